@@ -1,0 +1,330 @@
+"""The Callback base class: do-nothing hooks a user overrides.
+
+Hooks take ``(trainer, module, ...)`` in the same order and with the same names as
+Lightning's, so porting a Lightning callback is changing its base class. The loop
+calls the Module's own hook first, then each callback's, in the order of
+``Trainer(callbacks=[...])``.
+
+Besides the observation hooks (``on_*``) a callback may shape the training step
+through five *step hooks*. Mixed precision, gradient clipping and gradient
+accumulation are callbacks built on them; so can a user's own:
+
+``forward_context``
+    A context manager entered around ``training_step`` / ``validation_step`` /
+    ``test_step`` / ``predict_step`` (mixed precision: autocast).
+``scale_loss``
+    Maps the loss before ``backward`` (accumulation divides by k; a gradient
+    scaler multiplies). Applied in callback order.
+``should_optimizer_step``
+    Whether the optimizer steps after this batch; the loop steps only when every
+    callback agrees (accumulation says no on all but the last micro-batch).
+``prepare_optimizer_step``
+    Runs before the ``on_before_optimizer_step`` hooks, so that those see final
+    gradients (a gradient scaler unscales here).
+``optimizer_step``
+    Performs the optimizer step itself and returns True, or returns False to let
+    the loop call ``optimizer.step()`` (a gradient scaler steps here).
+
+The loop looks up which callbacks override which per-batch hook once, before the
+first batch, so an unused hook costs nothing per step.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from trainkit.module import Module
+    from trainkit.trainer import Trainer
+
+
+class Callback:
+    """Base class for callbacks. Every hook does nothing by default.
+
+    Example:
+        >>> import trainkit
+        >>> class PrintEpochs(trainkit.Callback):
+        ...     def on_train_epoch_end(self, trainer, module):
+        ...         print("finished epoch", trainer.current_epoch)
+        >>> callback = PrintEpochs()
+    """
+
+    @property
+    def state_key(self) -> str:
+        """Key under which this callback's ``state_dict`` is stored in a checkpoint.
+
+        Two callbacks of the same class need distinct keys; subclasses that can
+        appear twice (say, two checkpoint callbacks) include their arguments.
+        """
+        return type(self).__qualname__
+
+    def state_dict(self) -> dict[str, Any]:
+        """State to save in checkpoints (counters, best scores). Empty by default."""
+        return {}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore the state returned by :meth:`state_dict`.
+
+        Args:
+            state_dict: what :meth:`state_dict` returned when the checkpoint was saved.
+        """
+
+    # ----------------------------------------------------------------- setup
+    def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
+        """Called when fit/validate/test/predict begins, before the module is wrapped.
+
+        Args:
+            trainer: the running Trainer.
+            module: the user's Module.
+            stage: one of "fit", "validate", "test", "predict".
+        """
+
+    def teardown(self, trainer: Trainer, module: Module, stage: str) -> None:
+        """Called when fit/validate/test/predict ends, also after an error.
+
+        Args:
+            trainer: the running Trainer.
+            module: the user's Module.
+            stage: one of "fit", "validate", "test", "predict".
+        """
+
+    def on_exception(self, trainer: Trainer, module: Module, exception: BaseException) -> None:
+        """Called when the run raises, before the exception propagates.
+
+        Args:
+            trainer: the running Trainer.
+            module: the user's Module.
+            exception: the exception raised.
+        """
+
+    # ------------------------------------------------------------------- fit
+    def on_fit_start(self, trainer: Trainer, module: Module) -> None:
+        """Called once at the beginning of ``fit``, after optimizers are set up."""
+
+    def on_fit_end(self, trainer: Trainer, module: Module) -> None:
+        """Called once at the end of ``fit``."""
+
+    def on_sanity_check_start(self, trainer: Trainer, module: Module) -> None:
+        """Called before the sanity-check validation batches."""
+
+    def on_sanity_check_end(self, trainer: Trainer, module: Module) -> None:
+        """Called after the sanity-check validation batches."""
+
+    def on_train_start(self, trainer: Trainer, module: Module) -> None:
+        """Called when the training loop begins."""
+
+    def on_train_end(self, trainer: Trainer, module: Module) -> None:
+        """Called when the training loop ends."""
+
+    def on_train_epoch_start(self, trainer: Trainer, module: Module) -> None:
+        """Called at the beginning of each training epoch."""
+
+    def on_train_epoch_end(self, trainer: Trainer, module: Module) -> None:
+        """Called at the end of each training epoch, after that epoch's validation."""
+
+    def on_train_batch_start(
+        self, trainer: Trainer, module: Module, batch: Any, batch_idx: int
+    ) -> None:
+        """Called before ``training_step``.
+
+        Args:
+            trainer: the running Trainer.
+            module: the user's Module.
+            batch: the batch, already on the module's device.
+            batch_idx: index of the batch within the epoch.
+        """
+
+    def on_train_batch_end(
+        self, trainer: Trainer, module: Module, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        """Called after the optimizer step (or the skipped step) of a batch.
+
+        Args:
+            trainer: the running Trainer.
+            module: the user's Module.
+            outputs: what ``training_step`` returned (a dict holding "loss").
+            batch: the batch.
+            batch_idx: index of the batch within the epoch.
+        """
+
+    def on_before_backward(self, trainer: Trainer, module: Module, loss: torch.Tensor) -> None:
+        """Called before ``loss.backward()`` with the loss as returned by the step."""
+
+    def on_after_backward(self, trainer: Trainer, module: Module) -> None:
+        """Called after ``backward``, before any optimizer step."""
+
+    def on_before_optimizer_step(
+        self, trainer: Trainer, module: Module, optimizer: torch.optim.Optimizer
+    ) -> None:
+        """Called before ``optimizer.step()``, with gradients unscaled.
+
+        Args:
+            trainer: the running Trainer.
+            module: the user's Module.
+            optimizer: the optimizer about to step.
+        """
+
+    def on_before_zero_grad(
+        self, trainer: Trainer, module: Module, optimizer: torch.optim.Optimizer
+    ) -> None:
+        """Called after the optimizer step, before gradients are cleared."""
+
+    # ---------------------------------------------------------- evaluation
+    def on_validation_start(self, trainer: Trainer, module: Module) -> None:
+        """Called when a validation run begins (in fit, validate, or the sanity check)."""
+
+    def on_validation_end(self, trainer: Trainer, module: Module) -> None:
+        """Called when a validation run ends; epoch metrics are in ``callback_metrics``."""
+
+    def on_validation_epoch_start(self, trainer: Trainer, module: Module) -> None:
+        """Called before the first validation batch."""
+
+    def on_validation_epoch_end(self, trainer: Trainer, module: Module) -> None:
+        """Called after the last validation batch, before metrics are reduced."""
+
+    def on_validation_batch_start(
+        self, trainer: Trainer, module: Module, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
+        """Called before ``validation_step``."""
+
+    def on_validation_batch_end(
+        self,
+        trainer: Trainer,
+        module: Module,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        """Called after ``validation_step``."""
+
+    def on_test_start(self, trainer: Trainer, module: Module) -> None:
+        """Called when a test run begins."""
+
+    def on_test_end(self, trainer: Trainer, module: Module) -> None:
+        """Called when a test run ends."""
+
+    def on_test_epoch_start(self, trainer: Trainer, module: Module) -> None:
+        """Called before the first test batch."""
+
+    def on_test_epoch_end(self, trainer: Trainer, module: Module) -> None:
+        """Called after the last test batch, before metrics are reduced."""
+
+    def on_test_batch_start(
+        self, trainer: Trainer, module: Module, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
+        """Called before ``test_step``."""
+
+    def on_test_batch_end(
+        self,
+        trainer: Trainer,
+        module: Module,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        """Called after ``test_step``."""
+
+    def on_predict_start(self, trainer: Trainer, module: Module) -> None:
+        """Called when a predict run begins."""
+
+    def on_predict_end(self, trainer: Trainer, module: Module) -> None:
+        """Called when a predict run ends."""
+
+    def on_predict_epoch_start(self, trainer: Trainer, module: Module) -> None:
+        """Called before the first predict batch."""
+
+    def on_predict_epoch_end(self, trainer: Trainer, module: Module) -> None:
+        """Called after the last predict batch."""
+
+    def on_predict_batch_start(
+        self, trainer: Trainer, module: Module, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
+        """Called before ``predict_step``."""
+
+    def on_predict_batch_end(
+        self,
+        trainer: Trainer,
+        module: Module,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        """Called after ``predict_step``."""
+
+    # ---------------------------------------------------------- checkpoints
+    def on_save_checkpoint(
+        self, trainer: Trainer, module: Module, checkpoint: dict[str, Any]
+    ) -> None:
+        """Called when a checkpoint is assembled; may add entries to ``checkpoint``."""
+
+    def on_load_checkpoint(
+        self, trainer: Trainer, module: Module, checkpoint: dict[str, Any]
+    ) -> None:
+        """Called when a checkpoint is restored, with the full checkpoint dict."""
+
+    # ----------------------------------------------------------- step hooks
+    def forward_context(
+        self, trainer: Trainer, module: Module
+    ) -> AbstractContextManager[Any] | None:
+        """A context entered around each step method, or None for none.
+
+        Args:
+            trainer: the running Trainer.
+            module: the user's Module.
+
+        Returns:
+            A context manager (for example ``torch.autocast``) or None.
+        """
+        return None
+
+    def scale_loss(self, trainer: Trainer, module: Module, loss: torch.Tensor) -> torch.Tensor:
+        """Return the tensor to call ``backward`` on. The identity by default.
+
+        Args:
+            trainer: the running Trainer.
+            module: the user's Module.
+            loss: the loss, already mapped by earlier callbacks.
+        """
+        return loss
+
+    def should_optimizer_step(
+        self, trainer: Trainer, module: Module, batch_idx: int, is_last_batch: bool
+    ) -> bool:
+        """Whether the optimizer steps after this batch. True by default.
+
+        Args:
+            trainer: the running Trainer.
+            module: the user's Module.
+            batch_idx: index of the batch within the epoch.
+            is_last_batch: whether this is the epoch's last batch.
+        """
+        return True
+
+    def prepare_optimizer_step(
+        self, trainer: Trainer, module: Module, optimizer: torch.optim.Optimizer
+    ) -> None:
+        """Runs before the ``on_before_optimizer_step`` hooks (unscale gradients here).
+
+        Args:
+            trainer: the running Trainer.
+            module: the user's Module.
+            optimizer: the optimizer about to step.
+        """
+
+    def optimizer_step(
+        self, trainer: Trainer, module: Module, optimizer: torch.optim.Optimizer
+    ) -> bool:
+        """Step ``optimizer`` and return True, or return False to let the loop step it.
+
+        Args:
+            trainer: the running Trainer.
+            module: the user's Module.
+            optimizer: the optimizer to step.
+        """
+        return False

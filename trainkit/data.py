@@ -1,0 +1,215 @@
+"""DataModule, and the helpers that get batches onto a device.
+
+A batch may be a tensor, or tensors nested in tuples, lists, dicts, namedtuples
+and dataclasses; :func:`move_data_to_device` rebuilds the same structure with
+every tensor (and every object with a ``.to(device)`` method) on the device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
+
+import torch
+from torch.utils.data import DataLoader
+
+T = TypeVar("T")
+
+# DataLoader, a list of them, or a dict of them (the dict's keys name the loaders).
+EvalDataloaders = DataLoader[Any] | list[DataLoader[Any]] | tuple[DataLoader[Any], ...]
+
+
+class DataModule:
+    """Groups the data of a project: download, splits and dataloaders.
+
+    Override the methods you need. ``prepare_data`` runs once per node (for
+    downloads); ``setup`` runs in every process.
+
+    Example:
+        >>> import torch
+        >>> from torch.utils.data import DataLoader, TensorDataset
+        >>> class RandomData(DataModule):
+        ...     def setup(self, stage):
+        ...         self.data = TensorDataset(torch.randn(8, 2), torch.zeros(8))
+        ...     def train_dataloader(self):
+        ...         return DataLoader(self.data, batch_size=4)
+        >>> dm = RandomData()
+        >>> dm.setup("fit")
+        >>> len(dm.train_dataloader())
+        2
+    """
+
+    def prepare_data(self) -> None:
+        """Download or write data to disk. Called once per node, before ``setup``."""
+
+    def setup(self, stage: str) -> None:
+        """Build datasets. Called in every process.
+
+        Args:
+            stage: one of "fit", "validate", "test", "predict".
+        """
+
+    def teardown(self, stage: str) -> None:
+        """Release what ``setup`` built.
+
+        Args:
+            stage: one of "fit", "validate", "test", "predict".
+        """
+
+    def train_dataloader(self) -> DataLoader[Any]:
+        """The training dataloader."""
+        raise NotImplementedError(
+            f"{type(self).__name__} has no train_dataloader(); define it to use this "
+            "DataModule with Trainer.fit."
+        )
+
+    def val_dataloader(self) -> EvalDataloaders:
+        """The validation dataloader(s)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} has no val_dataloader(); define it to validate."
+        )
+
+    def test_dataloader(self) -> EvalDataloaders:
+        """The test dataloader(s)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} has no test_dataloader(); define it to use Trainer.test."
+        )
+
+    def predict_dataloader(self) -> EvalDataloaders:
+        """The prediction dataloader(s)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} has no predict_dataloader(); define it to use Trainer.predict."
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        """State to save in checkpoints. Empty by default."""
+        return {}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned.
+
+        Args:
+            state_dict: the saved state.
+        """
+
+
+def move_data_to_device(batch: T, device: torch.device) -> T:
+    """Return ``batch`` with every tensor moved to ``device``.
+
+    Containers (tuple, list, dict, namedtuple, dataclass instances) are rebuilt
+    with the same type; objects with a ``to(device)`` method are moved with it;
+    anything else is returned as it is.
+
+    Args:
+        batch: the batch.
+        device: the target device.
+
+    Example:
+        >>> import torch
+        >>> out = move_data_to_device({"x": [torch.zeros(1)], "n": 3}, torch.device("cpu"))
+        >>> out["x"][0].device, out["n"]
+        (device(type='cpu'), 3)
+    """
+    # Pinned host memory can be copied asynchronously; pageable memory cannot,
+    # and non_blocking on it would only add overhead.
+    non_blocking = device.type == "cuda"
+    return _move(batch, device, non_blocking)  # type: ignore[no-any-return]
+
+
+def _move(obj: Any, device: torch.device, non_blocking: bool) -> Any:
+    if isinstance(obj, torch.Tensor):
+        if obj.device == device:
+            return obj
+        return obj.to(device, non_blocking=non_blocking and obj.is_pinned())
+    if isinstance(obj, (str, bytes, int, float, bool)) or obj is None:
+        return obj
+    if isinstance(obj, tuple):
+        items = [_move(item, device, non_blocking) for item in obj]
+        if hasattr(obj, "_fields"):  # namedtuple
+            return type(obj)(*items)
+        return type(obj)(items) if type(obj) is not tuple else tuple(items)
+    if isinstance(obj, list):
+        return [_move(item, device, non_blocking) for item in obj]
+    if isinstance(obj, Mapping):
+        moved = {key: _move(value, device, non_blocking) for key, value in obj.items()}
+        return moved if type(obj) is dict else _rebuild_mapping(obj, moved)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        changes = {
+            field.name: _move(getattr(obj, field.name), device, non_blocking)
+            for field in dataclasses.fields(obj)
+            if field.init
+        }
+        return dataclasses.replace(obj, **changes)
+    to = getattr(obj, "to", None)
+    if callable(to):
+        return to(device)
+    return obj
+
+
+def _rebuild_mapping(original: Mapping[Any, Any], moved: dict[Any, Any]) -> Any:
+    factory: Any = type(original)
+    try:
+        return factory(moved)
+    except TypeError:  # a mapping type whose constructor takes something else
+        return moved
+
+
+def extract_batch_size(batch: Any) -> int:
+    """Size of the first dimension of the first tensor found in ``batch`` (1 if none).
+
+    Args:
+        batch: the batch.
+    """
+    if isinstance(batch, torch.Tensor):
+        return int(batch.shape[0]) if batch.ndim > 0 else 1
+    if isinstance(batch, Mapping):
+        batch = batch.values()
+    elif dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        batch = [getattr(batch, field.name) for field in dataclasses.fields(batch)]
+    if isinstance(batch, Iterable) and not isinstance(batch, (str, bytes)):
+        for item in batch:
+            if isinstance(item, torch.Tensor) or (
+                isinstance(item, (Mapping, list, tuple)) or dataclasses.is_dataclass(item)
+            ):
+                return extract_batch_size(item)
+    return 1
+
+
+def num_batches(dataloader: Iterable[Any]) -> float:
+    """Number of batches a dataloader yields, or ``inf`` when it has no length.
+
+    Args:
+        dataloader: a DataLoader or any iterable of batches.
+    """
+    try:
+        return float(len(dataloader))  # type: ignore[arg-type]
+    except (TypeError, NotImplementedError):
+        return math.inf
+
+
+def limit_batches(available: float, limit: int | float, name: str) -> float:
+    """Apply a ``limit_*_batches`` setting to the number of available batches.
+
+    Args:
+        available: batches the dataloader has (``inf`` when unknown).
+        limit: an int (that many batches) or a float in [0, 1] (that fraction).
+        name: the setting's name, for error messages.
+    """
+    if isinstance(limit, bool):
+        raise TypeError(f"{name} must be an int or a float, got {limit!r}.")
+    if isinstance(limit, int):
+        return float(min(available, limit))
+    if available == math.inf:
+        if limit == 1.0:
+            return math.inf
+        raise ValueError(
+            f"{name}={limit} is a fraction, but the dataloader has no length. Pass an "
+            f"integer number of batches, e.g. {name}=100."
+        )
+    count = int(available * limit)
+    if limit > 0 and count == 0:
+        # A non-zero fraction of a tiny loader still runs one batch.
+        count = 1
+    return float(count)

@@ -1,0 +1,517 @@
+"""Module: the user's ``nn.Module`` plus its steps, optimizers and logging.
+
+Hook and method names are Lightning's, so porting a ``LightningModule`` is mostly
+changing the import.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+if TYPE_CHECKING:
+    from trainkit.trainer import Trainer
+
+
+class AttributeDict(dict[str, Any]):
+    """A dict whose keys read as attributes: ``hparams.lr`` and ``hparams["lr"]``.
+
+    Kept for Lightning compatibility: ported code reads ``self.hparams.lr``.
+    """
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self[key]
+        except KeyError as error:
+            raise AttributeError(
+                f"hparams has no {key!r}; saved hyperparameters are {sorted(self)}."
+            ) from error
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        self[key] = value
+
+
+class Module(nn.Module):
+    """Base class for models trained by :class:`trainkit.Trainer`.
+
+    Subclass it, define ``forward``, ``training_step`` and ``configure_optimizers``
+    (and, optionally, ``validation_step``, ``test_step``, ``predict_step`` and hooks).
+
+    Example:
+        >>> import torch
+        >>> import trainkit
+        >>> class Regressor(trainkit.Module):
+        ...     def __init__(self, lr: float = 0.1):
+        ...         super().__init__()
+        ...         self.save_hyperparameters()
+        ...         self.layer = torch.nn.Linear(4, 1)
+        ...     def training_step(self, batch, batch_idx):
+        ...         x, y = batch
+        ...         loss = torch.nn.functional.mse_loss(self.layer(x), y)
+        ...         self.log("train/loss", loss)
+        ...         return loss
+        ...     def configure_optimizers(self):
+        ...         return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
+        >>> Regressor(lr=0.05).hparams.lr
+        0.05
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._trainer: Trainer | None = None
+        #: Set to False to step optimizers yourself in ``training_step``.
+        self.automatic_optimization: bool = True
+        self._hparams: AttributeDict = AttributeDict()
+
+    # --------------------------------------------------------------- context
+    @property
+    def trainer(self) -> Trainer:
+        """The Trainer running this module (an error outside fit/validate/test/predict)."""
+        if self._trainer is None:
+            raise RuntimeError(
+                f"{type(self).__name__} is not attached to a Trainer. `self.trainer` is "
+                "available inside fit/validate/test/predict."
+            )
+        return self._trainer
+
+    @property
+    def device(self) -> torch.device:
+        """The device the module's parameters are on (the strategy's device when attached)."""
+        if self._trainer is not None:
+            return self._trainer.strategy.root_device
+        for parameter in self.parameters():
+            return parameter.device
+        for buffer in self.buffers():
+            return buffer.device
+        return torch.device("cpu")
+
+    @property
+    def global_step(self) -> int:
+        """Optimizer steps taken so far (0 when not attached to a Trainer)."""
+        return self._trainer.global_step if self._trainer is not None else 0
+
+    @property
+    def current_epoch(self) -> int:
+        """The current epoch, counted from 0 (0 when not attached to a Trainer)."""
+        return self._trainer.current_epoch if self._trainer is not None else 0
+
+    @property
+    def hparams(self) -> AttributeDict:
+        """Hyperparameters recorded by :meth:`save_hyperparameters`."""
+        return self._hparams
+
+    def save_hyperparameters(self, *names: str, ignore: list[str] | str | None = None) -> None:
+        """Record the arguments of ``__init__`` as ``self.hparams``.
+
+        Call it from your ``__init__``. The values are written to the loggers and
+        saved in checkpoints, so a run can be rebuilt from them.
+
+        Args:
+            *names: record only these arguments (default: all of them).
+            ignore: arguments not to record (for example a large model passed in).
+        """
+        frame = inspect.currentframe()
+        caller = frame.f_back if frame is not None else None
+        if caller is None or caller.f_code.co_name != "__init__":
+            raise RuntimeError("save_hyperparameters() must be called from your Module's __init__.")
+        # Read the arguments of the __init__ that called us (not type(self).__init__:
+        # a subclass may take other arguments, or none).
+        code, init_locals = caller.f_code, caller.f_locals
+        count = code.co_argcount + code.co_kwonlyargcount
+        arg_names = list(code.co_varnames[1:count])  # skip self
+        var_keyword = None
+        if code.co_flags & inspect.CO_VARKEYWORDS:
+            var_keyword = code.co_varnames[count + bool(code.co_flags & inspect.CO_VARARGS)]
+        ignored = {ignore} if isinstance(ignore, str) else set(ignore or ())
+        recorded: dict[str, Any] = {}
+        for name in arg_names:
+            if name in init_locals and name not in ignored and (not names or name in names):
+                recorded[name] = init_locals[name]
+        extra = init_locals.get(var_keyword) if var_keyword else None
+        if isinstance(extra, Mapping):
+            recorded.update({k: v for k, v in extra.items() if k not in ignored})
+        self._hparams.update(recorded)
+
+    # --------------------------------------------------------------- logging
+    def log(
+        self,
+        name: str,
+        value: torch.Tensor | float | int,
+        *,
+        on_step: bool | None = None,
+        on_epoch: bool | None = None,
+        prog_bar: bool = False,
+        logger: bool = True,
+        sync_dist: bool = False,
+        reduce_fx: str = "mean",
+        batch_size: int | None = None,
+    ) -> None:
+        """Log a scalar from inside a step or hook.
+
+        Values stay on the device; they are read only when a logger writes or the
+        progress bar draws, so logging every step costs no device synchronisation.
+
+        Args:
+            name: the metric's name, e.g. ``"train/loss"``.
+            value: a scalar tensor or number.
+            on_step: record the per-step value (default: True in training, False in
+                evaluation).
+            on_epoch: accumulate over the epoch with ``reduce_fx`` (default: False in
+                training, True in evaluation).
+            prog_bar: show it in the progress bar.
+            logger: send it to the loggers.
+            sync_dist: reduce it across processes when it is read.
+            reduce_fx: how epoch values combine: "mean" (weighted by batch size),
+                "sum", "max" or "min".
+            batch_size: weight of this value in an epoch mean (default: inferred
+                from the batch).
+        """
+        self.trainer._log(
+            self,
+            name,
+            value,
+            on_step=on_step,
+            on_epoch=on_epoch,
+            prog_bar=prog_bar,
+            logger=logger,
+            sync_dist=sync_dist,
+            reduce_fx=reduce_fx,
+            batch_size=batch_size,
+        )
+
+    def log_dict(
+        self,
+        dictionary: Mapping[str, torch.Tensor | float | int],
+        *,
+        on_step: bool | None = None,
+        on_epoch: bool | None = None,
+        prog_bar: bool = False,
+        logger: bool = True,
+        sync_dist: bool = False,
+        reduce_fx: str = "mean",
+        batch_size: int | None = None,
+    ) -> None:
+        """Log every entry of ``dictionary`` with the same options as :meth:`log`.
+
+        Args:
+            dictionary: metric name to value.
+            on_step: see :meth:`log`.
+            on_epoch: see :meth:`log`.
+            prog_bar: see :meth:`log`.
+            logger: see :meth:`log`.
+            sync_dist: see :meth:`log`.
+            reduce_fx: see :meth:`log`.
+            batch_size: see :meth:`log`.
+        """
+        for name, value in dictionary.items():
+            self.log(
+                name,
+                value,
+                on_step=on_step,
+                on_epoch=on_epoch,
+                prog_bar=prog_bar,
+                logger=logger,
+                sync_dist=sync_dist,
+                reduce_fx=reduce_fx,
+                batch_size=batch_size,
+            )
+
+    # ------------------------------------------------------- steps (override)
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        """Compute the training loss of one batch.
+
+        Args:
+            batch: the batch, on the module's device.
+            batch_idx: index of the batch within the epoch.
+
+        Returns:
+            A scalar loss tensor, or a dict holding it under "loss" (other entries
+            are passed to ``on_train_batch_end``). With manual optimization, any value.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} has no training_step(). Define "
+            "`def training_step(self, batch, batch_idx)` returning the loss to use Trainer.fit."
+        )
+
+    def validation_step(self, batch: Any, batch_idx: int) -> Any:
+        """Evaluate one validation batch; log metrics with ``self.log``.
+
+        Args:
+            batch: the batch, on the module's device.
+            batch_idx: index of the batch within the loader. With several
+                validation loaders, a third argument ``dataloader_idx`` is passed.
+        """
+        return None
+
+    def test_step(self, batch: Any, batch_idx: int) -> Any:
+        """Evaluate one test batch; log metrics with ``self.log``.
+
+        Args:
+            batch: the batch, on the module's device.
+            batch_idx: index of the batch within the loader.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} has no test_step(). Define "
+            "`def test_step(self, batch, batch_idx)` to use Trainer.test."
+        )
+
+    def predict_step(self, batch: Any, batch_idx: int) -> Any:
+        """Return predictions for one batch. Default: ``self(batch)``.
+
+        Args:
+            batch: the batch, on the module's device.
+            batch_idx: index of the batch within the loader.
+        """
+        return self(batch)
+
+    def configure_optimizers(self) -> Any:
+        """Return the optimizer(s) and, optionally, LR schedulers.
+
+        Accepted forms: an optimizer; a list of optimizers; a pair
+        ``([optimizers], [schedulers])``; a dict ``{"optimizer": opt,
+        "lr_scheduler": scheduler or {"scheduler": s, "interval": "step" | "epoch",
+        "frequency": n, "monitor": "val/loss"}}``; or a list of such dicts.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} has no configure_optimizers(). Define it and return "
+            "an optimizer, e.g. `return torch.optim.Adam(self.parameters(), lr=1e-3)`."
+        )
+
+    # ---------------------------------------------------- manual optimization
+    def optimizers(self) -> Any:
+        """The optimizer (or list of them) set up by the Trainer, for manual optimization."""
+        optimizers = self.trainer.optimizers
+        return optimizers[0] if len(optimizers) == 1 else optimizers
+
+    def lr_schedulers(self) -> Any:
+        """The LR scheduler (or list of them, or None), for manual optimization."""
+        schedulers = [config.scheduler for config in self.trainer.lr_scheduler_configs]
+        if not schedulers:
+            return None
+        return schedulers[0] if len(schedulers) == 1 else schedulers
+
+    def manual_backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        """Call backward on ``loss`` the way the Trainer would (scaled under mixed precision).
+
+        Args:
+            loss: the loss tensor.
+            *args: passed to ``Tensor.backward``.
+            **kwargs: passed to ``Tensor.backward``.
+        """
+        self.trainer._backward(self, loss, *args, **kwargs)
+
+    # ----------------------------------------------- optional data hooks
+    def train_dataloader(self) -> Any:
+        """Optional: the training dataloader, when none is passed to ``fit``."""
+        raise NotImplementedError
+
+    def val_dataloader(self) -> Any:
+        """Optional: the validation dataloader(s), when none is passed."""
+        raise NotImplementedError
+
+    def test_dataloader(self) -> Any:
+        """Optional: the test dataloader(s), when none is passed."""
+        raise NotImplementedError
+
+    def predict_dataloader(self) -> Any:
+        """Optional: the prediction dataloader(s), when none is passed."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ hooks
+    def setup(self, stage: str) -> None:
+        """Called at the start of fit/validate/test/predict, before the module is moved.
+
+        Args:
+            stage: one of "fit", "validate", "test", "predict".
+        """
+
+    def teardown(self, stage: str) -> None:
+        """Called at the end of fit/validate/test/predict.
+
+        Args:
+            stage: one of "fit", "validate", "test", "predict".
+        """
+
+    def on_fit_start(self) -> None:
+        """Called at the beginning of ``fit``."""
+
+    def on_fit_end(self) -> None:
+        """Called at the end of ``fit``."""
+
+    def on_train_start(self) -> None:
+        """Called when the training loop begins."""
+
+    def on_train_end(self) -> None:
+        """Called when the training loop ends."""
+
+    def on_train_epoch_start(self) -> None:
+        """Called at the beginning of each training epoch."""
+
+    def on_train_epoch_end(self) -> None:
+        """Called at the end of each training epoch, after its validation."""
+
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> int | None:
+        """Called before ``training_step``. Return -1 to end the epoch here.
+
+        Args:
+            batch: the batch.
+            batch_idx: index of the batch within the epoch.
+        """
+        return None
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        """Called after the optimizer step of a batch.
+
+        Args:
+            outputs: what ``training_step`` returned, as a dict holding "loss".
+            batch: the batch.
+            batch_idx: index of the batch within the epoch.
+        """
+
+    def on_validation_start(self) -> None:
+        """Called when a validation run begins."""
+
+    def on_validation_end(self) -> None:
+        """Called when a validation run ends."""
+
+    def on_validation_epoch_start(self) -> None:
+        """Called before the first validation batch."""
+
+    def on_validation_epoch_end(self) -> None:
+        """Called after the last validation batch."""
+
+    def on_validation_batch_start(
+        self, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
+        """Called before ``validation_step``."""
+
+    def on_validation_batch_end(
+        self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
+        """Called after ``validation_step``."""
+
+    def on_test_start(self) -> None:
+        """Called when a test run begins."""
+
+    def on_test_end(self) -> None:
+        """Called when a test run ends."""
+
+    def on_test_epoch_start(self) -> None:
+        """Called before the first test batch."""
+
+    def on_test_epoch_end(self) -> None:
+        """Called after the last test batch."""
+
+    def on_test_batch_start(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+        """Called before ``test_step``."""
+
+    def on_test_batch_end(
+        self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
+        """Called after ``test_step``."""
+
+    def on_predict_start(self) -> None:
+        """Called when a predict run begins."""
+
+    def on_predict_end(self) -> None:
+        """Called when a predict run ends."""
+
+    def on_predict_epoch_start(self) -> None:
+        """Called before the first predict batch."""
+
+    def on_predict_epoch_end(self) -> None:
+        """Called after the last predict batch."""
+
+    def on_predict_batch_start(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+        """Called before ``predict_step``."""
+
+    def on_predict_batch_end(
+        self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
+        """Called after ``predict_step``."""
+
+    def on_before_backward(self, loss: torch.Tensor) -> None:
+        """Called before ``backward`` with the step's loss.
+
+        Args:
+            loss: the loss returned by ``training_step``.
+        """
+
+    def on_after_backward(self) -> None:
+        """Called after ``backward``; gradients are populated."""
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """Called before ``optimizer.step()``, with gradients unscaled.
+
+        Args:
+            optimizer: the optimizer about to step.
+        """
+
+    def on_before_zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
+        """Called after the optimizer step, before gradients are cleared.
+
+        Args:
+            optimizer: the optimizer whose gradients are about to be cleared.
+        """
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Called when a checkpoint is assembled; add entries to ``checkpoint`` here.
+
+        Args:
+            checkpoint: the checkpoint dict about to be saved.
+        """
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Called when a checkpoint is restored, before the state is loaded.
+
+        Args:
+            checkpoint: the loaded checkpoint dict.
+        """
+
+
+def loss_from_output(output: Any, step_index: int) -> torch.Tensor:
+    """Return the loss from what ``training_step`` returned, or explain what is wrong.
+
+    Args:
+        output: the value ``training_step`` returned.
+        step_index: the global step, for the error message.
+    """
+    loss = output.get("loss") if isinstance(output, Mapping) else output
+    if output is None:
+        raise ValueError(
+            f"training_step returned None at step {step_index}. Return the loss tensor "
+            "(or a dict with a 'loss' entry); to step optimizers yourself, set "
+            "`self.automatic_optimization = False` in __init__."
+        )
+    if isinstance(output, Mapping) and "loss" not in output:
+        raise ValueError(
+            f"training_step returned a dict without a 'loss' entry (keys: {sorted(output)}) "
+            f"at step {step_index}. Put the loss tensor under the key 'loss'."
+        )
+    if not isinstance(loss, torch.Tensor):
+        raise TypeError(
+            f"training_step must return a loss tensor, got {type(loss).__name__} at step "
+            f"{step_index}. Return the tensor itself, not `loss.item()`."
+        )
+    if loss.numel() != 1:
+        raise ValueError(
+            f"training_step returned a loss of shape {tuple(loss.shape)} at step {step_index}; "
+            "the loss must be a scalar. Reduce it, e.g. `loss.mean()`."
+        )
+    if not loss.requires_grad:
+        raise ValueError(
+            f"training_step returned a loss that does not require grad at step {step_index}: "
+            "it is not connected to any trainable parameter (was it computed under "
+            "torch.no_grad(), detached, or are all parameters frozen?)."
+        )
+    return loss
+
+
+def is_finite_number(value: float) -> bool:
+    """Whether ``value`` is neither NaN nor infinite."""
+    return not (math.isnan(value) or math.isinf(value))

@@ -1,0 +1,113 @@
+"""Strategies, and turning ``Trainer(accelerator=, devices=, strategy=)`` into one."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+
+import torch
+
+from trainkit.strategies.base import Strategy
+from trainkit.strategies.single import SingleDeviceStrategy
+
+__all__ = ["SingleDeviceStrategy", "Strategy", "resolve_strategy"]
+
+ACCELERATORS = ("auto", "cpu", "cuda", "gpu")
+
+# Strategy name -> factory taking the chosen device. Each distributed strategy
+# registers itself here when it lands.
+STRATEGIES: dict[str, Callable[[torch.device], Strategy]] = {
+    "single_device": SingleDeviceStrategy,
+}
+
+
+def resolve_strategy(
+    strategy: str | Strategy, accelerator: str, devices: int | list[int] | str
+) -> Strategy:
+    """Build the strategy for the requested accelerator, devices and strategy name.
+
+    Args:
+        strategy: a Strategy instance, "auto", or a registered name.
+        accelerator: "auto", "cpu", "cuda" (or its alias "gpu").
+        devices: "auto", a device count, or a list of CUDA device indices.
+
+    Example:
+        >>> resolve_strategy("auto", "cpu", 1).root_device
+        device(type='cpu')
+    """
+    if isinstance(strategy, Strategy):
+        return strategy
+    if not isinstance(strategy, str):
+        raise TypeError(
+            f"strategy must be a name or a Strategy instance, got {type(strategy).__name__}."
+        )
+    device_type = _device_type(accelerator)
+    indices = _device_indices(device_type, devices)
+    name = strategy
+    if name == "auto":
+        name = "single_device" if len(indices) == 1 else "ddp"
+    if name not in STRATEGIES:
+        valid = ["auto", *STRATEGIES]
+        close = difflib.get_close_matches(name, valid, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        if name != strategy:  # "auto" picked a multi-device strategy that does not exist
+            raise ValueError(
+                f"devices={devices!r} asks for {len(indices)} devices, which needs a "
+                f"multi-process strategy; available strategies are {valid}. Use devices=1."
+            )
+        raise ValueError(f"Unknown strategy {strategy!r}; valid strategies are {valid}.{hint}")
+    if name == "single_device" and len(indices) != 1:
+        raise ValueError(
+            f"strategy='single_device' runs on one device, but devices={devices!r} asks for "
+            f"{len(indices)}. Pass devices=1."
+        )
+    device = torch.device(device_type, indices[0]) if device_type == "cuda" else torch.device("cpu")
+    return STRATEGIES[name](device)
+
+
+def _device_type(accelerator: str) -> str:
+    if accelerator not in ACCELERATORS:
+        close = difflib.get_close_matches(str(accelerator), ACCELERATORS, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ValueError(
+            f"Unknown accelerator {accelerator!r}; valid accelerators are "
+            f"{list(ACCELERATORS)}.{hint}"
+        )
+    if accelerator == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if accelerator in ("cuda", "gpu"):
+        if not torch.cuda.is_available():
+            raise RuntimeError(
+                f"accelerator={accelerator!r} was requested, but CUDA is not available on "
+                "this machine (no GPU, or a CPU-only torch build). Use accelerator='cpu' or "
+                "'auto'."
+            )
+        return "cuda"
+    return "cpu"
+
+
+def _device_indices(device_type: str, devices: int | list[int] | str) -> list[int]:
+    available = torch.cuda.device_count() if device_type == "cuda" else None
+    if devices == "auto":
+        return [0]
+    if isinstance(devices, (list, tuple)):
+        indices = list(devices)
+        if not indices or not all(isinstance(i, int) and not isinstance(i, bool) for i in indices):
+            raise ValueError(f"devices={devices!r} must be a non-empty list of device indices.")
+        if device_type == "cpu":
+            raise ValueError(
+                f"devices={devices!r} lists device indices, which only CUDA devices have. On "
+                "the CPU pass a number of processes, e.g. devices=1."
+            )
+    elif isinstance(devices, int) and not isinstance(devices, bool):
+        if devices < 1:
+            raise ValueError(f"devices={devices} must be at least 1.")
+        indices = list(range(devices))
+    else:
+        raise TypeError(f"devices must be 'auto', an int or a list of ints, got {devices!r}.")
+    if available is not None and (len(indices) > available or max(indices) >= available):
+        raise ValueError(
+            f"devices={devices!r} asks for CUDA devices this machine does not have: "
+            f"{available} visible (indices 0..{available - 1}). Ask for fewer devices."
+        )
+    return indices

@@ -1,0 +1,185 @@
+"""The Strategy ABC: how the model and data are spread over devices and processes.
+
+A strategy answers a few questions for the loop: which device is mine, am I
+global rank 0, how is the module wrapped, how is a dataloader prepared, and how
+do values travel between processes. A single-device strategy answers them with
+identities (its collectives return their input), so the loop never asks "am I
+distributed?".
+
+Launching worker processes is not a strategy's business: that belongs to
+``trainkit.launch``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any, Literal, TypeVar
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from trainkit.data import move_data_to_device
+
+ReduceOp = Literal["sum", "mean", "max", "min"]
+T = TypeVar("T")
+
+
+class Strategy(ABC):
+    """Base class of all strategies."""
+
+    #: Name used in ``Trainer(strategy=...)``.
+    name: str = ""
+
+    @property
+    @abstractmethod
+    def root_device(self) -> torch.device:
+        """The device this process computes on."""
+
+    @property
+    def global_rank(self) -> int:
+        """Rank of this process among all processes (0 without distribution)."""
+        return 0
+
+    @property
+    def local_rank(self) -> int:
+        """Rank of this process on its node."""
+        return 0
+
+    @property
+    def world_size(self) -> int:
+        """Number of processes taking part."""
+        return 1
+
+    @property
+    def is_global_zero(self) -> bool:
+        """Whether this process is global rank 0 (the one that logs and writes)."""
+        return self.global_rank == 0
+
+    def setup_environment(self) -> None:
+        """Prepare devices and process groups; called once before the module is set up."""
+
+    def setup_module(self, module: nn.Module) -> nn.Module:
+        """Move ``module`` to its device and wrap it if the strategy needs to.
+
+        Args:
+            module: the user's module.
+
+        Returns:
+            The module the loop calls the step methods through (the module itself
+            or a wrapper around it).
+        """
+        return module.to(self.root_device)
+
+    def setup_optimizers(
+        self, optimizers: list[torch.optim.Optimizer]
+    ) -> list[torch.optim.Optimizer]:
+        """Adapt optimizers to the wrapped module (identity by default).
+
+        Args:
+            optimizers: the optimizers returned by ``configure_optimizers``.
+        """
+        return optimizers
+
+    def prepare_dataloader(self, dataloader: DataLoader[Any], *, training: bool) -> DataLoader[Any]:
+        """Return the dataloader to iterate in this process (identity by default).
+
+        Args:
+            dataloader: the user's dataloader.
+            training: True for the training loader, False for evaluation and prediction.
+        """
+        return dataloader
+
+    def step_function(self, module: nn.Module, name: str) -> Callable[..., Any]:
+        """The callable that runs ``name`` ("training_step", ...) of the user's module.
+
+        A wrapping strategy returns a callable that goes through its wrapper, so
+        that the wrapper's forward-time work (gradient hooks) happens.
+
+        Args:
+            module: the module returned by :meth:`setup_module`.
+            name: the step method's name.
+        """
+        return getattr(self.unwrap(module), name)  # type: ignore[no-any-return]
+
+    def batch_to_device(self, batch: T) -> T:
+        """Move a batch (tensors nested in containers) to ``root_device``.
+
+        Args:
+            batch: the batch as the dataloader yields it.
+        """
+        return move_data_to_device(batch, self.root_device)
+
+    def no_backward_sync(self, module: nn.Module, enabled: bool) -> AbstractContextManager[Any]:
+        """Context that skips gradient synchronisation during ``backward``.
+
+        Gradient accumulation enters it on micro-batches that do not step, so a
+        data-parallel strategy does not all-reduce gradients it will add to anyway.
+
+        Args:
+            module: the module returned by :meth:`setup_module`.
+            enabled: whether to skip synchronisation for this backward.
+        """
+        return nullcontext()
+
+    # ------------------------------------------------------------ collectives
+    # Every rank must call a collective at the same point, or the job hangs:
+    # nothing in trainkit calls one on a single rank.
+    @abstractmethod
+    def all_reduce(self, tensor: torch.Tensor, op: ReduceOp = "mean") -> torch.Tensor:
+        """Reduce ``tensor`` over all processes and return the result.
+
+        Args:
+            tensor: a tensor on ``root_device``; not modified.
+            op: "sum", "mean", "max" or "min".
+        """
+
+    @abstractmethod
+    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Gather ``tensor`` from all processes, stacked along a new first dimension.
+
+        Args:
+            tensor: a tensor of the same shape on every process.
+        """
+
+    @abstractmethod
+    def broadcast(self, obj: T, src: int = 0) -> T:
+        """Send a picklable object from rank ``src`` to all processes.
+
+        Args:
+            obj: the object (only the value on ``src`` matters).
+            src: the sending rank.
+        """
+
+    @abstractmethod
+    def barrier(self, name: str | None = None) -> None:
+        """Wait until every process reaches this point.
+
+        Args:
+            name: a label for debugging.
+        """
+
+    def reduce_boolean_decision(self, decision: bool, all_: bool = True) -> bool:
+        """Agree on a decision across processes (for example "stop training").
+
+        Args:
+            decision: this process's decision.
+            all_: True to require every process to agree, False for any.
+        """
+        flag = torch.tensor(float(decision), device=self.root_device)
+        reduced = self.all_reduce(flag, op="min" if all_ else "max")
+        return bool(reduced.item())
+
+    # ------------------------------------------------------------- lifecycle
+    def teardown(self) -> None:
+        """Release process groups and device memory at the end of a run."""
+
+    def unwrap(self, module: nn.Module) -> nn.Module:
+        """Return the user's module from the one :meth:`setup_module` returned.
+
+        Args:
+            module: a module returned by :meth:`setup_module`.
+        """
+        return module

@@ -1,0 +1,53 @@
+"""Training on one device (the CPU or one CUDA device) in one process."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import torch
+
+from trainkit.strategies.base import ReduceOp, Strategy
+
+T = TypeVar("T")
+
+
+class SingleDeviceStrategy(Strategy):
+    """One process, one device. Collectives return their input.
+
+    Args:
+        device: the device to train on, e.g. ``"cpu"`` or ``"cuda:0"``.
+
+    Example:
+        >>> strategy = SingleDeviceStrategy("cpu")
+        >>> strategy.root_device
+        device(type='cpu')
+    """
+
+    name = "single_device"
+
+    def __init__(self, device: torch.device | str = "cpu") -> None:
+        self._device = torch.device(device)
+
+    @property
+    def root_device(self) -> torch.device:
+        return self._device
+
+    def setup_environment(self) -> None:
+        if self._device.type == "cuda":
+            # Make later bare .cuda() calls in user code land on our device.
+            torch.cuda.set_device(self._device)
+
+    def all_reduce(self, tensor: torch.Tensor, op: ReduceOp = "mean") -> torch.Tensor:
+        return tensor
+
+    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor.unsqueeze(0)
+
+    def broadcast(self, obj: T, src: int = 0) -> T:
+        return obj
+
+    def barrier(self, name: str | None = None) -> None:
+        return None
+
+    def reduce_boolean_decision(self, decision: bool, all_: bool = True) -> bool:
+        return decision
