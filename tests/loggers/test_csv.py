@@ -1,0 +1,105 @@
+"""Tests for CSVLogger: rows, widening headers, buffering, versions."""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+import yaml
+
+from trainkit.loggers import CSVLogger
+
+
+def _read(logger: CSVLogger) -> tuple[list[str], list[dict[str, str]]]:
+    with open(os.path.join(logger.log_dir, "metrics.csv"), newline="") as file:
+        reader = csv.DictReader(file)
+        return list(reader.fieldnames or []), list(reader)
+
+
+def test_rows_and_columns(tmp_path: Path) -> None:
+    logger = CSVLogger(tmp_path)
+    logger.log_metrics({"loss": 1.0, "acc": 0.5}, step=0)
+    logger.log_metrics({"loss": 0.5, "acc": 0.75}, step=10)
+    logger.save()
+
+    columns, rows = _read(logger)
+    assert columns == ["step", "loss", "acc"]
+    assert rows == [
+        {"step": "0", "loss": "1.0", "acc": "0.5"},
+        {"step": "10", "loss": "0.5", "acc": "0.75"},
+    ]
+
+
+def test_rows_are_buffered_until_save(tmp_path: Path) -> None:
+    logger = CSVLogger(tmp_path)
+    logger.log_metrics({"loss": 1.0}, step=0)
+    assert not (tmp_path / "logs").exists()
+    logger.finalize("success")
+    assert _read(logger)[1] == [{"step": "0", "loss": "1.0"}]
+
+
+def test_new_metric_widens_header_and_keeps_old_rows(tmp_path: Path) -> None:
+    logger = CSVLogger(tmp_path)
+    logger.log_metrics({"loss": 1.0}, step=0)
+    logger.save()
+    logger.log_metrics({"loss": 0.5, "val_acc": 0.9}, step=1)
+    logger.log_metrics({"loss": 0.25}, step=2)
+    logger.save()
+
+    columns, rows = _read(logger)
+    assert columns == ["step", "loss", "val_acc"]
+    assert rows == [
+        {"step": "0", "loss": "1.0", "val_acc": ""},
+        {"step": "1", "loss": "0.5", "val_acc": "0.9"},
+        {"step": "2", "loss": "0.25", "val_acc": ""},
+    ]
+    assert not [name for name in os.listdir(logger.log_dir) if name.endswith(".tmp")]
+
+
+def test_save_twice_does_not_duplicate_rows(tmp_path: Path) -> None:
+    logger = CSVLogger(tmp_path)
+    logger.log_metrics({"loss": 1.0}, step=0)
+    logger.save()
+    logger.save()
+    logger.log_metrics({"loss": 0.5}, step=1)
+    logger.save()
+    logger.finalize("success")
+
+    assert [row["step"] for row in _read(logger)[1]] == ["0", "1"]
+
+
+def test_resumed_run_appends_to_existing_file(tmp_path: Path) -> None:
+    first = CSVLogger(tmp_path, version=0)
+    first.log_metrics({"loss": 1.0}, step=0)
+    first.finalize("interrupted")
+
+    resumed = CSVLogger(tmp_path, version=0)
+    resumed.log_metrics({"loss": 0.5, "lr": 0.1}, step=1)
+    resumed.finalize("success")
+
+    columns, rows = _read(resumed)
+    assert columns == ["step", "loss", "lr"]
+    assert [(row["step"], row["loss"], row["lr"]) for row in rows] == [
+        ("0", "1.0", ""),
+        ("1", "0.5", "0.1"),
+    ]
+
+
+def test_versions_and_existing_folder(tmp_path: Path) -> None:
+    existing = tmp_path / "logs" / "version_0"
+    existing.mkdir(parents=True)
+    (existing / "metrics.csv").write_text("not mine to touch")
+
+    first, second = CSVLogger(tmp_path), CSVLogger(tmp_path)
+    first.log_metrics({"loss": 1.0}, step=0)
+    first.save()
+    assert (first.version, second.version) == (1, 2)
+    assert (existing / "metrics.csv").read_text() == "not mine to touch"
+
+
+def test_hyperparams_yaml(tmp_path: Path) -> None:
+    logger = CSVLogger(tmp_path)
+    logger.log_hyperparams({"optim": {"lr": 0.1}, "seed": 7})
+    with open(os.path.join(logger.log_dir, "hparams.yaml")) as file:
+        assert yaml.safe_load(file) == {"optim": {"lr": 0.1}, "seed": 7}

@@ -1,0 +1,104 @@
+"""File helpers shared by the loggers: version folders and atomic writes.
+
+Kept free of heavy imports (``yaml`` is imported inside the function that
+writes it) so that ``import trainkit.loggers`` stays cheap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Iterator, Mapping
+from typing import IO, Any
+
+_VERSION_FOLDER = re.compile(r"version_(\d+)")
+
+
+def _claim_version_dir(root: str, version: int | str | None) -> tuple[int | str, str]:
+    """Create (or reuse) the folder a run writes to, and return its version and path.
+
+    With ``version=None`` the next free ``version_N`` is claimed: the scan of
+    existing folders only gives a starting guess, and ``os.makedirs`` with
+    ``exist_ok=False`` is the actual claim. Creating a folder is atomic, so
+    when two processes race for the same ``N`` exactly one wins and the other
+    moves on to ``N + 1``; a folder that already exists (and whatever a user
+    saved in it) is never taken over.
+
+    An explicit version is reused when it exists: that is how a resumed run
+    keeps writing to the same folder.
+
+    Args:
+        root: the experiment folder, ``<save_dir>/<name>``.
+        version: ``N`` for ``version_N``, a folder name, or None for the next free ``N``.
+
+    Returns:
+        The version and the path of its folder under ``root``.
+    """
+    if version is not None:
+        folder = version if isinstance(version, str) else f"version_{version}"
+        path = os.path.join(root, folder)
+        os.makedirs(path, exist_ok=True)
+        return version, path
+
+    os.makedirs(root, exist_ok=True)
+    taken = [int(m.group(1)) for m in map(_VERSION_FOLDER.fullmatch, os.listdir(root)) if m]
+    candidate = max(taken, default=-1) + 1
+    while True:
+        path = os.path.join(root, f"version_{candidate}")
+        try:
+            os.makedirs(path, exist_ok=False)
+        except FileExistsError:
+            # Another process (or a stray file) got there first; try the next number.
+            candidate += 1
+            continue
+        return candidate, path
+
+
+@contextlib.contextmanager
+def _atomic_open(path: str) -> Iterator[IO[str]]:
+    """Open a temporary text file next to ``path`` and rename it over ``path`` on success.
+
+    A crash mid-write leaves the previous file intact (promise 3 in DESIGN.md).
+    The temporary file lives in the same folder because ``os.replace`` is only
+    atomic within one file system.
+
+    Args:
+        path: the file to (re)write.
+
+    Yields:
+        A text file opened with ``newline=""`` (as the ``csv`` module requires).
+    """
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w", newline="", encoding="utf-8") as file:
+            yield file
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        raise
+
+
+def _to_yaml_safe(value: Any) -> Any:
+    """Return ``value`` with everything ``yaml.safe_dump`` cannot write turned into ``str``."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, Mapping):
+        return {str(key): _to_yaml_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_to_yaml_safe(item) for item in value]
+    return str(value)
+
+
+def _write_hparams_yaml(log_dir: str, params: Mapping[str, Any]) -> None:
+    """Write ``params`` (nesting kept) to ``<log_dir>/hparams.yaml``, atomically.
+
+    Args:
+        log_dir: the run's folder; it must exist.
+        params: hyperparameters; values YAML cannot hold are written as strings.
+    """
+    import yaml  # Lazy: keeps `import trainkit` cheap.
+
+    with _atomic_open(os.path.join(log_dir, "hparams.yaml")) as file:
+        yaml.safe_dump(_to_yaml_safe(params), file, sort_keys=False)

@@ -1,0 +1,126 @@
+"""CSVLogger: metrics in a plain ``metrics.csv``, hyperparameters in ``hparams.yaml``."""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from trainkit.loggers._files import _atomic_open, _claim_version_dir, _write_hparams_yaml
+from trainkit.loggers.base import Logger
+
+METRICS_FILE = "metrics.csv"
+
+
+class CSVLogger(Logger):
+    """Write metrics to ``<log_dir>/metrics.csv``: a ``step`` column, then one per metric.
+
+    Each ``log_metrics`` call becomes one row. Rows are kept in memory and
+    written at ``save()``; columns appear in the order metric names are first
+    seen, and a metric that first shows up later widens the file (earlier rows
+    get empty cells). Folders and versions follow the same rules as
+    :class:`~trainkit.loggers.TensorBoardLogger`.
+
+    Args:
+        save_dir: root folder for all experiments.
+        name: experiment name, the folder under ``save_dir``.
+        version: ``None`` claims the next free ``version_N``, never sharing or
+            overwriting an existing folder, even with concurrent processes. An
+            explicit version is reused if it exists, and a resumed run appends
+            to its ``metrics.csv``.
+    """
+
+    def __init__(
+        self,
+        save_dir: str | os.PathLike[str],
+        name: str = "logs",
+        version: int | str | None = None,
+    ) -> None:
+        self._save_dir = os.fspath(save_dir)
+        self._name = name
+        self._requested_version = version
+        self._version: int | str | None = None
+        self._pending: list[dict[str, float]] = []
+        # The header of metrics.csv as it is on disk; None until first read.
+        self._file_columns: list[str] | None = None
+
+    @property
+    def name(self) -> str:
+        """The experiment name: the folder under ``save_dir`` that holds the versions."""
+        return self._name
+
+    @property
+    def save_dir(self) -> str:
+        """The root folder passed by the user."""
+        return self._save_dir
+
+    @property
+    def version(self) -> int | str:
+        """The run's version; the first access claims and creates its folder."""
+        if self._version is None:
+            root = os.path.join(self._save_dir, self._name)
+            self._version, _ = _claim_version_dir(root, self._requested_version)
+        return self._version
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+        """Buffer one row; it is written at the next ``save()``.
+
+        Args:
+            metrics: metric name to value.
+            step: the global step the values belong to.
+        """
+        self._pending.append({"step": step, **metrics})
+
+    def log_hyperparams(self, params: Mapping[str, Any]) -> None:
+        """Write ``params`` to ``<log_dir>/hparams.yaml``.
+
+        Args:
+            params: hyperparameter name to value (nested mappings allowed).
+        """
+        _write_hparams_yaml(self.log_dir, params)
+
+    def save(self) -> None:
+        """Write buffered rows: append them, or rewrite the file if the header must widen."""
+        if not self._pending:
+            return
+        path = os.path.join(self.log_dir, METRICS_FILE)
+        if self._file_columns is None:
+            # A resumed run (explicit version) may find the file of its earlier part.
+            self._file_columns = _read_header(path)
+        columns = list(self._file_columns) or ["step"]
+        for row in self._pending:
+            columns.extend(key for key in row if key not in columns)
+
+        if columns == self._file_columns:
+            with open(path, "a", newline="", encoding="utf-8") as file:
+                csv.DictWriter(file, fieldnames=columns, restval="").writerows(self._pending)
+        else:
+            # Widening the header means rewriting every row; do it atomically so a
+            # crash leaves the old file, not a truncated one.
+            old_rows = _read_rows(path)
+            with _atomic_open(path) as file:
+                writer = csv.DictWriter(file, fieldnames=columns, restval="")
+                writer.writeheader()
+                writer.writerows(old_rows)
+                writer.writerows(self._pending)
+        self._file_columns = columns
+        self._pending.clear()
+
+
+def _read_header(path: str) -> list[str]:
+    """Return the column names of the CSV file at ``path``, or ``[]`` if it does not exist."""
+    try:
+        with open(path, newline="", encoding="utf-8") as file:
+            return next(csv.reader(file), [])
+    except FileNotFoundError:
+        return []
+
+
+def _read_rows(path: str) -> list[dict[str, str]]:
+    """Return the rows of the CSV file at ``path``, or ``[]`` if it does not exist."""
+    try:
+        with open(path, newline="", encoding="utf-8") as file:
+            return list(csv.DictReader(file))
+    except FileNotFoundError:
+        return []

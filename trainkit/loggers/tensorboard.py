@@ -1,0 +1,135 @@
+"""TensorBoardLogger: scalars and hyperparameters in TensorBoard event files."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from trainkit.loggers._files import _claim_version_dir, _write_hparams_yaml
+from trainkit.loggers.base import Logger
+
+if TYPE_CHECKING:
+    from torch.utils.tensorboard import SummaryWriter
+
+
+class TensorBoardLogger(Logger):
+    """Write metrics and hyperparameters for TensorBoard.
+
+    Each run writes to ``<save_dir>/<name>/version_<N>/`` (or
+    ``<save_dir>/<name>/<version>`` when ``version`` is a string). Nothing is
+    created until the logger is first used, so a Trainer that never logs
+    leaves no empty folders behind.
+
+    Args:
+        save_dir: root folder for all experiments.
+        name: experiment name, the folder under ``save_dir``.
+        version: ``None`` claims the next free ``version_N``, never sharing or
+            overwriting an existing folder, even with concurrent processes. An
+            explicit version is reused if it exists, which is how a resumed run
+            keeps appending to the same run.
+    """
+
+    def __init__(
+        self,
+        save_dir: str | os.PathLike[str],
+        name: str = "logs",
+        version: int | str | None = None,
+    ) -> None:
+        self._save_dir = os.fspath(save_dir)
+        self._name = name
+        self._requested_version = version
+        self._version: int | str | None = None
+        self._writer: SummaryWriter | None = None
+
+    @property
+    def name(self) -> str:
+        """The experiment name: the folder under ``save_dir`` that holds the versions."""
+        return self._name
+
+    @property
+    def save_dir(self) -> str:
+        """The root folder passed by the user."""
+        return self._save_dir
+
+    @property
+    def version(self) -> int | str:
+        """The run's version; the first access claims and creates its folder."""
+        if self._version is None:
+            root = os.path.join(self._save_dir, self._name)
+            self._version, _ = _claim_version_dir(root, self._requested_version)
+        return self._version
+
+    @property
+    def experiment(self) -> SummaryWriter:
+        """The underlying ``SummaryWriter``, e.g. for ``logger.experiment.add_image``.
+
+        Opened on first use; after ``finalize`` a new one is opened on the same folder.
+        """
+        if self._writer is None:
+            # Lazy: importing tensorboard costs about a second.
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._writer = SummaryWriter(log_dir=self.log_dir)
+        return self._writer
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+        """Write each metric as a scalar at ``step``.
+
+        Args:
+            metrics: metric name to value.
+            step: the global step the values belong to.
+        """
+        writer = self.experiment
+        for key, value in metrics.items():
+            writer.add_scalar(key, value, global_step=step)
+
+    def log_hyperparams(self, params: Mapping[str, Any]) -> None:
+        """Write ``hparams.yaml`` and the HParams-tab summary.
+
+        Nested mappings become ``/``-joined names (``{"optim": {"lr": 0.1}}`` is
+        shown as ``optim/lr``); values TensorBoard cannot show are written as strings.
+
+        Args:
+            params: hyperparameter name to value (nested mappings allowed).
+        """
+        from torch.utils.tensorboard.summary import hparams
+
+        _write_hparams_yaml(self.log_dir, params)
+        # SummaryWriter.add_hparams would write to a new sub-folder (a separate run
+        # in TensorBoard); writing the protos ourselves keeps them with the scalars.
+        # torch leaves both untyped (file_writer is declared as None), hence Any.
+        file_writer: Any = self.experiment.file_writer
+        summaries = hparams(_flatten_for_tensorboard(params), metric_dict={})  # type: ignore[no-untyped-call]
+        for summary in summaries:
+            file_writer.add_summary(summary)
+
+    def save(self) -> None:
+        """Flush pending events to disk."""
+        if self._writer is not None:
+            self._writer.flush()
+
+    def finalize(self, status: str) -> None:
+        """Flush and close the event file; safe to call more than once.
+
+        Args:
+            status: "success", "failed" or "interrupted".
+        """
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def _flatten_for_tensorboard(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Flatten nested mappings to ``a/b`` keys; keep numbers and strings, stringify the rest."""
+    flat: dict[str, Any] = {}
+    for key, value in params.items():
+        full_key = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(_flatten_for_tensorboard(value, prefix=f"{full_key}/"))
+        elif isinstance(value, (bool, int, float, str)):
+            flat[full_key] = value
+        else:
+            # None, lists and arbitrary objects: torch's hparams() drops or rejects them.
+            flat[full_key] = str(value)
+    return flat
