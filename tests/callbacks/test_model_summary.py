@@ -1,0 +1,120 @@
+"""ModelSummary: correct totals (frozen, shared, lazy) and the rows a user expects."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from torch import nn
+
+from trainkit.callbacks.model_summary import ModelSummary, human_readable_count, summarize
+
+
+def totals(text: str) -> dict[str, str]:
+    """The totals block: label -> value text."""
+    result = {}
+    for line in text.splitlines():
+        if "params" in line and "|" not in line and not line.startswith("Note"):
+            value, label = line[:10].strip(), line[10:].strip()
+            result[label] = value
+    return result
+
+
+def mlp() -> nn.Module:
+    return nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10))
+
+
+def test_known_model_totals_and_rows() -> None:
+    text = summarize(mlp())
+    assert totals(text) == {
+        "Trainable params": "2.8 K",
+        "Non-trainable params": "0",
+        "Total params": "2.8 K",
+        "Total estimated model params size (MB)": "0.011",  # 2762 * 4 bytes
+    }
+    rows = [line.split("|") for line in text.splitlines() if "|" in line]
+    cells = [[cell.strip() for cell in row] for row in rows]
+    assert cells[0] == ["", "Name", "Type", "Params", "Mode"]
+    assert cells[1:] == [
+        ["0", "0", "Linear", "2.1 K", "train"],
+        ["1", "1", "ReLU", "0", "train"],
+        ["2", "2", "Linear", "650", "train"],
+    ]
+
+
+def test_frozen_parameters_are_non_trainable() -> None:
+    model = mlp()
+    model[0].requires_grad_(False)
+    model[2].eval()
+    text = summarize(model)
+    assert totals(text)["Trainable params"] == "650"
+    assert totals(text)["Non-trainable params"] == "2.1 K"
+    assert totals(text)["Total params"] == "2.8 K"
+    assert "| eval" in text
+
+
+class Tied(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoder = nn.Linear(100, 100, bias=False)
+        self.decoder = nn.Linear(100, 100, bias=False)
+        self.decoder.weight = self.encoder.weight
+
+
+def test_shared_weights_are_counted_once() -> None:
+    text = summarize(Tied())
+    assert totals(text)["Total params"] == "10.0 K"  # not 20.0 K
+    assert totals(text)["Total estimated model params size (MB)"] == "0.040"
+
+
+def test_depth_two_shows_nested_names() -> None:
+    model = nn.Sequential()
+    model.add_module("encoder", nn.Sequential(nn.Linear(4, 4), nn.ReLU()))
+    model.add_module("head", nn.Linear(4, 1))
+    shallow = summarize(model, max_depth=1)
+    deep = summarize(model, max_depth=2)
+    assert "encoder.0" not in shallow
+    assert "encoder.0" in deep and "encoder.1" in deep
+    assert "| head" in deep
+    assert "|" not in summarize(model, max_depth=0)  # totals only
+
+
+def test_lazy_parameters_count_as_zero_and_are_noted() -> None:
+    model = nn.Sequential(nn.LazyLinear(8), nn.Linear(8, 2))
+    text = summarize(model)
+    assert totals(text)["Total params"] == "18"
+    assert "Note: 2 uninitialized (lazy) parameters in 0" in text
+
+
+def test_size_uses_each_parameter_element_size() -> None:
+    text = summarize(nn.Linear(1000, 1000).half())
+    assert totals(text)["Total estimated model params size (MB)"] == "2.002"
+
+
+@pytest.mark.parametrize(
+    ("number", "text"),
+    [
+        (0, "0"),
+        (999, "999"),
+        (1000, "1.0 K"),
+        (2762, "2.8 K"),
+        (123_456, "123 K"),
+        (1_234_567, "1.2 M"),
+    ],
+)
+def test_human_readable_count(number: int, text: str) -> None:
+    assert human_readable_count(number) == text
+
+
+def test_callback_prints_on_rank_zero_only(capsys: pytest.CaptureFixture[str]) -> None:
+    module: Any = mlp()
+    ModelSummary().on_fit_start(SimpleNamespace(is_global_zero=False), module)
+    assert capsys.readouterr().out == ""
+    ModelSummary().on_fit_start(SimpleNamespace(is_global_zero=True), module)
+    assert "2.8 K     Total params" in capsys.readouterr().out
+
+
+def test_invalid_depth_is_rejected() -> None:
+    with pytest.raises(ValueError, match="max_depth=-2"):
+        ModelSummary(max_depth=-2)

@@ -1,0 +1,374 @@
+"""TQDMProgressBar: progress bars in a terminal, plain lines in a log file.
+
+The bar must cost almost nothing per step (promise 1 in DESIGN.md): reading
+``trainer.progress_bar_metrics`` turns device tensors into floats, a host/device
+sync. So a batch-end hook only counts; the metrics are read, and the bar moved,
+only when tqdm would actually redraw (at most every ``mininterval`` seconds) or
+when a plain line is due.
+
+When stdout is not a terminal (a batch job, a CI log) tqdm's carriage returns
+make unreadable logs, so the bar prints one plain line every
+``print_every_n_steps`` training batches instead.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from trainkit.callbacks.base import Callback
+
+if TYPE_CHECKING:
+    from trainkit.module import Module
+    from trainkit.trainer import Trainer
+
+# tqdm's own default; we keep our clock in step with it so that a metrics read
+# happens exactly when tqdm would draw anyway.
+_DEFAULT_MININTERVAL = 0.1
+
+
+def format_metrics(metrics: Mapping[str, float]) -> dict[str, str]:
+    """Format metric values with 4 significant digits, training loss first.
+
+    Args:
+        metrics: metric name to value.
+
+    Returns:
+        Metric name to formatted value, ``"loss"`` first if present.
+
+    Example:
+        >>> format_metrics({"acc": 0.91234, "loss": 0.123456})
+        {'loss': '0.1235', 'acc': '0.9123'}
+    """
+    ordered = sorted(metrics.items(), key=lambda item: item[0] != "loss")
+    return {name: f"{value:.4g}" for name, value in ordered}
+
+
+def _total(counts: float | list[float]) -> int | None:
+    """A tqdm ``total`` from batch counts: None when unknown (infinite)."""
+    total = sum(counts) if isinstance(counts, list) else counts
+    return None if math.isinf(total) else int(total)
+
+
+def _join(parts: list[str], metrics: Mapping[str, str]) -> str:
+    """One plain line: ``a | b | name value | name value``."""
+    return " | ".join(parts + [f"{name} {value}" for name, value in metrics.items()])
+
+
+class TQDMProgressBar(Callback):
+    """Progress bars for training, validation, test and predict; rank 0 only.
+
+    Args:
+        refresh_rate: redraw at most every this many batches (and, on top of that,
+            at most every tqdm ``mininterval``, 0.1 s). Must be at least 1.
+        print_every_n_steps: in plain mode (stdout not a terminal), print a line
+            every this many training batches. Must be at least 1.
+        leave: keep one finished bar per epoch on screen. When False one training
+            bar is reused across epochs and stays after the last one.
+        plain: force plain-line mode (True) or bars (False); None decides once, at
+            setup, from whether stdout is a terminal.
+
+    Example:
+        >>> bar = TQDMProgressBar(print_every_n_steps=100)
+    """
+
+    def __init__(
+        self,
+        refresh_rate: int = 1,
+        print_every_n_steps: int = 50,
+        leave: bool = False,
+        plain: bool | None = None,
+    ) -> None:
+        if refresh_rate < 1:
+            raise ValueError(
+                f"TQDMProgressBar(refresh_rate={refresh_rate}) must be at least 1; "
+                "to hide the progress bar, leave the callback out instead."
+            )
+        if print_every_n_steps < 1:
+            raise ValueError(
+                f"TQDMProgressBar(print_every_n_steps={print_every_n_steps}) must be at least 1."
+            )
+        self.refresh_rate = refresh_rate
+        self.print_every_n_steps = print_every_n_steps
+        self.leave = leave
+        self._plain_override = plain
+        self._plain: bool | None = None
+
+        self._train_bar: Any = None
+        self._train_active = False  # rank 0 and inside a training epoch
+        self._train_pending = 0  # batches since the last draw
+        self._train_position = 0  # batches done this epoch (batch_idx + 1)
+        self._train_last_draw = 0.0
+        self._mininterval = _DEFAULT_MININTERVAL
+
+        self._eval_bar: Any = None
+        self._eval_active = False
+        self._eval_pending = 0
+        self._eval_position = 0
+        self._eval_last_draw = 0.0
+
+    # ------------------------------------------------------------ helpers
+    @property
+    def is_plain(self) -> bool:
+        """Whether this bar prints plain lines instead of drawing tqdm bars."""
+        if self._plain is None:
+            self._plain = (
+                not sys.stdout.isatty() if self._plain_override is None else self._plain_override
+            )
+        return self._plain
+
+    def _new_bar(self, desc: str, total: int | None, position: int, leave: bool) -> Any:
+        # Imported here: `import trainkit` stays cheap, and plain mode never needs it.
+        from tqdm.auto import tqdm
+
+        bar = tqdm(
+            desc=desc,
+            total=total,
+            position=position,
+            leave=leave,
+            dynamic_ncols=True,
+            file=sys.stdout,
+        )
+        self._mininterval = float(bar.mininterval)
+        return bar
+
+    @staticmethod
+    def _draw(bar: Any, position: int, metrics: Mapping[str, float] | None) -> None:
+        # Setting n and refreshing once draws exactly one frame; bar.update() would
+        # apply tqdm's own throttle a second time and might skip this frame.
+        if metrics is not None:
+            bar.set_postfix(ordered_dict=format_metrics(metrics), refresh=False)
+        bar.n = position
+        bar.refresh()
+
+    def _close_train_bar(self) -> None:
+        if self._train_bar is not None:
+            self._train_bar.close()
+            self._train_bar = None
+
+    def _close_eval_bar(self) -> None:
+        if self._eval_bar is not None:
+            self._eval_bar.close()
+            self._eval_bar = None
+
+    # -------------------------------------------------------------- setup
+    def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
+        """Decide once between bars and plain lines.
+
+        Args:
+            trainer: the running Trainer.
+            module: the user's Module.
+            stage: one of "fit", "validate", "test", "predict".
+        """
+        self._plain = None
+        _ = self.is_plain
+
+    def teardown(self, trainer: Trainer, module: Module, stage: str) -> None:
+        """Close any open bar, also after an error."""
+        self._close_eval_bar()
+        self._close_train_bar()
+        self._train_active = False
+        self._eval_active = False
+
+    def on_exception(self, trainer: Trainer, module: Module, exception: BaseException) -> None:
+        """Close open bars so the traceback is not drawn over."""
+        self.teardown(trainer, module, "")
+
+    # ----------------------------------------------------------- training
+    def on_train_epoch_start(self, trainer: Trainer, module: Module) -> None:
+        """Start (or reset) the training bar for this epoch."""
+        self._train_active = trainer.is_global_zero
+        if not self._train_active:
+            return
+        self._train_pending = 0
+        self._train_position = 0
+        self._train_last_draw = time.monotonic()
+        if self.is_plain:
+            return
+        total = _total(trainer.num_training_batches)
+        desc = f"Epoch {trainer.current_epoch}"
+        if self._train_bar is None:
+            # With leave=False one bar lives across epochs, like Lightning's default.
+            self._train_bar = self._new_bar(desc, total, position=0, leave=True)
+        else:
+            self._train_bar.reset(total=total)
+            self._train_bar.set_description(desc, refresh=False)
+
+    def on_train_batch_end(
+        self, trainer: Trainer, module: Module, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        """Count the batch; read metrics and redraw only when a frame is due."""
+        if not self._train_active:
+            return
+        # batch_idx, not a counter: after a mid-epoch resume the bar still ends at total.
+        self._train_position = batch_idx + 1
+        if self._plain:  # resolved at epoch start
+            if self._train_position % self.print_every_n_steps == 0:
+                self._print_train_line(trainer)
+            return
+        self._train_pending += 1
+        if self._train_pending < self.refresh_rate:
+            return
+        now = time.monotonic()
+        if now - self._train_last_draw < self._mininterval:
+            return
+        self._train_pending = 0
+        self._train_last_draw = now
+        self._draw(self._train_bar, self._train_position, trainer.progress_bar_metrics)
+
+    def _print_train_line(self, trainer: Trainer) -> None:
+        total = trainer.num_training_batches
+        step = f"step {self._train_position}"
+        if not math.isinf(total):
+            step += f"/{int(total)}"
+        parts = [f"epoch {trainer.current_epoch}", step]
+        print(_join(parts, format_metrics(trainer.progress_bar_metrics)), flush=True)
+
+    def on_train_epoch_end(self, trainer: Trainer, module: Module) -> None:
+        """Bring the bar to its final count with the epoch's final metrics."""
+        if not self._train_active:
+            return
+        self._train_active = False
+        metrics = trainer.progress_bar_metrics
+        if self.is_plain:
+            parts = [f"epoch {trainer.current_epoch}", f"end ({self._train_position} batches)"]
+            print(_join(parts, format_metrics(metrics)), flush=True)
+            return
+        self._draw(self._train_bar, self._train_position, metrics)
+        if self.leave:
+            self._close_train_bar()
+
+    def on_train_end(self, trainer: Trainer, module: Module) -> None:
+        """Close the training bar."""
+        self._close_train_bar()
+
+    # --------------------------------------------------------- evaluation
+    def _start_eval(self, trainer: Trainer, desc: str, counts: list[float]) -> None:
+        self._eval_active = trainer.is_global_zero
+        if not self._eval_active:
+            return
+        self._eval_pending = 0
+        self._eval_position = 0
+        self._eval_last_draw = time.monotonic()
+        if self.is_plain:
+            return
+        nested = self._train_bar is not None
+        self._close_eval_bar()
+        # Nested under the training bar it disappears when done; alone it stays.
+        self._eval_bar = self._new_bar(
+            desc, _total(counts), position=1 if nested else 0, leave=not nested
+        )
+
+    def _eval_batch_end(self) -> None:
+        if not self._eval_active:
+            return
+        # A counter, not batch_idx: batch_idx restarts for each dataloader.
+        self._eval_position += 1
+        if self._plain:  # resolved at evaluation start
+            return
+        self._eval_pending += 1
+        if self._eval_pending < self.refresh_rate:
+            return
+        now = time.monotonic()
+        if now - self._eval_last_draw < self._mininterval:
+            return
+        self._eval_pending = 0
+        self._eval_last_draw = now
+        self._draw(self._eval_bar, self._eval_position, None)
+
+    def _end_eval(self, trainer: Trainer, label: str, show_metrics: bool) -> None:
+        if not self._eval_active:
+            return
+        self._eval_active = False
+        if self.is_plain:
+            if show_metrics:
+                metrics = dict(trainer.progress_bar_metrics)
+                # "loss" is the latest training loss, not an evaluation result.
+                metrics.pop("loss", None)
+                print(_join([label], format_metrics(metrics)), flush=True)
+            else:
+                print(f"{label} | {self._eval_position} batches", flush=True)
+            return
+        self._draw(self._eval_bar, self._eval_position, None)
+        self._close_eval_bar()
+
+    def on_validation_start(self, trainer: Trainer, module: Module) -> None:
+        """Start the validation (or sanity-check) bar."""
+        if trainer.sanity_checking:
+            desc = "Sanity Checking"
+        else:
+            desc = "Validation"
+            if self._train_active and not self.is_plain:
+                # Show the full epoch on the training bar while validation runs.
+                self._draw(self._train_bar, self._train_position, trainer.progress_bar_metrics)
+        self._start_eval(trainer, desc, trainer.num_val_batches)
+
+    def on_validation_batch_end(
+        self,
+        trainer: Trainer,
+        module: Module,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        """Count the batch; redraw when a frame is due."""
+        self._eval_batch_end()
+
+    def on_validation_end(self, trainer: Trainer, module: Module) -> None:
+        """Close the validation bar; show the validation metrics."""
+        if trainer.sanity_checking:
+            if self.is_plain:
+                # Sanity-check results are not real metrics; a log line would mislead.
+                self._eval_active = False
+            self._end_eval(trainer, "sanity check", show_metrics=False)
+            return
+        label = f"validation | epoch {trainer.current_epoch}"
+        self._end_eval(trainer, label, show_metrics=True)
+        if self._train_bar is not None:
+            self._train_bar.set_postfix(
+                ordered_dict=format_metrics(trainer.progress_bar_metrics), refresh=True
+            )
+
+    def on_test_start(self, trainer: Trainer, module: Module) -> None:
+        """Start the test bar."""
+        self._start_eval(trainer, "Testing", trainer.num_test_batches)
+
+    def on_test_batch_end(
+        self,
+        trainer: Trainer,
+        module: Module,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        """Count the batch; redraw when a frame is due."""
+        self._eval_batch_end()
+
+    def on_test_end(self, trainer: Trainer, module: Module) -> None:
+        """Close the test bar; in plain mode print the test metrics."""
+        self._end_eval(trainer, "test", show_metrics=True)
+
+    def on_predict_start(self, trainer: Trainer, module: Module) -> None:
+        """Start the predict bar."""
+        self._start_eval(trainer, "Predicting", trainer.num_predict_batches)
+
+    def on_predict_batch_end(
+        self,
+        trainer: Trainer,
+        module: Module,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        """Count the batch; redraw when a frame is due."""
+        self._eval_batch_end()
+
+    def on_predict_end(self, trainer: Trainer, module: Module) -> None:
+        """Close the predict bar; in plain mode print how many batches ran."""
+        self._end_eval(trainer, "predict", show_metrics=False)
