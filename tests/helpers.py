@@ -1,0 +1,96 @@
+"""Small models and data shared by the tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+import trainkit
+
+QUIET: dict[str, Any] = {
+    "logger": False,
+    "enable_progress_bar": False,
+    "enable_model_summary": False,
+    "accelerator": "cpu",
+}
+
+
+def blobs(n: int = 512, features: int = 8, classes: int = 3, seed: int = 0) -> TensorDataset:
+    """A linearly separable classification task (labels from a fixed random projection)."""
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, features, generator=generator)
+    weights = torch.randn(features, classes, generator=torch.Generator().manual_seed(1234))
+    return TensorDataset(x, (x @ weights).argmax(dim=1))
+
+
+def loader(dataset: TensorDataset, batch_size: int = 32, shuffle: bool = False) -> DataLoader[Any]:
+    return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle)
+
+
+class Classifier(trainkit.Module):
+    """A small MLP that logs train/loss, val/loss, val/acc, test/acc."""
+
+    def __init__(self, features: int = 8, classes: int = 3, lr: float = 0.1) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.net = torch.nn.Sequential(
+            torch.nn.Linear(features, 32), torch.nn.ReLU(), torch.nn.Linear(32, classes)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)  # type: ignore[no-any-return]
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        loss = torch.nn.functional.cross_entropy(self(x), y)
+        self.log("train/loss", loss, prog_bar=True)
+        return loss
+
+    def _evaluate(self, batch: Any, prefix: str) -> None:
+        x, y = batch
+        logits = self(x)
+        self.log(f"{prefix}/loss", torch.nn.functional.cross_entropy(logits, y))
+        self.log(f"{prefix}/acc", (logits.argmax(dim=1) == y).float().mean(), prog_bar=True)
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        self._evaluate(batch, "val")
+
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        self._evaluate(batch, "test")
+
+    def predict_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x = batch[0] if isinstance(batch, (tuple, list)) else batch
+        return self(x).argmax(dim=1)
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
+
+
+class BlobData(trainkit.DataModule):
+    """A DataModule over :func:`blobs` that records which hooks ran."""
+
+    def __init__(self, batch_size: int = 32) -> None:
+        self.batch_size = batch_size
+        self.calls: list[str] = []
+
+    def prepare_data(self) -> None:
+        self.calls.append("prepare_data")
+
+    def setup(self, stage: str) -> None:
+        self.calls.append(f"setup:{stage}")
+        self.train = blobs(512, seed=0)
+        self.val = blobs(200, seed=1)
+
+    def train_dataloader(self) -> DataLoader[Any]:
+        return loader(self.train, self.batch_size, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader[Any]:
+        return loader(self.val, 50)
+
+    def test_dataloader(self) -> DataLoader[Any]:
+        return loader(self.val, 50)
+
+    def predict_dataloader(self) -> DataLoader[Any]:
+        return loader(self.val, 50)

@@ -1,0 +1,176 @@
+"""Mistakes a user can make stop with a message that names the problem and the fix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+import trainkit
+from tests.helpers import QUIET, Classifier, blobs, loader
+
+
+def _fit(model: trainkit.Module, **kwargs: Any) -> None:
+    trainkit.Trainer(max_epochs=1, **{**QUIET, **kwargs}).fit(model, loader(blobs(64), 32))
+
+
+def test_training_step_returning_none() -> None:
+    class NoLoss(Classifier):
+        def training_step(self, batch: Any, batch_idx: int) -> None:
+            super().training_step(batch, batch_idx)
+
+    with pytest.raises(
+        ValueError, match=r"training_step returned None at step 0\. Return the loss"
+    ):
+        _fit(NoLoss())
+
+
+def test_training_step_returning_a_non_scalar_loss() -> None:
+    class VectorLoss(Classifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            x, y = batch
+            return torch.nn.functional.cross_entropy(self(x), y, reduction="none")
+
+    with pytest.raises(ValueError, match=r"loss of shape \(32,\) at step 0.*must be a scalar"):
+        _fit(VectorLoss())
+
+
+def test_training_step_returning_a_float() -> None:
+    class FloatLoss(Classifier):
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            return super().training_step(batch, batch_idx).item()
+
+    with pytest.raises(TypeError, match=r"got float.*not `loss.item\(\)`"):
+        _fit(FloatLoss())
+
+
+def test_training_step_dict_without_loss_and_detached_loss() -> None:
+    class DictNoLoss(Classifier):
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            return {"total": super().training_step(batch, batch_idx)}
+
+    with pytest.raises(ValueError, match=r"without a 'loss' entry \(keys: \['total'\]\)"):
+        _fit(DictNoLoss())
+
+    class Detached(Classifier):
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            return super().training_step(batch, batch_idx).detach()
+
+    with pytest.raises(ValueError, match="does not require grad"):
+        _fit(Detached())
+
+
+@pytest.mark.parametrize(
+    ("returned", "message"),
+    [
+        (
+            None,
+            "configure_optimizers returned None, which trainkit cannot use. Return an optimizer",
+        ),
+        ([], "configure_optimizers returned list"),
+        ("adam", "configure_optimizers returned str"),
+        ({"lr_scheduler": None}, "it needs 'optimizer'"),
+    ],
+)
+def test_configure_optimizers_returning_nothing_usable(returned: Any, message: str) -> None:
+    class Bad(Classifier):
+        def configure_optimizers(self) -> Any:
+            return returned
+
+    with pytest.raises(TypeError, match=message.replace("(", r"\(")):
+        _fit(Bad())
+
+
+def test_configure_optimizers_missing_entirely() -> None:
+    class NoOptim(trainkit.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(8, 3)
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            return self.layer(batch[0]).sum()
+
+    with pytest.raises(NotImplementedError, match="has no configure_optimizers"):
+        _fit(NoOptim())
+
+
+def test_several_optimizers_need_manual_optimization() -> None:
+    class Two(Classifier):
+        def configure_optimizers(self) -> Any:
+            return [torch.optim.SGD(self.parameters(), lr=0.1)] * 2
+
+    with pytest.raises(ValueError, match="automatic_optimization = False"):
+        _fit(Two())
+
+
+def test_unknown_strategy_and_accelerator_names() -> None:
+    with pytest.raises(
+        ValueError, match=r"Unknown strategy 'singel_device'.*Did you mean 'single_device'"
+    ):
+        trainkit.Trainer(strategy="singel_device")
+    with pytest.raises(ValueError, match=r"Unknown accelerator 'tpu'; valid accelerators are"):
+        trainkit.Trainer(accelerator="tpu")
+
+
+def test_cuda_requested_without_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(RuntimeError, match=r"CUDA is not available.*accelerator='cpu'"):
+        trainkit.Trainer(accelerator="cuda")
+
+
+def test_more_devices_than_exist(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    with pytest.raises(ValueError, match=r"2 visible.*Ask for fewer devices"):
+        trainkit.Trainer(accelerator="cuda", devices=4)
+    with pytest.raises(ValueError, match="2 visible"):
+        trainkit.Trainer(accelerator="cuda", devices=[3])
+    with pytest.raises(ValueError, match="devices=0 must be at least 1"):
+        trainkit.Trainer(accelerator="cpu", devices=0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"max_epochs": -1}, ValueError, r"max_epochs=-1 is invalid: it must be >= 0"),
+        ({"max_steps": -5}, ValueError, r"max_steps=-5 is invalid"),
+        ({"max_epochs": 2.5}, TypeError, "max_epochs must be an integer"),
+        ({"limit_train_batches": 1.5}, ValueError, r"limit_train_batches=1.5 is a fraction"),
+        ({"limit_val_batches": -1}, ValueError, "limit_val_batches=-1 must be >= 0"),
+        ({"val_check_interval": 0}, ValueError, "val_check_interval=0 must be a positive"),
+        ({"val_check_interval": 1.5}, ValueError, r"must be a fraction in \(0, 1\]"),
+        ({"log_every_n_steps": 0}, ValueError, "log_every_n_steps=0 is invalid"),
+        ({"fast_dev_run": -1}, ValueError, "fast_dev_run must be a bool"),
+        ({"precision": "64"}, ValueError, "precision='64' is not supported"),
+        ({"callbacks": [object()]}, TypeError, "callbacks must be trainkit.Callback"),
+        ({"logger": "tensorboard"}, TypeError, "logger must be a trainkit Logger"),
+    ],
+)
+def test_bad_trainer_arguments(kwargs: dict[str, Any], error: type, message: str) -> None:
+    with pytest.raises(error, match=message):
+        trainkit.Trainer(**kwargs)
+
+
+def test_val_check_interval_larger_than_an_epoch() -> None:
+    with pytest.raises(ValueError, match=r"val_check_interval=50 is larger than the 2 training"):
+        trainkit.Trainer(max_epochs=1, val_check_interval=50, **QUIET).fit(
+            Classifier(), loader(blobs(64), 32), loader(blobs(64), 32)
+        )
+
+
+def test_fit_without_data_or_with_a_plain_module() -> None:
+    with pytest.raises(ValueError, match=r"Trainer.fit needs training data"):
+        trainkit.Trainer(**QUIET).fit(Classifier())
+    with pytest.raises(TypeError, match=r"expects a trainkit.Module, got Linear"):
+        trainkit.Trainer(**QUIET).fit(torch.nn.Linear(2, 2), loader(blobs(64), 32))  # type: ignore[arg-type]
+
+
+def test_logging_the_same_name_with_other_options() -> None:
+    class Clash(Classifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            self.log("x", 1.0, prog_bar=batch_idx == 0)
+            return super().training_step(batch, batch_idx)
+
+    with pytest.raises(ValueError, match=r"self.log\('x'\) was called with different options"):
+        _fit(Clash())

@@ -1,0 +1,176 @@
+"""Hooks fire in the documented order: the Module's first, then each callback's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+import trainkit
+from tests.helpers import QUIET, Classifier, blobs, loader
+
+MODULE_HOOKS = [
+    "setup",
+    "teardown",
+    "on_fit_start",
+    "on_fit_end",
+    "on_train_start",
+    "on_train_end",
+    "on_train_epoch_start",
+    "on_train_epoch_end",
+    "on_train_batch_start",
+    "on_train_batch_end",
+    "on_validation_start",
+    "on_validation_end",
+    "on_validation_epoch_start",
+    "on_validation_epoch_end",
+    "on_validation_batch_start",
+    "on_validation_batch_end",
+    "on_test_start",
+    "on_test_end",
+    "on_test_epoch_start",
+    "on_test_epoch_end",
+    "on_test_batch_start",
+    "on_test_batch_end",
+    "on_predict_start",
+    "on_predict_end",
+    "on_predict_epoch_start",
+    "on_predict_epoch_end",
+    "on_predict_batch_start",
+    "on_predict_batch_end",
+    "on_before_backward",
+    "on_after_backward",
+    "on_before_optimizer_step",
+    "on_before_zero_grad",
+]
+CALLBACK_ONLY = ["on_sanity_check_start", "on_sanity_check_end"]
+
+
+def _recorder(calls: list[str], owner: str, base: type, names: list[str]) -> type:
+    def make(name: str) -> Any:
+        def hook(self: Any, *args: Any, **kwargs: Any) -> None:
+            calls.append(f"{owner}.{name}")
+
+        return hook
+
+    return type(f"Recording{owner}", (base,), {name: make(name) for name in names})
+
+
+def test_hooks_fire_in_documented_order() -> None:
+    calls: list[str] = []
+    module_cls = _recorder(calls, "module", Classifier, MODULE_HOOKS)
+    callback_cls = _recorder(calls, "callback", trainkit.Callback, MODULE_HOOKS + CALLBACK_ONLY)
+    model = module_cls()
+    trainer = trainkit.Trainer(
+        max_epochs=1,
+        limit_train_batches=2,
+        limit_val_batches=1,
+        num_sanity_val_steps=1,
+        callbacks=[callback_cls()],
+        **QUIET,
+    )
+    trainer.fit(model, loader(blobs(64), 32), loader(blobs(64), 32))
+
+    def both(*names: str) -> list[str]:
+        return [f"{owner}.{name}" for name in names for owner in ("module", "callback")]
+
+    validation = [
+        *both(
+            "on_validation_start",
+            "on_validation_epoch_start",
+            "on_validation_batch_start",
+            "on_validation_batch_end",
+            "on_validation_epoch_end",
+            "on_validation_end",
+        ),
+    ]
+    batch = both(
+        "on_train_batch_start",
+        "on_before_backward",
+        "on_after_backward",
+        "on_before_optimizer_step",
+        "on_before_zero_grad",
+        "on_train_batch_end",
+    )
+    expected = [
+        *both("setup", "on_fit_start"),
+        "callback.on_sanity_check_start",
+        *validation,
+        "callback.on_sanity_check_end",
+        *both("on_train_start", "on_train_epoch_start"),
+        *batch,
+        *batch,
+        *validation,
+        *both("on_train_epoch_end", "on_train_end", "on_fit_end", "teardown"),
+    ]
+    # teardown runs callbacks first (they may still need the module), then the module.
+    expected[-2:] = ["callback.teardown", "module.teardown"]
+    assert calls == expected
+
+    calls.clear()
+    trainer.test(model, loader(blobs(32), 32))
+    assert calls == [
+        *both(
+            "setup",
+            "on_test_start",
+            "on_test_epoch_start",
+            "on_test_batch_start",
+            "on_test_batch_end",
+            "on_test_epoch_end",
+            "on_test_end",
+        ),
+        "callback.teardown",
+        "module.teardown",
+    ]
+    calls.clear()
+    trainer.predict(model, loader(blobs(32), 32))
+    assert calls == [
+        *both(
+            "setup",
+            "on_predict_start",
+            "on_predict_epoch_start",
+            "on_predict_batch_start",
+            "on_predict_batch_end",
+            "on_predict_epoch_end",
+            "on_predict_end",
+        ),
+        "callback.teardown",
+        "module.teardown",
+    ]
+
+
+def test_on_train_batch_start_returning_minus_one_ends_the_epoch() -> None:
+    steps: list[int] = []
+
+    class SkipRest(Classifier):
+        def on_train_batch_start(self, batch: Any, batch_idx: int) -> int | None:
+            steps.append(batch_idx)
+            return -1 if batch_idx == 2 else None
+
+    trainer = trainkit.Trainer(max_epochs=2, **QUIET)
+    trainer.fit(SkipRest(), loader(blobs(320), 32))
+    assert steps == [0, 1, 2, 0, 1, 2] and trainer.global_step == 4
+
+
+def test_on_exception_and_teardown_run_when_a_step_raises() -> None:
+    calls: list[str] = []
+
+    class Boom(Classifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            raise RuntimeError("boom")
+
+    class Watch(trainkit.Callback):
+        def on_exception(self, trainer: Any, module: Any, exception: BaseException) -> None:
+            calls.append(f"exception:{exception}")
+
+        def teardown(self, trainer: Any, module: Any, stage: str) -> None:
+            calls.append(f"teardown:{stage}")
+
+    trainer = trainkit.Trainer(max_epochs=1, callbacks=[Watch()], **QUIET)
+    try:
+        trainer.fit(Boom(), loader(blobs(64), 32))
+    except RuntimeError as error:
+        assert str(error) == "boom"
+    else:
+        raise AssertionError("the step's exception must propagate")
+    assert calls == ["exception:boom", "teardown:fit"]

@@ -1,0 +1,142 @@
+"""Values logged with self.log reach TensorBoard and CSV at the right steps."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import trainkit
+from tests.helpers import Classifier, blobs, loader
+from trainkit.loggers import CSVLogger, TensorBoardLogger
+
+QUIET_NO_LOGGER = {
+    "enable_progress_bar": False,
+    "enable_model_summary": False,
+    "accelerator": "cpu",
+    "num_sanity_val_steps": 0,
+}
+
+
+class StepLogger(Classifier):
+    """Logs its own global step, so the recorded values say which step they came from."""
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        self.log("seen_step", float(self.global_step))
+        self.log("epoch_mean", torch.tensor(float(batch_idx)), on_step=False, on_epoch=True)
+        return super().training_step(batch, batch_idx)
+
+
+def _fit(tmp_path: Path, logger: Any) -> trainkit.Trainer:
+    trainer = trainkit.Trainer(
+        max_epochs=2,
+        log_every_n_steps=3,
+        logger=logger,
+        default_root_dir=tmp_path,
+        **QUIET_NO_LOGGER,
+    )
+    # 10 batches an epoch (the last one smaller), validation at each epoch end.
+    trainer.fit(StepLogger(), loader(blobs(300), 32), loader(blobs(64), 32))
+    return trainer
+
+
+def test_tensorboard_event_files_hold_the_scalars_at_the_right_steps(tmp_path: Path) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    trainer = _fit(tmp_path, True)  # the default logger is TensorBoard
+    assert isinstance(trainer.logger, TensorBoardLogger)
+    log_dir = Path(trainer.log_dir)
+    assert log_dir == tmp_path / "logs" / "version_0"
+    events = EventAccumulator(str(log_dir))
+    events.Reload()
+    seen = events.Scalars("seen_step")
+    # Written every 3 optimizer steps, at the step of the batch that logged them.
+    assert [e.step for e in seen] == [2, 5, 8, 11, 14, 17]
+    assert [e.value for e in seen] == [2.0, 5.0, 8.0, 11.0, 14.0, 17.0]
+    assert [e.step for e in events.Scalars("train/loss")] == [2, 5, 8, 11, 14, 17]
+    # Epoch aggregates are written once per epoch, at the epoch's last step.
+    epoch_mean = events.Scalars("epoch_mean")
+    assert [e.step for e in epoch_mean] == [9, 19]
+    # Batches 0..9 weighted by size: 9 batches of 32 and one of 12.
+    expected = (sum(i * 32 for i in range(9)) + 9 * 12) / 300
+    assert epoch_mean[0].value == pytest.approx(expected)
+    assert [e.step for e in events.Scalars("val/acc")] == [9, 19]
+    assert (log_dir / "hparams.yaml").read_text().count("lr: 0.1") == 1
+
+
+def test_csv_logger_writes_the_same_rows(tmp_path: Path) -> None:
+    trainer = _fit(tmp_path, CSVLogger(tmp_path, name="csv"))
+    with open(Path(trainer.log_dir) / "metrics.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    step_rows = [r for r in rows if r.get("seen_step")]
+    assert [int(r["step"]) for r in step_rows] == [2, 5, 8, 11, 14, 17]
+    assert [float(r["seen_step"]) for r in step_rows] == [2.0, 5.0, 8.0, 11.0, 14.0, 17.0]
+    val_rows = [r for r in rows if r.get("val/acc")]
+    assert [int(r["step"]) for r in val_rows] == [9, 19]
+    assert all(r["epoch"] in ("0.0", "1.0") for r in rows)
+
+
+def test_validate_and_test_write_their_metrics(tmp_path: Path) -> None:
+    logger = CSVLogger(tmp_path)
+    trainer = trainkit.Trainer(logger=logger, **QUIET_NO_LOGGER)
+    result = trainer.test(Classifier(), loader(blobs(64), 32))[0]
+    with open(Path(logger.log_dir) / "metrics.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert float(rows[0]["test/acc"]) == pytest.approx(result["test/acc"])
+
+
+def test_on_step_and_on_epoch_give_step_and_epoch_names(tmp_path: Path) -> None:
+    class Both(Classifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            loss = super().training_step(batch, batch_idx)
+            self.log("both", loss, on_step=True, on_epoch=True)
+            return loss
+
+    trainer = trainkit.Trainer(
+        max_epochs=1, log_every_n_steps=1, logger=CSVLogger(tmp_path), **QUIET_NO_LOGGER
+    )
+    trainer.fit(Both(), loader(blobs(64), 32))
+    assert {"both_step", "both_epoch"} <= set(trainer.logged_metrics)
+    assert {"both_step", "both_epoch"} <= set(trainer.callback_metrics)
+
+
+def test_progress_bar_metrics_hold_loss_and_prog_bar_values() -> None:
+    trainer = trainkit.Trainer(max_epochs=1, logger=False, **QUIET_NO_LOGGER)
+    trainer.fit(Classifier(), loader(blobs(64), 32), loader(blobs(64), 32))
+    metrics = trainer.progress_bar_metrics
+    assert set(metrics) == {"loss", "train/loss", "val/acc"}
+    assert all(isinstance(v, float) for v in metrics.values())
+
+
+def test_logging_keeps_tensors_on_the_device_until_read() -> None:
+    seen: list[Any] = []
+
+    class Probe(Classifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            loss = super().training_step(batch, batch_idx)
+            seen.append(self.trainer.train_metrics.entries["train/loss"].step_value)
+            return loss
+
+    trainkit.Trainer(max_epochs=1, logger=False, **QUIET_NO_LOGGER).fit(
+        Probe(), loader(blobs(64), 32)
+    )
+    # Stored as (detached) tensors, not floats: no .item() per step.
+    assert all(isinstance(v, torch.Tensor) and not v.requires_grad for v in seen)
+
+
+def test_log_outside_a_run_and_bad_values_are_clear_errors() -> None:
+    with pytest.raises(RuntimeError, match="not attached to a Trainer"):
+        Classifier().log("x", 1.0)
+
+    class BadLog(Classifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            self.log("vector", torch.ones(3))
+            return super().training_step(batch, batch_idx)
+
+    with pytest.raises(ValueError, match=r"tensor of shape \(3,\); only scalars"):
+        trainkit.Trainer(max_epochs=1, logger=False, **QUIET_NO_LOGGER).fit(
+            BadLog(), loader(blobs(64), 32)
+        )

@@ -1,0 +1,351 @@
+"""Trainer.fit / validate / test / predict on one device: training works, limits hold."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, IterableDataset
+
+import trainkit
+from tests.helpers import QUIET, BlobData, Classifier, blobs, loader
+
+
+class CountingClassifier(Classifier):
+    """Counts the batches each step method sees."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts = {"train": 0, "val": 0, "test": 0, "predict": 0}
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        self.counts["train"] += 1
+        return super().training_step(batch, batch_idx)
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        self.counts["val"] += 1
+        super().validation_step(batch, batch_idx)
+
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        self.counts["test"] += 1
+        super().test_step(batch, batch_idx)
+
+    def predict_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        self.counts["predict"] += 1
+        return super().predict_step(batch, batch_idx)
+
+
+def test_fit_learns_a_synthetic_task() -> None:
+    torch.manual_seed(0)
+    model = Classifier(lr=0.2)
+    train, val = loader(blobs(1024, seed=0), 32, shuffle=True), loader(blobs(300, seed=1), 100)
+    trainer = trainkit.Trainer(max_epochs=8, **QUIET)
+    before = trainer.validate(model, val)[0]
+    trainer.fit(model, train, val)
+    after = trainer.validate(model, val)[0]
+    assert after["val/loss"] < 0.5 * before["val/loss"]
+    # The classes are a linear function of the inputs: a trained MLP separates them.
+    assert after["val/acc"] >= 0.9, after
+    assert trainer.global_step == 8 * 32
+    assert trainer.current_epoch == 8
+
+
+def test_fit_with_a_datamodule_and_validate_test_predict() -> None:
+    torch.manual_seed(0)
+    data = BlobData()
+    model = Classifier()
+    trainer = trainkit.Trainer(max_epochs=2, **QUIET)
+    trainer.fit(model, datamodule=data)
+    assert data.calls[:2] == ["prepare_data", "setup:fit"]
+    validated = trainer.validate(model, datamodule=data)
+    tested = trainer.test(model, data)
+    assert set(validated[0]) == {"val/loss", "val/acc"}
+    assert set(tested[0]) == {"test/loss", "test/acc"}
+    # Same data, same weights: the same numbers.
+    assert tested[0]["test/acc"] == pytest.approx(validated[0]["val/acc"])
+    predictions = trainer.predict(model, datamodule=data)
+    assert len(predictions) == 4 and predictions[0].shape == (50,)
+    assert "setup:predict" in data.calls
+
+
+def test_evaluation_metrics_are_exact_dataset_means_with_an_uneven_last_batch() -> None:
+    torch.manual_seed(0)
+    model = Classifier()
+    data = blobs(103, seed=3)
+    trainer = trainkit.Trainer(**QUIET)
+    result = trainer.validate(model, loader(data, 25))[0]
+    with torch.no_grad():
+        x, y = data.tensors
+        expected = (model(x).argmax(dim=1) == y).float().mean().item()
+    assert result["val/acc"] == pytest.approx(expected, abs=1e-6)
+
+
+def test_predict_with_several_dataloaders_returns_one_list_each() -> None:
+    class TwoLoaders(Classifier):
+        def predict_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> Any:
+            return dataloader_idx
+
+    trainer = trainkit.Trainer(**QUIET)
+    out = trainer.predict(TwoLoaders(), [loader(blobs(64), 32), loader(blobs(96), 32)])
+    assert out == [[0, 0], [1, 1, 1]]
+    with pytest.raises(TypeError, match="add a `dataloader_idx: int = 0` parameter"):
+        trainer.predict(Classifier(), [loader(blobs(64), 32), loader(blobs(96), 32)])
+
+
+def test_several_validation_dataloaders_get_suffixed_metrics() -> None:
+    class TwoLoaders(Classifier):
+        def validation_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+            self._evaluate(batch, "val")
+
+    trainer = trainkit.Trainer(**QUIET)
+    results = trainer.validate(TwoLoaders(), [loader(blobs(64), 32), loader(blobs(64, seed=5), 32)])
+    assert set(results[0]) == {"val/loss/dataloader_idx_0", "val/acc/dataloader_idx_0"}
+    assert set(results[1]) == {"val/loss/dataloader_idx_1", "val/acc/dataloader_idx_1"}
+
+
+def test_max_steps_stops_in_the_middle_of_an_epoch() -> None:
+    model = CountingClassifier()
+    trainer = trainkit.Trainer(max_steps=5, **QUIET)
+    trainer.fit(model, loader(blobs(320), 32))  # 10 batches an epoch
+    assert trainer.global_step == 5
+    assert model.counts["train"] == 5
+    assert trainer.current_epoch == 1  # the interrupted epoch still ends
+
+
+def test_max_steps_across_epochs_without_max_epochs() -> None:
+    model = CountingClassifier()
+    trainer = trainkit.Trainer(max_steps=25, **QUIET)
+    trainer.fit(model, loader(blobs(320), 32))
+    assert trainer.global_step == 25 and trainer.current_epoch == 3
+
+
+def test_max_epochs_zero_trains_nothing() -> None:
+    model = CountingClassifier()
+    trainkit.Trainer(max_epochs=0, **QUIET).fit(model, loader(blobs(64), 32))
+    assert model.counts["train"] == 0
+
+
+def test_should_stop_set_in_a_step_ends_training_after_that_batch() -> None:
+    class StopAtFour(CountingClassifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            if self.global_step == 3:
+                self.trainer.should_stop = True
+            return super().training_step(batch, batch_idx)
+
+    model = StopAtFour()
+    trainer = trainkit.Trainer(max_epochs=5, **QUIET)
+    trainer.fit(model, loader(blobs(320), 32))
+    assert model.counts["train"] == 4 and trainer.global_step == 4
+
+
+@pytest.mark.parametrize(
+    ("interval", "expected_val_runs"),
+    # A fraction f validates every int(f * batches) batches: 0.25 of 10 is every 2.
+    [(1.0, 3), (0.5, 6), (0.25, 15), (4, 6), (10, 3)],
+)
+def test_val_check_interval(interval: float, expected_val_runs: int) -> None:
+    runs: list[tuple[int, int]] = []
+
+    class Record(trainkit.Callback):
+        def on_validation_start(self, trainer: trainkit.Trainer, module: Any) -> None:
+            if not trainer.sanity_checking:
+                runs.append((trainer.current_epoch, trainer.global_step))
+
+    trainer = trainkit.Trainer(
+        max_epochs=3,
+        val_check_interval=interval,
+        callbacks=[Record()],
+        num_sanity_val_steps=0,
+        **QUIET,
+    )
+    trainer.fit(Classifier(), loader(blobs(320), 32), loader(blobs(64), 32))  # 10 batches/epoch
+    assert len(runs) == expected_val_runs, runs
+    if interval == 4:
+        assert [step for _, step in runs] == [4, 8, 14, 18, 24, 28]
+
+
+def test_val_check_interval_counted_across_epochs() -> None:
+    steps: list[int] = []
+
+    class Record(trainkit.Callback):
+        def on_validation_start(self, trainer: trainkit.Trainer, module: Any) -> None:
+            steps.append(trainer.global_step)
+
+    trainer = trainkit.Trainer(
+        max_epochs=3,
+        val_check_interval=15,
+        check_val_every_n_epoch=None,
+        num_sanity_val_steps=0,
+        callbacks=[Record()],
+        **QUIET,
+    )
+    trainer.fit(Classifier(), loader(blobs(320), 32), loader(blobs(64), 32))
+    assert steps == [15, 30]
+
+
+def test_check_val_every_n_epoch() -> None:
+    epochs: list[int] = []
+
+    class Record(trainkit.Callback):
+        def on_validation_end(self, trainer: trainkit.Trainer, module: Any) -> None:
+            epochs.append(trainer.current_epoch)
+
+    trainer = trainkit.Trainer(
+        max_epochs=6,
+        check_val_every_n_epoch=3,
+        num_sanity_val_steps=0,
+        callbacks=[Record()],
+        **QUIET,
+    )
+    trainer.fit(Classifier(), loader(blobs(64), 32), loader(blobs(64), 32))
+    assert epochs == [2, 5]
+
+
+def test_limit_batches_int_and_float() -> None:
+    model = CountingClassifier()
+    trainer = trainkit.Trainer(
+        max_epochs=2, limit_train_batches=3, limit_val_batches=0.5, num_sanity_val_steps=0, **QUIET
+    )
+    trainer.fit(model, loader(blobs(320), 32), loader(blobs(320), 32))
+    assert model.counts["train"] == 6 and model.counts["val"] == 10
+    assert trainer.num_training_batches == 3
+    trainer = trainkit.Trainer(limit_test_batches=2, limit_predict_batches=0.3, **QUIET)
+    trainer.test(model, loader(blobs(320), 32))
+    trainer.predict(model, loader(blobs(320), 32))
+    assert model.counts["test"] == 2 and model.counts["predict"] == 3
+
+
+def test_limit_val_batches_zero_disables_validation() -> None:
+    model = CountingClassifier()
+    trainer = trainkit.Trainer(max_epochs=2, limit_val_batches=0, **QUIET)
+    trainer.fit(model, loader(blobs(64), 32), loader(blobs(64), 32))
+    assert model.counts["val"] == 0
+
+
+@pytest.mark.parametrize("fast_dev_run", [True, 3])
+def test_fast_dev_run_runs_a_few_batches_of_each_stage(
+    fast_dev_run: bool | int, tmp_path: Any
+) -> None:
+    model = CountingClassifier()
+    trainer = trainkit.Trainer(
+        fast_dev_run=fast_dev_run,
+        max_epochs=10,
+        default_root_dir=tmp_path,
+        enable_progress_bar=False,
+        accelerator="cpu",
+    )
+    trainer.fit(model, loader(blobs(320), 32), loader(blobs(320), 32))
+    n = int(fast_dev_run)
+    assert model.counts == {"train": n, "val": n, "test": 0, "predict": 0}
+    assert trainer.global_step == n
+    assert trainer.loggers == [] and not any(tmp_path.iterdir())  # writes nothing
+
+
+def test_sanity_check_runs_num_sanity_val_steps_batches_and_is_not_reported() -> None:
+    model = CountingClassifier()
+    trainer = trainkit.Trainer(max_epochs=1, num_sanity_val_steps=2, limit_train_batches=1, **QUIET)
+    trainer.fit(model, loader(blobs(64), 32), loader(blobs(320), 32))
+    assert model.counts["val"] == 2 + 10
+
+
+def test_iterable_dataset_without_length() -> None:
+    class Stream(IterableDataset[tuple[torch.Tensor, torch.Tensor]]):
+        def __iter__(self) -> Any:
+            x, y = blobs(96).tensors
+            return iter(zip(x, y, strict=True))
+
+    model = CountingClassifier()
+    trainer = trainkit.Trainer(max_epochs=2, num_sanity_val_steps=0, **QUIET)
+    trainer.fit(model, DataLoader(Stream(), batch_size=32), DataLoader(Stream(), batch_size=32))
+    assert model.counts["train"] == 6 and model.counts["val"] == 6
+
+
+def test_evaluation_runs_in_inference_mode_and_restores_train_modes() -> None:
+    seen: dict[str, bool] = {}
+
+    class Probe(Classifier):
+        def __init__(self) -> None:
+            super().__init__()
+            self.frozen_norm = torch.nn.BatchNorm1d(8)
+            self.frozen_norm.eval()  # the user froze it: trainkit must leave it in eval
+
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            seen["inference"] = torch.is_inference_mode_enabled()
+            seen["training"] = self.training
+            super().validation_step(batch, batch_idx)
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            seen["train_mode_in_training"] = self.training
+            seen["grad_in_training"] = torch.is_grad_enabled()
+            return super().training_step(batch, batch_idx)
+
+    model = Probe()
+    trainkit.Trainer(max_epochs=1, **QUIET).fit(model, loader(blobs(64), 32), loader(blobs(64), 32))
+    assert seen == {
+        "inference": True,
+        "training": False,
+        "train_mode_in_training": True,
+        "grad_in_training": True,
+    }
+    assert model.training and not model.frozen_norm.training
+
+
+def test_dict_output_and_extra_entries_reach_on_train_batch_end() -> None:
+    outputs: list[Any] = []
+
+    class DictOut(Classifier):
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            return {"loss": super().training_step(batch, batch_idx), "extra": batch_idx}
+
+        def on_train_batch_end(self, out: Any, batch: Any, batch_idx: int) -> None:
+            outputs.append(out)
+
+    trainkit.Trainer(max_epochs=1, **QUIET).fit(DictOut(), loader(blobs(64), 32))
+    assert [o["extra"] for o in outputs] == [0, 1]
+    assert all(isinstance(o["loss"], torch.Tensor) for o in outputs)
+
+
+def test_manual_optimization() -> None:
+    class Manual(Classifier):
+        def __init__(self) -> None:
+            super().__init__()
+            self.automatic_optimization = False
+
+        def training_step(self, batch: Any, batch_idx: int) -> None:
+            optimizer = self.optimizers()
+            x, y = batch
+            loss = torch.nn.functional.cross_entropy(self(x), y)
+            optimizer.zero_grad()
+            self.manual_backward(loss)
+            if batch_idx % 2 == 1:  # step every other batch
+                optimizer.step()
+
+    model = Manual()
+    before = [p.detach().clone() for p in model.parameters()]
+    trainer = trainkit.Trainer(max_epochs=1, **QUIET)
+    trainer.fit(model, loader(blobs(128), 32))
+    assert trainer.global_step == 2  # counted in optimizer steps
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+
+
+def test_module_properties_inside_a_run() -> None:
+    seen: list[tuple[int, int, str]] = []
+
+    class Probe(Classifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            seen.append((self.current_epoch, self.global_step, self.device.type))
+            return super().training_step(batch, batch_idx)
+
+    trainkit.Trainer(max_epochs=2, **QUIET).fit(Probe(), loader(blobs(64), 32))
+    assert seen == [(0, 0, "cpu"), (0, 1, "cpu"), (1, 2, "cpu"), (1, 3, "cpu")]
+
+
+def test_seed_makes_runs_repeatable() -> None:
+    def run() -> list[torch.Tensor]:
+        trainer = trainkit.Trainer(max_epochs=1, seed=123, **QUIET)
+        model = Classifier()
+        trainer.fit(model, loader(blobs(128), 32, shuffle=True))
+        return [p.detach().clone() for p in model.parameters()]
+
+    assert all(torch.equal(a, b) for a, b in zip(run(), run(), strict=True))
