@@ -1,0 +1,1 @@
+"""The MNIST recipe: a compact CNN and a DataModule over torchvision's MNIST."""

@@ -1,0 +1,77 @@
+"""The MNIST recipe: data loading (and its offline error), and a full training run."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from recipes.mnist import data as mnist_data
+from recipes.mnist import train
+
+DATA_DIR = os.environ.get("TRAINKIT_DATA_DIR") or str(
+    Path(__file__).resolve().parents[3] / "shared" / "data"
+)
+HAVE_MNIST = all((Path(DATA_DIR) / "MNIST" / "raw" / f).exists() for f in mnist_data.FILES)
+needs_mnist = pytest.mark.skipif(not HAVE_MNIST, reason=f"MNIST files not in {DATA_DIR}")
+
+
+def test_missing_files_offline_name_the_folder_and_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torchvision.datasets import MNIST
+
+    def no_network(self: MNIST) -> None:
+        raise OSError("network is unreachable")
+
+    # The real download path runs; only the network call itself fails, as offline.
+    monkeypatch.setattr(MNIST, "download", no_network)
+    with pytest.raises(FileNotFoundError) as info:
+        mnist_data.load_mnist(tmp_path, train=True)
+    message = str(info.value)
+    assert str(tmp_path / "MNIST" / "raw") in message
+    assert all(name in message for name in mnist_data.FILES)
+    assert "TRAINKIT_DATA_DIR" in message
+
+
+def test_data_dir_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRAINKIT_DATA_DIR", "/somewhere/data")
+    assert mnist_data.MNISTData().data_dir == Path("/somewhere/data")
+    monkeypatch.delenv("TRAINKIT_DATA_DIR")
+    assert mnist_data.default_data_dir() == Path.home() / ".cache" / "trainkit" / "data"
+
+
+@needs_mnist
+def test_loading_normalises_the_real_files() -> None:
+    images, labels = mnist_data.load_mnist(Path(DATA_DIR), train=False)
+    assert images.shape == (10_000, 1, 28, 28) and labels.shape == (10_000,)
+    assert images.dtype == torch.float32 and labels.dtype == torch.int64
+    assert abs(images.mean().item()) < 0.1  # roughly centred by the standard normalisation
+
+
+@needs_mnist
+def test_short_run_end_to_end(tmp_path: Path) -> None:
+    result = train.main(
+        [
+            "--max-epochs",
+            "1",
+            "--limit-train-batches",
+            "30",
+            "--data-dir",
+            DATA_DIR,
+            "--root-dir",
+            str(tmp_path),
+        ]
+    )
+    assert result["test/acc"] > 0.8
+    assert list((tmp_path / "logs" / "version_0").glob("events.out.tfevents.*"))
+
+
+@pytest.mark.slow
+@needs_mnist
+def test_three_epochs_reach_99_percent(tmp_path: Path) -> None:
+    result = train.main(["--max-epochs", "3", "--data-dir", DATA_DIR, "--root-dir", str(tmp_path)])
+    print(f"MNIST 3 epochs: test/acc={result['test/acc']:.4f}, fit {result['fit_seconds']:.1f} s")
+    assert result["test/acc"] >= 0.99
