@@ -9,6 +9,7 @@ themselves are in ``trainkit/loop.py``.
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from collections.abc import Callable, Iterable, Mapping
@@ -288,6 +289,26 @@ class Trainer:
         return self.options.log_every_n_steps
 
     @property
+    def estimated_stepping_batches(self) -> int:
+        """Optimizer steps the whole fit will take, for schedules such as OneCycleLR.
+
+        Available from ``configure_optimizers`` on: the training dataloader's length
+        (after ``limit_train_batches``) times the epochs, capped by ``max_steps``.
+        """
+        max_steps = self.options.max_steps
+        per_epoch = self.num_training_batches
+        epochs = self.options.resolved_max_epochs
+        if per_epoch == math.inf or epochs == math.inf:
+            if max_steps == -1:
+                raise RuntimeError(
+                    "The number of optimizer steps is unknown (the training dataloader has no "
+                    "length, or max_epochs is unlimited); set max_steps."
+                )
+            return max_steps
+        total = int(per_epoch * epochs)
+        return total if max_steps == -1 else min(total, max_steps)
+
+    @property
     def should_stop(self) -> bool:
         """Set to True to stop training after the current batch."""
         return self.state.should_stop
@@ -328,14 +349,24 @@ class Trainer:
         """The training loss and every prog_bar metric, as floats.
 
         Reading this synchronises with the device: the progress bar reads it only
-        when it redraws.
+        when it redraws. Training values appear only while fitting; the training
+        loss is added as "loss" unless the user already shows that same value.
         """
-        keys = display_names(self.train_metrics, prog_bar=True, logger=None) | display_names(
-            self.eval_metrics, prog_bar=True, logger=None
-        )
+        fitting = self.state.stage == "fit"
+        keys = display_names(self.eval_metrics, prog_bar=True, logger=None)
+        if fitting:
+            keys |= display_names(self.train_metrics, prog_bar=True, logger=None)
         values = to_floats(self.callback_metrics, keys)
-        if self.last_loss is not None and "loss" not in values:
-            values = {"loss": float(self.last_loss), **values}
+        loss = self.last_loss
+        if fitting and loss is not None and "loss" not in values:
+            shown = (
+                entry.step_value
+                for entry in self.train_metrics.entries.values()
+                if entry.prog_bar and isinstance(entry.step_value, torch.Tensor)
+            )
+            # A detached loss shares the loss's storage: same pointer, same value.
+            if not any(value.data_ptr() == loss.data_ptr() for value in shown):
+                values = {"loss": float(loss), **values}
         return values
 
     # --------------------------------------------------- used by trainkit.loop
