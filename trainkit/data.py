@@ -114,6 +114,13 @@ def move_data_to_device(batch: T, device: torch.device) -> T:
     """
     # Pinned host memory can be copied asynchronously; pageable memory cannot,
     # and non_blocking on it would only add overhead.
+    # Fast path for the common case: a tuple or list of tensors already in place.
+    if type(batch) is tuple or type(batch) is list:
+        for item in batch:  # type: ignore[attr-defined]
+            if type(item) is not torch.Tensor or item.device != device:
+                break
+        else:
+            return batch
     non_blocking = device.type == "cuda"
     return _move(batch, device, non_blocking)  # type: ignore[no-any-return]
 

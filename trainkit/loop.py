@@ -17,7 +17,7 @@ import inspect
 import math
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, ExitStack, nullcontext
-from itertools import islice
+from itertools import chain, repeat
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -38,18 +38,40 @@ def _overrides(obj: object, base: type, name: str) -> bool:
     return getattr(type(obj), name, None) is not getattr(base, name, None)
 
 
+def _noop(*args: Any) -> None:
+    return None
+
+
+# Null contexts carry no state, so one instance serves every step.
+_NO_CONTEXT = nullcontext()
+
+
 class Hooks:
-    """The hooks to call, looked up once: only the Module and callbacks that override each.
+    """The hooks of one run, resolved once: each name maps to a single caller.
+
+    A caller invokes the Module's hook (if it overrides it) and then each
+    callback's that overrides it; a hook nobody overrides is a shared no-op. The
+    per-batch hooks are resolved in the constructor, so the loop pays one call
+    per hook per batch and nothing for hooks nobody uses.
 
     Args:
+        trainer: the running Trainer (passed to callback hooks).
         module: the user's Module.
         callbacks: the Trainer's callbacks, in order.
     """
 
-    def __init__(self, module: Module, callbacks: list[Callback]) -> None:
+    def __init__(self, trainer: Trainer, module: Module, callbacks: list[Callback]) -> None:
+        self.trainer = trainer
         self.module = module
         self.callbacks = callbacks
-        self._cache: dict[str, tuple[Callable[..., Any] | None, list[Callable[..., Any]]]] = {}
+        self._callers: dict[str, Callable[..., Any]] = {}
+        # Per-batch hooks.
+        self.on_train_batch_start = self.caller("on_train_batch_start")
+        self.on_train_batch_end = self.caller("on_train_batch_end")
+        self.on_before_backward = self.caller("on_before_backward")
+        self.on_after_backward = self.caller("on_after_backward")
+        self.on_before_optimizer_step = self.caller("on_before_optimizer_step")
+        self.on_before_zero_grad = self.caller("on_before_zero_grad")
         # Step hooks (see trainkit.callbacks.base).
         self.forward_context = self._callback_methods("forward_context")
         self.scale_loss = self._callback_methods("scale_loss")
@@ -60,57 +82,74 @@ class Hooks:
     def _callback_methods(self, name: str) -> list[Callable[..., Any]]:
         return [getattr(cb, name) for cb in self.callbacks if _overrides(cb, Callback, name)]
 
-    def _lookup(self, name: str) -> tuple[Callable[..., Any] | None, list[Callable[..., Any]]]:
-        found = self._cache.get(name)
-        if found is None:
-            module_hook = (
-                getattr(self.module, name) if _overrides(self.module, Module, name) else None
-            )
-            found = (module_hook, self._callback_methods(name))
-            self._cache[name] = found
+    def _module_method(self, name: str) -> Callable[..., Any] | None:
+        return getattr(self.module, name) if _overrides(self.module, Module, name) else None
+
+    def caller(self, name: str) -> Callable[..., Any]:
+        """The function that runs hook ``name`` everywhere it is overridden.
+
+        Args:
+            name: the hook's name, e.g. "on_train_epoch_start".
+
+        Returns:
+            A function taking the hook's arguments (after ``trainer, module`` for
+            callbacks) and returning the Module's result.
+        """
+        found = self._callers.get(name)
+        if found is not None:
+            return found
+        module_hook = self._module_method(name)
+        callback_hooks = self._callback_methods(name)
+        trainer, module = self.trainer, self.module
+        if not callback_hooks:
+            found = module_hook or _noop
+        else:
+
+            def found(*args: Any) -> Any:
+                result = module_hook(*args) if module_hook is not None else None
+                for hook in callback_hooks:
+                    hook(trainer, module, *args)
+                return result
+
+        self._callers[name] = found
         return found
 
-    def call(self, trainer: Trainer, name: str, *args: Any) -> Any:
-        """Call the Module's hook ``name``, then each callback's; return the Module's result.
+    def call(self, name: str, *args: Any) -> Any:
+        """Run hook ``name`` on the Module, then the callbacks; return the Module's result.
 
         Args:
-            trainer: the running Trainer.
-            name: the hook's name, e.g. "on_train_epoch_start".
+            name: the hook's name.
             *args: the hook's arguments after ``(trainer, module)``.
         """
-        result = self.call_module(trainer, name, *args)
-        self.call_callbacks(trainer, name, *args)
-        return result
+        return self.caller(name)(*args)
 
-    def call_module(self, trainer: Trainer, name: str, *args: Any) -> Any:
-        """Call only the Module's hook ``name`` (when it overrides it); return its result.
+    def call_module(self, name: str, *args: Any) -> Any:
+        """Run only the Module's hook ``name``; return its result.
 
         Args:
-            trainer: the running Trainer.
             name: the hook's name.
             *args: the hook's arguments.
         """
-        module_hook = self._lookup(name)[0]
+        module_hook = self._module_method(name)
         return module_hook(*args) if module_hook is not None else None
 
-    def call_callbacks(self, trainer: Trainer, name: str, *args: Any) -> None:
-        """Call only the callbacks' hook ``name``.
+    def call_callbacks(self, name: str, *args: Any) -> None:
+        """Run only the callbacks' hook ``name``.
 
         Args:
-            trainer: the running Trainer.
             name: the hook's name.
             *args: the hook's arguments after ``(trainer, module)``.
         """
-        for hook in self._lookup(name)[1]:
-            hook(trainer, self.module, *args)
+        for hook in self._callback_methods(name):
+            hook(self.trainer, self.module, *args)
 
-    def step_context(self, trainer: Trainer) -> AbstractContextManager[Any]:
+    def step_context(self) -> AbstractContextManager[Any]:
         """The callbacks' forward contexts combined (autocast, for example)."""
         if not self.forward_context:
-            return nullcontext()
+            return _NO_CONTEXT
         stack = ExitStack()
         for factory in self.forward_context:
-            context = factory(trainer, self.module)
+            context = factory(self.trainer, self.module)
             if context is not None:
                 stack.enter_context(context)
         return stack
@@ -146,7 +185,7 @@ def run_fit(trainer: Trainer, model: nn.Module, train_loader: Iterable[Any]) -> 
                 batch -> device
                 on_train_batch_start (returning -1 ends the epoch)
                 step = every callback's should_optimizer_step
-                with no_backward_sync(not step), forward contexts:
+                with no_backward_sync (on micro-batches that do not step), forward contexts:
                     loss = training_step(batch, batch_idx)
                 on_before_backward; scale_loss(loss).backward(); on_after_backward
                 if step:
@@ -172,56 +211,62 @@ def run_fit(trainer: Trainer, model: nn.Module, train_loader: Iterable[Any]) -> 
     hooks = trainer.hooks
     options = trainer.options
     max_epochs = options.resolved_max_epochs
-    step_schedulers = [c for c in trainer.lr_scheduler_configs if c.interval == "step"]
     epoch_schedulers = [c for c in trainer.lr_scheduler_configs if c.interval == "epoch"]
     training_step = trainer.strategy.step_function(model, "training_step")
     batch_to_device = trainer.strategy.batch_to_device
+    step = _OptimizationStep(trainer, model, training_step)
+    check_validation = trainer.has_validation
+    max_steps = options.max_steps if options.max_steps != -1 else math.inf
+    on_batch_start, on_batch_end = hooks.on_train_batch_start, hooks.on_train_batch_end
 
     if not module.training:
         # Leave submodules the user put in eval mode (a frozen BatchNorm) alone;
         # only a model entirely in eval mode is switched to training.
         model.train()
-    hooks.call(trainer, "on_train_start")
+    hooks.call("on_train_start")
     while not _done(trainer, max_epochs):
         _set_sampler_epoch(train_loader, state.epoch)
         total = trainer.num_training_batches
         val_every = _val_check_batches(trainer, total)
         trainer.train_metrics.reset()
         trainer.logging_mode = "train_epoch"
-        hooks.call(trainer, "on_train_epoch_start")
+        hooks.call("on_train_epoch_start")
         for batch_idx, batch, is_last in _batches(train_loader, total):
             state.batch_idx = batch_idx
             batch = batch_to_device(batch)
             trainer.current_batch = batch
             trainer.logging_mode = "train_step"
-            if hooks.call(trainer, "on_train_batch_start", batch, batch_idx) == -1:
+            if on_batch_start(batch, batch_idx) == -1:
                 break
             if module.automatic_optimization:
-                outputs = _optimization_step(
-                    trainer, model, training_step, batch, batch_idx, is_last, step_schedulers
-                )
+                outputs = step.run(batch, batch_idx, is_last)
             else:
                 # Manual optimization: the user steps; global_step counts the first
                 # optimizer's steps (the Trainer hooks its step()).
                 step_before = state.global_step
-                with hooks.step_context(trainer):
+                with hooks.step_context():
                     outputs = training_step(batch, batch_idx)
-                if state.global_step != step_before:
-                    _maybe_log_step(trainer, step_before)
-            hooks.call(trainer, "on_train_batch_end", outputs, batch, batch_idx)
+                stepped = state.global_step != step_before
+                if (
+                    stepped
+                    and trainer.loggers
+                    and state.global_step % options.log_every_n_steps == 0
+                ):
+                    _log_step(trainer, step_before)
+            on_batch_end(outputs, batch, batch_idx)
             trainer.current_batch = None
             trainer.logging_mode = "train_epoch"
             state.batch_idx = batch_idx + 1
-            if _due(trainer, val_every, batch_idx, is_last):
+            if check_validation and _due(trainer, val_every, batch_idx, is_last):
                 trainer.run_validation()
-            if _max_steps_reached(trainer) or state.should_stop:
+            if state.global_step >= max_steps or state.should_stop:
                 break
         trainer.logging_mode = "train_epoch"
         # The Module's hook may log epoch values; reduce them before the callbacks
         # (early stopping, checkpointing) read callback_metrics.
-        hooks.call_module(trainer, "on_train_epoch_end")
+        hooks.call_module("on_train_epoch_end")
         trainer.update_callback_metrics(trainer.train_metrics.epoch_values())
-        hooks.call_callbacks(trainer, "on_train_epoch_end")
+        hooks.call_callbacks("on_train_epoch_end")
         epoch_values = trainer.train_metrics.epoch_values()
         trainer.update_callback_metrics(epoch_values)
         logged = display_names(trainer.train_metrics, prog_bar=None, logger=True)
@@ -234,76 +279,81 @@ def run_fit(trainer: Trainer, model: nn.Module, train_loader: Iterable[Any]) -> 
         state.batch_idx = 0
         # Agree across processes, so that no rank leaves the loop alone.
         state.should_stop = trainer.strategy.reduce_boolean_decision(state.should_stop, all_=False)
-    hooks.call(trainer, "on_train_end")
+    hooks.call("on_train_end")
 
 
-def _optimization_step(
-    trainer: Trainer,
-    model: nn.Module,
-    training_step: Callable[..., Any],
-    batch: Any,
-    batch_idx: int,
-    is_last: bool,
-    step_schedulers: list[LRSchedulerConfig],
-) -> dict[str, Any]:
-    """One batch of automatic optimization; returns the outputs for on_train_batch_end."""
-    state = trainer.state
-    module = trainer.module
-    hooks = trainer.hooks
-    should_step = all(
-        decide(trainer, module, batch_idx, is_last) for decide in hooks.should_optimizer_step
-    )
-    with trainer.strategy.no_backward_sync(model, enabled=not should_step):
-        with hooks.step_context(trainer):
-            output = training_step(batch, batch_idx)
-        loss = loss_from_output(output, state.global_step)
-        trainer.last_loss = loss.detach()
-        backward(trainer, loss)
-    if should_step:
-        optimizer = trainer.optimizers[0]
-        optimizer_step(trainer, optimizer)
-        step_at_batch = state.global_step
-        state.global_step += 1
-        for config in step_schedulers:
-            if state.global_step % config.frequency == 0:
-                _step_scheduler(trainer, config)
-        _maybe_log_step(trainer, step_at_batch)
-    return dict(output) if isinstance(output, dict) else {"loss": loss}
+class _OptimizationStep:
+    """One batch of automatic optimization; everything constant is looked up once."""
+
+    def __init__(self, trainer: Trainer, model: nn.Module, training_step: Callable[..., Any]):
+        self.trainer = trainer
+        self.hooks = trainer.hooks
+        self.model = model
+        self.training_step = training_step
+        self.no_backward_sync = trainer.strategy.no_backward_sync
+        self.step_schedulers = [c for c in trainer.lr_scheduler_configs if c.interval == "step"]
+        self.log_every = trainer.options.log_every_n_steps if trainer.loggers else 0
+
+    def run(self, batch: Any, batch_idx: int, is_last: bool) -> dict[str, Any]:
+        """Forward, backward and (when due) the optimizer step; returns the outputs."""
+        trainer, hooks, state = self.trainer, self.hooks, self.trainer.state
+        should_step = True
+        for decide in hooks.should_optimizer_step:
+            should_step = decide(trainer, hooks.module, batch_idx, is_last) and should_step
+        # Gradients are synchronised only on the micro-batch that steps.
+        sync_context = _NO_CONTEXT if should_step else self.no_backward_sync(self.model)
+        with sync_context:
+            with hooks.step_context():
+                output = self.training_step(batch, batch_idx)
+            loss = loss_from_output(output, state.global_step)
+            # Kept undetached (detach costs a call per step); backward has freed its graph.
+            trainer.last_loss = loss
+            backward(hooks, loss)
+        if should_step:
+            optimizer_step(hooks, trainer.optimizers[0])
+            step_at_batch = state.global_step
+            state.global_step += 1
+            for config in self.step_schedulers:
+                if state.global_step % config.frequency == 0:
+                    _step_scheduler(trainer, config)
+            if self.log_every and state.global_step % self.log_every == 0:
+                _log_step(trainer, step_at_batch)
+        return dict(output) if isinstance(output, dict) else {"loss": loss}
 
 
-def backward(trainer: Trainer, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+def backward(hooks: Hooks, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
     """Run the backward pass with its hooks; used by the loop and ``manual_backward``.
 
     Args:
-        trainer: the running Trainer.
+        hooks: the run's hooks.
         loss: the loss tensor.
         *args: passed to ``Tensor.backward``.
         **kwargs: passed to ``Tensor.backward``.
     """
-    hooks = trainer.hooks
-    module = trainer.module
-    hooks.call(trainer, "on_before_backward", loss)
+    hooks.on_before_backward(loss)
     for scale in hooks.scale_loss:
-        loss = scale(trainer, module, loss)
+        loss = scale(hooks.trainer, hooks.module, loss)
     loss.backward(*args, **kwargs)  # type: ignore[no-untyped-call]
-    hooks.call(trainer, "on_after_backward")
+    hooks.on_after_backward()
 
 
-def optimizer_step(trainer: Trainer, optimizer: torch.optim.Optimizer) -> None:
+def optimizer_step(hooks: Hooks, optimizer: torch.optim.Optimizer) -> None:
     """Step ``optimizer`` with its hooks, then clear its gradients.
 
     Args:
-        trainer: the running Trainer.
+        hooks: the run's hooks.
         optimizer: the optimizer to step.
     """
-    hooks = trainer.hooks
-    module = trainer.module
+    trainer, module = hooks.trainer, hooks.module
     for prepare in hooks.prepare_optimizer_step:
         prepare(trainer, module, optimizer)
-    hooks.call(trainer, "on_before_optimizer_step", optimizer)
-    if not any(step(trainer, module, optimizer) for step in hooks.optimizer_step):
+    hooks.on_before_optimizer_step(optimizer)
+    stepped = False
+    for step in hooks.optimizer_step:
+        stepped = stepped or step(trainer, module, optimizer)
+    if not stepped:
         optimizer.step()
-    hooks.call(trainer, "on_before_zero_grad", optimizer)
+    hooks.on_before_zero_grad(optimizer)
     optimizer.zero_grad(set_to_none=True)
 
 
@@ -325,9 +375,8 @@ def _step_scheduler(trainer: Trainer, config: LRSchedulerConfig) -> None:
     config.scheduler.step(float(metrics[config.monitor]))
 
 
-def _maybe_log_step(trainer: Trainer, step: int) -> None:
-    if not trainer.loggers or (step + 1) % trainer.options.log_every_n_steps != 0:
-        return
+def _log_step(trainer: Trainer, step: int) -> None:
+    """Write the step values logged at ``step`` (every process reads; rank 0 writes)."""
     store = trainer.train_metrics
     values = store.step_values(sync=True)
     trainer.write_to_loggers(values, display_names(store, prog_bar=None, logger=True), step=step)
@@ -395,10 +444,15 @@ def _due(trainer: Trainer, every: int | None, batch_idx: int, is_last: bool) -> 
 def _batches(loader: Iterable[Any], total: float) -> Iterator[tuple[int, Any, bool]]:
     """Yield ``(batch_idx, batch, is_last)``, stopping after ``total`` batches."""
     if total != math.inf:
-        last = int(total) - 1
-        for batch_idx, batch in enumerate(islice(loader, int(total))):
-            yield batch_idx, batch, batch_idx == last
-        return
+        count = int(total)
+        # All in C (no Python frame per batch): zip stops at the end of range()
+        # before asking the loader for one batch too many.
+        is_last = chain(repeat(False, count - 1), (True,))
+        return zip(range(count), loader, is_last, strict=False)
+    return _batches_with_lookahead(loader)
+
+
+def _batches_with_lookahead(loader: Iterable[Any]) -> Iterator[tuple[int, Any, bool]]:
     # Unknown length: look one batch ahead to know which one is last.
     iterator = iter(loader)
     try:
@@ -466,8 +520,8 @@ def run_evaluation(
     store.reset()
     trainer.logging_mode = "eval"
     try:
-        hooks.call(trainer, f"on_{stage}_start")
-        hooks.call(trainer, f"on_{stage}_epoch_start")
+        hooks.call(f"on_{stage}_start")
+        hooks.call(f"on_{stage}_epoch_start")
         with torch.inference_mode():
             for loader_idx, (loader, total) in enumerate(zip(loaders, totals, strict=True)):
                 trainer.dataloader_suffix = f"/dataloader_idx_{loader_idx}" if several else ""
@@ -475,19 +529,17 @@ def run_evaluation(
                 for batch_idx, batch, _ in _batches(loader, total):
                     batch = batch_to_device(batch)
                     trainer.current_batch = batch
-                    hooks.call(trainer, f"on_{stage}_batch_start", batch, batch_idx, loader_idx)
-                    with hooks.step_context(trainer):
+                    hooks.call(f"on_{stage}_batch_start", batch, batch_idx, loader_idx)
+                    with hooks.step_context():
                         outputs = step(batch, batch_idx, *extra)
-                    hooks.call(
-                        trainer, f"on_{stage}_batch_end", outputs, batch, batch_idx, loader_idx
-                    )
+                    hooks.call(f"on_{stage}_batch_end", outputs, batch, batch_idx, loader_idx)
         trainer.current_batch = None
         trainer.dataloader_suffix = ""
-        hooks.call(trainer, f"on_{stage}_epoch_end")
+        hooks.call(f"on_{stage}_epoch_end")
         values = store.epoch_values()
         if not trainer.sanity_checking:
             trainer.update_callback_metrics(values)
-        hooks.call(trainer, f"on_{stage}_end")
+        hooks.call(f"on_{stage}_end")
     finally:
         trainer.dataloader_suffix = ""
         trainer.current_batch = None
@@ -524,22 +576,20 @@ def run_predict(
     _loader_index_args(step, "predict_step", several)
     model.eval()
     results: list[list[Any]] = []
-    hooks.call(trainer, "on_predict_start")
-    hooks.call(trainer, "on_predict_epoch_start")
+    hooks.call("on_predict_start")
+    hooks.call("on_predict_epoch_start")
     with torch.inference_mode():
         for loader_idx, (loader, total) in enumerate(zip(loaders, totals, strict=True)):
             extra = (loader_idx,) if several else ()
             outputs: list[Any] = []
             for batch_idx, batch, _ in _batches(loader, total):
                 batch = batch_to_device(batch)
-                hooks.call(trainer, "on_predict_batch_start", batch, batch_idx, loader_idx)
-                with hooks.step_context(trainer):
+                hooks.call("on_predict_batch_start", batch, batch_idx, loader_idx)
+                with hooks.step_context():
                     prediction = step(batch, batch_idx, *extra)
                 outputs.append(prediction)
-                hooks.call(
-                    trainer, "on_predict_batch_end", prediction, batch, batch_idx, loader_idx
-                )
+                hooks.call("on_predict_batch_end", prediction, batch, batch_idx, loader_idx)
             results.append(outputs)
-    hooks.call(trainer, "on_predict_epoch_end")
-    hooks.call(trainer, "on_predict_end")
+    hooks.call("on_predict_epoch_end")
+    hooks.call("on_predict_end")
     return results

@@ -24,13 +24,15 @@ Number = torch.Tensor | float | int
 ReduceFn = Callable[..., torch.Tensor]
 
 REDUCE_FXS = ("mean", "sum", "max", "min")
+# (on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx), see Module.log.
+LogOptions = tuple[bool, bool, bool, bool, bool, str]
 
 
 @dataclass
 class _Entry:
     """One logged name within one stage run."""
 
-    options: tuple[bool, bool, bool, bool, bool, str]
+    options: LogOptions
     on_step: bool
     on_epoch: bool
     prog_bar: bool
@@ -54,33 +56,21 @@ class MetricStore:
         self._all_reduce = all_reduce
         self.entries: dict[str, _Entry] = {}
 
-    def log(
-        self,
-        name: str,
-        value: Number,
-        *,
-        on_step: bool,
-        on_epoch: bool,
-        prog_bar: bool,
-        logger: bool,
-        sync_dist: bool,
-        reduce_fx: str,
-        batch_size: int,
-    ) -> None:
+    def log(self, name: str, value: Number, options: LogOptions, batch_size: int) -> None:
         """Record ``value`` under ``name``. Cheap: no device synchronisation.
+
+        Called for every ``self.log`` in every step, so it takes its options as one
+        tuple, positionally.
 
         Args:
             name: the metric's name.
             value: a scalar tensor or number.
-            on_step: keep the latest value.
-            on_epoch: aggregate over the run with ``reduce_fx``.
-            prog_bar: show in the progress bar.
-            logger: send to loggers.
-            sync_dist: reduce across processes when read.
-            reduce_fx: "mean", "sum", "max" or "min".
+            options: ``(on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx)``:
+                keep the latest value; aggregate over the run with ``reduce_fx``; show
+                in the progress bar; send to loggers; reduce across processes when
+                read; "mean", "sum", "max" or "min".
             batch_size: weight of the value in the epoch mean.
         """
-        options = (on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx)
         entry = self.entries.get(name)
         if entry is None:
             entry = self._new_entry(name, value, options)
@@ -92,15 +82,13 @@ class MetricStore:
             )
         if isinstance(value, torch.Tensor):
             value = value.detach()
-        if on_step:
+        if entry.on_step:
             entry.step_value = value
-        if on_epoch:
-            entry.total = _accumulate(entry.total, value, reduce_fx, batch_size)
+        if entry.on_epoch:
+            entry.total = _accumulate(entry.total, value, entry.reduce_fx, batch_size)
             entry.weight += batch_size
 
-    def _new_entry(
-        self, name: str, value: Number, options: tuple[bool, bool, bool, bool, bool, str]
-    ) -> _Entry:
+    def _new_entry(self, name: str, value: Number, options: LogOptions) -> _Entry:
         on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx = options
         if reduce_fx not in REDUCE_FXS:
             raise ValueError(
@@ -245,6 +233,6 @@ def _device_of(*values: Any) -> torch.device:
     return torch.device("cpu")
 
 
-def _describe(options: tuple[bool, bool, bool, bool, bool, str]) -> str:
+def _describe(options: LogOptions) -> str:
     names = ("on_step", "on_epoch", "prog_bar", "logger", "sync_dist", "reduce_fx")
     return ", ".join(f"{n}={v!r}" for n, v in zip(names, options, strict=True))

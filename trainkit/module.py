@@ -172,16 +172,7 @@ class Module(nn.Module):
                 from the batch).
         """
         self.trainer._log(
-            self,
-            name,
-            value,
-            on_step=on_step,
-            on_epoch=on_epoch,
-            prog_bar=prog_bar,
-            logger=logger,
-            sync_dist=sync_dist,
-            reduce_fx=reduce_fx,
-            batch_size=batch_size,
+            name, value, on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx, batch_size
         )
 
     def log_dict(
@@ -481,6 +472,9 @@ def loss_from_output(output: Any, step_index: int) -> torch.Tensor:
         output: the value ``training_step`` returned.
         step_index: the global step, for the error message.
     """
+    # Fast path for the common case: a scalar tensor attached to the graph.
+    if type(output) is torch.Tensor and output.requires_grad and output.numel() == 1:
+        return output
     loss = output.get("loss") if isinstance(output, Mapping) else output
     if output is None:
         raise ValueError(

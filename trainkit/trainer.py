@@ -366,7 +366,7 @@ class Trainer:
             )
             # A detached loss shares the loss's storage: same pointer, same value.
             if not any(value.data_ptr() == loss.data_ptr() for value in shown):
-                values = {"loss": float(loss), **values}
+                values = {"loss": float(loss.detach()), **values}
         return values
 
     # --------------------------------------------------- used by trainkit.loop
@@ -420,10 +420,8 @@ class Trainer:
     # ----------------------------------------------------- called by Module
     def _log(
         self,
-        module: Module,
         name: str,
         value: torch.Tensor | float | int,
-        *,
         on_step: bool | None,
         on_epoch: bool | None,
         prog_bar: bool,
@@ -432,16 +430,18 @@ class Trainer:
         reduce_fx: str,
         batch_size: int | None,
     ) -> None:
+        # Called by Module.log for every logged value of every step: positional
+        # arguments and no work beyond choosing the store and the defaults.
         mode = self.logging_mode
-        if mode is None:
-            raise RuntimeError(
-                f"self.log({name!r}) was called outside a training or evaluation step or "
-                "hook; values can only be logged while fit/validate/test runs (not in predict)."
-            )
         if mode == "train_step":
             store = self.train_metrics
             on_step = True if on_step is None else on_step
             on_epoch = False if on_epoch is None else on_epoch
+        elif mode is None:
+            raise RuntimeError(
+                f"self.log({name!r}) was called outside a training or evaluation step or "
+                "hook; values can only be logged while fit/validate/test runs (not in predict)."
+            )
         else:
             store = self.train_metrics if mode == "train_epoch" else self.eval_metrics
             on_step = False if on_step is None else on_step
@@ -452,17 +452,8 @@ class Trainer:
                 if on_epoch and reduce_fx == "mean" and self.current_batch is not None
                 else 1
             )
-        store.log(
-            name + self.dataloader_suffix,
-            value,
-            on_step=on_step,
-            on_epoch=on_epoch,
-            prog_bar=prog_bar,
-            logger=logger,
-            sync_dist=sync_dist,
-            reduce_fx=reduce_fx,
-            batch_size=batch_size,
-        )
+        options = (on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx)
+        store.log(name + self.dataloader_suffix, value, options, batch_size)
 
     def _backward(self, module: Module, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
         if module.automatic_optimization:
@@ -470,7 +461,7 @@ class Trainer:
                 "manual_backward() is for manual optimization; set "
                 "`self.automatic_optimization = False` in __init__ or return the loss instead."
             )
-        loop.backward(self, loss, *args, **kwargs)
+        loop.backward(self.hooks, loss, *args, **kwargs)
 
     # ------------------------------------------------------------------ internals
     def _run(
@@ -485,7 +476,7 @@ class Trainer:
         self.state.should_stop = False
         self._module = model
         model._trainer = self
-        self._hooks = loop.Hooks(model, self.callbacks)
+        self._hooks = loop.Hooks(self, model, self.callbacks)
         status = "failed"
         try:
             self.strategy.setup_environment()
@@ -549,11 +540,11 @@ class Trainer:
         self.state.epoch = 0
         self.state.global_step = 0
         self.state.batch_idx = 0
-        self.hooks.call(self, "on_fit_start")
+        self.hooks.call("on_fit_start")
         if self.has_validation and self.options.num_sanity_val_steps != 0:
             self._sanity_check()
         loop.run_fit(self, self._require_model(), train_loader)
-        self.hooks.call(self, "on_fit_end")
+        self.hooks.call("on_fit_end")
 
     def _sanity_check(self) -> None:
         limit = self.options.num_sanity_val_steps
@@ -561,11 +552,11 @@ class Trainer:
         self.num_val_batches = [t if limit == -1 else min(t, limit) for t in full]
         self.state.sanity_checking = True
         try:
-            self.hooks.call(self, "on_sanity_check_start")
+            self.hooks.call("on_sanity_check_start")
             loop.run_evaluation(
                 self, self._require_model(), self._val_loaders, self.num_val_batches, "validation"
             )
-            self.hooks.call(self, "on_sanity_check_end")
+            self.hooks.call("on_sanity_check_end")
         finally:
             self.state.sanity_checking = False
             self.num_val_batches = full

@@ -24,6 +24,8 @@ from torch.utils.data import DataLoader
 from trainkit.data import move_data_to_device
 
 ReduceOp = Literal["sum", "mean", "max", "min"]
+# A null context carries no state; one instance serves every step.
+_NO_SYNC_CONTEXT = nullcontext()
 T = TypeVar("T")
 
 
@@ -112,17 +114,17 @@ class Strategy(ABC):
         """
         return move_data_to_device(batch, self.root_device)
 
-    def no_backward_sync(self, module: nn.Module, enabled: bool) -> AbstractContextManager[Any]:
+    def no_backward_sync(self, module: nn.Module) -> AbstractContextManager[Any]:
         """Context that skips gradient synchronisation during ``backward``.
 
-        Gradient accumulation enters it on micro-batches that do not step, so a
-        data-parallel strategy does not all-reduce gradients it will add to anyway.
+        The loop enters it on micro-batches that do not step the optimizer
+        (gradient accumulation), so a data-parallel strategy does not all-reduce
+        gradients it will add to anyway. The default does nothing.
 
         Args:
             module: the module returned by :meth:`setup_module`.
-            enabled: whether to skip synchronisation for this backward.
         """
-        return nullcontext()
+        return _NO_SYNC_CONTEXT
 
     # ------------------------------------------------------------ collectives
     # Every rank must call a collective at the same point, or the job hangs:
