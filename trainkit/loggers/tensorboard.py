@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from trainkit.loggers._event_file import EventFile
 from trainkit.loggers._files import _claim_version_dir, _write_hparams_yaml
 from trainkit.loggers.base import Logger
 
@@ -41,6 +42,9 @@ class TensorBoardLogger(Logger):
         self._requested_version = version
         self._version: int | str | None = None
         self._writer: SummaryWriter | None = None
+        # Scalars and hparams go through our own event file (see _event_file.py);
+        # the SummaryWriter exists only when a user asks for `experiment`.
+        self._events: EventFile | None = None
 
     @property
     def name(self) -> str:
@@ -80,9 +84,7 @@ class TensorBoardLogger(Logger):
             metrics: metric name to value.
             step: the global step the values belong to.
         """
-        writer = self.experiment
-        for key, value in metrics.items():
-            writer.add_scalar(key, value, global_step=step)
+        self._event_file().add_scalars(metrics, step)
 
     def log_hyperparams(self, params: Mapping[str, Any]) -> None:
         """Write ``hparams.yaml`` and the HParams-tab summary.
@@ -98,14 +100,20 @@ class TensorBoardLogger(Logger):
         _write_hparams_yaml(self.log_dir, params)
         # SummaryWriter.add_hparams would write to a new sub-folder (a separate run
         # in TensorBoard); writing the protos ourselves keeps them with the scalars.
-        # torch leaves both untyped (file_writer is declared as None), hence Any.
-        file_writer: Any = self.experiment.file_writer
         summaries = hparams(_flatten_for_tensorboard(params), metric_dict={})  # type: ignore[no-untyped-call]
+        events = self._event_file()
         for summary in summaries:
-            file_writer.add_summary(summary)
+            events.add_summary(summary)
+
+    def _event_file(self) -> EventFile:
+        if self._events is None:
+            self._events = EventFile(self.log_dir)
+        return self._events
 
     def save(self) -> None:
         """Flush pending events to disk."""
+        if self._events is not None:
+            self._events.flush()
         if self._writer is not None:
             self._writer.flush()
 
@@ -115,6 +123,9 @@ class TensorBoardLogger(Logger):
         Args:
             status: "success", "failed" or "interrupted".
         """
+        if self._events is not None:
+            self._events.close()
+            self._events = None
         if self._writer is not None:
             self._writer.close()
             self._writer = None
