@@ -1,0 +1,330 @@
+"""Overhead of trainkit's Trainer over a hand-written training loop.
+
+Trains the same tiny MLP for one epoch three ways and compares wall times:
+
+- ``raw``: a hand-written loop (optimizer construction + the loop are timed);
+- ``bare``: a Trainer with logger, progress bar and model summary off, and a
+  module that does not call ``self.log`` (Trainer construction + fit are timed);
+- ``default``: a Trainer with every default (TensorBoard logger, progress bar,
+  model summary), the module logging its loss to the progress bar every step.
+
+The model is tiny on purpose: its steps take tens of microseconds, so any
+per-step work the framework adds shows up instead of disappearing behind the
+math. That is promise 1 in DESIGN.md, and the targets below are its numbers.
+
+Run from the repository root::
+
+    PYTHONPATH=. python benchmarks/overhead.py [--repeats 15] [--samples 20000] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import os
+import platform
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+import trainkit
+
+SEED = 0
+BATCH_SIZE = 64
+LR = 0.1
+IN_FEATURES = 32
+HIDDEN = 64
+CLASSES = 10
+VARIANTS = ("raw", "bare", "default")
+# Largest acceptable median(variant) / median(raw).
+TARGETS = {"bare": 1.02, "default": 1.05}
+
+Batch = tuple[torch.Tensor, ...]  # (inputs, targets)
+# A timed run returns its wall time and the trained parameters (for the equality check).
+RunResult = tuple[float, list[torch.Tensor]]
+
+
+# ------------------------------------------------------------------ the model
+def build_network() -> nn.Sequential:
+    """The MLP every variant trains, initialised from ``SEED``."""
+    torch.manual_seed(SEED)
+    return nn.Sequential(nn.Linear(IN_FEATURES, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, CLASSES))
+
+
+class BareModule(trainkit.Module):
+    """The MLP as a trainkit Module, without logging."""
+
+    def __init__(self, network: nn.Sequential) -> None:
+        super().__init__()
+        # The network is built outside and passed in, so its initial weights are
+        # exactly those of the raw variant, whatever Module.__init__ does.
+        self.network = network
+
+    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        return F.cross_entropy(self.network(x), y)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=LR)
+
+
+class LoggingModule(BareModule):
+    """The same module, logging its loss to the progress bar every step."""
+
+    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        loss = super().training_step(batch, batch_idx)
+        self.log("loss", loss, prog_bar=True)
+        return loss
+
+
+# ------------------------------------------------------------------- the data
+def build_dataset(samples: int) -> TensorDataset:
+    generator = torch.Generator().manual_seed(SEED)
+    x = torch.randn(samples, IN_FEATURES, generator=generator)
+    y = torch.randint(0, CLASSES, (samples,), generator=generator)
+    return TensorDataset(x, y)
+
+
+def build_loader(dataset: TensorDataset) -> DataLoader[Batch]:
+    # A private, freshly seeded generator gives every variant the same shuffle,
+    # independent of how much of torch's global RNG anything else consumed.
+    generator = torch.Generator().manual_seed(SEED)
+    return DataLoader(dataset, batch_size=BATCH_SIZE, shuffle=True, generator=generator)
+
+
+# --------------------------------------------------------------- the variants
+@contextlib.contextmanager
+def collected_garbage() -> Iterator[None]:
+    # Collect before the clock starts, so that one run does not pay for the
+    # garbage of the previous (possibly different) variant.
+    gc.collect()
+    yield
+
+
+def run_raw(dataset: TensorDataset, root: Path) -> RunResult:
+    del root  # the same signature as the other runners; the raw loop writes nothing
+    network = build_network()
+    loader = build_loader(dataset)
+    with collected_garbage():
+        start = time.perf_counter()
+        optimizer = torch.optim.SGD(network.parameters(), lr=LR)
+        for x, y in loader:
+            optimizer.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(network(x), y)
+            loss.backward()  # type: ignore[no-untyped-call]
+            optimizer.step()
+        elapsed = time.perf_counter() - start
+    return elapsed, [p.detach().clone() for p in network.parameters()]
+
+
+def run_bare(dataset: TensorDataset, root: Path) -> RunResult:
+    module = BareModule(build_network())
+    loader = build_loader(dataset)
+    with collected_garbage():
+        start = time.perf_counter()
+        trainer = trainkit.Trainer(
+            max_epochs=1,
+            logger=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            # Nothing should be written; if something is, keep it out of the cwd.
+            default_root_dir=root,
+        )
+        trainer.fit(module, loader)
+        elapsed = time.perf_counter() - start
+    return elapsed, [p.detach().clone() for p in module.network.parameters()]
+
+
+def run_default(dataset: TensorDataset, root: Path) -> RunResult:
+    module = LoggingModule(build_network())
+    loader = build_loader(dataset)
+    # stdout/stderr (progress bar, model summary) go to os.devnull, so that the
+    # terminal's drawing speed is not what we measure. stdout is then not a
+    # terminal, so the progress bar runs in its plain-line mode, as in a batch
+    # job: the tqdm drawing path is not timed here.
+    with (
+        open(os.devnull, "w") as sink,
+        contextlib.redirect_stdout(sink),
+        contextlib.redirect_stderr(sink),
+        collected_garbage(),
+    ):
+        start = time.perf_counter()
+        trainer = trainkit.Trainer(max_epochs=1, default_root_dir=root)
+        trainer.fit(module, loader)
+        elapsed = time.perf_counter() - start
+    return elapsed, [p.detach().clone() for p in module.network.parameters()]
+
+
+RUNNERS: dict[str, Callable[[TensorDataset, Path], RunResult]] = {
+    "raw": run_raw,
+    "bare": run_bare,
+    "default": run_default,
+}
+
+
+def check_same_parameters(results: dict[str, list[torch.Tensor]]) -> None:
+    """Raise if any variant ended with parameters different from the raw loop's.
+
+    Same seed, same batches, same math: the Trainer must reproduce the raw loop
+    bit for bit. A difference means the framework changed the training itself
+    (an extra step, a different zero_grad, a reordered batch...).
+    """
+    expected = results["raw"]
+    for variant, parameters in results.items():
+        if len(parameters) != len(expected):
+            raise AssertionError(
+                f"{variant}: {len(parameters)} parameter tensors, raw has {len(expected)}."
+            )
+        for index, (got, want) in enumerate(zip(parameters, expected, strict=True)):
+            if not torch.equal(got, want):
+                difference = (got - want).abs().max().item()
+                raise AssertionError(
+                    f"{variant}: parameter {index} differs from the raw loop's after one "
+                    f"epoch (max abs difference {difference:.3g}); the Trainer does not "
+                    "train exactly like the hand-written loop."
+                )
+
+
+# ---------------------------------------------------------------- reporting
+def machine_info() -> dict[str, Any]:
+    return {
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+        "trainkit": f"{trainkit.__version__} ({Path(trainkit.__file__).parent})",
+    }
+
+
+def exact_command() -> str:
+    command = shlex.join([sys.executable, *sys.argv])
+    pythonpath = os.environ.get("PYTHONPATH")
+    return f"PYTHONPATH={shlex.quote(pythonpath)} {command}" if pythonpath else command
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=15, help="timed rounds (default 15)")
+    parser.add_argument(
+        "--samples", type=int, default=20_000, help="training samples (default 20000)"
+    )
+    parser.add_argument("--json", type=Path, default=None, help="also write results here")
+    args = parser.parse_args(argv)
+    if args.repeats < 1 or args.samples < BATCH_SIZE:
+        parser.error(f"--repeats must be >= 1 and --samples >= {BATCH_SIZE}.")
+
+    # One thread: less noise, and bit-identical results across variants.
+    torch.set_num_threads(1)
+    info = machine_info()
+    command = exact_command()
+    steps = -(-args.samples // BATCH_SIZE)
+    print(f"command: {command}")
+    for key, value in info.items():
+        print(f"{key}: {value}")
+    print(
+        f"workload: MLP {IN_FEATURES}->{HIDDEN}->{CLASSES}, SGD lr {LR}, batch {BATCH_SIZE}, "
+        f"{args.samples} samples ({steps} steps), 1 epoch, {args.repeats} rounds"
+    )
+    print()
+
+    dataset = build_dataset(args.samples)
+    times: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
+    with tempfile.TemporaryDirectory(prefix="trainkit-overhead-") as scratch:
+        run_index = 0
+
+        def run(variant: str) -> RunResult:
+            nonlocal run_index
+            # A fresh folder per run, made before the clock starts, so no run
+            # scans or appends to the logs of earlier ones.
+            root = Path(scratch) / f"run_{run_index}"
+            root.mkdir()
+            run_index += 1
+            return RUNNERS[variant](dataset, root)
+
+        # Warm-up, untimed: the first default run imports tensorboard and tqdm
+        # (about a second), a once-per-process cost, not per-run overhead. The
+        # warm-up is also where correctness is checked.
+        check_same_parameters({variant: run(variant)[1] for variant in VARIANTS})
+        print("warm-up: all variants end with identical parameters (torch.equal)")
+
+        # The imports above left a few hundred thousand objects for the garbage
+        # collector to scan; a full collection (before every run, see
+        # collected_garbage) would take ~0.2 s each. Freezing them exempts them
+        # from collection, so what is collected is what the runs create.
+        gc.collect()
+        gc.freeze()
+        try:
+            for round_index in range(args.repeats):
+                # Rotate the starting variant each round, so that no variant always
+                # runs right after the same neighbour (caches, the logger's writer
+                # thread finishing) and position effects average out.
+                shift = round_index % len(VARIANTS)
+                for variant in VARIANTS[shift:] + VARIANTS[:shift]:
+                    times[variant].append(run(variant)[0])
+        finally:
+            gc.unfreeze()
+
+    medians = {variant: statistics.median(samples) for variant, samples in times.items()}
+    ratios = {variant: medians[variant] / medians["raw"] for variant in TARGETS}
+    # On a shared VM noise only ever adds time, so the ratio of the fastest runs is
+    # printed beside the ratio of medians (the verdict uses the medians).
+    minimums = {variant: min(samples) for variant, samples in times.items()}
+    min_ratios = {variant: minimums[variant] / minimums["raw"] for variant in TARGETS}
+    passed = {variant: ratios[variant] <= target for variant, target in TARGETS.items()}
+
+    print()
+    print(f"{'variant':<8} {'median':>10} {'min':>10} {'max':>10} {'per step':>10}")
+    for variant in VARIANTS:
+        samples = times[variant]
+        per_step_us = medians[variant] / steps * 1e6
+        print(
+            f"{variant:<8} {medians[variant] * 1e3:>8.1f}ms {min(samples) * 1e3:>8.1f}ms "
+            f"{max(samples) * 1e3:>8.1f}ms {per_step_us:>8.1f}us"
+        )
+    print()
+    for variant, target in TARGETS.items():
+        extra_us = (medians[variant] - medians["raw"]) / steps * 1e6
+        verdict = "PASS" if passed[variant] else "MISS"
+        print(
+            f"{variant}/raw = {ratios[variant]:.3f} (target <= {target:.2f}) {verdict}"
+            f"  [{extra_us:+.1f}us per step; ratio of minimums {min_ratios[variant]:.3f}]"
+        )
+
+    if args.json is not None:
+        result = {
+            "command": command,
+            "machine": info,
+            "config": {
+                "samples": args.samples,
+                "batch_size": BATCH_SIZE,
+                "steps": steps,
+                "repeats": args.repeats,
+            },
+            "times_s": times,
+            "median_s": medians,
+            "ratios": ratios,
+            "min_ratios": min_ratios,
+            "targets": TARGETS,
+            "passed": passed,
+        }
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"\nresults written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
