@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import islice
 from typing import Any, TypeVar
 
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, IterableDataset, Sampler
 
 T = TypeVar("T")
 
@@ -220,3 +221,87 @@ def limit_batches(available: float, limit: int | float, name: str) -> float:
         # A non-zero fraction of a tiny loader still runs one batch.
         count = 1
     return float(count)
+
+
+class _SkipFirst(Sampler[Any]):
+    """A sampler (or batch sampler) without its first ``skip`` items.
+
+    Skipping happens on indices: no sample of a skipped batch is ever loaded.
+    """
+
+    def __init__(self, inner: Iterable[Any], skip: int) -> None:
+        self.inner = inner
+        self.skip = skip
+
+    def __iter__(self) -> Iterator[Any]:
+        return islice(iter(self.inner), self.skip, None)
+
+    def __len__(self) -> int:
+        return max(0, len(self.inner) - self.skip)  # type: ignore[arg-type]
+
+
+def skip_batches(loader: Iterable[Any], skip: int) -> Iterable[Any]:
+    """``loader`` without its first ``skip`` batches, for resuming mid-epoch.
+
+    A DataLoader is rebuilt with the same settings around a batch sampler that
+    drops the first ``skip`` batches of indices, so the skipped samples are never
+    loaded; a list (or other sequence) of batches is sliced.
+
+    Args:
+        loader: the training dataloader, as the strategy prepared it.
+        skip: batches of the current epoch already consumed.
+
+    Raises:
+        ValueError: for an iterable-style dataset, whose position cannot be
+            reached without reading everything before it.
+    """
+    if skip == 0:
+        return loader
+    if isinstance(loader, Sequence):
+        return loader[skip:]
+    if not isinstance(loader, DataLoader) or isinstance(loader.dataset, IterableDataset):
+        raise ValueError(
+            f"Cannot resume {skip} batches into an epoch of a {type(loader).__name__} over "
+            f"{type(getattr(loader, 'dataset', loader)).__name__}: an iterable dataset has no "
+            "index to skip to. Resume from a checkpoint saved at the end of an epoch "
+            "(ModelCheckpoint(every_n_epochs=1)), or use a map-style Dataset."
+        )
+    options: dict[str, Any] = {
+        "num_workers": loader.num_workers,
+        "collate_fn": loader.collate_fn,
+        "pin_memory": loader.pin_memory,
+        "timeout": loader.timeout,
+        "worker_init_fn": loader.worker_init_fn,
+        "multiprocessing_context": loader.multiprocessing_context,
+        "generator": loader.generator,
+        "persistent_workers": loader.persistent_workers,
+        "pin_memory_device": loader.pin_memory_device,
+    }
+    if loader.num_workers > 0:
+        options["prefetch_factor"] = loader.prefetch_factor
+    if loader.batch_sampler is not None:
+        return DataLoader(
+            loader.dataset, batch_sampler=_SkipFirst(loader.batch_sampler, skip), **options
+        )
+    return DataLoader(
+        loader.dataset, batch_size=None, sampler=_SkipFirst(loader.sampler, skip), **options
+    )
+
+
+def loader_generators(loader: Iterable[Any]) -> list[torch.Generator]:
+    """The random generators a dataloader's shuffling draws from, besides torch's global one.
+
+    Their states are saved with a checkpoint so that a resumed epoch is shuffled
+    exactly as the interrupted one was.
+
+    Args:
+        loader: a dataloader.
+    """
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    holders = (loader, getattr(loader, "sampler", None), getattr(batch_sampler, "sampler", None))
+    found: dict[int, torch.Generator] = {}
+    for holder in holders:
+        generator = getattr(holder, "generator", None)
+        if isinstance(generator, torch.Generator):
+            found[id(generator)] = generator
+    return list(found.values())

@@ -170,6 +170,33 @@ class MetricStore:
         """Forget everything (at the start of a new epoch or run)."""
         self.entries.clear()
 
+    def state_dict(self) -> dict[str, Any]:
+        """Everything logged so far, so that a resumed epoch's means stay exact."""
+        return {
+            name: {
+                "options": list(entry.options),
+                "step_value": entry.step_value,
+                "total": entry.total,
+                "weight": entry.weight,
+            }
+            for name, entry in self.entries.items()
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned.
+
+        Args:
+            state: the saved entries.
+        """
+        self.entries.clear()
+        for name, saved in state.items():
+            options: LogOptions = tuple(saved["options"])
+            entry = _Entry(options, *options)
+            entry.step_value = saved["step_value"]
+            entry.total = saved["total"]
+            entry.weight = int(saved["weight"])
+            self.entries[name] = entry
+
 
 def display_names(store: MetricStore, *, prog_bar: bool | None, logger: bool | None) -> set[str]:
     """Every key (``name``, ``name_step``, ``name_epoch``) the filtered names produce.

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import torch
 
@@ -51,3 +54,84 @@ def set_deterministic(enabled: bool) -> None:
     torch.use_deterministic_algorithms(True)
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
+
+
+def capture_rng_states() -> dict[str, Any]:
+    """The states of Python's, NumPy's and torch's (CPU and CUDA) generators.
+
+    Everything is a tensor or a plain container, so the result can be saved in a
+    checkpoint and loaded with ``torch.load(weights_only=True)``.
+
+    Example:
+        >>> import torch
+        >>> states = capture_rng_states()
+        >>> a = torch.rand(1)
+        >>> restore_rng_states(states)
+        >>> bool(torch.equal(a, torch.rand(1)))
+        True
+    """
+    version, internal, gauss = random.getstate()
+    states: dict[str, Any] = {
+        "python": {"version": version, "state": list(internal), "gauss": gauss},
+        "torch": torch.get_rng_state(),
+    }
+    try:
+        import numpy
+
+        numpy_state = numpy.random.get_state(legacy=False)
+        states["numpy"] = {
+            "bit_generator": numpy_state["bit_generator"],
+            "key": torch.from_numpy(numpy_state["state"]["key"].astype("int64")),
+            "pos": int(numpy_state["state"]["pos"]),
+            "has_gauss": int(numpy_state["has_gauss"]),
+            "gauss": float(numpy_state["gauss"]),
+        }
+    except ImportError:  # numpy is optional
+        pass
+    if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def restore_rng_states(states: dict[str, Any]) -> None:
+    """Restore generator states saved by :func:`capture_rng_states`.
+
+    Args:
+        states: what :func:`capture_rng_states` returned.
+    """
+    python = states["python"]
+    random.setstate((python["version"], tuple(python["state"]), python["gauss"]))
+    torch.set_rng_state(states["torch"])
+    if "numpy" in states:
+        try:
+            import numpy
+
+            saved = states["numpy"]
+            numpy.random.set_state(
+                {
+                    "bit_generator": saved["bit_generator"],
+                    "state": {"key": saved["key"].numpy().astype("uint32"), "pos": saved["pos"]},
+                    "has_gauss": saved["has_gauss"],
+                    "gauss": saved["gauss"],
+                }
+            )
+        except ImportError:
+            pass
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+@contextmanager
+def isolated_rng() -> Iterator[None]:
+    """Run a block without changing any generator's state afterwards.
+
+    Evaluation runs inside this inside ``fit``: a dataloader draws a seed from
+    torch's generator each time it is iterated, so without it, how often one
+    validates would change the training that follows (and a resumed run, which
+    skips a validation it did not need, would drift).
+    """
+    states = capture_rng_states()
+    try:
+        yield
+    finally:
+        restore_rng_states(states)

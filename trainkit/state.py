@@ -19,6 +19,8 @@ class TrainState:
         batch_idx: batches consumed in the current epoch.
         should_stop: set (by a callback or the module) to stop at the next check.
         sanity_checking: True while the pre-fit validation sanity check runs.
+        epoch_start_rng: the random states the current epoch's data order was drawn
+            from (see ``trainkit.loop.capture_data_rng``); a mid-epoch resume needs it.
     """
 
     stage: str | None = None
@@ -27,6 +29,7 @@ class TrainState:
     batch_idx: int = 0
     should_stop: bool = False
     sanity_checking: bool = False
+    epoch_start_rng: dict[str, Any] | None = None
 
     def state_dict(self) -> dict[str, Any]:
         """The counters to save in a checkpoint."""
@@ -44,3 +47,4 @@ class TrainState:
         self.global_step = int(state["global_step"])
         self.batch_idx = int(state["batch_idx"])
         self.should_stop = bool(state.get("should_stop", False))
+        self.epoch_start_rng = state.get("epoch_start_rng")

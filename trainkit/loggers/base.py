@@ -55,6 +55,17 @@ class Logger(ABC):
             params: hyperparameter name to value (nested mappings allowed).
         """
 
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint keeps of this logger: its version."""
+        return {"version": self.version}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue writing to the saved run (the default logger cannot, and ignores it).
+
+        Args:
+            state: what :meth:`state_dict` returned.
+        """
+
     def save(self) -> None:
         """Flush buffered records to disk."""
 

@@ -55,6 +55,15 @@ class CSVLogger(Logger):
         """The root folder passed by the user."""
         return self._save_dir
 
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Keep writing to the checkpoint's version folder (a resumed run's logs continue).
+
+        Args:
+            state: what ``state_dict`` returned when the checkpoint was saved.
+        """
+        if self._version is None:
+            self._requested_version = state["version"]
+
     @property
     def version(self) -> int | str:
         """The run's version; the first access claims and creates its folder."""

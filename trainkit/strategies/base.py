@@ -12,6 +12,7 @@ Launching worker processes is not a strategy's business: that belongs to
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -21,6 +22,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
+from trainkit.checkpoint import load, save_atomic
 from trainkit.data import move_data_to_device
 
 ReduceOp = Literal["sum", "mean", "max", "min"]
@@ -173,6 +175,29 @@ class Strategy(ABC):
         flag = torch.tensor(float(decision), device=self.root_device)
         reduced = self.all_reduce(flag, op="min" if all_ else "max")
         return bool(reduced.item())
+
+    # ------------------------------------------------------------ checkpoints
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: str | os.PathLike[str]) -> None:
+        """Write ``checkpoint`` atomically from global rank 0; every rank waits for it.
+
+        The layout does not depend on the number of processes, so a checkpoint
+        written by one strategy loads under any other.
+
+        Args:
+            checkpoint: the full training state.
+            path: the file to write.
+        """
+        if self.is_global_zero:
+            save_atomic(checkpoint, path)
+        self.barrier("save_checkpoint")
+
+    def load_checkpoint(self, path: str | os.PathLike[str]) -> dict[str, Any]:
+        """Read a checkpoint (on CPU, ``weights_only=True``) in every process.
+
+        Args:
+            path: the checkpoint file.
+        """
+        return load(path)
 
     # ------------------------------------------------------------- lifecycle
     def teardown(self) -> None:

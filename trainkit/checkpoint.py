@@ -1,0 +1,237 @@
+"""Checkpoint files: atomic writes, safe loads, and clear errors.
+
+A checkpoint is a dict of tensors and plain containers (see
+:meth:`trainkit.Trainer.save_checkpoint` for its keys), so it loads with
+``torch.load(weights_only=True)``: loading a checkpoint never runs code from it.
+
+Writes are atomic: the file is written to a temporary name in the same folder,
+flushed and fsynced, then renamed over the target with ``os.replace``. A process
+killed mid-save leaves the previous file intact and at most a stray temporary
+file (named ``.<name>.tmp-*``), never a half-written checkpoint under the real name.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import tempfile
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+#: Marks a dict as a trainkit checkpoint; bumped when the layout changes.
+FORMAT = "trainkit-checkpoint"
+FORMAT_VERSION = 1
+
+
+# What torch.load raises for truncated, corrupt or foreign files (a truncated
+# archive makes its reader seek past the end: OSError).
+_READ_ERRORS = (
+    RuntimeError,
+    EOFError,
+    OSError,
+    zipfile.BadZipFile,
+    pickle.UnpicklingError,
+    ValueError,
+)
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint file is missing, damaged, foreign, or does not fit the model."""
+
+
+def save_atomic(checkpoint: Mapping[str, Any], path: str | os.PathLike[str]) -> None:
+    """Write ``checkpoint`` to ``path`` so that a crash never leaves a broken file there.
+
+    Args:
+        checkpoint: the dict to save.
+        path: the destination; its folder is created if needed.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=target.parent)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            torch.save(dict(checkpoint), file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    _fsync_folder(target.parent)
+
+
+def link_atomic(source: str | os.PathLike[str], path: str | os.PathLike[str]) -> None:
+    """Make ``path`` an exact copy of ``source``, replacing it atomically.
+
+    A hard link costs no second write; where the file system has none, the file
+    is copied to a temporary name first. Either way ``path`` is never a dangling
+    link nor a half-written file.
+
+    Args:
+        source: an existing checkpoint file.
+        path: the file to create or replace (e.g. ``last.ckpt``).
+    """
+    target = Path(path)
+    temporary = target.parent / f".{target.name}.tmp-link-{os.getpid()}"
+    temporary.unlink(missing_ok=True)
+    try:
+        os.link(source, temporary)
+    except OSError:
+        import shutil
+
+        shutil.copyfile(source, temporary)
+        with open(temporary, "rb+") as file:
+            os.fsync(file.fileno())
+    os.replace(temporary, target)
+    _fsync_folder(target.parent)
+
+
+def _fsync_folder(folder: Path) -> None:
+    # The rename itself lives in the folder's entry table: sync it so that the
+    # new name survives a power loss, not only a process crash.
+    try:
+        descriptor = os.open(folder, os.O_RDONLY)
+    except OSError:  # not possible on every platform
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
+
+
+def load(path: str | os.PathLike[str], map_location: Any = "cpu") -> dict[str, Any]:
+    """Load a trainkit checkpoint safely (``weights_only=True``).
+
+    Args:
+        path: the checkpoint file.
+        map_location: where tensors are loaded (CPU by default; the Trainer moves
+            the state to the right devices when it restores it).
+
+    Raises:
+        CheckpointError: the file is missing, truncated or corrupt, or not a
+            trainkit checkpoint. The message names the file and the problem.
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise CheckpointError(f"Checkpoint {file} does not exist (or is not a file).")
+    try:
+        checkpoint = torch.load(file, map_location=map_location, weights_only=True)
+    except _READ_ERRORS as error:
+        size = file.stat().st_size
+        raise CheckpointError(
+            f"Checkpoint {file} ({size} bytes) cannot be read: {_first_line(error)}. The file "
+            "is truncated or damaged (for example, copied while being written), or is not a "
+            "checkpoint; use another checkpoint, such as the previous one in its folder."
+        ) from error
+    if not isinstance(checkpoint, dict) or checkpoint.get("format") != FORMAT:
+        kind = type(checkpoint).__name__
+        raise CheckpointError(
+            f"{file} is not a trainkit checkpoint (it holds a {kind} without the "
+            f"'format': '{FORMAT}' entry). To load plain weights, use "
+            "module.load_state_dict(torch.load(path, weights_only=True))."
+        )
+    if checkpoint.get("format_version", 0) > FORMAT_VERSION:
+        raise CheckpointError(
+            f"{file} was written by a newer trainkit (format version "
+            f"{checkpoint['format_version']}, this one reads up to {FORMAT_VERSION}); "
+            "upgrade trainkit to load it."
+        )
+    return checkpoint
+
+
+def peek(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The lineage and global step of a checkpoint file, or None if it is not one.
+
+    Loads with ``mmap=True``, so tensors are not read from disk.
+
+    Args:
+        path: a file that may be a trainkit checkpoint.
+    """
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # any unreadable file is simply "not one of ours"
+        return None
+    if not isinstance(checkpoint, dict) or checkpoint.get("format") != FORMAT:
+        return None
+    loop = checkpoint.get("loop", {})
+    return {"lineage": checkpoint.get("lineage"), "global_step": loop.get("global_step", 0)}
+
+
+def load_module_state(module: nn.Module, state: Mapping[str, torch.Tensor], source: str) -> None:
+    """Load ``state`` into ``module``, or explain every key that does not fit.
+
+    Args:
+        module: the model to load into.
+        state: a state dict.
+        source: where the state came from, for the message (a file name).
+
+    Raises:
+        CheckpointError: listing missing, unexpected and mis-shaped keys.
+    """
+    own = module.state_dict()
+    missing = sorted(set(own) - set(state))
+    unexpected = sorted(set(state) - set(own))
+    mis_shaped = sorted(
+        f"{key}: checkpoint {tuple(state[key].shape)}, model {tuple(own[key].shape)}"
+        for key in set(own) & set(state)
+        if isinstance(state[key], torch.Tensor) and state[key].shape != own[key].shape
+    )
+    if missing or unexpected or mis_shaped:
+        lines = [f"The checkpoint {source} does not fit {type(module).__name__}:"]
+        for title, keys in (
+            ("missing", missing),
+            ("unexpected", unexpected),
+            ("mis-shaped", mis_shaped),
+        ):
+            if keys:
+                lines.append(f"  {title} keys ({len(keys)}): {', '.join(_clip(keys))}")
+        lines.append(
+            "Build the model with the same architecture and hyperparameters as the run that "
+            "saved it (Module.load_from_checkpoint does this from the saved hparams)."
+        )
+        raise CheckpointError("\n".join(lines))
+    module.load_state_dict(state)
+
+
+def plain_hparams(hparams: Mapping[str, Any]) -> dict[str, Any]:
+    """Hyperparameters reduced to what a weights-only checkpoint can hold.
+
+    Numbers, strings, booleans, None and containers of them are kept; anything
+    else (a model passed to ``__init__``, a function) becomes its ``repr`` so the
+    checkpoint stays loadable without running code.
+
+    Args:
+        hparams: the module's hyperparameters.
+    """
+    return {str(key): _plain(value) for key, value in hparams.items()}
+
+
+def _plain(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return repr(value)
+
+
+def _clip(keys: list[str], limit: int = 10) -> list[str]:
+    return keys if len(keys) <= limit else [*keys[:limit], f"... ({len(keys) - limit} more)"]
+
+
+def _first_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    # torch's weights-only refusal puts the actual reason on a later line.
+    for line in lines:
+        if "WeightsUnpickler error" in line:
+            return line
+    return lines[0] if lines else type(error).__name__
