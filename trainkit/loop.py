@@ -23,8 +23,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainkit.callbacks.base import Callback
+from trainkit.data import loader_generators, skip_batches
 from trainkit.metrics import display_names, to_floats
 from trainkit.module import Module, loss_from_output
+from trainkit.seed import capture_rng_states, restore_rng_states
 
 if TYPE_CHECKING:
     from torch import nn
@@ -181,7 +183,9 @@ def run_fit(trainer: Trainer, model: nn.Module, train_loader: Iterable[Any]) -> 
         on_train_start
         while epoch < max_epochs and not stopping:
             on_train_epoch_start
-            for batch_idx, batch in loader (limited to limit_train_batches):
+            remember the RNG state the epoch's shuffle starts from (resume uses it)
+            for batch_idx, batch in loader (limited to limit_train_batches;
+                                            a resumed epoch skips consumed batches by index):
                 batch -> device
                 on_train_batch_start (returning -1 ends the epoch)
                 step = every callback's should_optimizer_step
@@ -196,10 +200,16 @@ def run_fit(trainer: Trainer, model: nn.Module, train_loader: Iterable[Any]) -> 
                     every log_every_n_steps: write step metrics to loggers
                 on_train_batch_end
                 validate if due (val_check_interval, check_val_every_n_epoch)
+                resume point (unless the epoch's last batch): checkpoints, preemption
                 stop if global_step == max_steps or should_stop
             on_train_epoch_end; write epoch metrics; epoch-interval LR schedulers
             epoch += 1
+            resume point
         on_train_end
+
+    A *resume point* is a moment from which a run continues exactly as if it had
+    never stopped: every batch before it, with its validation, and every epoch end
+    before it are complete. ``on_resume_point`` hooks (ModelCheckpoint) save there.
 
     Args:
         trainer: the Trainer (holds state, strategy, hooks, options).
@@ -218,6 +228,7 @@ def run_fit(trainer: Trainer, model: nn.Module, train_loader: Iterable[Any]) -> 
     check_validation = trainer.has_validation
     max_steps = options.max_steps if options.max_steps != -1 else math.inf
     on_batch_start, on_batch_end = hooks.on_train_batch_start, hooks.on_train_batch_end
+    on_resume_point = hooks.caller("on_resume_point")
 
     if not module.training:
         # Leave submodules the user put in eval mode (a frozen BatchNorm) alone;
@@ -228,10 +239,12 @@ def run_fit(trainer: Trainer, model: nn.Module, train_loader: Iterable[Any]) -> 
         _set_sampler_epoch(train_loader, state.epoch)
         total = trainer.num_training_batches
         val_every = _val_check_batches(trainer, total)
-        trainer.train_metrics.reset()
+        first = state.batch_idx  # > 0 only when resuming in the middle of this epoch
+        if first == 0:
+            trainer.train_metrics.reset()
         trainer.logging_mode = "train_epoch"
         hooks.call("on_train_epoch_start")
-        for batch_idx, batch, is_last in _batches(train_loader, total):
+        for batch_idx, batch, is_last in _epoch_batches(trainer, train_loader, total, first):
             state.batch_idx = batch_idx
             batch = batch_to_device(batch)
             trainer.current_batch = batch
@@ -259,8 +272,13 @@ def run_fit(trainer: Trainer, model: nn.Module, train_loader: Iterable[Any]) -> 
             state.batch_idx = batch_idx + 1
             if check_validation and _due(trainer, val_every, batch_idx, is_last):
                 trainer.run_validation()
+            if not is_last:  # the last batch's resume point is after the epoch's end
+                _resume_point(trainer, on_resume_point)
             if state.global_step >= max_steps or state.should_stop:
                 break
+        if trainer.preempted:
+            # Leave as saved: the epoch is not over, and must not be marked so.
+            break
         trainer.logging_mode = "train_epoch"
         # The Module's hook may log epoch values; reduce them before the callbacks
         # (early stopping, checkpointing) read callback_metrics.
@@ -279,7 +297,62 @@ def run_fit(trainer: Trainer, model: nn.Module, train_loader: Iterable[Any]) -> 
         state.batch_idx = 0
         # Agree across processes, so that no rank leaves the loop alone.
         state.should_stop = trainer.strategy.reduce_boolean_decision(state.should_stop, all_=False)
+        _resume_point(trainer, on_resume_point)
     hooks.call("on_train_end")
+
+
+def _resume_point(trainer: Trainer, on_resume_point: Callable[[], Any]) -> None:
+    on_resume_point()
+    if trainer.preemption.requested and not trainer.preempted:
+        trainer.save_preemption_checkpoint()
+        trainer.state.should_stop = True
+
+
+def _epoch_batches(
+    trainer: Trainer, loader: Iterable[Any], total: float, first: int
+) -> Iterator[tuple[int, Any, bool]]:
+    """This epoch's ``(batch_idx, batch, is_last)`` from batch ``first`` on.
+
+    Records the random state the epoch's shuffle starts from. A resumed epoch
+    (``first > 0``) goes back to that state, so that the sampler draws the same
+    order, skips the consumed batches by index, and then returns to the state the
+    checkpoint was saved in.
+    """
+    state = trainer.state
+    if first == 0:
+        state.epoch_start_rng = capture_data_rng(loader)
+        return _batches(loader, total)
+    assert state.epoch_start_rng is not None, "a mid-epoch checkpoint records the epoch's RNG"
+    resumed_rng = capture_data_rng(loader)
+    restore_data_rng(loader, state.epoch_start_rng)
+    batches = _batches(skip_batches(loader, first), total, start=first)
+    # Fetch the first batch now: a sampler draws its shuffle seed when first asked
+    # for an index, and that draw must come from the epoch's starting state.
+    head = next(batches, None)
+    restore_data_rng(loader, resumed_rng)
+    return chain((head,), batches) if head is not None else iter(())
+
+
+def capture_data_rng(loader: Iterable[Any]) -> dict[str, Any]:
+    """Every random state an epoch's data order depends on (global and the loader's own).
+
+    Args:
+        loader: the training dataloader.
+    """
+    generators = [generator.get_state() for generator in loader_generators(loader)]
+    return {"global": capture_rng_states(), "generators": generators}
+
+
+def restore_data_rng(loader: Iterable[Any], states: dict[str, Any]) -> None:
+    """Restore what :func:`capture_data_rng` captured.
+
+    Args:
+        loader: the same training dataloader.
+        states: the captured states.
+    """
+    restore_rng_states(states["global"])
+    for generator, saved in zip(loader_generators(loader), states["generators"], strict=True):
+        generator.set_state(saved)
 
 
 class _OptimizationStep:
@@ -386,7 +459,8 @@ def _done(trainer: Trainer, max_epochs: float) -> bool:
     return (
         trainer.state.epoch >= max_epochs
         or _max_steps_reached(trainer)
-        or (trainer.state.should_stop)
+        or trainer.state.should_stop
+        or trainer.preempted
     )
 
 
@@ -441,25 +515,27 @@ def _due(trainer: Trainer, every: int | None, batch_idx: int, is_last: bool) -> 
     return (batch_idx + 1) % every == 0
 
 
-def _batches(loader: Iterable[Any], total: float) -> Iterator[tuple[int, Any, bool]]:
-    """Yield ``(batch_idx, batch, is_last)``, stopping after ``total`` batches."""
+def _batches(
+    loader: Iterable[Any], total: float, start: int = 0
+) -> Iterator[tuple[int, Any, bool]]:
+    """Yield ``(batch_idx, batch, is_last)`` for batch indices ``start`` up to ``total``."""
     if total != math.inf:
-        count = int(total)
+        count = int(total) - start
         # All in C (no Python frame per batch): zip stops at the end of range()
         # before asking the loader for one batch too many.
         is_last = chain(repeat(False, count - 1), (True,))
-        return zip(range(count), loader, is_last, strict=False)
-    return _batches_with_lookahead(loader)
+        return zip(range(start, int(total)), loader, is_last, strict=False)
+    return _batches_with_lookahead(loader, start)
 
 
-def _batches_with_lookahead(loader: Iterable[Any]) -> Iterator[tuple[int, Any, bool]]:
+def _batches_with_lookahead(loader: Iterable[Any], start: int) -> Iterator[tuple[int, Any, bool]]:
     # Unknown length: look one batch ahead to know which one is last.
     iterator = iter(loader)
     try:
         batch = next(iterator)
     except StopIteration:
         return
-    batch_idx = 0
+    batch_idx = start
     for upcoming in iterator:
         yield batch_idx, batch, False
         batch, batch_idx = upcoming, batch_idx + 1

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import inspect
 import math
+import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from torch import nn
 
 if TYPE_CHECKING:
     from trainkit.trainer import Trainer
+
+ModuleT = TypeVar("ModuleT", bound="Module")
 
 
 class AttributeDict(dict[str, Any]):
@@ -136,6 +139,39 @@ class Module(nn.Module):
         if isinstance(extra, Mapping):
             recorded.update({k: v for k, v in extra.items() if k not in ignored})
         self._hparams.update(recorded)
+
+    @classmethod
+    def load_from_checkpoint(
+        cls: type[ModuleT],
+        checkpoint_path: str | os.PathLike[str],
+        map_location: Any = "cpu",
+        **overrides: Any,
+    ) -> ModuleT:
+        """Build the module from a checkpoint's hyperparameters and load its weights.
+
+        Args:
+            checkpoint_path: a checkpoint written by trainkit.
+            map_location: where to load the tensors (CPU by default).
+            **overrides: ``__init__`` arguments that replace the saved ones.
+
+        Returns:
+            The module, in eval mode, ready for inference.
+        """
+        from trainkit.checkpoint import load, load_module_state
+
+        checkpoint = load(checkpoint_path, map_location=map_location)
+        arguments = {**checkpoint.get("hyper_parameters", {}), **overrides}
+        try:
+            module = cls(**arguments)
+        except TypeError as error:
+            raise TypeError(
+                f"{cls.__name__}({', '.join(sorted(arguments))}) failed: {error}. The "
+                f"checkpoint {checkpoint_path} saved these hyperparameters; pass the missing "
+                "or renamed ones as keyword overrides, e.g. load_from_checkpoint(path, x=...)."
+            ) from error
+        module.on_load_checkpoint(checkpoint)
+        load_module_state(module, checkpoint["state_dict"], str(checkpoint_path))
+        return module.eval()
 
     # --------------------------------------------------------------- logging
     def log(

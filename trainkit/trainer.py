@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import math
 import os
+import uuid
 import warnings
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
 from torch import nn
 
+from trainkit import checkpoint as checkpoint_io
 from trainkit import loop
 from trainkit.callbacks.base import Callback
 from trainkit.data import DataModule, extract_batch_size, limit_batches, num_batches
@@ -26,7 +29,14 @@ from trainkit.metrics import MetricStore, Number, display_names, to_floats
 from trainkit.module import Module
 from trainkit.optim import LRSchedulerConfig, parse_optimizers
 from trainkit.options import LoopOptions
-from trainkit.seed import seed_everything, set_deterministic
+from trainkit.preemption import Preemption
+from trainkit.seed import (
+    capture_rng_states,
+    isolated_rng,
+    restore_rng_states,
+    seed_everything,
+    set_deterministic,
+)
 from trainkit.state import TrainState
 from trainkit.strategies import Strategy, resolve_strategy
 
@@ -162,6 +172,14 @@ class Trainer:
         self._step_hook: Any = None
         self._callback_metrics: dict[str, Number] = {}
         self.logged_metrics: dict[str, float] = {}
+        self._datamodule: DataModule | None = None
+        #: Identifies a training run across its resumes (saved in its checkpoints).
+        self.lineage: str | None = None
+        #: The resolved configuration of a run started from a config (saved in checkpoints).
+        self.run_config: dict[str, Any] | None = None
+        self.preemption = Preemption()
+        #: True after fit stopped because of a preemption signal.
+        self.preempted = False
 
     # ---------------------------------------------------------------- entry points
     def fit(
@@ -170,6 +188,7 @@ class Trainer:
         train_dataloaders: Iterable[Any] | DataModule | None = None,
         val_dataloaders: Iterable[Any] | list[Iterable[Any]] | None = None,
         datamodule: DataModule | None = None,
+        ckpt_path: str | os.PathLike[str] | None = None,
     ) -> None:
         """Train ``model``, validating as configured.
 
@@ -178,6 +197,10 @@ class Trainer:
             train_dataloaders: the training dataloader (or a DataModule).
             val_dataloaders: validation dataloader(s).
             datamodule: a DataModule supplying the dataloaders instead.
+            ckpt_path: resume from this checkpoint, exactly where it was saved;
+                ``"last"`` resumes from the newest ``last.ckpt`` if there is one
+                (and starts fresh if not), so the same command serves the first
+                start and every restart.
         """
         if isinstance(train_dataloaders, DataModule):
             train_dataloaders, datamodule = None, train_dataloaders
@@ -185,14 +208,23 @@ class Trainer:
             "fit",
             model,
             datamodule,
-            lambda: self._fit(model, train_dataloaders, val_dataloaders, datamodule),
+            lambda: self._fit(model, train_dataloaders, val_dataloaders, datamodule, ckpt_path),
         )
+        if self.preempted:
+            if self.is_global_zero:
+                print(
+                    f"trainkit: stopped by signal {self.preemption.signal} after saving a "
+                    "checkpoint; restart with ckpt_path='last' to continue.",
+                    flush=True,
+                )
+            raise SystemExit(0)
 
     def validate(
         self,
         model: Module,
         dataloaders: Iterable[Any] | list[Iterable[Any]] | DataModule | None = None,
         datamodule: DataModule | None = None,
+        ckpt_path: str | os.PathLike[str] | None = None,
     ) -> list[dict[str, float]]:
         """Run one validation epoch and return its metrics, one dict per dataloader.
 
@@ -200,14 +232,16 @@ class Trainer:
             model: the Module to evaluate.
             dataloaders: validation dataloader(s) (or a DataModule).
             datamodule: a DataModule supplying ``val_dataloader`` instead.
+            ckpt_path: load the model's weights from this checkpoint first.
         """
-        return self._evaluate("validate", model, dataloaders, datamodule)
+        return self._evaluate("validate", model, dataloaders, datamodule, ckpt_path)
 
     def test(
         self,
         model: Module,
         dataloaders: Iterable[Any] | list[Iterable[Any]] | DataModule | None = None,
         datamodule: DataModule | None = None,
+        ckpt_path: str | os.PathLike[str] | None = None,
     ) -> list[dict[str, float]]:
         """Run one test epoch and return its metrics, one dict per dataloader.
 
@@ -215,14 +249,16 @@ class Trainer:
             model: the Module to evaluate.
             dataloaders: test dataloader(s) (or a DataModule).
             datamodule: a DataModule supplying ``test_dataloader`` instead.
+            ckpt_path: load the model's weights from this checkpoint first.
         """
-        return self._evaluate("test", model, dataloaders, datamodule)
+        return self._evaluate("test", model, dataloaders, datamodule, ckpt_path)
 
     def predict(
         self,
         model: Module,
         dataloaders: Iterable[Any] | list[Iterable[Any]] | DataModule | None = None,
         datamodule: DataModule | None = None,
+        ckpt_path: str | os.PathLike[str] | None = None,
     ) -> list[Any]:
         """Run ``predict_step`` over the data and return the predictions.
 
@@ -230,6 +266,7 @@ class Trainer:
             model: the Module.
             dataloaders: prediction dataloader(s) (or a DataModule).
             datamodule: a DataModule supplying ``predict_dataloader`` instead.
+            ckpt_path: load the model's weights from this checkpoint first.
 
         Returns:
             One entry per batch; with several dataloaders, one such list per loader.
@@ -238,6 +275,7 @@ class Trainer:
             dataloaders, datamodule = None, dataloaders
 
         def run() -> list[Any]:
+            self._load_weights(model, ckpt_path)
             loaders = self._eval_loaders("predict", model, dataloaders, datamodule)
             totals = self._limited_totals(
                 loaders, self.options.limit_predict_batches, "limit_predict_batches"
@@ -399,7 +437,11 @@ class Trainer:
     def run_validation(self) -> None:
         """Run a validation epoch inside fit and write its metrics to the loggers."""
         totals = self.num_val_batches
-        loop.run_evaluation(self, self._require_model(), self._val_loaders, totals, "validation")
+        # Validation must not move the training's random streams (see isolated_rng).
+        with isolated_rng():
+            loop.run_evaluation(
+                self, self._require_model(), self._val_loaders, totals, "validation"
+            )
         if not self.sanity_checking:
             keys = display_names(self.eval_metrics, prog_bar=None, logger=True)
             self.write_to_loggers(self._callback_metrics, keys, step=max(self.global_step - 1, 0))
@@ -416,6 +458,122 @@ class Trainer:
         """
         if self.is_global_zero:
             warnings.warn(message, stacklevel=2)
+
+    # ------------------------------------------------------------ checkpoints
+    def save_checkpoint(self, path: str | os.PathLike[str]) -> None:
+        """Save the full training state to ``path`` (atomically; global rank 0 writes).
+
+        The checkpoint holds the model, optimizers, LR schedulers, the loop's
+        counters, callback states, the data position and random states, the
+        logged metrics so far, the loggers' versions, the hyperparameters and the
+        trainkit and torch versions. Saved at a resume point (where
+        ModelCheckpoint saves), it resumes exactly.
+
+        Args:
+            path: the file to write.
+        """
+        self.strategy.save_checkpoint(self._collect_checkpoint(), path)
+
+    def save_preemption_checkpoint(self) -> None:
+        """Save ``last.ckpt`` after a preemption signal and mark the run preempted."""
+        self.save_checkpoint(self._last_checkpoint_paths()[0])
+        self.preempted = True
+
+    def _collect_checkpoint(self) -> dict[str, Any]:
+        module = self.module
+        checkpoint: dict[str, Any] = {
+            "format": checkpoint_io.FORMAT,
+            "format_version": checkpoint_io.FORMAT_VERSION,
+            "versions": {"trainkit": _version(), "torch": str(torch.__version__)},
+            "lineage": self.lineage,
+            "loop": {**self.state.state_dict(), "batches_seen": self.batches_seen},
+            "rng": capture_rng_states(),
+            "state_dict": module.state_dict(),
+            "optimizer_states": [optimizer.state_dict() for optimizer in self.optimizers],
+            "lr_schedulers": [c.scheduler.state_dict() for c in self.lr_scheduler_configs],
+            "callbacks": {cb.state_key: cb.state_dict() for cb in self.callbacks},
+            "train_metrics": self.train_metrics.state_dict(),
+            "callback_metrics": dict(self._callback_metrics),
+            "loggers": [logger.state_dict() for logger in self.loggers],
+            "hyper_parameters": checkpoint_io.plain_hparams(module.hparams),
+            "config": self.run_config,
+        }
+        if self._datamodule is not None:
+            checkpoint["datamodule"] = self._datamodule.state_dict()
+        module.on_save_checkpoint(checkpoint)
+        for callback in self.callbacks:
+            callback.on_save_checkpoint(self, module, checkpoint)
+        return checkpoint
+
+    def _restore(self, checkpoint: dict[str, Any], source: str) -> None:
+        """Put a run back in the state ``checkpoint`` was saved in."""
+        module = self.module
+        module.on_load_checkpoint(checkpoint)
+        for callback in self.callbacks:
+            callback.on_load_checkpoint(self, module, checkpoint)
+        checkpoint_io.load_module_state(module, checkpoint["state_dict"], source)
+        saved_optimizers = checkpoint["optimizer_states"]
+        if len(saved_optimizers) != len(self.optimizers):
+            raise checkpoint_io.CheckpointError(
+                f"The checkpoint {source} has {len(saved_optimizers)} optimizer states, but "
+                f"configure_optimizers returned {len(self.optimizers)} optimizers."
+            )
+        for optimizer, saved in zip(self.optimizers, saved_optimizers, strict=True):
+            optimizer.load_state_dict(saved)
+        saved_schedulers = checkpoint["lr_schedulers"]
+        if len(saved_schedulers) != len(self.lr_scheduler_configs):
+            raise checkpoint_io.CheckpointError(
+                f"The checkpoint {source} has {len(saved_schedulers)} LR scheduler states, "
+                f"but configure_optimizers returned {len(self.lr_scheduler_configs)}."
+            )
+        for config, saved in zip(self.lr_scheduler_configs, saved_schedulers, strict=True):
+            config.scheduler.load_state_dict(saved)
+        callback_states = checkpoint.get("callbacks", {})
+        for callback in self.callbacks:
+            if callback.state_key in callback_states:
+                callback.load_state_dict(callback_states[callback.state_key])
+        loop_state = checkpoint["loop"]
+        self.state.load_state_dict(loop_state)
+        self.batches_seen = int(loop_state.get("batches_seen", 0))
+        self.lineage = checkpoint.get("lineage") or self.lineage
+        self.train_metrics.load_state_dict(checkpoint.get("train_metrics", {}))
+        self._callback_metrics = dict(checkpoint.get("callback_metrics", {}))
+        for logger, saved in zip(self.loggers, checkpoint.get("loggers", []), strict=False):
+            logger.load_state_dict(saved)
+        if self._datamodule is not None and "datamodule" in checkpoint:
+            self._datamodule.load_state_dict(checkpoint["datamodule"])
+        restore_rng_states(checkpoint["rng"])
+
+    def _resolve_ckpt_path(self, ckpt_path: str | os.PathLike[str] | None) -> Path | None:
+        if ckpt_path is None:
+            return None
+        if os.fspath(ckpt_path) != "last":
+            return Path(ckpt_path)
+        candidates = [path for path in self._last_checkpoint_paths() if path.is_file()]
+        if not candidates:
+            self.warn(
+                "ckpt_path='last': no last.ckpt found in "
+                f"{[str(p.parent) for p in self._last_checkpoint_paths()]}; starting from scratch."
+            )
+            return None
+        return max(candidates, key=lambda path: path.stat().st_mtime)
+
+    def _last_checkpoint_paths(self) -> list[Path]:
+        """Where ``last.ckpt`` lives: each ModelCheckpoint's, else under default_root_dir."""
+        paths = []
+        for callback in self.callbacks:
+            last = getattr(callback, "last_checkpoint_path", None)
+            if callable(last):
+                paths.append(Path(last(self)))
+        return paths or [Path(self.default_root_dir) / "checkpoints" / "last.ckpt"]
+
+    def _load_weights(self, model: Module, ckpt_path: str | os.PathLike[str] | None) -> None:
+        resolved = self._resolve_ckpt_path(ckpt_path)
+        if resolved is None:
+            return
+        checkpoint = self.strategy.load_checkpoint(resolved)
+        model.on_load_checkpoint(checkpoint)
+        checkpoint_io.load_module_state(model, checkpoint["state_dict"], str(resolved))
 
     # ----------------------------------------------------- called by Module
     def _log(
@@ -478,6 +636,8 @@ class Trainer:
         model._trainer = self
         self._hooks = loop.Hooks(self, model, self.callbacks)
         status = "failed"
+        if stage == "fit":
+            self.preemption.install()
         try:
             self.strategy.setup_environment()
             if datamodule is not None:
@@ -511,6 +671,7 @@ class Trainer:
             if self._step_hook is not None:
                 self._step_hook.remove()
                 self._step_hook = None
+            self.preemption.uninstall()
             self.state.stage = None
             self.logging_mode = None
             self._hooks = None
@@ -521,7 +682,12 @@ class Trainer:
         train_dataloaders: Iterable[Any] | None,
         val_dataloaders: Iterable[Any] | list[Iterable[Any]] | None,
         datamodule: DataModule | None,
+        ckpt_path: str | os.PathLike[str] | None,
     ) -> None:
+        # Read the checkpoint first: a damaged file should fail before any setup work.
+        resume_from = self._resolve_ckpt_path(ckpt_path)
+        checkpoint = self.strategy.load_checkpoint(resume_from) if resume_from else None
+        self._datamodule = datamodule
         train_loader = self._train_loader(model, train_dataloaders, datamodule)
         self.num_training_batches = limit_batches(
             num_batches(train_loader), self.options.limit_train_batches, "limit_train_batches"
@@ -534,12 +700,18 @@ class Trainer:
             model, "validation_step"
         )
         self._setup_optimizers(model)
-        if self.is_global_zero and model.hparams:
-            for logger in self.loggers:
-                logger.log_hyperparams(dict(model.hparams))
         self.state.epoch = 0
         self.state.global_step = 0
         self.state.batch_idx = 0
+        self.state.epoch_start_rng = None
+        self.batches_seen = 0
+        self.lineage = uuid.uuid4().hex
+        self.preempted = False
+        if checkpoint is not None:
+            self._restore(checkpoint, str(resume_from))
+        if self.is_global_zero and model.hparams:
+            for logger in self.loggers:
+                logger.log_hyperparams(dict(model.hparams))
         self.hooks.call("on_fit_start")
         if self.has_validation and self.options.num_sanity_val_steps != 0:
             self._sanity_check()
@@ -553,9 +725,14 @@ class Trainer:
         self.state.sanity_checking = True
         try:
             self.hooks.call("on_sanity_check_start")
-            loop.run_evaluation(
-                self, self._require_model(), self._val_loaders, self.num_val_batches, "validation"
-            )
+            with isolated_rng():
+                loop.run_evaluation(
+                    self,
+                    self._require_model(),
+                    self._val_loaders,
+                    self.num_val_batches,
+                    "validation",
+                )
             self.hooks.call("on_sanity_check_end")
         finally:
             self.state.sanity_checking = False
@@ -568,12 +745,14 @@ class Trainer:
         model: Module,
         dataloaders: Iterable[Any] | list[Iterable[Any]] | DataModule | None,
         datamodule: DataModule | None,
+        ckpt_path: str | os.PathLike[str] | None,
     ) -> list[dict[str, float]]:
         if isinstance(dataloaders, DataModule):
             dataloaders, datamodule = None, dataloaders
         step_name = "validation" if stage == "validate" else "test"
 
         def run() -> list[dict[str, float]]:
+            self._load_weights(model, ckpt_path)
             loaders = self._eval_loaders(step_name, model, dataloaders, datamodule)
             if stage == "validate" and not _overrides(model, "validation_step"):
                 raise NotImplementedError(
@@ -677,6 +856,12 @@ class Trainer:
 
 
 # ---------------------------------------------------------------- helpers
+def _version() -> str:
+    from trainkit import __version__
+
+    return __version__
+
+
 def _overrides(obj: object, name: str, base: type = Module) -> bool:
     return getattr(type(obj), name, None) is not getattr(base, name, None)
 

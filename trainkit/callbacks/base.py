@@ -258,6 +258,15 @@ class Callback:
         """Called after ``predict_step``."""
 
     # ---------------------------------------------------------- checkpoints
+    def on_resume_point(self, trainer: Trainer, module: Module) -> None:
+        """Called wherever training can be resumed exactly; save checkpoints here.
+
+        A resume point follows each training batch that does not end its epoch
+        (after that batch's validation, if one was due) and each epoch's end
+        (after its hooks, metrics and epoch-interval LR schedulers). A checkpoint
+        saved here continues, when resumed, exactly as the run would have.
+        """
+
     def on_save_checkpoint(
         self, trainer: Trainer, module: Module, checkpoint: dict[str, Any]
     ) -> None:
