@@ -272,7 +272,9 @@ def run_fit(trainer: Trainer, model: nn.Module, train_loader: Iterable[Any]) -> 
             state.batch_idx = batch_idx + 1
             if check_validation and _due(trainer, val_every, batch_idx, is_last):
                 trainer.run_validation()
-            if not is_last:  # the last batch's resume point is after the epoch's end
+            # Not after the epoch's last batch (its resume point follows the epoch's
+            # end), nor inside an accumulation window (its gradients are not saved).
+            if not is_last and (step.stepped or not module.automatic_optimization):
                 _resume_point(trainer, on_resume_point)
             if state.global_step >= max_steps or state.should_stop:
                 break
@@ -366,6 +368,8 @@ class _OptimizationStep:
         self.no_backward_sync = trainer.strategy.no_backward_sync
         self.step_schedulers = [c for c in trainer.lr_scheduler_configs if c.interval == "step"]
         self.log_every = trainer.options.log_every_n_steps if trainer.loggers else 0
+        #: Whether the last batch ended with an optimizer step.
+        self.stepped = False
 
     def run(self, batch: Any, batch_idx: int, is_last: bool) -> dict[str, Any]:
         """Forward, backward and (when due) the optimizer step; returns the outputs."""
@@ -373,6 +377,7 @@ class _OptimizationStep:
         should_step = True
         for decide in hooks.should_optimizer_step:
             should_step = decide(trainer, hooks.module, batch_idx, is_last) and should_step
+        self.stepped = should_step
         # Gradients are synchronised only on the micro-batch that steps.
         sync_context = _NO_CONTEXT if should_step else self.no_backward_sync(self.model)
         with sync_context:
@@ -411,23 +416,45 @@ def backward(hooks: Hooks, loss: torch.Tensor, *args: Any, **kwargs: Any) -> Non
 
 
 def optimizer_step(hooks: Hooks, optimizer: torch.optim.Optimizer) -> None:
-    """Step ``optimizer`` with its hooks, then clear its gradients.
+    """Step ``optimizer`` with its hooks, then clear its gradients (automatic optimization).
 
     Args:
         hooks: the run's hooks.
         optimizer: the optimizer to step.
     """
+    step_optimizer(hooks, optimizer)
+    hooks.on_before_zero_grad(optimizer)
+    optimizer.zero_grad(set_to_none=True)
+
+
+def step_optimizer(
+    hooks: Hooks, optimizer: torch.optim.Optimizer, closure: Callable[[], Any] | None = None
+) -> None:
+    """The step itself: prepare (unscale), ``on_before_optimizer_step``, then step.
+
+    A step hook (the gradient scaler, NonFiniteLoss("skip")) may take the step
+    over; otherwise ``optimizer.step(closure)`` runs.
+
+    Args:
+        hooks: the run's hooks.
+        optimizer: the optimizer to step.
+        closure: a closure for optimizers that need one (LBFGS).
+    """
     trainer, module = hooks.trainer, hooks.module
     for prepare in hooks.prepare_optimizer_step:
         prepare(trainer, module, optimizer)
     hooks.on_before_optimizer_step(optimizer)
+    if closure is not None and hooks.optimizer_step:
+        raise ValueError(
+            "optimizer.step(closure) cannot be combined with callbacks that take the step "
+            "over (mixed precision's gradient scaler, NonFiniteLoss('skip')); step without a "
+            "closure, or use precision='32-true'."
+        )
     stepped = False
     for step in hooks.optimizer_step:
         stepped = stepped or step(trainer, module, optimizer)
     if not stepped:
-        optimizer.step()
-    hooks.on_before_zero_grad(optimizer)
-    optimizer.zero_grad(set_to_none=True)
+        optimizer.step(closure)
 
 
 def _step_scheduler(trainer: Trainer, config: LRSchedulerConfig) -> None:

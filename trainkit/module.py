@@ -311,9 +311,17 @@ class Module(nn.Module):
 
     # ---------------------------------------------------- manual optimization
     def optimizers(self) -> Any:
-        """The optimizer (or list of them) set up by the Trainer, for manual optimization."""
-        optimizers = self.trainer.optimizers
-        return optimizers[0] if len(optimizers) == 1 else optimizers
+        """The optimizer (or list of them), for manual optimization.
+
+        Each is a :class:`~trainkit.optim.ManagedOptimizer`: its ``step()`` runs the
+        step hooks (mixed precision's unscale and scaler, gradient clipping) like
+        automatic optimization does.
+        """
+        from trainkit.optim import ManagedOptimizer
+
+        trainer = self.trainer
+        managed = [ManagedOptimizer(optimizer, trainer) for optimizer in trainer.optimizers]
+        return managed[0] if len(managed) == 1 else managed
 
     def lr_schedulers(self) -> Any:
         """The LR scheduler (or list of them, or None), for manual optimization."""

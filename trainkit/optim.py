@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from trainkit.trainer import Trainer
 
 _FORMS = (
     "an optimizer; a list of optimizers; ([optimizers], [schedulers]); "
@@ -161,3 +164,62 @@ def _scheduler_config(
 def _short(value: Any) -> str:
     text = repr(value)
     return f"{type(value).__name__} {text[:80]}" if value is not None else "None"
+
+
+class ManagedOptimizer:
+    """An optimizer for manual optimization whose ``step()`` runs the Trainer's step hooks.
+
+    ``Module.optimizers()`` returns these, so that ``opt.step()`` in a manual
+    ``training_step`` unscales float16 gradients, runs ``on_before_optimizer_step``
+    (gradient clipping) and lets the gradient scaler take the step, exactly as
+    automatic optimization does.
+
+    Args:
+        optimizer: the optimizer returned by ``configure_optimizers``.
+        trainer: the running Trainer.
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, trainer: Trainer) -> None:
+        self.optimizer = optimizer
+        self._trainer = trainer
+
+    @property
+    def param_groups(self) -> list[dict[str, Any]]:
+        """The wrapped optimizer's parameter groups."""
+        return self.optimizer.param_groups
+
+    @property
+    def state(self) -> Any:
+        """The wrapped optimizer's per-parameter state."""
+        return self.optimizer.state
+
+    def step(self, closure: Callable[[], Any] | None = None) -> None:
+        """Step through the step hooks (unscale, clip, scaler step).
+
+        Args:
+            closure: for optimizers that need one (not with mixed precision).
+        """
+        from trainkit.loop import step_optimizer
+
+        step_optimizer(self._trainer.hooks, self.optimizer, closure)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Run ``on_before_zero_grad`` hooks, then clear the gradients.
+
+        Args:
+            set_to_none: free the gradient tensors instead of zeroing them.
+        """
+        self._trainer.hooks.on_before_zero_grad(self.optimizer)
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The wrapped optimizer's state dict."""
+        return self.optimizer.state_dict()
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load into the wrapped optimizer.
+
+        Args:
+            state_dict: an optimizer state dict.
+        """
+        self.optimizer.load_state_dict(state_dict)

@@ -42,8 +42,6 @@ from trainkit.strategies import Strategy, resolve_strategy
 
 T = TypeVar("T")
 
-_PRECISIONS = ("32-true", "32", 32)
-
 
 class Trainer:
     """Trains, evaluates and runs a :class:`~trainkit.Module`.
@@ -116,7 +114,7 @@ class Trainer:
         deterministic: bool = False,
         gradient_clip_val: float | None = None,
         gradient_clip_algorithm: str = "norm",
-        accumulate_grad_batches: int = 1,
+        accumulate_grad_batches: int | dict[int, int] = 1,
     ) -> None:
         if seed is not None:
             seed_everything(seed)
@@ -334,16 +332,24 @@ class Trainer:
         (after ``limit_train_batches``) times the epochs, capped by ``max_steps``.
         """
         max_steps = self.options.max_steps
-        per_epoch = self.num_training_batches
+        batches = self.num_training_batches
         epochs = self.options.resolved_max_epochs
-        if per_epoch == math.inf or epochs == math.inf:
+        if batches == math.inf or epochs == math.inf:
             if max_steps == -1:
                 raise RuntimeError(
                     "The number of optimizer steps is unknown (the training dataloader has no "
                     "length, or max_epochs is unlimited); set max_steps."
                 )
             return max_steps
-        total = int(per_epoch * epochs)
+        # With gradient accumulation an epoch takes one step per window, and the
+        # window may change with the epoch.
+        counters = [cb.steps_in_epoch for cb in self.callbacks if hasattr(cb, "steps_in_epoch")]
+        total = 0
+        for epoch in range(int(epochs)):
+            steps = batches
+            for steps_in_epoch in counters:
+                steps = steps_in_epoch(batches, epoch)
+            total += int(steps)
         return total if max_steps == -1 else min(total, max_steps)
 
     @property
@@ -895,9 +901,26 @@ def _build_callbacks(
     precision: str | int,
     gradient_clip_val: float | None,
     gradient_clip_algorithm: str,
-    accumulate_grad_batches: int,
+    accumulate_grad_batches: int | dict[int, int],
 ) -> list[Callback]:
-    from trainkit.callbacks import ModelSummary, TQDMProgressBar
+    """The Trainer's callbacks: the user's, plus those its arguments ask for, in order.
+
+    ``precision=``, ``gradient_clip_val=`` and ``accumulate_grad_batches=`` are
+    another spelling of the MixedPrecision, GradientClipping and
+    GradientAccumulation callbacks. The step-shaping callbacks go first, in the
+    order their hooks must run (NonFiniteLoss can veto a step before the gradient
+    scaler takes it); clipping goes after the user's callbacks, so that their
+    ``on_before_optimizer_step`` sees the gradients before clipping.
+    """
+    from trainkit.callbacks import (
+        GradientAccumulation,
+        GradientClipping,
+        MixedPrecision,
+        ModelSummary,
+        NonFiniteLoss,
+        TQDMProgressBar,
+    )
+    from trainkit.callbacks.precision import canonical_precision
 
     if isinstance(callbacks, Callback):
         callbacks = [callbacks]
@@ -907,20 +930,43 @@ def _build_callbacks(
             raise TypeError(
                 f"callbacks must be trainkit.Callback instances, got {type(callback).__name__}."
             )
-    if precision not in _PRECISIONS:
-        raise ValueError(
-            f"precision={precision!r} is not supported in this version of trainkit; use '32-true'."
+
+    def take(kind: type[Callback], argument: str, wanted: bool) -> list[Callback]:
+        found = [cb for cb in user if isinstance(cb, kind)]
+        if len(found) > 1 or (found and wanted):
+            raise ValueError(
+                f"{kind.__name__} is given twice ({argument} and/or in callbacks); use one."
+            )
+        for callback in found:
+            user.remove(callback)
+        return found
+
+    precision = canonical_precision(precision)
+    front: list[Callback] = take(NonFiniteLoss, "", False) or [NonFiniteLoss()]
+    front += take(MixedPrecision, "precision=", precision != "32-true")
+    if precision != "32-true":
+        front.append(MixedPrecision(precision))
+    front += take(GradientAccumulation, "accumulate_grad_batches=", accumulate_grad_batches != 1)
+    if accumulate_grad_batches != 1:
+        front.append(GradientAccumulation(accumulate_grad_batches))
+    back: list[Callback] = take(
+        GradientClipping, "gradient_clip_val=", gradient_clip_val is not None
+    )
+    if gradient_clip_val is not None:
+        if gradient_clip_algorithm not in ("norm", "value"):
+            raise ValueError(
+                f"gradient_clip_algorithm={gradient_clip_algorithm!r} must be 'norm' or 'value'."
+            )
+        by_norm = gradient_clip_algorithm == "norm"
+        back.append(
+            GradientClipping(
+                max_norm=gradient_clip_val if by_norm else None,
+                max_value=None if by_norm else gradient_clip_val,
+            )
         )
-    if gradient_clip_val is not None or accumulate_grad_batches != 1:
-        raise ValueError(
-            "gradient_clip_val and accumulate_grad_batches are not supported in this version "
-            "of trainkit; leave them at their defaults."
-        )
-    del gradient_clip_algorithm
-    built: list[Callback] = []
     if enable_model_summary and not any(isinstance(cb, ModelSummary) for cb in user):
-        built.append(ModelSummary())
-    built.extend(user)
+        front.append(ModelSummary())
+    built = front + user + back
     if enable_progress_bar and not any(isinstance(cb, TQDMProgressBar) for cb in user):
         built.append(TQDMProgressBar())
     return built

@@ -1,0 +1,117 @@
+"""NonFiniteLoss: stop (or skip the step) when the training loss is NaN or infinite."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from trainkit.callbacks.base import Callback
+
+if TYPE_CHECKING:
+    from trainkit.module import Module
+    from trainkit.trainer import Trainer
+
+ACTIONS = ("raise", "skip")
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The training loss became NaN or infinite."""
+
+
+class NonFiniteLoss(Callback):
+    """Watch the training loss for NaN and infinity.
+
+    ``"raise"`` (the default, added by every Trainer) stops training with an
+    error naming the step and the last finite loss. To keep the promise of no
+    host-device synchronisation per step, losses are checked in one read every
+    ``log_every_n_steps`` steps, at each epoch's end and before every checkpoint
+    is written, so a checkpoint never holds a state trained on a NaN loss.
+
+    ``"skip"`` skips the optimizer step (the whole accumulation window) whose loss
+    is not finite and carries on. It must decide before each step, so it reads
+    the loss every step: a synchronisation per step on a GPU.
+
+    Steps that a float16 gradient scaler skips (its gradients overflowed while the
+    loss was finite) are normal and not reported.
+
+    Args:
+        action: "raise" or "skip".
+    """
+
+    def __init__(self, action: str = "raise") -> None:
+        if action not in ACTIONS:
+            raise ValueError(f"NonFiniteLoss(action={action!r}) must be 'raise' or 'skip'.")
+        self.action = action
+        self.skipped_steps: list[int] = []
+        self._pending: list[tuple[int, torch.Tensor]] = []
+        self._last_finite: tuple[int, float] | None = None
+        self._window_finite = True
+
+    def on_train_start(self, trainer: Trainer, module: Module) -> None:
+        self._pending.clear()
+        self._window_finite = True
+
+    def on_before_backward(self, trainer: Trainer, module: Module, loss: torch.Tensor) -> None:
+        if self.action == "skip":
+            finite = bool(torch.isfinite(loss.detach()))
+            self._window_finite = self._window_finite and finite
+            return
+        self._pending.append((trainer.global_step, loss.detach()))
+        if len(self._pending) >= trainer.log_every_n_steps:
+            self.check(trainer)
+
+    def optimizer_step(
+        self, trainer: Trainer, module: Module, optimizer: torch.optim.Optimizer
+    ) -> bool:
+        if self._window_finite:
+            return False
+        self.skipped_steps.append(trainer.global_step)
+        return True  # handled: the optimizer does not step; the loop clears the gradients
+
+    def on_before_zero_grad(
+        self, trainer: Trainer, module: Module, optimizer: torch.optim.Optimizer
+    ) -> None:
+        self._window_finite = True
+
+    def on_train_epoch_end(self, trainer: Trainer, module: Module) -> None:
+        self.check(trainer)
+
+    def on_train_end(self, trainer: Trainer, module: Module) -> None:
+        self.check(trainer)
+
+    def on_save_checkpoint(
+        self, trainer: Trainer, module: Module, checkpoint: dict[str, Any]
+    ) -> None:
+        self.check(trainer)  # never write a checkpoint trained on a NaN loss
+
+    def check(self, trainer: Trainer) -> None:
+        """Read the losses seen since the last check; raise on the first non-finite one.
+
+        Args:
+            trainer: the running Trainer.
+        """
+        if not self._pending:
+            return
+        steps = [step for step, _ in self._pending]
+        losses = torch.stack([loss.float().reshape(()) for _, loss in self._pending]).cpu()
+        self._pending.clear()
+        finite = torch.isfinite(losses)
+        if bool(finite.all()):
+            self._last_finite = (steps[-1], float(losses[-1]))
+            return
+        bad = int((~finite).nonzero()[0])
+        if bad > 0:
+            self._last_finite = (steps[bad - 1], float(losses[bad - 1]))
+        last = (
+            f"the last finite loss was {self._last_finite[1]:.6g} at step {self._last_finite[0]}"
+            if self._last_finite is not None
+            else "no finite loss was seen before it"
+        )
+        raise NonFiniteLossError(
+            f"The training loss is {float(losses[bad])} at step {steps[bad]} ({last}). "
+            "Common causes: a learning rate too high (lower it, or warm it up), exploding "
+            "gradients (Trainer(gradient_clip_val=1.0)), NaN or inf in the inputs, or "
+            "float16 overflow (use precision='bf16-mixed'). To skip such steps instead, "
+            "pass callbacks=[NonFiniteLoss('skip')]."
+        )
