@@ -1,0 +1,221 @@
+"""MixedPrecision, GradientClipping and NonFiniteLoss, and how they interact."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import trainkit
+from tests.helpers import QUIET, Classifier, blobs, loader
+from trainkit.callbacks import GradientClipping, MixedPrecision, NonFiniteLoss, NonFiniteLossError
+
+gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+class DtypeProbe(Classifier):
+    """Records the dtype the forward pass computes in, and the parameters' dtype."""
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        logits = self(x)
+        self.seen = (logits.dtype, next(self.parameters()).dtype)
+        return torch.nn.functional.cross_entropy(logits.float(), y)
+
+
+def _accuracy(precision: str) -> tuple[float, DtypeProbe, trainkit.Trainer]:
+    torch.manual_seed(0)
+    model = DtypeProbe(lr=0.2)
+    trainer = trainkit.Trainer(max_epochs=8, precision=precision, **QUIET)
+    trainer.fit(model, loader(blobs(1024), 32, shuffle=True))
+    result = trainkit.Trainer(**QUIET).validate(model.float(), loader(blobs(300, seed=1), 100))
+    return result[0]["val/acc"], model, trainer
+
+
+def test_bf16_mixed_on_cpu_trains_as_well_as_fp32_and_really_runs_in_bf16() -> None:
+    fp32, model32, _ = _accuracy("32-true")
+    bf16, model16, trainer = _accuracy("bf16-mixed")
+    assert model32.seen == (torch.float32, torch.float32)
+    assert model16.seen == (torch.bfloat16, torch.float32)  # bf16 compute, fp32 weights
+    assert fp32 >= 0.9 and bf16 >= 0.9, (fp32, bf16)
+    # Optimizer state stays float32.
+    states = trainer.optimizers[0].state_dict()["state"]
+    assert all(
+        t.dtype == torch.float32
+        for s in states.values()
+        for t in s.values()
+        if isinstance(t, torch.Tensor) and t.is_floating_point()
+    )
+
+
+def test_bf16_true_casts_the_model() -> None:
+    torch.manual_seed(0)
+    model = DtypeProbe()
+    trainkit.Trainer(max_epochs=1, precision="bf16-true", **QUIET).fit(model, loader(blobs(64), 32))
+    assert model.seen == (torch.bfloat16, torch.bfloat16)
+
+
+def test_fp16_scaler_state_survives_a_checkpoint(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    trainer = trainkit.Trainer(max_epochs=1, precision="16-mixed", **QUIET)
+    trainer.fit(Classifier(), loader(blobs(128), 32))
+    precision = next(cb for cb in trainer.callbacks if isinstance(cb, MixedPrecision))
+    assert precision.scaler is not None
+    precision.scaler.update(1234.0)  # a distinctive scale
+    trainer.save_checkpoint(tmp_path / "fp16.ckpt")
+
+    resumed = trainkit.Trainer(max_epochs=1, precision="16-mixed", **QUIET)
+    resumed_precision = next(cb for cb in resumed.callbacks if isinstance(cb, MixedPrecision))
+    resumed.fit(Classifier(), loader(blobs(128), 32), ckpt_path=tmp_path / "fp16.ckpt")
+    assert resumed_precision.scaler is not None
+    # Restored (and not trained further: the checkpoint was at the end of max_epochs).
+    assert resumed_precision.scaler.get_scale() == 1234.0
+
+
+class NormProbe(trainkit.Callback):
+    """Records the gradient norm the optimizer stepped with."""
+
+    def __init__(self) -> None:
+        self.norms: list[float] = []
+
+    def on_before_zero_grad(self, trainer: Any, module: Any, optimizer: Any) -> None:
+        grads = [p.grad for p in module.parameters() if p.grad is not None]
+        self.norms.append(
+            float(
+                torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+            )
+        )
+
+
+@pytest.mark.parametrize("precision", ["32-true", "16-mixed"])
+def test_clipping_bounds_the_norm_of_the_real_gradients(precision: str) -> None:
+    probe = NormProbe()
+    trainer = trainkit.Trainer(
+        max_epochs=1, precision=precision, gradient_clip_val=0.01, callbacks=[probe], **QUIET
+    )
+    trainer.fit(Classifier(lr=0.5), loader(blobs(256), 32))
+    stepped = [n for n in probe.norms if n > 0]
+    assert stepped, probe.norms
+    assert all(n <= 0.01 + 1e-6 for n in probe.norms)
+    # Clipped at 0.01, not at 0.01 / scale: clipping saw unscaled gradients.
+    assert all(n == pytest.approx(0.01, rel=1e-3) for n in stepped)
+
+
+def test_clipping_by_value_and_logging_the_norm() -> None:
+    probe = NormProbe()
+    clip = GradientClipping(max_norm=1e-3, log_grad_norm=True)
+    trainer = trainkit.Trainer(max_epochs=1, callbacks=[clip, probe], **QUIET)
+    trainer.fit(Classifier(), loader(blobs(64), 32))
+    assert float(trainer.callback_metrics["grad_norm"]) > 1e-3  # logged before clipping
+    with pytest.raises(ValueError, match="exactly one of max_norm and max_value"):
+        GradientClipping(max_norm=1.0, max_value=1.0)
+    seen: list[float] = []
+
+    class MaxProbe(trainkit.Callback):
+        def on_before_zero_grad(self, trainer: Any, module: Any, optimizer: Any) -> None:
+            seen.append(max(float(p.grad.abs().max()) for p in module.parameters()))
+
+    trainkit.Trainer(
+        max_epochs=1,
+        gradient_clip_val=1e-4,
+        gradient_clip_algorithm="value",
+        callbacks=[MaxProbe()],
+        **QUIET,
+    ).fit(Classifier(), loader(blobs(64), 32))
+    assert all(value <= 1e-4 for value in seen)
+
+
+class NanAtStep7(Classifier):
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        loss = super().training_step(batch, batch_idx)
+        return loss * float("nan") if self.global_step == 7 else loss
+
+
+def test_a_nan_loss_stops_with_the_step_and_the_last_finite_loss() -> None:
+    trainer = trainkit.Trainer(max_epochs=2, log_every_n_steps=50, **QUIET)
+    with pytest.raises(NonFiniteLossError) as info:
+        trainer.fit(NanAtStep7(), loader(blobs(320), 32))
+    message = str(info.value)
+    assert message.startswith("The training loss is nan at step 7 (the last finite loss was ")
+    assert "at step 6)" in message and "NonFiniteLoss('skip')" in message
+
+
+def test_no_checkpoint_is_written_after_a_nan(tmp_path: Path) -> None:
+    from trainkit.callbacks import ModelCheckpoint
+
+    trainer = trainkit.Trainer(
+        max_epochs=2,
+        default_root_dir=tmp_path,
+        **QUIET,
+        callbacks=[ModelCheckpoint(every_n_train_steps=9)],
+    )
+    with pytest.raises(NonFiniteLossError, match="at step 7"):
+        trainer.fit(NanAtStep7(), loader(blobs(320), 32))
+    assert not (tmp_path / "checkpoints").exists()
+
+
+@pytest.mark.parametrize("precision", ["32-true", "16-mixed"])
+def test_skip_mode_skips_the_step_and_finishes_with_finite_parameters(precision: str) -> None:
+    watcher = NonFiniteLoss("skip")
+    trainer = trainkit.Trainer(max_epochs=2, precision=precision, callbacks=[watcher], **QUIET)
+    model = NanAtStep7()
+    trainer.fit(model, loader(blobs(320), 32))
+    assert watcher.skipped_steps == [7]
+    assert trainer.global_step == 20
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_manual_optimization_goes_through_the_scaler() -> None:
+    norms: list[float] = []
+
+    class Manual(Classifier):
+        def __init__(self) -> None:
+            super().__init__()
+            self.automatic_optimization = False
+
+        def training_step(self, batch: Any, batch_idx: int) -> None:
+            optimizer = self.optimizers()
+            x, y = batch
+            loss = torch.nn.functional.cross_entropy(self(x), y)
+            optimizer.zero_grad()
+            self.manual_backward(loss)
+            optimizer.step()
+            norms.append(float(self.net[0].weight.grad.norm()))
+
+    trainer = trainkit.Trainer(max_epochs=1, precision="16-mixed", **QUIET)
+    trainer.fit(Manual(), loader(blobs(128), 32))
+    assert trainer.global_step == 4
+    # The gradients the step used were unscaled (a scaled one would be ~65536x larger).
+    assert all(0 < n < 100 for n in norms), norms
+
+
+def test_bad_precision() -> None:
+    with pytest.raises(ValueError, match="precision='64' is not supported"):
+        trainkit.Trainer(precision="64")
+    with pytest.raises(ValueError, match="MixedPrecision is given twice"):
+        trainkit.Trainer(precision="bf16-mixed", callbacks=[MixedPrecision("bf16-mixed")])
+
+
+@gpu
+def test_fp16_mixed_on_cuda_trains() -> None:
+    accuracy, model, _ = _accuracy_on("cuda")
+    assert accuracy >= 0.9
+    assert model.seen == (torch.float16, torch.float32)
+
+
+def _accuracy_on(device: str) -> tuple[float, DtypeProbe, trainkit.Trainer]:
+    torch.manual_seed(0)
+    model = DtypeProbe(lr=0.2)
+    trainer = trainkit.Trainer(
+        max_epochs=8,
+        precision="16-mixed",
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator=device,
+    )
+    trainer.fit(model, loader(blobs(1024), 32, shuffle=True))
+    result = trainer.validate(model, loader(blobs(300, seed=1), 100))
+    return result[0]["val/acc"], model, trainer
