@@ -1,0 +1,211 @@
+"""The ``trainkit`` command: ``trainkit fit|validate|test|predict CONFIG.yaml [key=value ...]``.
+
+Everything is checked before anything is built or trained (see
+``trainkit.config``). The resolved config is saved beside the run's logs
+(``config.yaml`` in the logger's folder) and inside every checkpoint, so any
+run can be repeated exactly from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trainkit.callbacks.base import Callback
+
+if TYPE_CHECKING:
+    from trainkit.module import Module
+    from trainkit.trainer import Trainer
+
+SUBCOMMANDS = {
+    "fit": "train the model (resume with ckpt_path=last or a checkpoint path)",
+    "validate": "run the validation data once and print the metrics",
+    "test": "run the test data once and print the metrics",
+    "predict": "run predict_step over the predict data and save the predictions",
+}
+
+EXAMPLES = """examples:
+  trainkit fit recipes/mnist/config.yaml
+  trainkit fit recipes/mnist/config.yaml trainer.max_epochs=1 model.init_args.lr=0.02
+  trainkit fit recipes/mnist/config.yaml ckpt_path=last        # resume
+  trainkit test recipes/mnist/config.yaml ckpt_path=runs/mnist/checkpoints/last.ckpt
+  trainkit fit recipes/mnist/config.yaml --print-config
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trainkit",
+        description="Train and evaluate trainkit Modules from a YAML config.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, text in SUBCOMMANDS.items():
+        sub = commands.add_parser(
+            name,
+            help=text,
+            description=f"trainkit {name}: {text}.",
+            epilog=_config_help(),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        sub.add_argument("config", help="the YAML config (trainer / model / data / ckpt_path)")
+        sub.add_argument(
+            "overrides",
+            nargs="*",
+            metavar="key=value",
+            help="dot-list overrides, e.g. trainer.max_epochs=5 model.init_args.lr=0.1",
+        )
+        sub.add_argument(
+            "--print-config",
+            action="store_true",
+            help="print the resolved config (defaults filled in) and exit",
+        )
+    return parser
+
+
+def _config_help() -> str:
+    from trainkit.config import trainer_argument_docs
+
+    lines = [
+        "config sections:",
+        "  trainer:    Trainer options (below); callbacks and loggers as class_path + init_args",
+        "  model:      class_path + init_args of the Module",
+        "  data:       class_path + init_args of the DataModule",
+        "  ckpt_path:  resume (fit) or load weights (validate/test/predict); 'last' for last.ckpt",
+        "",
+        "trainer options:",
+    ]
+    for name, doc in trainer_argument_docs().items():
+        wrapped = textwrap.wrap(doc, width=76, initial_indent="      ", subsequent_indent="      ")
+        lines.append(f"  trainer.{name}")
+        lines.extend(wrapped)
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``trainkit`` command.
+
+    Args:
+        argv: the arguments (default: ``sys.argv[1:]``).
+
+    Returns:
+        The exit status: 0 on success, 2 for a configuration error.
+    """
+    args = _parser().parse_args(argv)
+    from trainkit.config import ConfigError
+
+    # Recipes and user code are imported by class_path from the working directory.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return _run(args.command, args.config, args.overrides, args.print_config)
+    except ConfigError as error:
+        print(f"trainkit: error: {error}", file=sys.stderr)
+        return 2
+
+
+def _run(command: str, config_path: str, overrides: list[str], print_only: bool) -> int:
+    from trainkit import config as cfg
+
+    run = cfg.load_config(config_path, overrides)
+    if print_only:
+        print(cfg.to_yaml(run), end="")
+        return 0
+    # Check every class and its arguments before building anything.
+    cfg.check_init_args(run.model, "model")
+    if run.data is not None:
+        cfg.check_init_args(run.data, "data")
+    trainer_options = cfg.to_dict(run.trainer)
+    callbacks = [
+        cfg.instantiate(cfg.ClassSpec(**spec), f"trainer.callbacks[{i}]")
+        for i, spec in enumerate(trainer_options.pop("callbacks"))
+    ]
+    logger_option = trainer_options.pop("logger")
+    loggers: Any = logger_option
+    if isinstance(logger_option, list):
+        loggers = [
+            cfg.instantiate(cfg.ClassSpec(**spec), f"trainer.logger[{i}]")
+            for i, spec in enumerate(logger_option)
+        ]
+
+    import trainkit
+
+    callbacks.append(_SaveConfig(cfg.to_yaml(run)))
+    trainer = trainkit.Trainer(callbacks=callbacks, logger=loggers, **trainer_options)
+    model = cfg.instantiate(run.model, "model")
+    data = cfg.instantiate(run.data, "data") if run.data is not None else None
+    trainer.run_config = cfg.to_dict(run)
+
+    if command == "fit":
+        trainer.fit(model, datamodule=data, ckpt_path=run.ckpt_path)
+        return 0
+    if command in ("validate", "test"):
+        evaluate = trainer.validate if command == "validate" else trainer.test
+        results = evaluate(model, datamodule=data, ckpt_path=run.ckpt_path)
+        if trainer.is_global_zero:
+            print(json.dumps(results if len(results) > 1 else results[0], indent=2))
+        return 0
+    predictions = trainer.predict(model, datamodule=data, ckpt_path=run.ckpt_path)
+    if trainer.is_global_zero:
+        import torch
+
+        target = Path(trainer.log_dir) / "predictions.pt"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(predictions, target)
+        print(f"trainkit: {len(predictions)} prediction batches saved to {target}")
+    return 0
+
+
+class _SaveConfig(Callback):
+    """Writes the resolved config beside the run's logs once the run has started.
+
+    Not earlier: when fit resumes a run, the logger's folder is known only after
+    the checkpoint is restored.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.saved: Path | None = None
+
+    def _save(self, trainer: Trainer) -> None:
+        if self.saved is None and trainer.is_global_zero:
+            self.saved = _save_config(self.text, Path(trainer.log_dir))
+            print(f"trainkit: config saved to {self.saved}", flush=True)
+
+    def on_fit_start(self, trainer: Trainer, module: Module) -> None:
+        self._save(trainer)
+
+    def on_validation_start(self, trainer: Trainer, module: Module) -> None:
+        self._save(trainer)
+
+    def on_test_start(self, trainer: Trainer, module: Module) -> None:
+        self._save(trainer)
+
+    def on_predict_start(self, trainer: Trainer, module: Module) -> None:
+        self._save(trainer)
+
+
+def _save_config(text: str, folder: Path) -> Path:
+    """Write ``config.yaml`` in ``folder``, never overwriting a different one."""
+    from trainkit.checkpoint import _fsync_folder
+
+    folder.mkdir(parents=True, exist_ok=True)
+    target, index = folder / "config.yaml", 0
+    while target.exists() and target.read_text() != text:
+        index += 1
+        target = folder / f"config-{index}.yaml"
+    temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    temporary.write_text(text)
+    os.replace(temporary, target)
+    _fsync_folder(folder)
+    return target
+
+
+if __name__ == "__main__":
+    sys.exit(main())
