@@ -71,7 +71,27 @@ def test_short_run_end_to_end(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @needs_mnist
-def test_three_epochs_reach_99_percent(tmp_path: Path) -> None:
-    result = train.main(["--max-epochs", "3", "--data-dir", DATA_DIR, "--root-dir", str(tmp_path)])
-    print(f"MNIST 3 epochs: test/acc={result['test/acc']:.4f}, fit {result['fit_seconds']:.1f} s")
-    assert result["test/acc"] >= 0.99
+def test_the_cli_trains_the_recipe_to_99_percent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+    import time
+
+    from trainkit.cli import main
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
+    monkeypatch.setenv("TRAINKIT_DATA_DIR", DATA_DIR)
+    config, root = "recipes/mnist/config.yaml", f"trainer.default_root_dir={tmp_path}"
+    start = time.perf_counter()
+    assert main(["fit", config, root]) == 0
+    fit_seconds = time.perf_counter() - start
+    checkpoints = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    assert "last.ckpt" in checkpoints and len(checkpoints) == 2  # the best and last
+    assert list((tmp_path / "logs" / "version_0").glob("events.out.tfevents.*"))
+    capsys.readouterr()
+    assert main(["test", config, root, f"ckpt_path={tmp_path / 'checkpoints' / 'last.ckpt'}"]) == 0
+    printed = capsys.readouterr().out
+    accuracy = json.loads(printed[printed.index("{") :])["test/acc"]
+    with capsys.disabled():
+        print(f"\nMNIST via the CLI, 3 epochs: test/acc={accuracy:.4f}, fit {fit_seconds:.1f} s")
+    assert accuracy >= 0.99

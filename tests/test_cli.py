@@ -1,0 +1,136 @@
+"""The trainkit command: overrides, checks before training, runs, and saved configs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from trainkit.checkpoint import load
+from trainkit.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = str(ROOT / "tests" / "configs" / "blobs.yaml")
+
+
+@pytest.fixture(autouse=True)
+def _at_repo_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)  # class paths such as tests.helpers import from here
+
+
+def _error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    assert main(list(argv)) == 2
+    return capsys.readouterr().err
+
+
+def test_print_config_shows_overrides_and_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        main(["fit", CONFIG, "trainer.max_epochs=7", "model.init_args.lr=0.5", "--print-config"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "max_epochs: 7" in out and "lr: 0.5" in out
+    assert "log_every_n_steps: 50" in out  # a default, filled in
+    assert "class_path: trainkit.callbacks.ModelCheckpoint" in out
+
+
+def test_fit_then_evaluate_and_predict_from_the_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = f"trainer.default_root_dir={tmp_path}"
+    assert main(["fit", CONFIG, root]) == 0
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    assert last.is_file()
+    # The resolved config is saved beside the logs and inside the checkpoint.
+    saved = (tmp_path / "logs" / "version_0" / "config.yaml").read_text()
+    assert f"default_root_dir: {tmp_path}" in saved
+    checkpoint = load(last)
+    assert checkpoint["config"]["trainer"]["max_epochs"] == 2
+    assert checkpoint["config"]["model"]["class_path"] == "tests.helpers.Classifier"
+    capsys.readouterr()
+
+    for command, key in (("validate", "val/acc"), ("test", "test/acc")):
+        assert main([command, CONFIG, root, f"ckpt_path={last}"]) == 0
+        printed = capsys.readouterr().out
+        metrics = json.loads(printed[printed.index("{") :])
+        assert metrics[key] > 0.5
+    assert main(["predict", CONFIG, root, f"ckpt_path={last}"]) == 0
+    predictions = list((tmp_path / "logs").glob("version_*/predictions.pt"))
+    assert len(predictions) == 1
+    assert len(torch.load(predictions[0], weights_only=True)) == 4  # 200 samples in 50s
+
+
+def test_resume_from_the_command_line(tmp_path: Path) -> None:
+    root = f"trainer.default_root_dir={tmp_path}"
+    assert main(["fit", CONFIG, root, "trainer.max_epochs=1"]) == 0
+    assert main(["fit", CONFIG, root, "trainer.max_epochs=3", "ckpt_path=last"]) == 0
+    assert load(tmp_path / "checkpoints" / "last.ckpt")["loop"]["epoch"] == 3
+    # The resumed run kept logging to the same version.
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["version_0"]
+
+
+def test_unknown_key_names_the_valid_keys_and_the_closest(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    err = _error(capsys, "fit", CONFIG, "trainer.max_epoch=3")
+    assert "Unknown key 'trainer.max_epoch'. Did you mean 'max_epochs'?" in err
+    assert "Valid keys of trainer: accelerator, accumulate_grad_batches," in err
+    err = _error(capsys, "fit", CONFIG, "modle.init_args.lr=1")
+    assert "Unknown key 'modle'. Did you mean 'model'?" in err
+
+
+def test_wrong_type_names_the_key_the_type_and_the_value(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    err = _error(capsys, "fit", CONFIG, "trainer.max_epochs=many")
+    assert "'trainer.max_epochs' must be an integer or null, got 'many' (str)." in err
+    err = _error(capsys, "fit", CONFIG, "trainer.enable_progress_bar=3")
+    assert "'trainer.enable_progress_bar' must be a boolean, got 3 (int)." in err
+
+
+def test_missing_file_and_bad_class_paths(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "Config file nowhere.yaml does not exist." in _error(capsys, "fit", "nowhere.yaml")
+    err = _error(capsys, "fit", CONFIG, "model.class_path=tests.helprs.Classifier")
+    assert "model: cannot import module 'tests.helprs'" in err
+    err = _error(capsys, "fit", CONFIG, "model.class_path=tests.helpers.Clasifier")
+    assert "module 'tests.helpers' has no class 'Clasifier'. Did you mean 'Classifier'?" in err
+    err = _error(capsys, "fit", CONFIG, "model.init_args.lrr=0.1")
+    assert "model.init_args do not fit Classifier" in err and "Did you mean 'lr'?" in err
+    err = _error(capsys, "fit", CONFIG, "trainer.callbacks=[{class_path: nope}]")
+    assert "trainer.callbacks[0]: class_path 'nope' must be a full import path" in err
+
+
+def test_errors_come_before_any_training(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _error(capsys, "fit", CONFIG, f"trainer.default_root_dir={tmp_path}", "data.init_args.bs=3")
+    assert not any(tmp_path.iterdir())
+
+
+def test_help_lists_commands_and_trainer_options(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert all(command in out for command in ("fit", "validate", "test", "predict"))
+    with pytest.raises(SystemExit):
+        main(["fit", "--help"])
+    out = capsys.readouterr().out
+    assert "trainer.max_epochs" in out and "stop after this many epochs" in out
+    assert "trainer.accumulate_grad_batches" in out
+
+
+def test_python_dash_m_runs_the_same_command() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "trainkit", "fit", CONFIG, "--print-config"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "class_path: tests.helpers.Classifier" in result.stdout
