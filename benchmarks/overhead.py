@@ -139,6 +139,7 @@ def run_bare(dataset: TensorDataset, root: Path) -> RunResult:
             logger=False,
             enable_progress_bar=False,
             enable_model_summary=False,
+            enable_checkpointing=False,
             # Nothing should be written; if something is, keep it out of the cwd.
             default_root_dir=root,
         )

@@ -118,7 +118,7 @@ def run_fit(
         trainer = trainkit.Trainer(
             max_steps=WARMUP_STEPS + steps, accelerator=device, precision=precision,
             callbacks=[timer], logger=False, enable_progress_bar=False,
-            enable_model_summary=False, default_root_dir=root,
+            enable_model_summary=False, enable_checkpointing=False, default_root_dir=root,
         )  # fmt: skip
         gc.collect()  # not during the fit: one fit must not pay for another's garbage
         trainer.fit(module, loader)

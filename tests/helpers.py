@@ -13,6 +13,7 @@ QUIET: dict[str, Any] = {
     "logger": False,
     "enable_progress_bar": False,
     "enable_model_summary": False,
+    "enable_checkpointing": False,
     "accelerator": "cpu",
 }
 

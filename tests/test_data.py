@@ -109,6 +109,7 @@ def test_fit_moves_namedtuple_batches_through_the_loop() -> None:
         logger=False,
         enable_progress_bar=False,
         enable_model_summary=False,
+        enable_checkpointing=False,
         accelerator="cpu",
     ).fit(NamedBatches(), data)
     assert seen == [Pair, Pair, Pair]

@@ -16,6 +16,7 @@ from trainkit.loggers import CSVLogger, TensorBoardLogger
 QUIET_NO_LOGGER = {
     "enable_progress_bar": False,
     "enable_model_summary": False,
+    "enable_checkpointing": False,
     "accelerator": "cpu",
     "num_sanity_val_steps": 0,
 }

@@ -74,6 +74,9 @@ class Trainer:
         enable_progress_bar: add a progress bar (``TQDMProgressBar``) unless one is
             among ``callbacks``.
         enable_model_summary: print a parameter table at fit start.
+        enable_checkpointing: add a ModelCheckpoint (newest epoch and
+            ``last.ckpt`` under ``default_root_dir/checkpoints``) unless one is
+            among ``callbacks``.
         seed: seed every random generator before anything is built.
         deterministic: make torch use deterministic kernels.
         gradient_clip_val: clip gradients to this norm (None: no clipping).
@@ -110,6 +113,7 @@ class Trainer:
         log_every_n_steps: int = 50,
         enable_progress_bar: bool = True,
         enable_model_summary: bool = True,
+        enable_checkpointing: bool = True,
         seed: int | None = None,
         deterministic: bool = False,
         gradient_clip_val: float | None = None,
@@ -140,6 +144,7 @@ class Trainer:
             callbacks,
             enable_progress_bar=enable_progress_bar,
             enable_model_summary=enable_model_summary and not self.fast_dev_run,
+            enable_checkpointing=enable_checkpointing and not self.fast_dev_run,
             precision=precision,
             gradient_clip_val=gradient_clip_val,
             gradient_clip_algorithm=gradient_clip_algorithm,
@@ -898,6 +903,7 @@ def _build_callbacks(
     *,
     enable_progress_bar: bool,
     enable_model_summary: bool,
+    enable_checkpointing: bool,
     precision: str | int,
     gradient_clip_val: float | None,
     gradient_clip_algorithm: str,
@@ -916,6 +922,7 @@ def _build_callbacks(
         GradientAccumulation,
         GradientClipping,
         MixedPrecision,
+        ModelCheckpoint,
         ModelSummary,
         NonFiniteLoss,
         TQDMProgressBar,
@@ -966,6 +973,8 @@ def _build_callbacks(
         )
     if enable_model_summary and not any(isinstance(cb, ModelSummary) for cb in user):
         front.append(ModelSummary())
+    if enable_checkpointing and not any(isinstance(cb, ModelCheckpoint) for cb in user):
+        back.append(ModelCheckpoint())
     built = front + user + back
     if enable_progress_bar and not any(isinstance(cb, TQDMProgressBar) for cb in user):
         built.append(TQDMProgressBar())

@@ -32,6 +32,7 @@ def test_step_interval_learning_rates_reach_the_csv(tmp_path: Path) -> None:
         callbacks=[monitor],
         enable_progress_bar=False,
         enable_model_summary=False,
+        enable_checkpointing=False,
         accelerator="cpu",
     )
     trainer.fit(Halving(), loader(blobs(128), 32))  # 4 steps

@@ -214,6 +214,7 @@ def _accuracy_on(device: str) -> tuple[float, DtypeProbe, trainkit.Trainer]:
         logger=False,
         enable_progress_bar=False,
         enable_model_summary=False,
+        enable_checkpointing=False,
         accelerator=device,
     )
     trainer.fit(model, loader(blobs(1024), 32, shuffle=True))
