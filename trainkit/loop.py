@@ -82,7 +82,11 @@ class Hooks:
         self.optimizer_step = self._callback_methods("optimizer_step")
 
     def _callback_methods(self, name: str) -> list[Callable[..., Any]]:
-        return [getattr(cb, name) for cb in self.callbacks if _overrides(cb, Callback, name)]
+        return [
+            getattr(cb, name)
+            for cb in self.callbacks
+            if _overrides(cb, Callback, name) and cb.uses_hook(name)
+        ]
 
     def _module_method(self, name: str) -> Callable[..., Any] | None:
         return getattr(self.module, name) if _overrides(self.module, Module, name) else None

@@ -61,6 +61,18 @@ class Callback:
         """
         return type(self).__qualname__
 
+    def uses_hook(self, name: str) -> bool:
+        """Whether this instance needs hook ``name`` called (True by default).
+
+        The loop calls a hook only for callbacks whose class overrides it; a
+        callback whose instances need a hook only in some configurations returns
+        False here for the others, and costs nothing per step for it.
+
+        Args:
+            name: the hook's name, e.g. "optimizer_step".
+        """
+        return True
+
     def state_dict(self) -> dict[str, Any]:
         """State to save in checkpoints (counters, best scores). Empty by default."""
         return {}

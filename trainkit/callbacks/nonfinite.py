@@ -47,18 +47,26 @@ class NonFiniteLoss(Callback):
         self._pending: list[tuple[int, torch.Tensor]] = []
         self._last_finite: tuple[int, float] | None = None
         self._window_finite = True
+        self._check_every = 50
+
+    def uses_hook(self, name: str) -> bool:
+        # Only "skip" takes part in the optimizer step.
+        return self.action == "skip" or name not in ("optimizer_step", "on_before_zero_grad")
 
     def on_train_start(self, trainer: Trainer, module: Module) -> None:
         self._pending.clear()
         self._window_finite = True
+        self._check_every = trainer.log_every_n_steps
 
     def on_before_backward(self, trainer: Trainer, module: Module, loss: torch.Tensor) -> None:
         if self.action == "skip":
             finite = bool(torch.isfinite(loss.detach()))
             self._window_finite = self._window_finite and finite
             return
-        self._pending.append((trainer.global_step, loss.detach()))
-        if len(self._pending) >= trainer.log_every_n_steps:
+        # A reference, not a copy: backward has freed the graph's buffers, and
+        # detaching (a call per step) waits until the check.
+        self._pending.append((trainer.state.global_step, loss))
+        if len(self._pending) >= self._check_every:
             self.check(trainer)
 
     def optimizer_step(
@@ -94,7 +102,10 @@ class NonFiniteLoss(Callback):
         if not self._pending:
             return
         steps = [step for step, _ in self._pending]
-        losses = torch.stack([loss.float().reshape(()) for _, loss in self._pending]).cpu()
+        # One op for all of them (a loss may be shape () or (1,): flatten after).
+        with torch.no_grad():
+            scalars = [loss if loss.ndim == 0 else loss.reshape(()) for _, loss in self._pending]
+            losses = torch.stack(scalars).float().cpu()
         self._pending.clear()
         finite = torch.isfinite(losses)
         if bool(finite.all()):
