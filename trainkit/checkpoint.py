@@ -211,16 +211,22 @@ def plain_hparams(hparams: Mapping[str, Any]) -> dict[str, Any]:
     Args:
         hparams: the module's hyperparameters.
     """
-    return {str(key): _plain(value) for key, value in hparams.items()}
+    return {str(key): plain_value(value) for key, value in hparams.items()}
 
 
-def _plain(value: Any) -> Any:
+def plain_value(value: Any) -> Any:
+    """``value`` with containers kept and anything but numbers, strings, booleans and
+    None replaced by its ``repr`` (what YAML and weights-only checkpoints can hold).
+
+    Args:
+        value: any value.
+    """
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain_value(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain_value(v) for v in value]
     return repr(value)
 
 

@@ -26,7 +26,6 @@ docstring, so the two can never drift apart.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import importlib
 import inspect
 import os
@@ -36,6 +35,8 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
+
+from trainkit.messages import did_you_mean
 
 
 class ConfigError(ValueError):
@@ -194,8 +195,7 @@ def build_dataclass(kind: type, raw: Any, path: str) -> Any:
     known = {f.name: f for f in dataclasses.fields(kind)}
     for key in raw:
         if key not in known:
-            close = difflib.get_close_matches(str(key), known, n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
+            hint = did_you_mean(str(key), known)
             raise ConfigError(
                 f"Unknown key {_join(path, key)!r}.{hint} Valid keys of {where}: "
                 f"{', '.join(sorted(known))}."
@@ -318,8 +318,7 @@ def import_class(class_path: str, where: str) -> type:
         names = [
             n for n, v in vars(module).items() if isinstance(v, type) and not n.startswith("_")
         ]
-        close = difflib.get_close_matches(class_name, names, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
+        hint = did_you_mean(class_name, names)
         raise ConfigError(f"{where}: module {module_name!r} has no class {class_name!r}.{hint}")
     return found
 
@@ -344,8 +343,7 @@ def check_init_args(spec: ClassSpec, where: str) -> type:
         unknown = [k for k in spec.init_args if k not in signature.parameters]
         hint = ""
         if unknown and not any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values()):
-            close = difflib.get_close_matches(unknown[0], accepted, n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
+            hint = did_you_mean(unknown[0], accepted)
         raise ConfigError(
             f"{where}.init_args do not fit {cls.__name__}{signature}: {error}.{hint}"
         ) from error

@@ -9,12 +9,12 @@ with ``sync_dist=True`` are the same on every rank, and the loop also combines
 
 from __future__ import annotations
 
-import difflib
 import math
 import warnings
 from typing import TYPE_CHECKING, Any
 
 from trainkit.callbacks.base import Callback
+from trainkit.messages import did_you_mean
 
 if TYPE_CHECKING:
     from trainkit.module import Module
@@ -187,8 +187,7 @@ class EarlyStopping(Callback):
 
     def _missing(self, trainer: Trainer) -> None:
         available = sorted(trainer.callback_metrics)
-        close = difflib.get_close_matches(self.monitor, available, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
+        hint = did_you_mean(self.monitor, available)
         listing = ", ".join(repr(name) for name in available) or "none"
         message = (
             f"EarlyStopping could not find the monitored metric {self.monitor!r} in "

@@ -12,6 +12,8 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
+from trainkit.checkpoint import plain_value
+
 _VERSION_FOLDER = re.compile(r"version_(\d+)")
 
 
@@ -80,17 +82,6 @@ def _atomic_open(path: str) -> Iterator[IO[str]]:
         raise
 
 
-def _to_yaml_safe(value: Any) -> Any:
-    """Return ``value`` with everything ``yaml.safe_dump`` cannot write turned into ``str``."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, Mapping):
-        return {str(key): _to_yaml_safe(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_to_yaml_safe(item) for item in value]
-    return str(value)
-
-
 def _write_hparams_yaml(log_dir: str, params: Mapping[str, Any]) -> None:
     """Write ``params`` (nesting kept) to ``<log_dir>/hparams.yaml``, atomically.
 
@@ -101,4 +92,4 @@ def _write_hparams_yaml(log_dir: str, params: Mapping[str, Any]) -> None:
     import yaml  # Lazy: keeps `import trainkit` cheap.
 
     with _atomic_open(os.path.join(log_dir, "hparams.yaml")) as file:
-        yaml.safe_dump(_to_yaml_safe(params), file, sort_keys=False)
+        yaml.safe_dump(plain_value(params), file, sort_keys=False)

@@ -76,3 +76,58 @@ class Logger(ABC):
             status: "success", "failed" or "interrupted".
         """
         self.save()
+
+
+class FolderLogger(Logger):
+    """A logger that writes to ``<save_dir>/<name>/version_<N>/`` (the bundled ones do).
+
+    The version folder is claimed on first use, not at construction, so a
+    Trainer that never logs leaves no empty folders; ``None`` claims the next
+    free ``version_N`` without ever sharing or overwriting an existing folder,
+    even with concurrent processes; an explicit version is reused if it exists.
+
+    Args:
+        save_dir: root folder for all experiments.
+        name: experiment name, the folder under ``save_dir``.
+        version: the version to write to (``None``: the next free one).
+    """
+
+    def __init__(
+        self,
+        save_dir: str | os.PathLike[str],
+        name: str = "logs",
+        version: int | str | None = None,
+    ) -> None:
+        self._save_dir = os.fspath(save_dir)
+        self._name = name
+        self._requested_version = version
+        self._version: int | str | None = None
+
+    @property
+    def name(self) -> str:
+        """The experiment name: the folder under ``save_dir`` that holds the versions."""
+        return self._name
+
+    @property
+    def save_dir(self) -> str:
+        """The root folder passed by the user."""
+        return self._save_dir
+
+    @property
+    def version(self) -> int | str:
+        """The run's version; the first access claims and creates its folder."""
+        if self._version is None:
+            from trainkit.loggers._files import _claim_version_dir
+
+            root = os.path.join(self._save_dir, self._name)
+            self._version, _ = _claim_version_dir(root, self._requested_version)
+        return self._version
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Keep writing to the checkpoint's version folder (a resumed run's logs continue).
+
+        Args:
+            state: what ``state_dict`` returned when the checkpoint was saved.
+        """
+        if self._version is None:
+            self._requested_version = state["version"]

@@ -7,13 +7,13 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from trainkit.loggers._files import _atomic_open, _claim_version_dir, _write_hparams_yaml
-from trainkit.loggers.base import Logger
+from trainkit.loggers._files import _atomic_open, _write_hparams_yaml
+from trainkit.loggers.base import FolderLogger
 
 METRICS_FILE = "metrics.csv"
 
 
-class CSVLogger(Logger):
+class CSVLogger(FolderLogger):
     """Write metrics to ``<log_dir>/metrics.csv``: a ``step`` column, then one per metric.
 
     Each ``log_metrics`` call becomes one row. Rows are kept in memory and
@@ -37,40 +37,10 @@ class CSVLogger(Logger):
         name: str = "logs",
         version: int | str | None = None,
     ) -> None:
-        self._save_dir = os.fspath(save_dir)
-        self._name = name
-        self._requested_version = version
-        self._version: int | str | None = None
+        super().__init__(save_dir, name, version)
         self._pending: list[dict[str, float]] = []
         # The header of metrics.csv as it is on disk; None until first read.
         self._file_columns: list[str] | None = None
-
-    @property
-    def name(self) -> str:
-        """The experiment name: the folder under ``save_dir`` that holds the versions."""
-        return self._name
-
-    @property
-    def save_dir(self) -> str:
-        """The root folder passed by the user."""
-        return self._save_dir
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Keep writing to the checkpoint's version folder (a resumed run's logs continue).
-
-        Args:
-            state: what ``state_dict`` returned when the checkpoint was saved.
-        """
-        if self._version is None:
-            self._requested_version = state["version"]
-
-    @property
-    def version(self) -> int | str:
-        """The run's version; the first access claims and creates its folder."""
-        if self._version is None:
-            root = os.path.join(self._save_dir, self._name)
-            self._version, _ = _claim_version_dir(root, self._requested_version)
-        return self._version
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         """Buffer one row; it is written at the next ``save()``.

@@ -7,14 +7,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from trainkit.loggers._event_file import EventFile
-from trainkit.loggers._files import _claim_version_dir, _write_hparams_yaml
-from trainkit.loggers.base import Logger
+from trainkit.loggers._files import _write_hparams_yaml
+from trainkit.loggers.base import FolderLogger
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
 
 
-class TensorBoardLogger(Logger):
+class TensorBoardLogger(FolderLogger):
     """Write metrics and hyperparameters for TensorBoard.
 
     Each run writes to ``<save_dir>/<name>/version_<N>/`` (or
@@ -37,41 +37,11 @@ class TensorBoardLogger(Logger):
         name: str = "logs",
         version: int | str | None = None,
     ) -> None:
-        self._save_dir = os.fspath(save_dir)
-        self._name = name
-        self._requested_version = version
-        self._version: int | str | None = None
+        super().__init__(save_dir, name, version)
         self._writer: SummaryWriter | None = None
         # Scalars and hparams go through our own event file (see _event_file.py);
         # the SummaryWriter exists only when a user asks for `experiment`.
         self._events: EventFile | None = None
-
-    @property
-    def name(self) -> str:
-        """The experiment name: the folder under ``save_dir`` that holds the versions."""
-        return self._name
-
-    @property
-    def save_dir(self) -> str:
-        """The root folder passed by the user."""
-        return self._save_dir
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Keep writing to the checkpoint's version folder (a resumed run's logs continue).
-
-        Args:
-            state: what ``state_dict`` returned when the checkpoint was saved.
-        """
-        if self._version is None:
-            self._requested_version = state["version"]
-
-    @property
-    def version(self) -> int | str:
-        """The run's version; the first access claims and creates its folder."""
-        if self._version is None:
-            root = os.path.join(self._save_dir, self._name)
-            self._version, _ = _claim_version_dir(root, self._requested_version)
-        return self._version
 
     @property
     def experiment(self) -> SummaryWriter:

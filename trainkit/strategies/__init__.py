@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 
 import torch
 
+from trainkit.messages import did_you_mean
 from trainkit.strategies.base import Strategy
 from trainkit.strategies.single import SingleDeviceStrategy
 
@@ -48,8 +48,7 @@ def resolve_strategy(
         name = "single_device" if len(indices) == 1 else "ddp"
     if name not in STRATEGIES:
         valid = ["auto", *STRATEGIES]
-        close = difflib.get_close_matches(name, valid, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
+        hint = did_you_mean(name, valid)
         if name != strategy:  # "auto" picked a multi-device strategy that does not exist
             raise ValueError(
                 f"devices={devices!r} asks for {len(indices)} devices, which needs a "
@@ -67,8 +66,7 @@ def resolve_strategy(
 
 def _device_type(accelerator: str) -> str:
     if accelerator not in ACCELERATORS:
-        close = difflib.get_close_matches(str(accelerator), ACCELERATORS, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
+        hint = did_you_mean(str(accelerator), ACCELERATORS)
         raise ValueError(
             f"Unknown accelerator {accelerator!r}; valid accelerators are "
             f"{list(ACCELERATORS)}.{hint}"
