@@ -7,7 +7,6 @@ changing the import.
 from __future__ import annotations
 
 import inspect
-import math
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -548,8 +547,3 @@ def loss_from_output(output: Any, step_index: int) -> torch.Tensor:
             "torch.no_grad(), detached, or are all parameters frozen?)."
         )
     return loss
-
-
-def is_finite_number(value: float) -> bool:
-    """Whether ``value`` is neither NaN nor infinite."""
-    return not (math.isnan(value) or math.isinf(value))
