@@ -19,13 +19,14 @@ import argparse
 import json
 import os
 import platform
-import shlex
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import _report  # benchmarks/_report.py, beside this script
 
 TARGET_DIFFERENCE_S = 0.25
 HEAVY_MODULES = ("tensorboard", "omegaconf", "tqdm", "yaml")
@@ -74,12 +75,6 @@ def top_level(names: list[str]) -> list[str]:
     return sorted({name.split(".")[0] for name in names})
 
 
-def exact_command() -> str:
-    command = shlex.join([sys.executable, *sys.argv])
-    pythonpath = os.environ.get("PYTHONPATH")
-    return f"PYTHONPATH={shlex.quote(pythonpath)} {command}" if pythonpath else command
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -90,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeats < 1:
         parser.error("--repeats must be >= 1.")
 
-    command = exact_command()
+    command = _report.exact_command()
     info = {
         "platform": platform.platform(),
         "python": platform.python_version(),

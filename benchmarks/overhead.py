@@ -24,16 +24,14 @@ import contextlib
 import gc
 import json
 import os
-import platform
-import shlex
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
+import _report  # benchmarks/_report.py, beside this script
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -199,22 +197,6 @@ def check_same_parameters(results: dict[str, list[torch.Tensor]]) -> None:
 
 
 # ---------------------------------------------------------------- reporting
-def machine_info() -> dict[str, Any]:
-    return {
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "cpu_count": os.cpu_count(),
-        "trainkit": f"{trainkit.__version__} ({Path(trainkit.__file__).parent})",
-    }
-
-
-def exact_command() -> str:
-    command = shlex.join([sys.executable, *sys.argv])
-    pythonpath = os.environ.get("PYTHONPATH")
-    return f"PYTHONPATH={shlex.quote(pythonpath)} {command}" if pythonpath else command
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -230,8 +212,8 @@ def main(argv: list[str] | None = None) -> int:
 
     # One thread: less noise, and bit-identical results across variants.
     torch.set_num_threads(1)
-    info = machine_info()
-    command = exact_command()
+    info = _report.machine_info()
+    command = _report.exact_command()
     steps = -(-args.samples // BATCH_SIZE)
     print(f"command: {command}")
     for key, value in info.items():

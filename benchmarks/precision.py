@@ -19,9 +19,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
-import platform
-import shlex
 import statistics
 import sys
 import tempfile
@@ -29,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import _report  # benchmarks/_report.py, beside this script
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -138,23 +136,11 @@ def machine_info() -> dict[str, Any]:
     cpuinfo = Path("/proc/cpuinfo")
     words = set(cpuinfo.read_text().split()) if cpuinfo.exists() else set()
     wanted = ("avx512f", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16")
-    return {
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpu_flags (bf16-related)": " ".join(f for f in wanted if f in words) or "none",
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "cpu_count": os.cpu_count(),
-        "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else "not available",
-        "trainkit": f"{trainkit.__version__} ({Path(trainkit.__file__).parent})",
-    }
-
-
-def exact_command() -> str:
-    command = shlex.join([sys.executable, *sys.argv])
-    pythonpath = os.environ.get("PYTHONPATH")
-    return f"PYTHONPATH={shlex.quote(pythonpath)} {command}" if pythonpath else command
+    cuda = torch.cuda.get_device_name() if torch.cuda.is_available() else "not available"
+    return _report.machine_info(
+        **{"cpu_flags (bf16-related)": " ".join(f for f in wanted if f in words) or "none"},
+        cuda=cuda,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
 
     info = machine_info()  # after set_num_threads: torch_threads is the count used
     config = dict(batch=BATCH_SIZE, warmup=WARMUP_STEPS, steps=args.steps, repeats=args.repeats)
-    command = exact_command()
+    command = _report.exact_command()
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     print(f"command: {command}")
     for key, value in info.items():
