@@ -266,6 +266,24 @@ def skip_batches(loader: Iterable[Any], skip: int) -> Iterable[Any]:
             "index to skip to. Resume from a checkpoint saved at the end of an epoch "
             "(ModelCheckpoint(every_n_epochs=1)), or use a map-style Dataset."
         )
+    if loader.batch_sampler is not None:
+        return rebuild_dataloader(loader, batch_sampler=_SkipFirst(loader.batch_sampler, skip))
+    return rebuild_dataloader(loader, sampler=_SkipFirst(loader.sampler, skip))
+
+
+def rebuild_dataloader(
+    loader: DataLoader[Any],
+    *,
+    sampler: Iterable[Any] | None = None,
+    batch_sampler: Iterable[Any] | None = None,
+) -> DataLoader[Any]:
+    """A DataLoader like ``loader`` (workers, collate, pinning...) with another sampler.
+
+    Args:
+        loader: the DataLoader to copy the settings of.
+        sampler: a sampler of indices, batched like ``loader`` batches.
+        batch_sampler: or a sampler of whole batches of indices.
+    """
     options: dict[str, Any] = {
         "num_workers": loader.num_workers,
         "collate_fn": loader.collate_fn,
@@ -279,12 +297,16 @@ def skip_batches(loader: Iterable[Any], skip: int) -> Iterable[Any]:
     }
     if loader.num_workers > 0:
         options["prefetch_factor"] = loader.prefetch_factor
-    if loader.batch_sampler is not None:
-        return DataLoader(
-            loader.dataset, batch_sampler=_SkipFirst(loader.batch_sampler, skip), **options
-        )
+    if batch_sampler is not None:
+        return DataLoader(loader.dataset, batch_sampler=batch_sampler, **options)
+    if loader.batch_sampler is None:  # the loader yields single samples
+        return DataLoader(loader.dataset, batch_size=None, sampler=sampler, **options)
     return DataLoader(
-        loader.dataset, batch_size=None, sampler=_SkipFirst(loader.sampler, skip), **options
+        loader.dataset,
+        batch_size=loader.batch_size,
+        drop_last=loader.drop_last,
+        sampler=sampler,
+        **options,
     )
 
 

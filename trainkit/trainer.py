@@ -505,7 +505,10 @@ class Trainer:
             "callbacks": {cb.state_key: cb.state_dict() for cb in self.callbacks},
             "train_metrics": self.train_metrics.state_dict(),
             "callback_metrics": dict(self._callback_metrics),
-            "loggers": [logger.state_dict() for logger in self.loggers],
+            # Only rank 0 logs: reading a logger's version elsewhere would claim a folder.
+            "loggers": [logger.state_dict() for logger in self.loggers]
+            if self.is_global_zero
+            else [],
             "hyper_parameters": checkpoint_io.plain_hparams(module.hparams),
             "config": self.run_config,
         }

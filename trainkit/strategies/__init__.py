@@ -14,10 +14,18 @@ __all__ = ["SingleDeviceStrategy", "Strategy", "resolve_strategy"]
 
 ACCELERATORS = ("auto", "cpu", "cuda", "gpu")
 
+
 # Strategy name -> factory taking the chosen device. Each distributed strategy
 # registers itself here when it lands.
+def _ddp(device: torch.device) -> Strategy:
+    from trainkit.strategies.ddp import DDPStrategy
+
+    return DDPStrategy(device.type)
+
+
 STRATEGIES: dict[str, Callable[[torch.device], Strategy]] = {
     "single_device": SingleDeviceStrategy,
+    "ddp": _ddp,
 }
 
 
@@ -60,6 +68,17 @@ def resolve_strategy(
             f"strategy='single_device' runs on one device, but devices={devices!r} asks for "
             f"{len(indices)}. Pass devices=1."
         )
+    if name == "ddp":
+        from trainkit.launch.environment import detect_environment
+
+        environment = detect_environment()
+        if not environment.launched_externally and len(indices) > 1:
+            raise ValueError(
+                f"devices={devices!r} with strategy='ddp' needs one process per device, "
+                "and this is a single plain Python process. Start it with torchrun: "
+                f"`torchrun --nproc-per-node {len(indices)} your_script.py` (trainkit joins "
+                "the processes torchrun starts; it does not start them itself yet)."
+            )
     device = torch.device(device_type, indices[0]) if device_type == "cuda" else torch.device("cpu")
     return STRATEGIES[name](device)
 

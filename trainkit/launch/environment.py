@@ -1,0 +1,107 @@
+"""Reading rank, world size and the rendezvous address from the process environment.
+
+Under torchrun (and its elastic agent) or SLURM's ``srun``, the processes are
+already started and each one's environment says who it is: trainkit reads it
+and joins the group, launching nothing. Without either, this is a plain
+``python`` process, rank 0 of 1.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ClusterEnvironment:
+    """Who this process is in the job.
+
+    Attributes:
+        global_rank: rank among all processes.
+        local_rank: rank on this machine (selects the GPU).
+        world_size: number of processes.
+        master_addr: host of rank 0, for the rendezvous.
+        master_port: port of the rendezvous.
+        source: "torchrun", "slurm" or "local".
+    """
+
+    global_rank: int
+    local_rank: int
+    world_size: int
+    master_addr: str
+    master_port: int
+    source: str
+
+    @property
+    def launched_externally(self) -> bool:
+        """Whether the processes were started by torchrun or SLURM (trainkit launches none)."""
+        return self.source != "local"
+
+    def export(self) -> None:
+        """Set the variables ``torch.distributed``'s env:// rendezvous reads."""
+        os.environ.update(
+            {
+                "RANK": str(self.global_rank),
+                "LOCAL_RANK": str(self.local_rank),
+                "WORLD_SIZE": str(self.world_size),
+                "MASTER_ADDR": self.master_addr,
+                "MASTER_PORT": str(self.master_port),
+            }
+        )
+
+
+def detect_environment(environ: dict[str, str] | None = None) -> ClusterEnvironment:
+    """Read the environment: torchrun's variables first, then SLURM's, else local.
+
+    Args:
+        environ: the variables to read (default ``os.environ``).
+
+    Example:
+        >>> detect_environment({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1",
+        ...                     "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}).source
+        'torchrun'
+    """
+    env = dict(os.environ if environ is None else environ)
+    if "RANK" in env and "WORLD_SIZE" in env:
+        return ClusterEnvironment(
+            global_rank=int(env["RANK"]),
+            local_rank=int(env.get("LOCAL_RANK", env["RANK"])),
+            world_size=int(env["WORLD_SIZE"]),
+            master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
+            master_port=int(env.get("MASTER_PORT", "29500")),
+            source="torchrun",
+        )
+    if "SLURM_PROCID" in env and "SLURM_NTASKS" in env and env.get("SLURM_JOB_NAME") != "bash":
+        # An interactive `srun --pty bash` is not a training job: stay local there.
+        job_id = int(re.sub(r"\D", "", env.get("SLURM_JOB_ID", "0")) or 0)
+        return ClusterEnvironment(
+            global_rank=int(env["SLURM_PROCID"]),
+            local_rank=int(env.get("SLURM_LOCALID", "0")),
+            world_size=int(env["SLURM_NTASKS"]),
+            master_addr=env.get("MASTER_ADDR") or first_slurm_host(env.get("SLURM_NODELIST", "")),
+            # A port derived from the job id, so that two jobs sharing a node differ.
+            master_port=int(env.get("MASTER_PORT", 10000 + job_id % 20000)),
+            source="slurm",
+        )
+    return ClusterEnvironment(0, 0, 1, "127.0.0.1", 29500, "local")
+
+
+def first_slurm_host(nodelist: str) -> str:
+    """The first host of a SLURM node list (``"node[03-05,09],gpu1"`` -> ``"node03"``).
+
+    Args:
+        nodelist: ``SLURM_NODELIST`` / ``SLURM_JOB_NODELIST``.
+
+    Example:
+        >>> first_slurm_host("node[03-05,09],gpu1")
+        'node03'
+    """
+    if not nodelist:
+        return "127.0.0.1"
+    first = re.split(r",(?![^\[]*\])", nodelist)[0]
+    match = re.match(r"^(.*?)\[([^\]]+)\](.*)$", first)
+    if not match:
+        return first
+    prefix, ranges, suffix = match.groups()
+    return prefix + ranges.split(",")[0].split("-")[0] + suffix

@@ -1,0 +1,185 @@
+"""Distributed data parallel: one process per device, gradients averaged by torch's DDP.
+
+The processes are started by torchrun (or SLURM's srun): this strategy reads who
+it is from the environment (``trainkit.launch``), joins the process group
+through torch's env:// rendezvous, and wraps the module in
+``DistributedDataParallel``. Gloo on CPU, NCCL on CUDA.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import AbstractContextManager
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
+
+from trainkit.data import rebuild_dataloader
+from trainkit.launch.environment import ClusterEnvironment, detect_environment
+from trainkit.strategies.base import ReduceOp, Strategy
+from trainkit.strategies.sampling import EvenSplitSampler
+
+T = TypeVar("T")
+
+_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
+
+
+class _StepModule(nn.Module):
+    """Lets DDP's forward run a step method: ``wrapper("training_step", batch, idx)``.
+
+    DDP prepares gradient synchronisation in its ``forward``; routing the step
+    through it is what makes the backward of ``training_step``'s loss all-reduce.
+    """
+
+    def __init__(self, module: nn.Module) -> None:
+        super().__init__()
+        self.module = module
+
+    def forward(self, method: str, *args: Any) -> Any:
+        return getattr(self.module, method)(*args)
+
+
+class DDPStrategy(Strategy):
+    """DistributedDataParallel over the processes of a torchrun or SLURM job.
+
+    Args:
+        device_type: "cpu" (gloo) or "cuda" (NCCL; the process's device is its local rank).
+        timeout: how long a collective may wait for the other processes before the
+            job fails (instead of hanging forever).
+        find_unused_parameters: passed to DDP (needed when some parameters get no
+            gradient in a step).
+        static_graph: passed to DDP.
+        gradient_as_bucket_view: passed to DDP (saves memory).
+        bucket_cap_mb: passed to DDP.
+        environment: who this process is (default: read from the environment).
+    """
+
+    name = "ddp"
+
+    def __init__(
+        self,
+        device_type: str = "cpu",
+        *,
+        timeout: timedelta = timedelta(minutes=30),
+        find_unused_parameters: bool = False,
+        static_graph: bool = False,
+        gradient_as_bucket_view: bool = False,
+        bucket_cap_mb: float | None = None,
+        environment: ClusterEnvironment | None = None,
+    ) -> None:
+        self.environment = environment or detect_environment()
+        self.device_type = device_type
+        self.timeout = timeout
+        self.ddp_options: dict[str, Any] = {
+            "find_unused_parameters": find_unused_parameters,
+            "static_graph": static_graph,
+            "gradient_as_bucket_view": gradient_as_bucket_view,
+        }
+        if bucket_cap_mb is not None:
+            self.ddp_options["bucket_cap_mb"] = bucket_cap_mb
+
+    @property
+    def root_device(self) -> torch.device:
+        if self.device_type == "cuda":
+            return torch.device("cuda", self.environment.local_rank)
+        return torch.device("cpu")
+
+    @property
+    def global_rank(self) -> int:
+        return self.environment.global_rank
+
+    @property
+    def local_rank(self) -> int:
+        return self.environment.local_rank
+
+    @property
+    def world_size(self) -> int:
+        return self.environment.world_size
+
+    def setup_environment(self) -> None:
+        if self.device_type == "cuda":
+            torch.cuda.set_device(self.root_device)
+        if dist.is_initialized():
+            return
+        self.environment.export()
+        dist.init_process_group(
+            backend="nccl" if self.device_type == "cuda" else "gloo",
+            init_method="env://",
+            timeout=self.timeout,
+        )
+
+    def setup_module(self, module: nn.Module) -> nn.Module:
+        module = module.to(self.root_device)
+        device_ids = [self.root_device.index] if self.device_type == "cuda" else None
+        return DistributedDataParallel(
+            _StepModule(module), device_ids=device_ids, **self.ddp_options
+        )
+
+    def unwrap(self, module: nn.Module) -> nn.Module:
+        if isinstance(module, DistributedDataParallel):
+            inner = module.module
+            return inner.module if isinstance(inner, _StepModule) else inner
+        return module
+
+    def step_function(self, module: nn.Module, name: str) -> Any:
+        if name == "training_step" and isinstance(module, DistributedDataParallel):
+            return lambda *args: module(name, *args)
+        # Evaluation needs no gradient synchronisation: call the module directly.
+        return getattr(self.unwrap(module), name)
+
+    def no_backward_sync(self, module: nn.Module) -> AbstractContextManager[Any]:
+        assert isinstance(module, DistributedDataParallel)
+        return module.no_sync()
+
+    def prepare_dataloader(self, dataloader: DataLoader[Any], *, training: bool) -> DataLoader[Any]:
+        if not isinstance(dataloader, DataLoader):
+            return dataloader
+        if isinstance(dataloader.sampler, DistributedSampler):
+            return dataloader  # the user's own: respected as it is
+        if training:
+            # Every rank draws the same permutation (same seed) and takes its share;
+            # set_epoch (called by the loop) reshuffles each epoch.
+            sampler: Any = DistributedSampler(
+                dataloader.dataset,
+                num_replicas=self.world_size,
+                rank=self.global_rank,
+                shuffle=isinstance(dataloader.sampler, RandomSampler),
+                seed=int(os.environ.get("TRAINKIT_GLOBAL_SEED", "0")),
+                drop_last=dataloader.drop_last,
+            )
+        else:
+            # No padding: each sample is evaluated exactly once across the ranks.
+            length = len(dataloader.dataset)  # type: ignore[arg-type]
+            sampler = EvenSplitSampler(length, self.world_size, self.global_rank)
+        return rebuild_dataloader(dataloader, sampler=sampler)
+
+    # ------------------------------------------------------------ collectives
+    def all_reduce(self, tensor: torch.Tensor, op: ReduceOp = "mean") -> torch.Tensor:
+        result = tensor.detach().clone().to(self.root_device)
+        dist.all_reduce(result, op=_OPS["sum" if op == "mean" else op])
+        return result / self.world_size if op == "mean" else result
+
+    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        tensor = tensor.to(self.root_device).contiguous()
+        gathered = [torch.empty_like(tensor) for _ in range(self.world_size)]
+        dist.all_gather(gathered, tensor)
+        return torch.stack(gathered)
+
+    def broadcast(self, obj: T, src: int = 0) -> T:
+        holder = [obj]
+        dist.broadcast_object_list(holder, src=src)
+        return holder[0]
+
+    def barrier(self, name: str | None = None) -> None:
+        if dist.is_initialized():
+            dist.barrier()
+
+    def teardown(self) -> None:
+        # The group is left up: a later validate/test in the same process reuses it.
+        # destroy_process_group() ends it (trainkit does at interpreter exit).
+        return None
