@@ -1,0 +1,44 @@
+"""DDP over real gloo processes: same answer as one process, rank-0-only writing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.distributed import workers
+from tests.distributed.spawn import run_processes
+
+
+def test_two_processes_at_half_batch_match_one_process_at_full_batch(tmp_path: Path) -> None:
+    ranks = run_processes(workers.train, 2, "ddp", 16, 12, str(tmp_path))
+    (single,) = [workers.train("single_device", 32, 12, None)]
+    assert [r["rank"] for r in ranks] == [0, 1]
+    assert ranks[0]["batches"] == 8  # each rank sees half of the 16 global batches of an epoch
+    for name, expected in single["state"].items():
+        for rank in ranks:
+            torch.testing.assert_close(
+                rank["state"][name],
+                expected,
+                rtol=1e-5,
+                atol=1e-6,
+                msg=f"{name} on rank {rank['rank']}",
+            )
+    # Only rank 0 wrote logs and checkpoints.
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["version_0"]
+    assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
+
+
+def test_validation_over_an_uneven_split_equals_one_process() -> None:
+    ranks = run_processes(workers.validate, 2, "ddp")
+    single = workers.validate("single_device")
+    assert ranks[0] == ranks[1]
+    assert ranks[0] == pytest.approx(single, abs=1e-6)
+
+
+def test_devices_above_one_in_a_plain_process_points_to_torchrun() -> None:
+    import trainkit
+
+    with pytest.raises(ValueError, match="torchrun --nproc-per-node 2"):
+        trainkit.Trainer(accelerator="cpu", devices=2, strategy="ddp")

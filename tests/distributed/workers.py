@@ -1,0 +1,65 @@
+"""Functions the distributed tests run in each process (spawn imports them by name)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, DistributedSampler
+
+import trainkit
+from tests.helpers import QUIET, Classifier, blobs
+
+
+class SyncedClassifier(Classifier):
+    """Logs validation accuracy reduced across processes."""
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        x, y = batch
+        accuracy = (self(x).argmax(dim=1) == y).float().mean()
+        self.log("val/acc", accuracy, sync_dist=True)
+
+
+def train(strategy: str, batch_size: int, steps: int, root: str | None) -> dict[str, Any]:
+    """Train the blob classifier; DDP shuffles with a DistributedSampler seeded by ``seed``."""
+    torch.manual_seed(0)
+    model = Classifier(lr=0.2)
+    data = blobs(256, seed=0)
+    if strategy == "ddp":
+        loader: Any = DataLoader(data, batch_size=batch_size, shuffle=True)  # automatic sampler
+    else:
+        # The same permutation a DistributedSampler draws, as one process's order.
+        sampler = DistributedSampler(data, num_replicas=1, rank=0, shuffle=True, seed=7)
+        loader = DataLoader(data, batch_size=batch_size, sampler=sampler)
+    options = {**QUIET, "enable_checkpointing": root is not None}
+    if root is not None:
+        options["logger"] = trainkit.loggers.CSVLogger(root)
+    trainer = trainkit.Trainer(
+        max_steps=steps,
+        strategy=strategy,
+        seed=7,
+        log_every_n_steps=1,
+        default_root_dir=root,
+        **options,
+    )
+    trainer.fit(model, loader)
+    return {
+        "rank": trainer.strategy.global_rank,
+        "state": {k: v.clone() for k, v in model.state_dict().items()},
+        "batches": trainer.num_training_batches,
+    }
+
+
+def validate(strategy: str) -> float:
+    model = SyncedClassifier()
+    torch.manual_seed(3)
+    for parameter in model.parameters():
+        torch.nn.init.normal_(parameter)
+    trainer = trainkit.Trainer(strategy=strategy, **QUIET)
+    data = DataLoader(blobs(103, seed=5), batch_size=10)  # 103: not divisible by 2
+    return trainer.validate(model, data)[0]["val/acc"]
+
+
+def unused(path: Path) -> None:  # pragma: no cover - keeps Path imported for typing
+    del path
