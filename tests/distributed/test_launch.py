@@ -1,0 +1,60 @@
+"""The same script under torchrun; a failing rank ends every rank promptly."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.distributed.spawn import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = str(ROOT / "tests" / "distributed" / "script.py")
+
+
+def _torchrun(root: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--master-port",
+        str(free_port()),
+        SCRIPT,
+        "--root",
+        str(root),
+        *extra,
+    ]
+    return subprocess.run(
+        command,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+def test_under_torchrun_both_ranks_train_and_only_rank_zero_writes(tmp_path: Path) -> None:
+    result = _torchrun(tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    # 128 samples, 16 per rank and step: 4 steps an epoch, 3 epochs, on both ranks.
+    assert (tmp_path / "rank0.txt").read_text() == "12"
+    assert (tmp_path / "rank1.txt").read_text() == "12"
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["version_0"]
+    assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
+
+
+def test_a_rank_raising_ends_the_run_quickly_with_its_traceback(tmp_path: Path) -> None:
+    start = time.monotonic()
+    result = _torchrun(tmp_path, "--fail-rank", "1")
+    elapsed = time.monotonic() - start
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert elapsed < 60, f"took {elapsed:.0f} s"
+    assert "deliberate failure on rank 1 at step 5" in output
+    assert "Traceback" in output
+    assert not (tmp_path / "rank0.txt").exists() and not (tmp_path / "rank1.txt").exists()
