@@ -58,3 +58,37 @@ def test_a_rank_raising_ends_the_run_quickly_with_its_traceback(tmp_path: Path) 
     assert "deliberate failure on rank 1 at step 5" in output
     assert "Traceback" in output
     assert not (tmp_path / "rank0.txt").exists() and not (tmp_path / "rank1.txt").exists()
+
+
+def test_two_nodes_of_one_process_through_torchrun_rendezvous(tmp_path: Path) -> None:
+    port = free_port()
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "2",
+        "--nproc-per-node",
+        "1",
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        f"127.0.0.1:{port}",
+        "--rdzv-id",
+        "trainkit-test",
+        SCRIPT,
+        "--root",
+        str(tmp_path),
+    ]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    nodes = [
+        subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        for _ in range(2)
+    ]
+    outputs = [node.communicate(timeout=240)[0] for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], "\n".join(o[-2000:] for o in outputs)
+    assert (tmp_path / "rank0.txt").read_text() == "12"
+    assert (tmp_path / "rank1.txt").read_text() == "12"
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["version_0"]
