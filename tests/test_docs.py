@@ -66,7 +66,7 @@ def test_trainkit_commands_in_bash_blocks_check(
 ) -> None:
     commands = []
     for block in _blocks(page, "bash"):
-        for line in block.splitlines():
+        for line in block.replace("\\\n", " ").splitlines():  # join continued lines
             line = line.split(" #", 1)[0].strip()
             for part in line.split("&&"):
                 words = shlex.split(part.strip())
