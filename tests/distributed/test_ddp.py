@@ -37,8 +37,11 @@ def test_validation_over_an_uneven_split_equals_one_process() -> None:
     assert ranks[0] == pytest.approx(single, abs=1e-6)
 
 
-def test_devices_above_one_in_a_plain_process_points_to_torchrun() -> None:
+def test_an_interactive_session_cannot_be_re_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
     import trainkit
 
-    with pytest.raises(ValueError, match="torchrun --nproc-per-node 2"):
+    monkeypatch.setattr(sys, "argv", ["-c"])
+    with pytest.raises(RuntimeError, match=r"cannot be re-run.*torchrun --nproc-per-node 2"):
         trainkit.Trainer(accelerator="cpu", devices=2, strategy="ddp")

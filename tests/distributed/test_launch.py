@@ -92,3 +92,18 @@ def test_two_nodes_of_one_process_through_torchrun_rendezvous(tmp_path: Path) ->
     assert (tmp_path / "rank0.txt").read_text() == "12"
     assert (tmp_path / "rank1.txt").read_text() == "12"
     assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["version_0"]
+
+
+def test_plain_python_with_two_devices_starts_the_second_process(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, SCRIPT, "--root", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert (tmp_path / "rank0.txt").read_text() == "12"
+    assert (tmp_path / "rank1.txt").read_text() == "12"
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["version_0"]

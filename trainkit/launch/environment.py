@@ -23,7 +23,8 @@ class ClusterEnvironment:
         world_size: number of processes.
         master_addr: host of rank 0, for the rendezvous.
         master_port: port of the rendezvous.
-        source: "torchrun", "slurm" or "local".
+        source: "torchrun", "slurm", "trainkit" (rank 0 of workers trainkit
+            started, see ``trainkit.launch.launcher``) or "local".
     """
 
     global_rank: int
@@ -36,7 +37,7 @@ class ClusterEnvironment:
     @property
     def launched_externally(self) -> bool:
         """Whether the processes were started by torchrun or SLURM (trainkit launches none)."""
-        return self.source != "local"
+        return self.source in ("torchrun", "slurm")
 
     def export(self) -> None:
         """Set the variables ``torch.distributed``'s env:// rendezvous reads."""

@@ -18,9 +18,19 @@ ACCELERATORS = ("auto", "cpu", "cuda", "gpu")
 # Strategy name -> factory taking the chosen device. Each distributed strategy
 # registers itself here when it lands.
 def _ddp(device: torch.device) -> Strategy:
+    return _ddp_for(device.type, 1)
+
+
+def _ddp_for(device_type: str, num_processes: int) -> Strategy:
+    """DDP over this job's processes; in a plain process, start the others first."""
+    from trainkit.launch.environment import detect_environment
+    from trainkit.launch.launcher import launch_local_workers
     from trainkit.strategies.ddp import DDPStrategy
 
-    return DDPStrategy(device.type)
+    environment = detect_environment()
+    if not environment.launched_externally and num_processes > 1:
+        environment = launch_local_workers(num_processes)
+    return DDPStrategy(device_type, environment=environment)
 
 
 STRATEGIES: dict[str, Callable[[torch.device], Strategy]] = {
@@ -69,16 +79,7 @@ def resolve_strategy(
             f"{len(indices)}. Pass devices=1."
         )
     if name == "ddp":
-        from trainkit.launch.environment import detect_environment
-
-        environment = detect_environment()
-        if not environment.launched_externally and len(indices) > 1:
-            raise ValueError(
-                f"devices={devices!r} with strategy='ddp' needs one process per device, "
-                "and this is a single plain Python process. Start it with torchrun: "
-                f"`torchrun --nproc-per-node {len(indices)} your_script.py` (trainkit joins "
-                "the processes torchrun starts; it does not start them itself yet)."
-            )
+        return _ddp_for(device_type, len(indices))
     device = torch.device(device_type, indices[0]) if device_type == "cuda" else torch.device("cpu")
     return STRATEGIES[name](device)
 
