@@ -8,9 +8,20 @@ omegaconf, tqdm) are imported only when a feature that needs them is used, so
 from trainkit.callbacks.base import Callback
 from trainkit.data import DataModule
 from trainkit.module import Module
+from trainkit.rank_zero import rank_zero_only, rank_zero_print, rank_zero_warn
 from trainkit.seed import seed_everything
 from trainkit.trainer import Trainer
 
 __version__ = "0.1.0"
 
-__all__ = ["Callback", "DataModule", "Module", "Trainer", "__version__", "seed_everything"]
+__all__ = [
+    "Callback",
+    "DataModule",
+    "Module",
+    "Trainer",
+    "__version__",
+    "rank_zero_only",
+    "rank_zero_print",
+    "rank_zero_warn",
+    "seed_everything",
+]
