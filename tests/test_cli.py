@@ -134,3 +134,25 @@ def test_python_dash_m_runs_the_same_command() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "class_path: tests.helpers.Classifier" in result.stdout
+
+
+def test_ddp_over_two_processes_from_the_command_line(tmp_path: Path) -> None:
+    # A subprocess: the launcher re-runs the command line for rank 1, and inside
+    # pytest that command line would be pytest itself.
+    command = [
+        sys.executable,
+        "-m",
+        "trainkit",
+        "fit",
+        CONFIG,
+        "trainer.devices=2",
+        "trainer.strategy=ddp",
+        f"trainer.default_root_dir={tmp_path}",
+    ]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["version_0"]
+    checkpoint = load(tmp_path / "checkpoints" / "last.ckpt")
+    # 512 samples, 32 per rank and step, 2 ranks: 8 steps an epoch, 2 epochs.
+    assert checkpoint["loop"]["global_step"] == 16
+    assert checkpoint["config"]["trainer"]["strategy"] == "ddp"
