@@ -18,10 +18,15 @@ import tempfile
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
+
+from trainkit.seed import capture_rng_states, restore_rng_states
+
+if TYPE_CHECKING:
+    from trainkit.trainer import Trainer
 
 #: Marks a dict as a trainkit checkpoint; bumped when the layout changes.
 FORMAT = "trainkit-checkpoint"
@@ -241,3 +246,91 @@ def _first_line(error: BaseException) -> str:
         if "WeightsUnpickler error" in line:
             return line
     return lines[0] if lines else type(error).__name__
+
+
+# ------------------------------------------------------------ a run's state
+def collect_state(trainer: Trainer) -> dict[str, Any]:
+    """The full training state of ``trainer``'s run, as a weights-only-safe dict.
+
+    Args:
+        trainer: the running Trainer.
+    """
+    module = trainer.module
+    checkpoint: dict[str, Any] = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "versions": {"trainkit": _trainkit_version(), "torch": str(torch.__version__)},
+        "lineage": trainer.lineage,
+        "loop": {**trainer.state.state_dict(), "batches_seen": trainer.batches_seen},
+        "rng": capture_rng_states(),
+        "state_dict": module.state_dict(),
+        "optimizer_states": [optimizer.state_dict() for optimizer in trainer.optimizers],
+        "lr_schedulers": [c.scheduler.state_dict() for c in trainer.lr_scheduler_configs],
+        "callbacks": {cb.state_key: cb.state_dict() for cb in trainer.callbacks},
+        "train_metrics": trainer.train_metrics.state_dict(),
+        "callback_metrics": dict(trainer._callback_metrics),
+        # Only rank 0 logs: reading a logger's version elsewhere would claim a folder.
+        "loggers": [logger.state_dict() for logger in trainer.loggers]
+        if trainer.is_global_zero
+        else [],
+        "hyper_parameters": plain_hparams(module.hparams),
+        "config": trainer.run_config,
+    }
+    if trainer.datamodule is not None:
+        checkpoint["datamodule"] = trainer.datamodule.state_dict()
+    module.on_save_checkpoint(checkpoint)
+    for callback in trainer.callbacks:
+        callback.on_save_checkpoint(trainer, module, checkpoint)
+    return checkpoint
+
+
+def restore_state(trainer: Trainer, checkpoint: dict[str, Any], source: str) -> None:
+    """Put ``trainer``'s run back in the state ``checkpoint`` was saved in.
+
+    Args:
+        trainer: the Trainer, set up for fit (module, optimizers, callbacks).
+        checkpoint: a loaded checkpoint.
+        source: where it came from, for messages.
+    """
+    module = trainer.module
+    module.on_load_checkpoint(checkpoint)
+    for callback in trainer.callbacks:
+        callback.on_load_checkpoint(trainer, module, checkpoint)
+    load_module_state(module, checkpoint["state_dict"], source)
+    saved_optimizers = checkpoint["optimizer_states"]
+    if len(saved_optimizers) != len(trainer.optimizers):
+        raise CheckpointError(
+            f"The checkpoint {source} has {len(saved_optimizers)} optimizer states, but "
+            f"configure_optimizers returned {len(trainer.optimizers)} optimizers."
+        )
+    for optimizer, saved in zip(trainer.optimizers, saved_optimizers, strict=True):
+        optimizer.load_state_dict(saved)
+    saved_schedulers = checkpoint["lr_schedulers"]
+    if len(saved_schedulers) != len(trainer.lr_scheduler_configs):
+        raise CheckpointError(
+            f"The checkpoint {source} has {len(saved_schedulers)} LR scheduler states, "
+            f"but configure_optimizers returned {len(trainer.lr_scheduler_configs)}."
+        )
+    for config, saved in zip(trainer.lr_scheduler_configs, saved_schedulers, strict=True):
+        config.scheduler.load_state_dict(saved)
+    callback_states = checkpoint.get("callbacks", {})
+    for callback in trainer.callbacks:
+        if callback.state_key in callback_states:
+            callback.load_state_dict(callback_states[callback.state_key])
+    loop_state = checkpoint["loop"]
+    trainer.state.load_state_dict(loop_state)
+    trainer.batches_seen = int(loop_state.get("batches_seen", 0))
+    trainer.lineage = checkpoint.get("lineage") or trainer.lineage
+    trainer.train_metrics.load_state_dict(checkpoint.get("train_metrics", {}))
+    trainer._callback_metrics = dict(checkpoint.get("callback_metrics", {}))
+    for logger, saved in zip(trainer.loggers, checkpoint.get("loggers", []), strict=False):
+        logger.load_state_dict(saved)
+    if trainer.datamodule is not None and "datamodule" in checkpoint:
+        trainer.datamodule.load_state_dict(checkpoint["datamodule"])
+    restore_rng_states(checkpoint["rng"])
+
+
+def _trainkit_version() -> str:
+    from trainkit import __version__
+
+    return __version__

@@ -31,9 +31,7 @@ from trainkit.optim import LRSchedulerConfig, parse_optimizers
 from trainkit.options import LoopOptions
 from trainkit.preemption import Preemption
 from trainkit.seed import (
-    capture_rng_states,
     isolated_rng,
-    restore_rng_states,
     seed_everything,
     set_deterministic,
 )
@@ -175,7 +173,8 @@ class Trainer:
         self._step_hook: Any = None
         self._callback_metrics: dict[str, Number] = {}
         self.logged_metrics: dict[str, float] = {}
-        self._datamodule: DataModule | None = None
+        #: The DataModule of the current run, if it has one.
+        self.datamodule: DataModule | None = None
         #: Identifies a training run across its resumes (saved in its checkpoints).
         self.lineage: str | None = None
         #: The resolved configuration of a run started from a config (saved in checkpoints).
@@ -483,80 +482,12 @@ class Trainer:
         Args:
             path: the file to write.
         """
-        self.strategy.save_checkpoint(self._collect_checkpoint(), path)
+        self.strategy.save_checkpoint(checkpoint_io.collect_state(self), path)
 
     def save_preemption_checkpoint(self) -> None:
         """Save ``last.ckpt`` after a preemption signal and mark the run preempted."""
         self.save_checkpoint(self._last_checkpoint_paths()[0])
         self.preempted = True
-
-    def _collect_checkpoint(self) -> dict[str, Any]:
-        module = self.module
-        checkpoint: dict[str, Any] = {
-            "format": checkpoint_io.FORMAT,
-            "format_version": checkpoint_io.FORMAT_VERSION,
-            "versions": {"trainkit": _version(), "torch": str(torch.__version__)},
-            "lineage": self.lineage,
-            "loop": {**self.state.state_dict(), "batches_seen": self.batches_seen},
-            "rng": capture_rng_states(),
-            "state_dict": module.state_dict(),
-            "optimizer_states": [optimizer.state_dict() for optimizer in self.optimizers],
-            "lr_schedulers": [c.scheduler.state_dict() for c in self.lr_scheduler_configs],
-            "callbacks": {cb.state_key: cb.state_dict() for cb in self.callbacks},
-            "train_metrics": self.train_metrics.state_dict(),
-            "callback_metrics": dict(self._callback_metrics),
-            # Only rank 0 logs: reading a logger's version elsewhere would claim a folder.
-            "loggers": [logger.state_dict() for logger in self.loggers]
-            if self.is_global_zero
-            else [],
-            "hyper_parameters": checkpoint_io.plain_hparams(module.hparams),
-            "config": self.run_config,
-        }
-        if self._datamodule is not None:
-            checkpoint["datamodule"] = self._datamodule.state_dict()
-        module.on_save_checkpoint(checkpoint)
-        for callback in self.callbacks:
-            callback.on_save_checkpoint(self, module, checkpoint)
-        return checkpoint
-
-    def _restore(self, checkpoint: dict[str, Any], source: str) -> None:
-        """Put a run back in the state ``checkpoint`` was saved in."""
-        module = self.module
-        module.on_load_checkpoint(checkpoint)
-        for callback in self.callbacks:
-            callback.on_load_checkpoint(self, module, checkpoint)
-        checkpoint_io.load_module_state(module, checkpoint["state_dict"], source)
-        saved_optimizers = checkpoint["optimizer_states"]
-        if len(saved_optimizers) != len(self.optimizers):
-            raise checkpoint_io.CheckpointError(
-                f"The checkpoint {source} has {len(saved_optimizers)} optimizer states, but "
-                f"configure_optimizers returned {len(self.optimizers)} optimizers."
-            )
-        for optimizer, saved in zip(self.optimizers, saved_optimizers, strict=True):
-            optimizer.load_state_dict(saved)
-        saved_schedulers = checkpoint["lr_schedulers"]
-        if len(saved_schedulers) != len(self.lr_scheduler_configs):
-            raise checkpoint_io.CheckpointError(
-                f"The checkpoint {source} has {len(saved_schedulers)} LR scheduler states, "
-                f"but configure_optimizers returned {len(self.lr_scheduler_configs)}."
-            )
-        for config, saved in zip(self.lr_scheduler_configs, saved_schedulers, strict=True):
-            config.scheduler.load_state_dict(saved)
-        callback_states = checkpoint.get("callbacks", {})
-        for callback in self.callbacks:
-            if callback.state_key in callback_states:
-                callback.load_state_dict(callback_states[callback.state_key])
-        loop_state = checkpoint["loop"]
-        self.state.load_state_dict(loop_state)
-        self.batches_seen = int(loop_state.get("batches_seen", 0))
-        self.lineage = checkpoint.get("lineage") or self.lineage
-        self.train_metrics.load_state_dict(checkpoint.get("train_metrics", {}))
-        self._callback_metrics = dict(checkpoint.get("callback_metrics", {}))
-        for logger, saved in zip(self.loggers, checkpoint.get("loggers", []), strict=False):
-            logger.load_state_dict(saved)
-        if self._datamodule is not None and "datamodule" in checkpoint:
-            self._datamodule.load_state_dict(checkpoint["datamodule"])
-        restore_rng_states(checkpoint["rng"])
 
     def _resolve_ckpt_path(self, ckpt_path: str | os.PathLike[str] | None) -> Path | None:
         if ckpt_path is None:
@@ -701,7 +632,7 @@ class Trainer:
         # Read the checkpoint first: a damaged file should fail before any setup work.
         resume_from = self._resolve_ckpt_path(ckpt_path)
         checkpoint = self.strategy.load_checkpoint(resume_from) if resume_from else None
-        self._datamodule = datamodule
+        self.datamodule = datamodule
         train_loader = self._train_loader(model, train_dataloaders, datamodule)
         self.num_training_batches = limit_batches(
             num_batches(train_loader), self.options.limit_train_batches, "limit_train_batches"
@@ -722,7 +653,7 @@ class Trainer:
         self.lineage = uuid.uuid4().hex
         self.preempted = False
         if checkpoint is not None:
-            self._restore(checkpoint, str(resume_from))
+            checkpoint_io.restore_state(self, checkpoint, str(resume_from))
         if self.is_global_zero and model.hparams:
             for logger in self.loggers:
                 logger.log_hyperparams(dict(model.hparams))
@@ -870,12 +801,6 @@ class Trainer:
 
 
 # ---------------------------------------------------------------- helpers
-def _version() -> str:
-    from trainkit import __version__
-
-    return __version__
-
-
 def _overrides(obj: object, name: str, base: type = Module) -> bool:
     return getattr(type(obj), name, None) is not getattr(base, name, None)
 
