@@ -14,6 +14,7 @@ import os
 import uuid
 import warnings
 from collections.abc import Callable, Iterable, Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -51,6 +52,9 @@ class Trainer:
         accelerator: "cpu", "cuda" (alias "gpu") or "auto" (CUDA when available).
         devices: how many devices (or a list of CUDA indices); "auto" is one.
         strategy: "auto", a strategy name, or a :class:`~trainkit.strategies.Strategy`.
+        process_group_timeout: seconds a collective waits for the other processes
+            before the job fails with an error (instead of hanging); for
+            multi-process strategies.
         precision: numeric precision; "32-true" (full float32) is the default.
         callbacks: callbacks, called in this order after the Module's own hooks.
         logger: True for a TensorBoard logger under ``default_root_dir``, False for
@@ -96,6 +100,7 @@ class Trainer:
         accelerator: str = "auto",
         devices: int | list[int] | str = "auto",
         strategy: str | Strategy = "auto",
+        process_group_timeout: float = 1800.0,
         precision: str | int = "32-true",
         callbacks: Callback | list[Callback] | None = None,
         logger: bool | Logger | list[Logger] | None = True,
@@ -136,7 +141,14 @@ class Trainer:
         self.fast_dev_run = _fast_dev_run_batches(fast_dev_run)
         if self.fast_dev_run:
             self.options = self.options.for_fast_dev_run(self.fast_dev_run)
-        self.strategy = resolve_strategy(strategy, accelerator, devices)
+        if not process_group_timeout > 0:
+            raise ValueError(
+                f"process_group_timeout={process_group_timeout!r} must be a positive number "
+                "of seconds."
+            )
+        self.strategy = resolve_strategy(
+            strategy, accelerator, devices, timeout=timedelta(seconds=process_group_timeout)
+        )
         self.default_root_dir = os.fspath(default_root_dir or os.getcwd())
         self.callbacks = _build_callbacks(
             callbacks,

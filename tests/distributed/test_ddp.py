@@ -45,3 +45,17 @@ def test_an_interactive_session_cannot_be_re_run(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(sys, "argv", ["-c"])
     with pytest.raises(RuntimeError, match=r"cannot be re-run.*torchrun --nproc-per-node 2"):
         trainkit.Trainer(accelerator="cpu", devices=2, strategy="ddp")
+
+
+def test_the_process_group_timeout_is_a_trainer_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import timedelta
+
+    import trainkit
+
+    # As under torchrun with one process: nothing is launched.
+    for key, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"}.items():
+        monkeypatch.setenv(key, value)
+    trainer = trainkit.Trainer(accelerator="cpu", strategy="ddp", process_group_timeout=7)
+    assert trainer.strategy.timeout == timedelta(seconds=7)  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="process_group_timeout=0 must be a positive"):
+        trainkit.Trainer(accelerator="cpu", strategy="ddp", process_group_timeout=0)

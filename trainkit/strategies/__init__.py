@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 
 import torch
 
@@ -18,10 +19,10 @@ ACCELERATORS = ("auto", "cpu", "cuda", "gpu")
 # Strategy name -> factory taking the chosen device. Each distributed strategy
 # registers itself here when it lands.
 def _ddp(device: torch.device) -> Strategy:
-    return _ddp_for(device.type, 1)
+    return _ddp_for(device.type, 1, timedelta(minutes=30))
 
 
-def _ddp_for(device_type: str, num_processes: int) -> Strategy:
+def _ddp_for(device_type: str, num_processes: int, timeout: timedelta) -> Strategy:
     """DDP over this job's processes; in a plain process, start the others first."""
     from trainkit.launch.environment import detect_environment
     from trainkit.launch.launcher import launch_local_workers
@@ -30,7 +31,7 @@ def _ddp_for(device_type: str, num_processes: int) -> Strategy:
     environment = detect_environment()
     if not environment.launched_externally and num_processes > 1:
         environment = launch_local_workers(num_processes)
-    return DDPStrategy(device_type, environment=environment)
+    return DDPStrategy(device_type, environment=environment, timeout=timeout)
 
 
 STRATEGIES: dict[str, Callable[[torch.device], Strategy]] = {
@@ -40,7 +41,10 @@ STRATEGIES: dict[str, Callable[[torch.device], Strategy]] = {
 
 
 def resolve_strategy(
-    strategy: str | Strategy, accelerator: str, devices: int | list[int] | str
+    strategy: str | Strategy,
+    accelerator: str,
+    devices: int | list[int] | str,
+    timeout: timedelta = timedelta(minutes=30),
 ) -> Strategy:
     """Build the strategy for the requested accelerator, devices and strategy name.
 
@@ -48,6 +52,7 @@ def resolve_strategy(
         strategy: a Strategy instance, "auto", or a registered name.
         accelerator: "auto", "cpu", "cuda" (or its alias "gpu").
         devices: "auto", a device count, or a list of CUDA device indices.
+        timeout: how long collectives wait for other processes (multi-process strategies).
 
     Example:
         >>> resolve_strategy("auto", "cpu", 1).root_device
@@ -79,7 +84,7 @@ def resolve_strategy(
             f"{len(indices)}. Pass devices=1."
         )
     if name == "ddp":
-        return _ddp_for(device_type, len(indices))
+        return _ddp_for(device_type, len(indices), timeout)
     device = torch.device(device_type, indices[0]) if device_type == "cuda" else torch.device("cpu")
     return STRATEGIES[name](device)
 
