@@ -276,6 +276,7 @@ def rebuild_dataloader(
     *,
     sampler: Iterable[Any] | None = None,
     batch_sampler: Iterable[Any] | None = None,
+    **overrides: Any,
 ) -> DataLoader[Any]:
     """A DataLoader like ``loader`` (workers, collate, pinning...) with another sampler.
 
@@ -283,6 +284,7 @@ def rebuild_dataloader(
         loader: the DataLoader to copy the settings of.
         sampler: a sampler of indices, batched like ``loader`` batches.
         batch_sampler: or a sampler of whole batches of indices.
+        **overrides: other DataLoader settings to change (e.g. ``worker_init_fn``).
     """
     options: dict[str, Any] = {
         "num_workers": loader.num_workers,
@@ -297,6 +299,7 @@ def rebuild_dataloader(
     }
     if loader.num_workers > 0:
         options["prefetch_factor"] = loader.prefetch_factor
+    options.update(overrides)
     if batch_sampler is not None:
         return DataLoader(loader.dataset, batch_sampler=batch_sampler, **options)
     if loader.batch_sampler is None:  # the loader yields single samples
@@ -327,3 +330,28 @@ def loader_generators(loader: Iterable[Any]) -> list[torch.Generator]:
         if isinstance(generator, torch.Generator):
             found[id(generator)] = generator
     return list(found.values())
+
+
+def with_worker_seeding(loader: Iterable[Any]) -> Iterable[Any]:
+    """``loader`` with :func:`trainkit.seed.seed_worker` as its ``worker_init_fn``.
+
+    Only when ``seed_everything(..., workers=True)`` asked for it, the loader has
+    workers, and the user gave no ``worker_init_fn`` of their own.
+
+    Args:
+        loader: a prepared dataloader.
+    """
+    from trainkit.seed import seed_worker, seeding_workers
+
+    if (
+        not seeding_workers()
+        or not isinstance(loader, DataLoader)
+        or loader.num_workers == 0
+        or loader.worker_init_fn is not None
+    ):
+        return loader
+    if loader.batch_sampler is not None:
+        return rebuild_dataloader(
+            loader, batch_sampler=loader.batch_sampler, worker_init_fn=seed_worker
+        )
+    return rebuild_dataloader(loader, sampler=loader.sampler, worker_init_fn=seed_worker)

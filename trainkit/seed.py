@@ -11,11 +11,18 @@ from typing import Any
 import torch
 
 
-def seed_everything(seed: int) -> int:
+def seed_everything(seed: int, workers: bool = False) -> int:
     """Seed Python's, NumPy's (when installed) and torch's random generators.
+
+    Every process gets the same streams (so models start identical on every rank).
+    With ``workers=True``, the Trainer also gives each DataLoader worker a stream
+    of its own, derived from the seed, the global rank and the worker (see
+    :func:`seed_worker`): distinct across ranks and workers, new every epoch, and
+    the same on every run.
 
     Args:
         seed: the seed, an integer in [0, 2**32 - 1].
+        workers: seed DataLoader workers per rank and worker.
 
     Returns:
         The seed.
@@ -29,6 +36,10 @@ def seed_everything(seed: int) -> int:
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
         raise ValueError(f"seed must be an integer in [0, 2**32 - 1], got {seed!r}.")
     os.environ["TRAINKIT_GLOBAL_SEED"] = str(seed)
+    if workers:
+        os.environ["TRAINKIT_SEED_WORKERS"] = "1"
+    else:
+        os.environ.pop("TRAINKIT_SEED_WORKERS", None)
     random.seed(seed)
     try:
         import numpy
@@ -135,3 +146,35 @@ def isolated_rng() -> Iterator[None]:
         yield
     finally:
         restore_rng_states(states)
+
+
+def seed_worker(worker_id: int) -> None:
+    """DataLoader ``worker_init_fn``: seed this worker from its torch seed and the global rank.
+
+    torch already gives worker w of an epoch the seed ``base + w``, with ``base``
+    drawn from the main process's generator: reproducible, but equal on every
+    rank when all ranks were seeded alike. Mixing in the rank makes the streams
+    distinct across ranks too. Python's, NumPy's and torch's generators are seeded.
+
+    Args:
+        worker_id: the worker's index (given by the DataLoader).
+    """
+    import hashlib
+
+    from trainkit.rank_zero import global_rank
+
+    material = f"{torch.initial_seed()}:{global_rank()}:{worker_id}".encode()
+    derived = int.from_bytes(hashlib.sha256(material).digest()[:8], "little")
+    torch.manual_seed(derived)
+    random.seed(derived)
+    try:
+        import numpy
+
+        numpy.random.seed(derived % 2**32)
+    except ImportError:
+        pass
+
+
+def seeding_workers() -> bool:
+    """Whether ``seed_everything(..., workers=True)`` asked for per-worker seeding."""
+    return os.environ.get("TRAINKIT_SEED_WORKERS") == "1"

@@ -24,7 +24,13 @@ from torch import nn
 from trainkit import checkpoint as checkpoint_io
 from trainkit import loop
 from trainkit.callbacks.base import Callback
-from trainkit.data import DataModule, extract_batch_size, limit_batches, num_batches
+from trainkit.data import (
+    DataModule,
+    extract_batch_size,
+    limit_batches,
+    num_batches,
+    with_worker_seeding,
+)
 from trainkit.loggers.base import Logger
 from trainkit.metrics import MetricStore, Number, display_names, to_floats
 from trainkit.module import Module
@@ -757,7 +763,7 @@ class Trainer:
                 "Trainer.fit needs training data: pass train_dataloaders=..., a datamodule, "
                 "or define train_dataloader() on the Module."
             )
-        return self.strategy.prepare_dataloader(loader, training=True)  # type: ignore[arg-type]
+        return self._prepare_loader(loader, training=True)
 
     def _optional_val_loaders(
         self,
@@ -775,10 +781,7 @@ class Trainer:
             loaders = model.val_dataloader()
         if loaders is None:
             return []
-        return [
-            self.strategy.prepare_dataloader(dl, training=False)  # type: ignore[arg-type]
-            for dl in _as_list(loaders)
-        ]
+        return [self._prepare_loader(dl, training=False) for dl in _as_list(loaders)]
 
     def _eval_loaders(
         self,
@@ -797,10 +800,11 @@ class Trainer:
                 f"No {step_name} data: pass dataloaders=..., a datamodule, or define "
                 f"{method}() on the Module."
             )
-        return [
-            self.strategy.prepare_dataloader(dl, training=False)  # type: ignore[arg-type]
-            for dl in _as_list(loaders)
-        ]
+        return [self._prepare_loader(dl, training=False) for dl in _as_list(loaders)]
+
+    def _prepare_loader(self, loader: Iterable[Any], *, training: bool) -> Iterable[Any]:
+        prepared = self.strategy.prepare_dataloader(loader, training=training)  # type: ignore[arg-type]
+        return with_worker_seeding(prepared)
 
     def _limited_totals(
         self, loaders: list[Iterable[Any]], limit: int | float, name: str
