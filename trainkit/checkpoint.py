@@ -297,22 +297,9 @@ def restore_state(trainer: Trainer, checkpoint: dict[str, Any], source: str) -> 
     for callback in trainer.callbacks:
         callback.on_load_checkpoint(trainer, module, checkpoint)
     load_module_state(module, checkpoint["state_dict"], source)
-    saved_optimizers = checkpoint["optimizer_states"]
-    if len(saved_optimizers) != len(trainer.optimizers):
-        raise CheckpointError(
-            f"The checkpoint {source} has {len(saved_optimizers)} optimizer states, but "
-            f"configure_optimizers returned {len(trainer.optimizers)} optimizers."
-        )
-    for optimizer, saved in zip(trainer.optimizers, saved_optimizers, strict=True):
-        optimizer.load_state_dict(saved)
-    saved_schedulers = checkpoint["lr_schedulers"]
-    if len(saved_schedulers) != len(trainer.lr_scheduler_configs):
-        raise CheckpointError(
-            f"The checkpoint {source} has {len(saved_schedulers)} LR scheduler states, "
-            f"but configure_optimizers returned {len(trainer.lr_scheduler_configs)}."
-        )
-    for config, saved in zip(trainer.lr_scheduler_configs, saved_schedulers, strict=True):
-        config.scheduler.load_state_dict(saved)
+    _load_each("optimizer", trainer.optimizers, checkpoint["optimizer_states"], source)
+    schedulers = [config.scheduler for config in trainer.lr_scheduler_configs]
+    _load_each("LR scheduler", schedulers, checkpoint["lr_schedulers"], source)
     callback_states = checkpoint.get("callbacks", {})
     for callback in trainer.callbacks:
         if callback.state_key in callback_states:
@@ -328,6 +315,17 @@ def restore_state(trainer: Trainer, checkpoint: dict[str, Any], source: str) -> 
     if trainer.datamodule is not None and "datamodule" in checkpoint:
         trainer.datamodule.load_state_dict(checkpoint["datamodule"])
     restore_rng_states(checkpoint["rng"])
+
+
+def _load_each(kind: str, targets: list[Any], states: list[Any], source: str) -> None:
+    """``load_state_dict`` into each target, after checking that the counts match."""
+    if len(states) != len(targets):
+        raise CheckpointError(
+            f"The checkpoint {source} has {len(states)} {kind} states, but "
+            f"configure_optimizers returned {len(targets)} {kind}s."
+        )
+    for target, state in zip(targets, states, strict=True):
+        target.load_state_dict(state)
 
 
 def _trainkit_version() -> str:

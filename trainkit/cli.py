@@ -194,15 +194,15 @@ class _SaveConfig(Callback):
 def _save_config(text: str, folder: Path) -> Path:
     """Write ``config.yaml`` in ``folder``, never overwriting a different one."""
     from trainkit.checkpoint import _fsync_folder
+    from trainkit.loggers._files import _atomic_open
 
     folder.mkdir(parents=True, exist_ok=True)
     target, index = folder / "config.yaml", 0
     while target.exists() and target.read_text() != text:
         index += 1
         target = folder / f"config-{index}.yaml"
-    temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    temporary.write_text(text)
-    os.replace(temporary, target)
+    with _atomic_open(str(target)) as file:
+        file.write(text)
     _fsync_folder(folder)
     return target
 

@@ -127,7 +127,7 @@ class MetricStore:
                 continue
             value = entry.step_value
             if sync and entry.sync_dist:
-                value = self._all_reduce(_as_tensor(value), entry.reduce_fx)
+                value = self._all_reduce(as_tensor(value), entry.reduce_fx)
             values[f"{name}_step" if entry.on_epoch else name] = value
         return values
 
@@ -145,9 +145,9 @@ class MetricStore:
             weight: Number = entry.weight
             if entry.sync_dist:
                 op = "sum" if entry.reduce_fx in ("mean", "sum") else entry.reduce_fx
-                total = self._all_reduce(_as_tensor(total), op)
+                total = self._all_reduce(as_tensor(total), op)
                 if entry.reduce_fx == "mean":
-                    weight = self._all_reduce(_as_tensor(float(weight)), "sum")
+                    weight = self._all_reduce(as_tensor(float(weight)), "sum")
             value = total / weight if entry.reduce_fx == "mean" else total
             values[f"{name}_epoch" if entry.on_step else name] = value
         return values
@@ -227,7 +227,12 @@ def to_floats(values: Mapping[str, Number], keys: Iterable[str] | None = None) -
     return {name: float(value) for name, value in wanted.items()}
 
 
-def _as_tensor(value: Number) -> torch.Tensor:
+def as_tensor(value: Number) -> torch.Tensor:
+    """``value`` as a tensor (numbers become 0-dim float tensors).
+
+    Args:
+        value: a tensor or number.
+    """
     return value if isinstance(value, torch.Tensor) else torch.tensor(float(value))
 
 
@@ -249,7 +254,7 @@ def _accumulate(total: Number | None, value: Number, reduce_fx: str, weight: int
         return value.float().clone() if isinstance(value, torch.Tensor) else float(value)
     pick = torch.maximum if reduce_fx == "max" else torch.minimum
     if isinstance(total, torch.Tensor) or isinstance(value, torch.Tensor):
-        return pick(_as_tensor(total).to(_device_of(value, total)), _as_tensor(value))
+        return pick(as_tensor(total).to(_device_of(value, total)), as_tensor(value))
     return max(total, value) if reduce_fx == "max" else min(total, value)
 
 

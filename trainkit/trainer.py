@@ -32,7 +32,7 @@ from trainkit.data import (
     with_worker_seeding,
 )
 from trainkit.loggers.base import Logger
-from trainkit.metrics import MetricStore, Number, display_names, to_floats
+from trainkit.metrics import MetricStore, Number, as_tensor, display_names, to_floats
 from trainkit.module import Module
 from trainkit.optim import LRSchedulerConfig, parse_optimizers
 from trainkit.options import LoopOptions
@@ -408,7 +408,7 @@ class Trainer:
         """Latest value of every logged metric (epoch results and current step values)."""
         values = dict(self._callback_metrics)
         values.update(self.train_metrics.step_values(sync=False))
-        return {name: _as_tensor(value) for name, value in values.items()}
+        return {name: as_tensor(value) for name, value in values.items()}
 
     @property
     def progress_bar_metrics(self) -> dict[str, float]:
@@ -825,10 +825,6 @@ def _as_list(loaders: Iterable[Any] | list[Iterable[Any]]) -> list[Iterable[Any]
     if isinstance(loaders, (list, tuple)):
         return list(loaders)
     return [loaders]
-
-
-def _as_tensor(value: Number) -> torch.Tensor:
-    return value if isinstance(value, torch.Tensor) else torch.tensor(float(value))
 
 
 def _fast_dev_run_batches(fast_dev_run: bool | int) -> int:
