@@ -43,7 +43,7 @@ from trainkit.seed import (
     set_deterministic,
 )
 from trainkit.state import TrainState
-from trainkit.strategies import Strategy, resolve_strategy
+from trainkit.strategies import Strategy, resolve_launcher, resolve_strategy
 
 T = TypeVar("T")
 
@@ -155,6 +155,9 @@ class Trainer:
         self.strategy = resolve_strategy(
             strategy, accelerator, devices, timeout=timedelta(seconds=process_group_timeout)
         )
+        #: Starts the ranks inside fit/validate/test/predict (``ddp_spawn``);
+        #: None when this process is a rank itself.
+        self.launcher = resolve_launcher(strategy, accelerator, devices)
         self.default_root_dir = os.fspath(default_root_dir or os.getcwd())
         self.callbacks = _build_callbacks(
             callbacks,
@@ -224,6 +227,11 @@ class Trainer:
         """
         if isinstance(train_dataloaders, DataModule):
             train_dataloaders, datamodule = None, train_dataloaders
+        if self.launcher is not None:
+            self.launcher.launch(
+                self, "fit", model, train_dataloaders, val_dataloaders, datamodule, ckpt_path
+            )
+            return
         self._run(
             "fit",
             model,
@@ -293,6 +301,10 @@ class Trainer:
         """
         if isinstance(dataloaders, DataModule):
             dataloaders, datamodule = None, dataloaders
+        if self.launcher is not None:
+            return self.launcher.launch(  # type: ignore[no-any-return]
+                self, "predict", model, dataloaders, datamodule, ckpt_path
+            )
 
         def run() -> list[Any]:
             self._load_weights(model, ckpt_path)
@@ -712,6 +724,10 @@ class Trainer:
     ) -> list[dict[str, float]]:
         if isinstance(dataloaders, DataModule):
             dataloaders, datamodule = None, dataloaders
+        if self.launcher is not None:
+            return self.launcher.launch(  # type: ignore[no-any-return]
+                self, stage, model, dataloaders, datamodule, ckpt_path
+            )
         step_name = "validation" if stage == "validate" else "test"
 
         def run() -> list[dict[str, float]]:

@@ -1,7 +1,9 @@
 """A training script for the launch tests: ``torchrun --nproc-per-node 2 script.py --root R``.
 
-Each rank writes ``rank<N>.txt`` with the steps it trained. ``--fail-rank`` makes
-that rank raise at step 5.
+Each rank writes ``rank<N>.txt`` with the steps it trained when training ends;
+the process that called fit writes ``caller.txt`` with the steps its Trainer
+reports and a checksum of its module's weights. ``--fail-rank`` makes that rank
+raise at step 5. ``--strategy ddp_spawn`` starts the ranks from inside fit.
 """
 
 from __future__ import annotations
@@ -29,14 +31,24 @@ class MaybeFailing(Classifier):
         return super().training_step(batch, batch_idx)
 
 
+class RecordRank(trainkit.Callback):
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    def on_train_end(self, trainer: trainkit.Trainer, module: trainkit.Module) -> None:
+        rank = trainer.strategy.global_rank
+        Path(self.root, f"rank{rank}.txt").write_text(str(trainer.global_step))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--root", required=True)
     parser.add_argument("--fail-rank", type=int, default=-1)
+    parser.add_argument("--strategy", default="ddp")
     args = parser.parse_args()
     trainer = trainkit.Trainer(
         max_epochs=3,
-        strategy="ddp",
+        strategy=args.strategy,
         accelerator="cpu",
         devices=2,
         seed=0,
@@ -45,10 +57,13 @@ def main() -> None:
         log_every_n_steps=2,
         enable_progress_bar=False,
         enable_model_summary=False,
+        callbacks=[RecordRank(args.root)],
     )
-    trainer.fit(MaybeFailing(args.fail_rank), DataLoader(blobs(128), batch_size=16, shuffle=True))
-    rank = trainer.strategy.global_rank
-    Path(args.root, f"rank{rank}.txt").write_text(str(trainer.global_step))
+    model = MaybeFailing(args.fail_rank)
+    trainer.fit(model, DataLoader(blobs(128), batch_size=16, shuffle=True))
+    if trainer.is_global_zero:
+        checksum = sum(float(p.double().sum()) for p in model.parameters())
+        Path(args.root, "caller.txt").write_text(f"{trainer.global_step} {checksum!r}")
 
 
 if __name__ == "__main__":

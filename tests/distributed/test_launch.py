@@ -94,16 +94,48 @@ def test_two_nodes_of_one_process_through_torchrun_rendezvous(tmp_path: Path) ->
     assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["version_0"]
 
 
-def test_plain_python_with_two_devices_starts_the_second_process(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, SCRIPT, "--root", str(tmp_path)],
+def _python(root: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, SCRIPT, "--root", str(root), *extra],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=240,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
+
+
+def test_plain_python_with_two_devices_starts_the_second_process(tmp_path: Path) -> None:
+    result = _python(tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert (tmp_path / "rank0.txt").read_text() == "12"
     assert (tmp_path / "rank1.txt").read_text() == "12"
     assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["version_0"]
+    assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
+
+
+def test_spawned_ranks_train_and_hand_the_result_back(tmp_path: Path) -> None:
+    spawned, launched = tmp_path / "spawned", tmp_path / "launched"
+    result = _python(spawned, "--strategy", "ddp_spawn")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert (spawned / "rank0.txt").read_text() == "12"
+    assert (spawned / "rank1.txt").read_text() == "12"
+    assert sorted(p.name for p in (spawned / "logs").iterdir()) == ["version_0"]
+    assert (spawned / "checkpoints" / "last.ckpt").is_file()
+    # The calling process took no part, yet ends with the trained weights and
+    # counters: the same as rank 0 of a `ddp` run from the same seed.
+    reference = _python(launched)
+    assert reference.returncode == 0, reference.stdout[-3000:] + reference.stderr[-3000:]
+    assert (spawned / "caller.txt").read_text() == (launched / "caller.txt").read_text()
+    assert (spawned / "caller.txt").read_text().startswith("12 ")
+
+
+def test_a_spawned_rank_raising_ends_the_run_with_its_traceback(tmp_path: Path) -> None:
+    start = time.monotonic()
+    result = _python(tmp_path, "--strategy", "ddp_spawn", "--fail-rank", "1")
+    elapsed = time.monotonic() - start
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert elapsed < 60, f"took {elapsed:.0f} s"
+    assert "deliberate failure on rank 1 at step 5" in output
+    assert not (tmp_path / "caller.txt").exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -11,7 +12,10 @@ from trainkit.messages import did_you_mean
 from trainkit.strategies.base import Strategy
 from trainkit.strategies.single import SingleDeviceStrategy
 
-__all__ = ["SingleDeviceStrategy", "Strategy", "resolve_strategy"]
+if TYPE_CHECKING:
+    from trainkit.launch.spawn import SpawnLauncher
+
+__all__ = ["SingleDeviceStrategy", "Strategy", "resolve_launcher", "resolve_strategy"]
 
 ACCELERATORS = ("auto", "cpu", "cuda", "gpu")
 
@@ -37,6 +41,7 @@ def _ddp_for(device_type: str, num_processes: int, timeout: timedelta) -> Strate
 STRATEGIES: dict[str, Callable[[torch.device], Strategy]] = {
     "single_device": SingleDeviceStrategy,
     "ddp": _ddp,
+    "ddp_spawn": _ddp,
 }
 
 
@@ -85,8 +90,42 @@ def resolve_strategy(
         )
     if name == "ddp":
         return _ddp_for(device_type, len(indices), timeout)
+    if name == "ddp_spawn":
+        from trainkit.strategies.ddp import DDPStrategy
+
+        # Until the launcher starts the ranks, this process is no rank of the job.
+        return DDPStrategy(device_type, timeout=timeout)
     device = torch.device(device_type, indices[0]) if device_type == "cuda" else torch.device("cpu")
     return STRATEGIES[name](device)
+
+
+def resolve_launcher(
+    strategy: str | Strategy, accelerator: str, devices: int | list[int] | str
+) -> SpawnLauncher | None:
+    """The launcher that starts the ranks from inside ``Trainer.fit`` (``strategy="ddp_spawn"``).
+
+    Args:
+        strategy: as given to the Trainer.
+        accelerator: as given to the Trainer.
+        devices: as given to the Trainer.
+
+    Returns:
+        None for every other strategy, and when this process already is a rank
+        (under torchrun or SLURM, or started by a launcher).
+
+    Example:
+        >>> resolve_launcher("ddp_spawn", "cpu", 2).num_processes
+        2
+    """
+    if strategy != "ddp_spawn":
+        return None
+    from trainkit.launch.environment import detect_environment
+    from trainkit.launch.spawn import SpawnLauncher
+
+    if detect_environment().source != "local":
+        return None
+    indices = _device_indices(_device_type(accelerator), devices)
+    return SpawnLauncher(len(indices))
 
 
 def _device_type(accelerator: str) -> str:
