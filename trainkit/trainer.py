@@ -201,6 +201,8 @@ class Trainer:
         #: The resolved configuration of a run started from a config (saved in checkpoints).
         self.run_config: dict[str, Any] | None = None
         self.preemption = Preemption()
+        #: The preemption vote cast at the last resume point (see ``trainkit.loop``).
+        self.preemption_vote: Callable[[], bool] | None = None
         #: True after fit stopped because of a preemption signal.
         self.preempted = False
 
@@ -682,6 +684,7 @@ class Trainer:
         self.batches_seen = 0
         self.lineage = uuid.uuid4().hex
         self.preempted = False
+        self.preemption_vote = None
         if checkpoint is not None:
             checkpoint_io.restore_state(self, checkpoint, str(resume_from))
         if self.is_global_zero and model.hparams:

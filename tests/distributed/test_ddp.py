@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,19 @@ def test_two_processes_at_half_batch_match_one_process_at_full_batch(tmp_path: P
     # Only rank 0 wrote logs and checkpoints.
     assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["version_0"]
     assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
+
+
+def test_a_signal_on_one_rank_stops_every_rank_at_the_same_step(tmp_path: Path) -> None:
+    start = time.monotonic()
+    ranks = run_processes(workers.preempt_one_rank, 2, str(tmp_path))
+    # Both ranks saved together and stopped: none waited for the process-group
+    # timeout (30 s) in a collective the other had left.
+    assert time.monotonic() - start < 25
+    assert [r["exit"] for r in ranks] == [0, 0]
+    assert [r["preempted"] for r in ranks] == [True, True]
+    assert ranks[0]["step"] == ranks[1]["step"] < 50 * 8
+    checkpoint = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)
+    assert checkpoint["loop"]["global_step"] == ranks[0]["step"]
 
 
 def test_validation_over_an_uneven_split_equals_one_process() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,31 @@ def train(strategy: str, batch_size: int, steps: int, root: str | None) -> dict[
         "state": {k: v.clone() for k, v in model.state_dict().items()},
         "batches": trainer.num_training_batches,
     }
+
+
+class SignalledOnOneRank(Classifier):
+    """Rank 1 alone receives SIGTERM during step 3 (as when a node is being drained)."""
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        if self.trainer.strategy.global_rank == 1 and self.global_step == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return super().training_step(batch, batch_idx)
+
+
+def preempt_one_rank(root: str) -> dict[str, Any]:
+    trainer = trainkit.Trainer(
+        max_epochs=50,
+        strategy="ddp",
+        process_group_timeout=30,
+        default_root_dir=root,
+        **{**QUIET, "enable_checkpointing": True},
+    )
+    exit_code = None
+    try:
+        trainer.fit(SignalledOnOneRank(), DataLoader(blobs(256), batch_size=16, shuffle=True))
+    except SystemExit as stop:
+        exit_code = stop.code
+    return {"exit": exit_code, "preempted": trainer.preempted, "step": trainer.global_step}
 
 
 def validate(strategy: str) -> float:

@@ -176,6 +176,20 @@ class Strategy(ABC):
         reduced = self.all_reduce(flag, op="min" if all_ else "max")
         return bool(reduced.item())
 
+    def vote_any(self, decision: bool) -> Callable[[], bool]:
+        """Start agreeing whether any process decided yes, without waiting for the others.
+
+        The vote travels in the background; the returned function gives the agreed
+        answer, waiting only if the vote is still under way. The loop casts one at
+        each resume point and reads it at the next, so that a signal reaching only
+        some processes stops all of them at the same point, at no cost per step.
+        Every process must call this at the same points.
+
+        Args:
+            decision: this process's decision.
+        """
+        return lambda: decision
+
     # ------------------------------------------------------------ checkpoints
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | os.PathLike[str]) -> None:
         """Write ``checkpoint`` atomically from global rank 0; every rank waits for it.

@@ -9,6 +9,7 @@ through torch's env:// rendezvous, and wraps the module in
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -82,6 +83,7 @@ class DDPStrategy(Strategy):
         }
         if bucket_cap_mb is not None:
             self.ddp_options["bucket_cap_mb"] = bucket_cap_mb
+        self._control_group: Any = None
 
     @property
     def root_device(self) -> torch.device:
@@ -178,6 +180,22 @@ class DDPStrategy(Strategy):
     def barrier(self, name: str | None = None) -> None:
         if dist.is_initialized():
             dist.barrier()
+
+    def vote_any(self, decision: bool) -> Callable[[], bool]:
+        if self._control_group is None:
+            # Votes are CPU integers on a gloo group: no GPU work, no host sync.
+            # (new_group is collective, but every rank casts its first vote at the
+            # same resume point.)
+            gloo = dist.get_backend() == "gloo"
+            self._control_group = dist.group.WORLD if gloo else dist.new_group(backend="gloo")
+        flag = torch.tensor([int(decision)])
+        work = dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self._control_group, async_op=True)
+
+        def result() -> bool:
+            work.wait()
+            return bool(flag.item())
+
+        return result
 
     def teardown(self) -> None:
         # The group is left up: a later validate/test in the same process reuses it.
