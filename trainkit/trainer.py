@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from torch import nn
@@ -44,6 +44,9 @@ from trainkit.seed import (
 )
 from trainkit.state import TrainState
 from trainkit.strategies import Strategy, resolve_launcher, resolve_strategy
+
+if TYPE_CHECKING:
+    from trainkit.strategies.dp import ReplicaLogs
 
 T = TypeVar("T")
 
@@ -183,6 +186,8 @@ class Trainer:
         # Loop bookkeeping (read by trainkit.loop and Module.log).
         self.logging_mode: str | None = None  # "train_step", "train_epoch", "eval" or None
         self.current_batch: Any = None
+        #: Collects what ``self.log`` receives inside DataParallel's device copies.
+        self.replica_logs: ReplicaLogs | None = None
         self.dataloader_suffix = ""
         self.last_loss: torch.Tensor | None = None
         self.batches_seen = 0
@@ -567,6 +572,11 @@ class Trainer:
     ) -> None:
         # Called by Module.log for every logged value of every step: positional
         # arguments and no work beyond choosing the store and the defaults.
+        replica_logs = self.replica_logs
+        if replica_logs is not None:  # inside DataParallel's device copies
+            arguments = (on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx, batch_size)
+            replica_logs.record(name, value, arguments)
+            return
         mode = self.logging_mode
         if mode == "train_step":
             store = self.train_metrics

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -42,6 +43,7 @@ STRATEGIES: dict[str, Callable[[torch.device], Strategy]] = {
     "single_device": SingleDeviceStrategy,
     "ddp": _ddp,
     "ddp_spawn": _ddp,
+    "dp": lambda device: _data_parallel(device.type, [device.index or 0]),
 }
 
 
@@ -90,6 +92,8 @@ def resolve_strategy(
         )
     if name == "ddp":
         return _ddp_for(device_type, len(indices), timeout)
+    if name == "dp":
+        return _data_parallel(device_type, indices)
     if name == "ddp_spawn":
         from trainkit.strategies.ddp import DDPStrategy
 
@@ -97,6 +101,22 @@ def resolve_strategy(
         return DDPStrategy(device_type, timeout=timeout)
     device = torch.device(device_type, indices[0]) if device_type == "cuda" else torch.device("cpu")
     return STRATEGIES[name](device)
+
+
+def _data_parallel(device_type: str, indices: list[int]) -> Strategy:
+    if device_type == "cuda" and len(indices) >= 2:
+        from trainkit.strategies.dp import DataParallelStrategy
+
+        return DataParallelStrategy(indices)
+    device = torch.device("cuda", indices[0]) if device_type == "cuda" else torch.device("cpu")
+    warnings.warn(
+        f"strategy='dp' splits each batch over two or more CUDA devices, but this run has "
+        f"{len(indices) if device_type == 'cuda' else 0} ({device_type}); training on one "
+        f"device ({device}) instead. Ask for devices=2 or more on a machine with several "
+        "GPUs, or use strategy='ddp' (recommended even there).",
+        stacklevel=4,
+    )
+    return SingleDeviceStrategy(device)
 
 
 def resolve_launcher(

@@ -1,0 +1,194 @@
+"""DataParallel: one process drives several CUDA devices, splitting each batch between them.
+
+Every training step scatters the batch over the devices, copies the model to
+each (``torch.nn.DataParallel``), runs ``training_step`` inside each copy (so
+the user's step code, loss included, runs per device), and combines the copies'
+losses into the batch's loss: a mean weighted by each device's share of the
+batch, which equals the single-device loss. Gradients flow back to the one
+model on the first device.
+
+DDP is faster and is what trainkit recommends: DataParallel copies the model to
+every device on every step, runs the copies in Python threads of one process
+(one interpreter lock), and gathers outputs on the first device, which then
+holds more memory than the others. It exists for quick experiments on one
+machine. Evaluation and prediction run on the first device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import torch
+from torch import nn
+
+from trainkit.data import extract_batch_size
+from trainkit.module import Module
+from trainkit.strategies.base import ReduceOp, Strategy
+from trainkit.strategies.ddp import _StepModule
+
+T = TypeVar("T")
+
+
+@dataclass
+class ReplicaLogs:
+    """Values ``self.log`` received inside the device copies during one step.
+
+    Each copy logs its own value for its share of the batch; after the step they
+    are combined into one value per name (see :func:`combine`), as if one
+    device had seen the whole batch.
+    """
+
+    shares: dict[int, int]
+    records: list[tuple[int, str, Any, tuple[Any, ...]]] = field(default_factory=list)
+
+    def record(
+        self, name: str, value: torch.Tensor | float | int, options: tuple[Any, ...]
+    ) -> None:
+        """Keep one copy's logged value (called from that copy's thread).
+
+        Args:
+            name: the metric's name.
+            value: the value the copy logged.
+            options: the remaining ``self.log`` arguments, as the Trainer receives them.
+        """
+        if isinstance(value, torch.Tensor) and value.is_cuda:
+            device = value.device.index
+        else:  # DataParallel runs each copy with its device made current
+            device = torch.cuda.current_device() if torch.cuda.is_available() else 0
+        self.records.append((device if device is not None else 0, name, value, options))
+
+
+def batch_shares(batch_size: int, device_ids: list[int]) -> dict[int, int]:
+    """How many samples each device gets when DataParallel scatters ``batch_size`` rows.
+
+    DataParallel splits as ``Tensor.chunk`` does; a batch smaller than the number
+    of devices leaves the last devices out.
+
+    Args:
+        batch_size: the batch's first dimension.
+        device_ids: the devices, in order.
+
+    Example:
+        >>> batch_shares(10, [0, 1, 2])
+        {0: 4, 1: 4, 2: 2}
+    """
+    chunks = torch.empty(batch_size, 0).chunk(len(device_ids))
+    return {device: len(chunk) for device, chunk in zip(device_ids, chunks, strict=False)}
+
+
+def combine(values: list[torch.Tensor], weights: list[int], reduce_fx: str) -> torch.Tensor:
+    """One value from the device copies' values, as one device would have computed it.
+
+    Args:
+        values: each copy's value (0-dim tensors, possibly on different devices).
+        weights: each copy's number of samples.
+        reduce_fx: "mean" (weighted by samples), "sum", "max" or "min".
+
+    Example:
+        >>> combine([torch.tensor(1.0), torch.tensor(4.0)], [3, 1], "mean")
+        tensor(1.7500)
+    """
+    device = values[0].device
+    stacked = torch.stack([torch.as_tensor(v, dtype=torch.float32).to(device) for v in values])
+    if reduce_fx == "mean":
+        share = torch.tensor(weights, dtype=stacked.dtype, device=device)
+        return (stacked * share).sum() / share.sum()
+    if reduce_fx == "sum":
+        return stacked.sum()
+    return stacked.max() if reduce_fx == "max" else stacked.min()
+
+
+class DataParallelStrategy(Strategy):
+    """``torch.nn.DataParallel`` over several CUDA devices of one process.
+
+    Args:
+        device_ids: the CUDA devices to use (two or more); the first holds the model.
+    """
+
+    name = "dp"
+
+    def __init__(self, device_ids: list[int]) -> None:
+        if len(device_ids) < 2:
+            raise ValueError(
+                f"DataParallelStrategy needs two or more CUDA devices, got {device_ids}."
+            )
+        self.device_ids = list(device_ids)
+
+    @property
+    def root_device(self) -> torch.device:
+        return torch.device("cuda", self.device_ids[0])
+
+    def setup_environment(self) -> None:
+        torch.cuda.set_device(self.root_device)
+
+    def setup_module(self, module: nn.Module) -> nn.Module:
+        module = module.to(self.root_device)
+        return nn.DataParallel(_StepModule(module), device_ids=self.device_ids)
+
+    def unwrap(self, module: nn.Module) -> nn.Module:
+        if isinstance(module, nn.DataParallel):
+            inner = module.module
+            return inner.module if isinstance(inner, _StepModule) else inner
+        return module
+
+    def step_function(self, module: nn.Module, name: str) -> Callable[..., Any]:
+        if name != "training_step" or not isinstance(module, nn.DataParallel):
+            return getattr(self.unwrap(module), name)  # type: ignore[no-any-return]
+        user_module = self.unwrap(module)
+        assert isinstance(user_module, Module)
+        trainer = user_module.trainer
+
+        def training_step(batch: Any, batch_idx: int) -> Any:
+            shares = batch_shares(extract_batch_size(batch), self.device_ids)
+            logs = ReplicaLogs(shares)
+            trainer.replica_logs = logs
+            try:
+                output = module("training_step", batch, batch_idx)
+            finally:
+                trainer.replica_logs = None
+            _log_combined(trainer, logs)
+            return _combine_output(output, list(shares.values()))
+
+        return training_step
+
+    # Collectives: one process, so every value is already "all" of them.
+    def all_reduce(self, tensor: torch.Tensor, op: ReduceOp = "mean") -> torch.Tensor:
+        return tensor
+
+    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor.unsqueeze(0)
+
+    def broadcast(self, obj: T, src: int = 0) -> T:
+        return obj
+
+    def barrier(self, name: str | None = None) -> None:
+        return None
+
+    def reduce_boolean_decision(self, decision: bool, all_: bool = True) -> bool:
+        return decision
+
+
+def _combine_output(output: Any, shares: list[int]) -> Any:
+    # DataParallel gathers each copy's 0-dim loss into a vector, one entry per device.
+    if isinstance(output, torch.Tensor):
+        if output.dim() == 1 and len(output) == len(shares):
+            return combine(list(output), shares, "mean")
+        return output
+    if isinstance(output, dict) and "loss" in output:
+        return {**output, "loss": _combine_output(output["loss"], shares)}
+    return output
+
+
+def _log_combined(trainer: Any, logs: ReplicaLogs) -> None:
+    by_name: dict[str, list[tuple[int, Any, tuple[Any, ...]]]] = {}
+    for device, name, value, options in logs.records:
+        by_name.setdefault(name, []).append((device, value, options))
+    for name, entries in by_name.items():
+        options = entries[0][2]
+        reduce_fx = options[5]
+        weights = [logs.shares.get(device, 1) for device, _, _ in entries]
+        value = combine([torch.as_tensor(v) for _, v, _ in entries], weights, reduce_fx)
+        # options: on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx, batch_size
+        trainer._log(name, value, *options[:6], sum(weights))
