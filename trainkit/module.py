@@ -308,6 +308,55 @@ class Module(nn.Module):
             "an optimizer, e.g. `return torch.optim.Adam(self.parameters(), lr=1e-3)`."
         )
 
+    # ------------------------------------------------------ model parallelism
+    #: One input batch for the model (``self(example_input_array)`` must run), used
+    #: by ``HybridStrategy(balance="time")`` to time each layer.
+    example_input_array: torch.Tensor | None = None
+
+    def configure_stages(self) -> nn.Sequential | list[nn.Module] | None:
+        """The model's layers in order, for the hybrid strategy to cut into stages.
+
+        Return the ``nn.Sequential`` your ``forward`` runs (an attribute of this
+        module), or a list of this module's layers in order; with a list, leave
+        ``forward`` undefined: the default one runs the listed layers in order.
+        ``HybridStrategy`` splits them into contiguous stages on its devices; the
+        module's ``state_dict`` keeps its names, so checkpoints load anywhere.
+        The default, None, means the model cannot be split.
+        """
+        return None
+
+    def pipeline_loss(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """The loss of one micro-batch, for ``HybridStrategy(pipeline_size>1)``.
+
+        When the stages are spread over processes, no process runs the whole
+        ``training_step``: the batch ``(inputs, target)`` flows through the stages,
+        and the last one calls this with the stages' output. Return the *mean* over
+        the micro-batch's samples (as ``F.cross_entropy`` does). trainkit logs the
+        batch's loss as ``train/loss``.
+
+        Args:
+            output: the last stage's output for a micro-batch.
+            target: the matching rows of the batch's targets.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} has no pipeline_loss(output, target). Pipelining across "
+            "processes runs the stages, not training_step; define pipeline_loss to return "
+            "the loss, e.g. `return F.cross_entropy(output, target)`."
+        )
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Runs the layers :meth:`configure_stages` lists, in order; override it otherwise."""
+        runner = self.__dict__.get("_stage_runner")  # set by the hybrid strategy
+        if runner is None:
+            stages = self.configure_stages()
+            if stages is None or kwargs:
+                raise NotImplementedError(
+                    f"{type(self).__name__} has no forward(). Define forward, or return the "
+                    "layers in order from configure_stages()."
+                )
+            runner = stages if isinstance(stages, nn.Sequential) else nn.Sequential(*stages)
+        return runner(*args)
+
     # ---------------------------------------------------- manual optimization
     def optimizers(self) -> Any:
         """The optimizer (or list of them), for manual optimization.

@@ -704,6 +704,7 @@ class Trainer:
         if self.has_validation and self.options.num_sanity_val_steps != 0:
             self._sanity_check()
         loop.run_fit(self, self._require_model(), train_loader)
+        self.strategy.on_fit_end()
         self.hooks.call("on_fit_end")
 
     def _sanity_check(self) -> None:

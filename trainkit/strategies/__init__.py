@@ -27,8 +27,10 @@ def _ddp(device: torch.device) -> Strategy:
     return _ddp_for(device.type, 1, timedelta(minutes=30))
 
 
-def _ddp_for(device_type: str, num_processes: int, timeout: timedelta) -> Strategy:
-    """DDP over this job's processes; in a plain process, start the others first."""
+def _ddp_for(
+    device_type: str, num_processes: int, timeout: timedelta, hybrid: bool = False
+) -> Strategy:
+    """DDP (or hybrid) over this job's processes; in a plain process, start the others first."""
     from trainkit.launch.environment import detect_environment
     from trainkit.launch.launcher import launch_local_workers
     from trainkit.strategies.ddp import DDPStrategy
@@ -36,6 +38,10 @@ def _ddp_for(device_type: str, num_processes: int, timeout: timedelta) -> Strate
     environment = detect_environment()
     if not environment.launched_externally and num_processes > 1:
         environment = launch_local_workers(num_processes)
+    if hybrid:
+        from trainkit.strategies.hybrid import HybridStrategy
+
+        return HybridStrategy(environment=environment, timeout=timeout)
     return DDPStrategy(device_type, environment=environment, timeout=timeout)
 
 
@@ -44,6 +50,7 @@ STRATEGIES: dict[str, Callable[[torch.device], Strategy]] = {
     "ddp": _ddp,
     "ddp_spawn": _ddp,
     "dp": lambda device: _data_parallel(device.type, [device.index or 0]),
+    "hybrid": _ddp,
 }
 
 
@@ -92,6 +99,10 @@ def resolve_strategy(
         )
     if name == "ddp":
         return _ddp_for(device_type, len(indices), timeout)
+    if name == "hybrid":
+        # Each process runs two stages: on CUDA, `devices` counts GPUs, two per process.
+        processes = max(len(indices) // 2, 1) if device_type == "cuda" else len(indices)
+        return _ddp_for(device_type, processes, timeout, hybrid=True)
     if name == "dp":
         return _data_parallel(device_type, indices)
     if name == "ddp_spawn":

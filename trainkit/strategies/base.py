@@ -214,6 +214,9 @@ class Strategy(ABC):
         return load(path)
 
     # ------------------------------------------------------------- lifecycle
+    def on_fit_end(self) -> None:
+        """Called on every process when ``fit`` ends without an error (may be collective)."""
+
     def teardown(self) -> None:
         """Release process groups and device memory at the end of a run."""
 

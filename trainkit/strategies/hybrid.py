@@ -1,0 +1,325 @@
+"""Hybrid model + data parallel: the model cut into stages, the stages replicated over processes.
+
+Two layouts (docs/strategies.md draws them):
+
+* ``pipeline_size=1`` (default): inside each process the layers from
+  ``Module.configure_stages()`` are cut into stages on the process's devices
+  (:class:`~trainkit.strategies.pipe.PipelinedSequential`: each batch split into
+  micro-batches flowing from stage to stage); each process holds a replica of
+  the split model, and DDP, wrapping it as a multi-device module, averages the
+  gradients across processes.
+* ``pipeline_size=P``: the stages live on different processes. The world of
+  ``W = D x P`` ranks is a ``("data", "pipe")`` mesh; each row runs one replica
+  of the model as a pipeline (``torch.distributed.pipelining``, GPipe or 1F1B),
+  each column averages one stage's gradients
+  (:class:`~trainkit.strategies.pipeline.RankPipeline`). The batch
+  ``(inputs, target)`` flows through the stages and ``Module.pipeline_loss``
+  gives the loss. Evaluation runs the user's steps on the full model, brought up
+  to date on every rank first.
+
+Either way the stages are chosen by :mod:`trainkit.strategies.balance` (by
+measured time, by parameter memory, or as given), and checkpoints hold the full
+model under its own names, so they load under any other strategy.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from datetime import timedelta
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
+
+from trainkit.data import rebuild_dataloader
+from trainkit.launch.environment import ClusterEnvironment
+from trainkit.module import Module
+from trainkit.rank_zero import rank_zero_print
+from trainkit.strategies.balance import Partition, balance_layers
+from trainkit.strategies.ddp import DDPStrategy, _StepModule
+from trainkit.strategies.pipe import PipelinedSequential
+from trainkit.strategies.pipeline import RankPipeline
+
+Balance = str | Sequence[int]
+
+
+class HybridStrategy(DDPStrategy):
+    """Model parallel stages inside (or across) processes, data parallel across processes.
+
+    Args:
+        stage_devices: the devices of this process's stages (e.g. ``["cuda:0",
+            "cuda:1"]``), or how many stages: then stage ``i`` of local rank ``r``
+            goes on ``cuda:(r * n + i)`` when CUDA is available, else every stage is
+            ``"cpu"``. With ``pipeline_size > 1`` each process holds one stage.
+        balance: how to cut the layers: ``"time"`` (forward + backward of each
+            layer, timed on ``Module.example_input_array``), ``"params"`` (parameter
+            memory), or a list of layer counts per stage.
+        micro_batches: chunks each batch is split into as it flows through the stages.
+        pipeline_size: processes one model replica spans (1: the stages are inside
+            each process). The world size must be a multiple of it.
+        schedule: for ``pipeline_size > 1``: ``"gpipe"`` or ``"1f1b"``.
+        timeout: how long a collective may wait for the other processes.
+        environment: who this process is (default: read from the environment).
+        **ddp_options: passed to DDP (``find_unused_parameters``, ...).
+    """
+
+    name = "hybrid"
+
+    def __init__(
+        self,
+        stage_devices: int | Sequence[str | torch.device] = 2,
+        *,
+        balance: Balance = "params",
+        micro_batches: int = 1,
+        pipeline_size: int = 1,
+        schedule: str = "gpipe",
+        timeout: timedelta = timedelta(minutes=30),
+        environment: ClusterEnvironment | None = None,
+        **ddp_options: Any,
+    ) -> None:
+        if not isinstance(stage_devices, int):
+            stage_devices = [torch.device(device) for device in stage_devices]
+        requested: int | list[torch.device] = stage_devices  # type: ignore[assignment]
+        stage_count = stage_devices if isinstance(stage_devices, int) else len(stage_devices)
+        if stage_count < 1:
+            raise ValueError(f"stage_devices={stage_devices!r} must name at least one device.")
+        if pipeline_size < 1 or micro_batches < 1:
+            raise ValueError(
+                f"pipeline_size={pipeline_size} and micro_batches={micro_batches} must be >= 1."
+            )
+        if pipeline_size > 1 and stage_count != 1 and stage_devices != 2:
+            raise ValueError(
+                f"pipeline_size={pipeline_size} puts one stage on each process; drop "
+                f"stage_devices={stage_devices!r} (stages inside processes and across them "
+                "do not combine)."
+            )
+        cuda = (
+            any(d.type == "cuda" for d in stage_devices)
+            if isinstance(stage_devices, list)
+            else torch.cuda.is_available()
+        )
+        super().__init__("cuda" if cuda else "cpu", timeout=timeout, environment=environment)
+        self.ddp_options.update(ddp_options)
+        self.requested_devices = requested
+        self.balance = balance
+        self.micro_batches = micro_batches
+        self.pipeline_size = pipeline_size
+        self.schedule = schedule
+        #: The chosen split (set when the module is set up).
+        self.partition: Partition | None = None
+        #: This rank's stage of the cross-process pipeline (``pipeline_size > 1``).
+        self.pipeline: RankPipeline | None = None
+        self._module: Module | None = None
+        self._restore: Callable[[], None] | None = None
+        self._sync_gradients = True
+
+    # ------------------------------------------------------------ placement
+    @property
+    def stage_devices(self) -> list[torch.device]:
+        """This process's stage devices, in stage order."""
+        if isinstance(self.requested_devices, list):
+            return self.requested_devices
+        count = 1 if self.pipeline_size > 1 else self.requested_devices
+        if self.device_type == "cuda":
+            first = self.local_rank * count
+            return [torch.device("cuda", first + i) for i in range(count)]
+        return [torch.device("cpu")] * count
+
+    @property
+    def root_device(self) -> torch.device:
+        # Batches go to the first stage; the loss comes out of the last.
+        return self.stage_devices[0]
+
+    def setup_module(self, module: nn.Module) -> nn.Module:
+        assert isinstance(module, Module)
+        self._module = module
+        layers, install = _stages_of(module)
+        stages = len(self.stage_devices) if self.pipeline_size == 1 else self.pipeline_size
+        self.partition = self._choose_partition(module, layers, stages)
+        if self.is_global_zero:
+            rank_zero_print(f"trainkit: hybrid stages ({self.partition.unit or 'layers'}):")
+            rank_zero_print(self.partition.describe())
+        module.to(self.root_device)
+        if self.pipeline_size > 1:
+            _refuse_step_shaping(module)
+            self.pipeline = RankPipeline(
+                layers,
+                self.partition.sizes,
+                pipe_size=self.pipeline_size,
+                micro_batches=self.micro_batches,
+                schedule=self.schedule,
+                loss_fn=module.pipeline_loss,
+                device=self.root_device,
+            )
+            return module
+        split = PipelinedSequential(
+            layers, self.partition.sizes, self.stage_devices, self.micro_batches
+        )
+        self._restore = install(split)
+        # A module spread over several devices: DDP takes no device_ids then.
+        return DistributedDataParallel(_StepModule(module), device_ids=None, **self.ddp_options)
+
+    def _choose_partition(self, module: Module, layers: nn.Sequential, stages: int) -> Partition:
+        sample = module.example_input_array
+        if self.balance == "time" and sample is None:
+            raise ValueError(
+                "HybridStrategy(balance='time') times each layer on "
+                f"{type(module).__name__}.example_input_array, which is not set. Set it to "
+                "one input batch in __init__, or use balance='params' or a list of layer "
+                "counts per stage."
+            )
+        partition = None
+        if self.is_global_zero:
+            # Rank 0 decides (timings differ between processes) and tells the others.
+            if sample is not None:
+                sample = sample.to(self.root_device)
+            partition = balance_layers(list(layers), stages, self.balance, sample)
+        chosen = self.broadcast(partition)
+        assert chosen is not None
+        return chosen
+
+    # ------------------------------------------------------------------ steps
+    def step_function(self, module: nn.Module, name: str) -> Callable[..., Any]:
+        pipeline = self.pipeline
+        if pipeline is None:
+            step: Callable[..., Any] = super().step_function(module, name)
+            return step
+        user_module = self.unwrap(module)
+        assert isinstance(user_module, Module)
+        if name != "training_step":
+            # Evaluation runs the user's step on the full model: bring every layer
+            # up to date from the rank that trains it.
+            pipeline.sync_parameters()
+            return getattr(user_module, name)  # type: ignore[no-any-return]
+
+        def training_step(batch: Any, batch_idx: int) -> torch.Tensor:
+            inputs, target = batch[0], batch[1]
+            loss = pipeline.train_step(inputs, target, sync_gradients=self._sync_gradients)
+            user_module.log("train/loss", loss, prog_bar=True, sync_dist=True)
+            # The stages ran backward already; the loop's backward of this leaf is a no-op.
+            return loss.requires_grad_()
+
+        return training_step
+
+    def no_backward_sync(self, module: nn.Module) -> AbstractContextManager[Any]:
+        if self.pipeline is None:
+            return super().no_backward_sync(module)
+        return self._skip_gradient_sync()
+
+    @contextmanager
+    def _skip_gradient_sync(self) -> Any:
+        self._sync_gradients = False
+        try:
+            yield
+        finally:
+            self._sync_gradients = True
+
+    def unwrap(self, module: nn.Module) -> nn.Module:
+        return super().unwrap(module) if isinstance(module, DistributedDataParallel) else module
+
+    def prepare_dataloader(self, dataloader: DataLoader[Any], *, training: bool) -> DataLoader[Any]:
+        if self.pipeline is None or not training or not isinstance(dataloader, DataLoader):
+            return super().prepare_dataloader(dataloader, training=training)
+        # The ranks of one pipeline share each batch: split the data over the
+        # data dimension only (rank = data_rank * pipeline_size + pipe_rank).
+        sampler: DistributedSampler[Any] = DistributedSampler(
+            dataloader.dataset,
+            num_replicas=self.world_size // self.pipeline_size,
+            rank=self.global_rank // self.pipeline_size,
+            shuffle=isinstance(dataloader.sampler, RandomSampler),
+            seed=int(os.environ.get("TRAINKIT_GLOBAL_SEED", "0")),
+            drop_last=dataloader.drop_last,
+        )
+        return rebuild_dataloader(dataloader, sampler=sampler)
+
+    # ------------------------------------------------------------ checkpoints
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: str | os.PathLike[str]) -> None:
+        if self.pipeline is not None and self._module is not None:
+            # Each rank trained only its stage: gather the full model and the
+            # optimizer state of every stage (collective), so the file is the one a
+            # single process would write.
+            self.pipeline.sync_parameters()
+            checkpoint = {
+                **checkpoint,
+                "state_dict": self._module.state_dict(),
+                "optimizer_states": [
+                    self.pipeline.merge_optimizer_state(optimizer)
+                    for optimizer in self._module.trainer.optimizers
+                ],
+            }
+        super().save_checkpoint(checkpoint, path)
+
+    def on_fit_end(self) -> None:
+        # The caller's module (rank 0's above all) must hold the trained model,
+        # not only this rank's stage.
+        if self.pipeline is not None:
+            self.pipeline.sync_parameters()
+
+    def teardown(self) -> None:
+        # Give the user's module back as it was: one Sequential, not a split one.
+        # (No collective here: teardown also runs when a rank failed alone.)
+        if self._restore is not None:
+            self._restore()
+            self._restore = None
+        super().teardown()
+
+
+def _stages_of(module: Module) -> tuple[nn.Sequential, Callable[[nn.Module], Callable[[], None]]]:
+    """The layers to split, and how to put a split version of them in the module's place."""
+    stages = module.configure_stages()
+    if stages is None:
+        raise ValueError(
+            f"The hybrid strategy splits the layers {type(module).__name__}.configure_stages() "
+            "returns, but it returns None. Return the nn.Sequential your forward runs (or a "
+            "list of layers in order)."
+        )
+    if not isinstance(stages, nn.Sequential):
+        layers = nn.Sequential(*stages)
+
+        def run_list(split: nn.Module) -> Callable[[], None]:
+            module.__dict__["_stage_runner"] = split  # not registered: names stay as they are
+
+            return lambda: module.__dict__.pop("_stage_runner", None)
+
+        return layers, run_list
+    path = next((p for p, m in module.named_modules() if m is stages and p), None)
+    if path is None:
+        raise ValueError(
+            f"{type(module).__name__}.configure_stages() returned an nn.Sequential that is "
+            "not an attribute of the module. Return the Sequential your forward runs (e.g. "
+            "`return self.layers`)."
+        )
+    parent_path, _, attribute = path.rpartition(".")
+    parent = module.get_submodule(parent_path)
+
+    def replace(split: nn.Module) -> Callable[[], None]:
+        setattr(parent, attribute, split)
+        return lambda: setattr(parent, attribute, stages)
+
+    return stages, replace
+
+
+def _refuse_step_shaping(module: Module) -> None:
+    """Callbacks that act on the loss before backward cannot see a pipelined backward."""
+    from trainkit.callbacks.accumulation import GradientAccumulation
+    from trainkit.callbacks.clipping import GradientClipping
+    from trainkit.callbacks.precision import MixedPrecision
+
+    for callback in module.trainer.callbacks:
+        problem = None
+        if isinstance(callback, MixedPrecision) and callback.precision == "16-mixed":
+            problem = "fp16 mixed precision scales the loss before backward"
+        elif isinstance(callback, GradientAccumulation) and max(callback.schedule.values()) > 1:
+            problem = "gradient accumulation scales the loss before backward"
+        elif isinstance(callback, GradientClipping) and callback.max_norm is not None:
+            problem = "clipping by norm would see only this process's stage"
+        if problem:
+            raise ValueError(
+                f"HybridStrategy(pipeline_size>1) runs backward inside the pipeline, and "
+                f"{problem}. Use pipeline_size=1 (stages inside each process) for this, or "
+                "drop the option (bf16-mixed precision and clipping by value work)."
+            )
