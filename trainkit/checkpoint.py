@@ -261,7 +261,13 @@ def collect_state(trainer: Trainer) -> dict[str, Any]:
         "format_version": FORMAT_VERSION,
         "versions": {"trainkit": _trainkit_version(), "torch": str(torch.__version__)},
         "lineage": trainer.lineage,
-        "loop": {**trainer.state.state_dict(), "batches_seen": trainer.batches_seen},
+        "loop": {
+            **trainer.state.state_dict(),
+            "batches_seen": trainer.batches_seen,
+            # Samples of this epoch all processes consumed: lets a resume under
+            # another number of processes (or batch size) continue the epoch.
+            "samples_per_step": trainer.samples_per_step,
+        },
         "rng": capture_rng_states(),
         "state_dict": module.state_dict(),
         "optimizer_states": [optimizer.state_dict() for optimizer in trainer.optimizers],
@@ -306,6 +312,7 @@ def restore_state(trainer: Trainer, checkpoint: dict[str, Any], source: str) -> 
             callback.load_state_dict(callback_states[callback.state_key])
     loop_state = checkpoint["loop"]
     trainer.state.load_state_dict(loop_state)
+    trainer.state.batch_idx = _batches_to_skip(trainer, loop_state, source)
     trainer.batches_seen = int(loop_state.get("batches_seen", 0))
     trainer.lineage = checkpoint.get("lineage") or trainer.lineage
     trainer.train_metrics.load_state_dict(checkpoint.get("train_metrics", {}))
@@ -315,6 +322,31 @@ def restore_state(trainer: Trainer, checkpoint: dict[str, Any], source: str) -> 
     if trainer.datamodule is not None and "datamodule" in checkpoint:
         trainer.datamodule.load_state_dict(checkpoint["datamodule"])
     restore_rng_states(checkpoint["rng"])
+
+
+def _batches_to_skip(trainer: Trainer, loop_state: dict[str, Any], source: str) -> int:
+    """The resumed epoch's position in batches of *this* run.
+
+    A distributed sampler deals the epoch's permutation out in order: after k
+    batches of b samples on each of W processes, exactly the first k*b*W are
+    consumed, whatever W is. So a run with W' processes at b' samples continues
+    the epoch exactly after k*b*W / (b'*W') batches, when that is whole.
+    """
+    batch_idx = int(loop_state["batch_idx"])
+    saved, current = loop_state.get("samples_per_step"), trainer.samples_per_step
+    if batch_idx == 0 or saved is None or current is None or saved == current:
+        return batch_idx
+    consumed = batch_idx * int(saved)
+    if consumed % current:
+        raise CheckpointError(
+            f"The checkpoint {source} was saved {batch_idx} batches into epoch "
+            f"{loop_state['epoch']}, after {consumed} samples ({saved} per step); this run "
+            f"takes {current} samples per step (batch size x data-parallel processes), and "
+            f"{consumed} is not a whole number of such steps, so resuming would repeat or "
+            "skip samples. Resume with a batch size and number of processes whose product "
+            f"divides {consumed}, or from a checkpoint saved at an epoch's end."
+        )
+    return consumed // current
 
 
 def _load_each(kind: str, targets: list[Any], states: list[Any], source: str) -> None:

@@ -191,6 +191,8 @@ class Trainer:
         self.dataloader_suffix = ""
         self.last_loss: torch.Tensor | None = None
         self.batches_seen = 0
+        #: Samples all processes take per batch (None when the loader has no batch size).
+        self.samples_per_step: int | None = None
         self.has_validation = False
         self._module: Module | None = None
         self._model: nn.Module | None = None
@@ -678,6 +680,10 @@ class Trainer:
         train_loader = self._train_loader(model, train_dataloaders, datamodule)
         self.num_training_batches = limit_batches(
             num_batches(train_loader), self.options.limit_train_batches, "limit_train_batches"
+        )
+        batch_size = getattr(train_loader, "batch_size", None)
+        self.samples_per_step = (
+            batch_size * self.strategy.data_parallel_size if batch_size else None
         )
         self._val_loaders = self._optional_val_loaders(model, val_dataloaders, datamodule)
         self.num_val_batches = self._limited_totals(

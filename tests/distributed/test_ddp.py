@@ -44,6 +44,30 @@ def test_a_signal_on_one_rank_stops_every_rank_at_the_same_step(tmp_path: Path) 
     assert checkpoint["loop"]["global_step"] == ranks[0]["step"]
 
 
+def test_a_resume_under_another_number_of_processes_continues_the_epoch(tmp_path: Path) -> None:
+    # 6 steps of global batch 32 from one process at batch 32 (ddp, devices=1):
+    (reference,) = run_processes(workers.train_resumable, 1, 32, 6, str(tmp_path / "one"))
+    # 2 processes at 16 save after step 3 (96 samples into the epoch); 1 process at 32
+    # resumes there: the same samples follow, in the same order.
+    run_processes(workers.train_resumable, 2, 16, 6, str(tmp_path / "two"))
+    saved = tmp_path / "two" / "ckpts" / "stepstep=3.ckpt"
+    (resumed,) = run_processes(
+        workers.train_resumable, 1, 32, 6, str(tmp_path / "resumed"), str(saved)
+    )
+    for key, value in reference["state"].items():
+        torch.testing.assert_close(resumed["state"][key], value, rtol=1e-5, atol=1e-6)
+    # And back: 1 process's step-3 checkpoint resumed on 2 processes.
+    saved_by_one = tmp_path / "one" / "ckpts" / "stepstep=3.ckpt"
+    ranks = run_processes(
+        workers.train_resumable, 2, 16, 6, str(tmp_path / "back"), str(saved_by_one)
+    )
+    for key, value in reference["state"].items():
+        torch.testing.assert_close(ranks[0]["state"][key], value, rtol=1e-5, atol=1e-6)
+    # 96 samples are not a whole number of 64-sample steps: refused, not guessed.
+    with pytest.raises(AssertionError, match="not a whole number"):
+        run_processes(workers.train_resumable, 1, 64, 6, str(tmp_path / "bad"), str(saved))
+
+
 def test_validation_over_an_uneven_split_equals_one_process() -> None:
     ranks = run_processes(workers.validate, 2, "ddp")
     single = workers.validate("single_device")

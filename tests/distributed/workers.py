@@ -78,6 +78,28 @@ def preempt_one_rank(root: str) -> dict[str, Any]:
     return {"exit": exit_code, "preempted": trainer.preempted, "step": trainer.global_step}
 
 
+def train_resumable(
+    batch_size: int, steps: int, root: str, ckpt_path: str | None = None
+) -> dict[str, Any]:
+    """DDP over however many processes run this, saving a checkpoint every 3 steps."""
+    torch.manual_seed(0)
+    model = Classifier(lr=0.2)
+    saver = trainkit.callbacks.ModelCheckpoint(
+        dirpath=Path(root, "ckpts"), filename="step{step}", every_n_train_steps=3, save_top_k=-1
+    )
+    trainer = trainkit.Trainer(
+        max_steps=steps,
+        strategy="ddp",
+        seed=7,
+        callbacks=[saver],
+        default_root_dir=root,
+        **{**QUIET, "enable_checkpointing": True},
+    )
+    data = DataLoader(blobs(256, seed=0), batch_size=batch_size, shuffle=True)
+    trainer.fit(model, data, ckpt_path=ckpt_path)
+    return {"state": {k: v.clone() for k, v in model.state_dict().items()}}
+
+
 def validate(strategy: str) -> float:
     model = SyncedClassifier()
     torch.manual_seed(3)

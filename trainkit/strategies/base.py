@@ -58,6 +58,11 @@ class Strategy(ABC):
         return 1
 
     @property
+    def data_parallel_size(self) -> int:
+        """How many processes take different shares of each batch (their batches add up)."""
+        return self.world_size
+
+    @property
     def is_global_zero(self) -> bool:
         """Whether this process is global rank 0 (the one that logs and writes)."""
         return self.global_rank == 0

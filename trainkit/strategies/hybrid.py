@@ -130,6 +130,11 @@ class HybridStrategy(DDPStrategy):
         return [torch.device("cpu")] * count
 
     @property
+    def data_parallel_size(self) -> int:
+        # The ranks of one pipeline share a batch.
+        return self.world_size // self.pipeline_size
+
+    @property
     def root_device(self) -> torch.device:
         # Batches go to the first stage; the loss comes out of the last.
         return self.stage_devices[0]
@@ -228,7 +233,7 @@ class HybridStrategy(DDPStrategy):
         # data dimension only (rank = data_rank * pipeline_size + pipe_rank).
         sampler: DistributedSampler[Any] = DistributedSampler(
             dataloader.dataset,
-            num_replicas=self.world_size // self.pipeline_size,
+            num_replicas=self.data_parallel_size,
             rank=self.global_rank // self.pipeline_size,
             shuffle=isinstance(dataloader.sampler, RandomSampler),
             seed=int(os.environ.get("TRAINKIT_GLOBAL_SEED", "0")),
