@@ -43,6 +43,7 @@ from trainkit.strategies.balance import Partition, balance_layers
 from trainkit.strategies.ddp import DDPStrategy, _StepModule
 from trainkit.strategies.pipe import PipelinedSequential
 from trainkit.strategies.pipeline import RankPipeline
+from trainkit.strategies.stages import refuse_step_shaping, stages_of
 
 Balance = str | Sequence[int]
 
@@ -142,7 +143,7 @@ class HybridStrategy(DDPStrategy):
     def setup_module(self, module: nn.Module) -> nn.Module:
         assert isinstance(module, Module)
         self._module = module
-        layers, install = _stages_of(module)
+        layers, install = stages_of(module)
         stages = len(self.stage_devices) if self.pipeline_size == 1 else self.pipeline_size
         self.partition = self._choose_partition(module, layers, stages)
         if self.is_global_zero:
@@ -150,7 +151,7 @@ class HybridStrategy(DDPStrategy):
             rank_zero_print(self.partition.describe())
         module.to(self.root_device)
         if self.pipeline_size > 1:
-            _refuse_step_shaping(module)
+            refuse_step_shaping(module)
             self.pipeline = RankPipeline(
                 layers,
                 self.partition.sizes,
@@ -271,60 +272,3 @@ class HybridStrategy(DDPStrategy):
             self._restore()
             self._restore = None
         super().teardown()
-
-
-def _stages_of(module: Module) -> tuple[nn.Sequential, Callable[[nn.Module], Callable[[], None]]]:
-    """The layers to split, and how to put a split version of them in the module's place."""
-    stages = module.configure_stages()
-    if stages is None:
-        raise ValueError(
-            f"The hybrid strategy splits the layers {type(module).__name__}.configure_stages() "
-            "returns, but it returns None. Return the nn.Sequential your forward runs (or a "
-            "list of layers in order)."
-        )
-    if not isinstance(stages, nn.Sequential):
-        layers = nn.Sequential(*stages)
-
-        def run_list(split: nn.Module) -> Callable[[], None]:
-            module.__dict__["_stage_runner"] = split  # not registered: names stay as they are
-
-            return lambda: module.__dict__.pop("_stage_runner", None)
-
-        return layers, run_list
-    path = next((p for p, m in module.named_modules() if m is stages and p), None)
-    if path is None:
-        raise ValueError(
-            f"{type(module).__name__}.configure_stages() returned an nn.Sequential that is "
-            "not an attribute of the module. Return the Sequential your forward runs (e.g. "
-            "`return self.layers`)."
-        )
-    parent_path, _, attribute = path.rpartition(".")
-    parent = module.get_submodule(parent_path)
-
-    def replace(split: nn.Module) -> Callable[[], None]:
-        setattr(parent, attribute, split)
-        return lambda: setattr(parent, attribute, stages)
-
-    return stages, replace
-
-
-def _refuse_step_shaping(module: Module) -> None:
-    """Callbacks that act on the loss before backward cannot see a pipelined backward."""
-    from trainkit.callbacks.accumulation import GradientAccumulation
-    from trainkit.callbacks.clipping import GradientClipping
-    from trainkit.callbacks.precision import MixedPrecision
-
-    for callback in module.trainer.callbacks:
-        problem = None
-        if isinstance(callback, MixedPrecision) and callback.precision == "16-mixed":
-            problem = "fp16 mixed precision scales the loss before backward"
-        elif isinstance(callback, GradientAccumulation) and max(callback.schedule.values()) > 1:
-            problem = "gradient accumulation scales the loss before backward"
-        elif isinstance(callback, GradientClipping) and callback.max_norm is not None:
-            problem = "clipping by norm would see only this process's stage"
-        if problem:
-            raise ValueError(
-                f"HybridStrategy(pipeline_size>1) runs backward inside the pipeline, and "
-                f"{problem}. Use pipeline_size=1 (stages inside each process) for this, or "
-                "drop the option (bf16-mixed precision and clipping by value work)."
-            )
