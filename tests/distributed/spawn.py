@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import io
-import os
-import socket
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -12,26 +10,17 @@ from typing import Any
 import torch
 import torch.multiprocessing as mp
 
+from trainkit.launch.environment import ClusterEnvironment
+from trainkit.launch.launcher import free_port
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+__all__ = ["free_port", "run_processes"]
 
 
 def _entry(
     fn: Callable[..., Any], rank: int, world_size: int, port: int, queue: Any, args: tuple[Any, ...]
 ) -> None:
     # The variables torchrun would set: trainkit reads them and joins the group.
-    os.environ.update(
-        {
-            "RANK": str(rank),
-            "LOCAL_RANK": str(rank),
-            "WORLD_SIZE": str(world_size),
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(port),
-        }
-    )
+    ClusterEnvironment.local(rank, world_size, port).export()
     try:
         # Bytes, not tensors: torch would share tensor memory with the parent by
         # file descriptor, which is gone once this process exits.

@@ -39,17 +39,34 @@ class ClusterEnvironment:
         """Whether the processes were started by torchrun or SLURM (trainkit launches none)."""
         return self.source in ("torchrun", "slurm")
 
+    @classmethod
+    def local(cls, rank: int, world_size: int, port: int) -> ClusterEnvironment:
+        """Rank ``rank`` of a job whose processes trainkit starts on this machine.
+
+        Args:
+            rank: the process's rank (global and local: one machine).
+            world_size: the number of processes.
+            port: the rendezvous port on 127.0.0.1.
+
+        Example:
+            >>> ClusterEnvironment.local(1, 2, 29500).variables()["RANK"]
+            '1'
+        """
+        return cls(rank, rank, world_size, "127.0.0.1", port, "trainkit")
+
+    def variables(self) -> dict[str, str]:
+        """The variables torchrun would set for this process (env:// reads them)."""
+        return {
+            "RANK": str(self.global_rank),
+            "LOCAL_RANK": str(self.local_rank),
+            "WORLD_SIZE": str(self.world_size),
+            "MASTER_ADDR": self.master_addr,
+            "MASTER_PORT": str(self.master_port),
+        }
+
     def export(self) -> None:
         """Set the variables ``torch.distributed``'s env:// rendezvous reads."""
-        os.environ.update(
-            {
-                "RANK": str(self.global_rank),
-                "LOCAL_RANK": str(self.local_rank),
-                "WORLD_SIZE": str(self.world_size),
-                "MASTER_ADDR": self.master_addr,
-                "MASTER_PORT": str(self.master_port),
-            }
-        )
+        os.environ.update(self.variables())
 
 
 def detect_environment(environ: dict[str, str] | None = None) -> ClusterEnvironment:

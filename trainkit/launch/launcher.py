@@ -47,17 +47,10 @@ def launch_local_workers(num_processes: int) -> ClusterEnvironment:
     port = free_port()
     workers = []
     for rank in range(1, num_processes):
-        environment = {
-            **os.environ,
-            "RANK": str(rank),
-            "LOCAL_RANK": str(rank),
-            "WORLD_SIZE": str(num_processes),
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(port),
-        }
-        workers.append(subprocess.Popen(command, env=environment))
+        variables = ClusterEnvironment.local(rank, num_processes, port).variables()
+        workers.append(subprocess.Popen(command, env={**os.environ, **variables}))
     atexit.register(_wait_for, workers)
-    return ClusterEnvironment(0, 0, num_processes, "127.0.0.1", port, "trainkit")
+    return ClusterEnvironment.local(0, num_processes, port)
 
 
 def _wait_for(workers: list[subprocess.Popen[bytes]]) -> None:

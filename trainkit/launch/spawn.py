@@ -18,7 +18,6 @@ can hang.)
 
 from __future__ import annotations
 
-import os
 import pickle
 import shutil
 import tempfile
@@ -29,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.multiprocessing as mp
 
-from trainkit.launch.environment import detect_environment
+from trainkit.launch.environment import ClusterEnvironment
 from trainkit.launch.launcher import free_port
 from trainkit.seed import capture_rng_states, restore_rng_states
 
@@ -94,15 +93,8 @@ class SpawnLauncher:
 
 
 def _run_rank(rank: int, world_size: int, port: int, payload: bytes, outbox: str) -> None:
-    os.environ.update(
-        {
-            "RANK": str(rank),
-            "LOCAL_RANK": str(rank),
-            "WORLD_SIZE": str(world_size),
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(port),
-        }
-    )
+    environment = ClusterEnvironment.local(rank, world_size, port)
+    environment.export()
     try:
         trainer, entry, args, rng = pickle.loads(payload)
     except AttributeError as error:
@@ -115,7 +107,7 @@ def _run_rank(rank: int, world_size: int, port: int, payload: bytes, outbox: str
     restore_rng_states(rng)
     trainer.launcher = None  # this process is a rank: run, do not launch again
     # The strategy was built in the calling process, which is no rank: tell it who it is.
-    trainer.strategy.environment = detect_environment()
+    trainer.strategy.environment = environment
     try:
         value = getattr(trainer, entry)(*args)
     except SystemExit:
