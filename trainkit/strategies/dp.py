@@ -18,17 +18,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 from torch import nn
 
 from trainkit.data import extract_batch_size
 from trainkit.module import Module
-from trainkit.strategies.base import ReduceOp, Strategy
 from trainkit.strategies.ddp import _StepModule
-
-T = TypeVar("T")
+from trainkit.strategies.single import SingleDeviceStrategy
 
 
 @dataclass
@@ -100,8 +98,11 @@ def combine(values: list[torch.Tensor], weights: list[int], reduce_fx: str) -> t
     return stacked.max() if reduce_fx == "max" else stacked.min()
 
 
-class DataParallelStrategy(Strategy):
+class DataParallelStrategy(SingleDeviceStrategy):
     """``torch.nn.DataParallel`` over several CUDA devices of one process.
+
+    One process, so its collectives are the single-device strategy's (they
+    return their input); the first device holds the model.
 
     Args:
         device_ids: the CUDA devices to use (two or more); the first holds the model.
@@ -114,14 +115,8 @@ class DataParallelStrategy(Strategy):
             raise ValueError(
                 f"DataParallelStrategy needs two or more CUDA devices, got {device_ids}."
             )
+        super().__init__(torch.device("cuda", device_ids[0]))
         self.device_ids = list(device_ids)
-
-    @property
-    def root_device(self) -> torch.device:
-        return torch.device("cuda", self.device_ids[0])
-
-    def setup_environment(self) -> None:
-        torch.cuda.set_device(self.root_device)
 
     def setup_module(self, module: nn.Module) -> nn.Module:
         module = module.to(self.root_device)
@@ -152,22 +147,6 @@ class DataParallelStrategy(Strategy):
             return _combine_output(output, list(shares.values()))
 
         return training_step
-
-    # Collectives: one process, so every value is already "all" of them.
-    def all_reduce(self, tensor: torch.Tensor, op: ReduceOp = "mean") -> torch.Tensor:
-        return tensor
-
-    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
-        return tensor.unsqueeze(0)
-
-    def broadcast(self, obj: T, src: int = 0) -> T:
-        return obj
-
-    def barrier(self, name: str | None = None) -> None:
-        return None
-
-    def reduce_boolean_decision(self, decision: bool, all_: bool = True) -> bool:
-        return decision
 
 
 def _combine_output(output: Any, shares: list[int]) -> Any:
