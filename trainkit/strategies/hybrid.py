@@ -55,7 +55,8 @@ class HybridStrategy(DDPStrategy):
         stage_devices: the devices of this process's stages (e.g. ``["cuda:0",
             "cuda:1"]``), or how many stages: then stage ``i`` of local rank ``r``
             goes on ``cuda:(r * n + i)`` when CUDA is available, else every stage is
-            ``"cpu"``. With ``pipeline_size > 1`` each process holds one stage.
+            ``"cpu"``. Default: 2 stages, or 1 with ``pipeline_size > 1`` (each
+            process then holds one stage).
         balance: how to cut the layers: ``"time"`` (forward + backward of each
             layer, timed on ``Module.example_input_array``), ``"params"`` (parameter
             memory), or a list of layer counts per stage.
@@ -72,7 +73,7 @@ class HybridStrategy(DDPStrategy):
 
     def __init__(
         self,
-        stage_devices: int | Sequence[str | torch.device] = 2,
+        stage_devices: int | Sequence[str | torch.device] | None = None,
         *,
         balance: Balance = "params",
         micro_batches: int = 1,
@@ -82,25 +83,29 @@ class HybridStrategy(DDPStrategy):
         environment: ClusterEnvironment | None = None,
         **ddp_options: Any,
     ) -> None:
-        if not isinstance(stage_devices, int):
-            stage_devices = [torch.device(device) for device in stage_devices]
-        requested: int | list[torch.device] = stage_devices  # type: ignore[assignment]
-        stage_count = stage_devices if isinstance(stage_devices, int) else len(stage_devices)
+        if stage_devices is None:
+            stage_devices = 1 if pipeline_size > 1 else 2
+        requested = (
+            stage_devices
+            if isinstance(stage_devices, int)
+            else [torch.device(device) for device in stage_devices]
+        )
+        stage_count = requested if isinstance(requested, int) else len(requested)
         if stage_count < 1:
             raise ValueError(f"stage_devices={stage_devices!r} must name at least one device.")
         if pipeline_size < 1 or micro_batches < 1:
             raise ValueError(
                 f"pipeline_size={pipeline_size} and micro_batches={micro_batches} must be >= 1."
             )
-        if pipeline_size > 1 and stage_count != 1 and stage_devices != 2:
+        if pipeline_size > 1 and stage_count != 1:
             raise ValueError(
                 f"pipeline_size={pipeline_size} puts one stage on each process; drop "
                 f"stage_devices={stage_devices!r} (stages inside processes and across them "
                 "do not combine)."
             )
         cuda = (
-            any(d.type == "cuda" for d in stage_devices)
-            if isinstance(stage_devices, list)
+            any(d.type == "cuda" for d in requested)
+            if isinstance(requested, list)
             else torch.cuda.is_available()
         )
         super().__init__("cuda" if cuda else "cpu", timeout=timeout, environment=environment)
@@ -124,7 +129,7 @@ class HybridStrategy(DDPStrategy):
         """This process's stage devices, in stage order."""
         if isinstance(self.requested_devices, list):
             return self.requested_devices
-        count = 1 if self.pipeline_size > 1 else self.requested_devices
+        count = self.requested_devices
         if self.device_type == "cuda":
             first = self.local_rank * count
             return [torch.device("cuda", first + i) for i in range(count)]
