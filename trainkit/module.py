@@ -354,7 +354,12 @@ class Module(nn.Module):
                     f"{type(self).__name__} has no forward(). Define forward, or return the "
                     "layers in order from configure_stages()."
                 )
-            runner = stages if isinstance(stages, nn.Sequential) else nn.Sequential(*stages)
+            if isinstance(stages, nn.Sequential):
+                return stages(*args)
+            (output,) = args  # layers pass one tensor from each to the next
+            for layer in stages:
+                output = layer(output)
+            return output
         return runner(*args)
 
     # ---------------------------------------------------- manual optimization
