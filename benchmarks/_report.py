@@ -37,3 +37,16 @@ def machine_info(**extra: Any) -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "trainkit": f"{trainkit.__version__} ({Path(trainkit.__file__).parent})",
     }
+
+
+def write_json(path: Path, result: dict[str, Any]) -> None:
+    """Write a benchmark's results to ``path`` and say where they went.
+
+    Args:
+        path: the ``--json`` file.
+        result: the results (JSON-serialisable).
+    """
+    import json
+
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\nresults written to {path}")

@@ -336,8 +336,7 @@ def main(argv: list[str] | None = None) -> int:
             "target": TARGET,
             "passed": passed,
         }
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-        print(f"\nresults written to {args.json}")
+        _report.write_json(args.json, result)
     return 0
 
 

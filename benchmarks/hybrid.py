@@ -35,7 +35,6 @@ import argparse
 import copy
 import gc
 import itertools
-import json
 import statistics
 import sys
 import time
@@ -416,8 +415,7 @@ def main(argv: list[str] | None = None) -> int:
                 "losses": cpu_losses,
             },
         }
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-        print(f"\nresults written to {args.json}")
+        _report.write_json(args.json, result)
     return 0
 
 

@@ -148,8 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             "heavy_modules_added_by_trainkit": loaded,
             "passed": {"import_time": time_passed, "no_heavy_modules": heavy_passed},
         }
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-        print(f"\nresults written to {args.json}")
+        _report.write_json(args.json, result)
     return 0
 
 

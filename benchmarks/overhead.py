@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import json
 import os
 import statistics
 import sys
@@ -304,8 +303,7 @@ def main(argv: list[str] | None = None) -> int:
             "targets": TARGETS,
             "passed": passed,
         }
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-        print(f"\nresults written to {args.json}")
+        _report.write_json(args.json, result)
     return 0
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import statistics
 import sys
 import tempfile
@@ -212,8 +211,7 @@ def main(argv: list[str] | None = None) -> int:
             "median_step_s": medians,
             "ratios_vs_32_true": ratios,
         }
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-        print(f"\nresults written to {args.json}")
+        _report.write_json(args.json, result)
     return 0
 
 
