@@ -2,17 +2,22 @@
 
 Each rank writes ``rank<N>.txt`` with the steps it trained when training ends;
 the process that called fit writes ``caller.txt`` with the steps its Trainer
-reports and a checksum of its module's weights. ``--fail-rank`` makes that rank
-raise at step 5. ``--strategy ddp_spawn`` starts the ranks from inside fit.
+reports and a checksum of its module's weights; a rank that runs this script
+writes ``exit<N>.txt`` at interpreter exit saying whether it had left the process
+group by then. ``--fail-rank`` makes that rank raise at step 5. ``--strategy
+ddp_spawn`` starts the ranks from inside fit.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
+import os
 from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch.utils.data import DataLoader
 
 import trainkit
@@ -40,12 +45,19 @@ class RecordRank(trainkit.Callback):
         Path(self.root, f"rank{rank}.txt").write_text(str(trainer.global_step))
 
 
+def record_group_at_exit(root: str) -> None:
+    # Registered before fit, so it runs after every exit handler trainkit registers.
+    state = "still joined" if dist.is_initialized() else "left"
+    Path(root, f"exit{os.environ.get('RANK', 'caller')}.txt").write_text(state)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--root", required=True)
     parser.add_argument("--fail-rank", type=int, default=-1)
     parser.add_argument("--strategy", default="ddp")
     args = parser.parse_args()
+    atexit.register(record_group_at_exit, args.root)
     trainer = trainkit.Trainer(
         max_epochs=3,
         strategy=args.strategy,
@@ -62,7 +74,7 @@ def main() -> None:
     model = MaybeFailing(args.fail_rank)
     trainer.fit(model, DataLoader(blobs(128), batch_size=16, shuffle=True))
     if trainer.is_global_zero:
-        checksum = sum(float(p.double().sum()) for p in model.parameters())
+        checksum = sum(float(p.detach().double().sum()) for p in model.parameters())
         Path(args.root, "caller.txt").write_text(f"{trainer.global_step} {checksum!r}")
 
 

@@ -112,6 +112,10 @@ def test_plain_python_with_two_devices_starts_the_second_process(tmp_path: Path)
     assert (tmp_path / "rank1.txt").read_text() == "12"
     assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["version_0"]
     assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
+    # Each rank left the process group before the interpreter shut down: a
+    # group left to the shutdown can abort the process after training succeeded.
+    assert (tmp_path / "exit0.txt").read_text() == "left"
+    assert (tmp_path / "exit1.txt").read_text() == "left"
 
 
 def test_spawned_ranks_train_and_hand_the_result_back(tmp_path: Path) -> None:

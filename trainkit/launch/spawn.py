@@ -31,6 +31,7 @@ import torch.multiprocessing as mp
 from trainkit.launch.environment import ClusterEnvironment
 from trainkit.launch.launcher import free_port
 from trainkit.seed import capture_rng_states, restore_rng_states
+from trainkit.strategies.ddp import end_process_group
 
 if TYPE_CHECKING:
     from trainkit.trainer import Trainer
@@ -125,6 +126,7 @@ def _run_rank(rank: int, world_size: int, port: int, payload: bytes, outbox: str
         )
         # A file, not a pipe: the caller reads it only after every rank has exited.
         torch.save(result, Path(outbox, "result.pt"))
+    end_process_group()  # this process was only a rank: leave the group before exiting
 
 
 def _adopt(trainer: Trainer, module: Any, result: SpawnResult) -> None:

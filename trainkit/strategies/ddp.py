@@ -8,6 +8,7 @@ through torch's env:// rendezvous, and wraps the module in
 
 from __future__ import annotations
 
+import atexit
 import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -109,11 +110,15 @@ class DDPStrategy(Strategy):
         if dist.is_initialized():
             return
         self.environment.export()
+        self._control_group = None  # any earlier one belonged to an ended group
         dist.init_process_group(
             backend="nccl" if self.device_type == "cuda" else "gloo",
             init_method="env://",
             timeout=self.timeout,
         )
+        # Leaving the group to the interpreter's shutdown can abort the process:
+        # the backend's threads may still hold tensors while Python is torn down.
+        atexit.register(end_process_group)
 
     def setup_module(self, module: nn.Module) -> nn.Module:
         module = module.to(self.root_device)
@@ -199,5 +204,15 @@ class DDPStrategy(Strategy):
 
     def teardown(self) -> None:
         # The group is left up: a later validate/test in the same process reuses it.
-        # destroy_process_group() ends it (trainkit does at interpreter exit).
+        # end_process_group() ends it; trainkit calls it at interpreter exit.
         return None
+
+
+def end_process_group() -> None:
+    """Leave the default process group (and every group made from it), if joined.
+
+    trainkit calls this at interpreter exit for groups it started; call it
+    earlier to free the connections in a process that goes on without them.
+    """
+    if dist.is_initialized():
+        dist.destroy_process_group()
