@@ -2,10 +2,11 @@
 
 Each rank writes ``rank<N>.txt`` with the steps it trained when training ends;
 the process that called fit writes ``caller.txt`` with the steps its Trainer
-reports and a checksum of its module's weights; a rank that runs this script
-writes ``exit<N>.txt`` at interpreter exit saying whether it had left the process
-group by then. ``--fail-rank`` makes that rank raise at step 5. ``--strategy
-ddp_spawn`` starts the ranks from inside fit.
+reports and a checksum of its module's weights. With ``EXIT_RECORD_DIR`` set,
+every process that imports this script (the ranks a ``ddp_spawn`` run starts
+too) writes ``exit<RANK>.txt`` there when it exits, saying whether it had left
+the process group by then. ``--fail-rank`` makes that rank raise at step 5.
+``--strategy ddp_spawn`` starts the ranks from inside fit.
 """
 
 from __future__ import annotations
@@ -45,10 +46,17 @@ class RecordRank(trainkit.Callback):
         Path(self.root, f"rank{rank}.txt").write_text(str(trainer.global_step))
 
 
-def record_group_at_exit(root: str) -> None:
-    # Registered before fit, so it runs after every exit handler trainkit registers.
+def record_group_at_exit() -> None:
     state = "still joined" if dist.is_initialized() else "left"
-    Path(root, f"exit{os.environ.get('RANK', 'caller')}.txt").write_text(state)
+    Path(os.environ["EXIT_RECORD_DIR"], f"exit{os.environ.get('RANK', 'caller')}.txt").write_text(
+        state
+    )
+
+
+if "EXIT_RECORD_DIR" in os.environ:
+    # Registered on import, before any Trainer exists: it runs after every exit
+    # handler trainkit registers.
+    atexit.register(record_group_at_exit)
 
 
 def main() -> None:
@@ -57,7 +65,6 @@ def main() -> None:
     parser.add_argument("--fail-rank", type=int, default=-1)
     parser.add_argument("--strategy", default="ddp")
     args = parser.parse_args()
-    atexit.register(record_group_at_exit, args.root)
     trainer = trainkit.Trainer(
         max_epochs=3,
         strategy=args.strategy,

@@ -95,14 +95,25 @@ def test_two_nodes_of_one_process_through_torchrun_rendezvous(tmp_path: Path) ->
 
 
 def _python(root: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    root.mkdir(parents=True, exist_ok=True)
     return subprocess.run(
         [sys.executable, SCRIPT, "--root", str(root), *extra],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=240,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "EXIT_RECORD_DIR": str(root)},
     )
+
+
+def _left_the_group_before_exit(root: Path) -> None:
+    """Each rank ran its exit handlers and had left the process group by its last one.
+
+    A group left to the interpreter's shutdown can abort a process (SIGABRT)
+    whose training had succeeded.
+    """
+    assert (root / "exit0.txt").read_text() == "left"
+    assert (root / "exit1.txt").read_text() == "left"
 
 
 def test_plain_python_with_two_devices_starts_the_second_process(tmp_path: Path) -> None:
@@ -112,10 +123,7 @@ def test_plain_python_with_two_devices_starts_the_second_process(tmp_path: Path)
     assert (tmp_path / "rank1.txt").read_text() == "12"
     assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["version_0"]
     assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
-    # Each rank left the process group before the interpreter shut down: a
-    # group left to the shutdown can abort the process after training succeeded.
-    assert (tmp_path / "exit0.txt").read_text() == "left"
-    assert (tmp_path / "exit1.txt").read_text() == "left"
+    _left_the_group_before_exit(tmp_path)
 
 
 def test_spawned_ranks_train_and_hand_the_result_back(tmp_path: Path) -> None:
@@ -126,6 +134,7 @@ def test_spawned_ranks_train_and_hand_the_result_back(tmp_path: Path) -> None:
     assert (spawned / "rank1.txt").read_text() == "12"
     assert sorted(p.name for p in (spawned / "logs").iterdir()) == ["version_0"]
     assert (spawned / "checkpoints" / "last.ckpt").is_file()
+    _left_the_group_before_exit(spawned)
     # The calling process took no part, yet ends with the trained weights and
     # counters: the same as rank 0 of a `ddp` run from the same seed.
     reference = _python(launched)

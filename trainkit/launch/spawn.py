@@ -18,8 +18,11 @@ can hang.)
 
 from __future__ import annotations
 
+import atexit
+import os
 import pickle
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +34,6 @@ import torch.multiprocessing as mp
 from trainkit.launch.environment import ClusterEnvironment
 from trainkit.launch.launcher import free_port
 from trainkit.seed import capture_rng_states, restore_rng_states
-from trainkit.strategies.ddp import end_process_group
 
 if TYPE_CHECKING:
     from trainkit.trainer import Trainer
@@ -126,7 +128,21 @@ def _run_rank(rank: int, world_size: int, port: int, payload: bytes, outbox: str
         )
         # A file, not a pipe: the caller reads it only after every rank has exited.
         torch.save(result, Path(outbox, "result.pt"))
-    end_process_group()  # this process was only a rank: leave the group before exiting
+    _exit_now()
+
+
+def _exit_now() -> None:
+    """End this rank's process with status 0, without the interpreter's shutdown.
+
+    The process group's backend threads may still be releasing finished
+    collectives, which needs the interpreter; one caught by the shutdown aborts
+    the process (SIGABRT) after its work is done. The exit handlers (trainkit's
+    leaves the process group) still run, first.
+    """
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _adopt(trainer: Trainer, module: Any, result: SpawnResult) -> None:

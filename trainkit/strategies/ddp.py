@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import timedelta
@@ -27,6 +28,9 @@ from trainkit.strategies.base import ReduceOp, Strategy
 from trainkit.strategies.sampling import EvenSplitSampler
 
 T = TypeVar("T")
+
+# How long leaving the process group waits for the backend's threads (see end_process_group).
+_RELEASE_S = 0.05
 
 _OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 
@@ -216,3 +220,6 @@ def end_process_group() -> None:
     """
     if dist.is_initialized():
         dist.destroy_process_group()
+        # The backend's threads release finished collectives, which needs the
+        # interpreter: let them, before a shutdown that would abort them.
+        time.sleep(_RELEASE_S)
