@@ -184,11 +184,12 @@ def worker(args: argparse.Namespace) -> int:
         if args.params is not None:
             torch.save(network.state_dict(), args.params)
         args.out.write_text(json.dumps({"epoch_s": epoch_s, "startup_s": startup_s}))
-    if args.variant == "raw":
-        import torch.distributed as dist
-
-        dist.destroy_process_group()
-    return 0
+    # Timings are written: end here, without the interpreter's shutdown. A gloo
+    # worker thread still releasing the last collective then can abort the
+    # process (SIGABRT) and fail the launch although the epoch was measured.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 # --------------------------------------------------------------- orchestrator

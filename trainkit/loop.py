@@ -304,20 +304,17 @@ def run_fit(trainer: Trainer, model: nn.Module, train_loader: Iterable[Any]) -> 
         # Agree across processes, so that no rank leaves the loop alone.
         state.should_stop = trainer.strategy.reduce_boolean_decision(state.should_stop, all_=False)
         _resume_point(trainer, on_resume_point)
-    if trainer.preemption_vote is not None:
-        trainer.preemption_vote()  # every rank finishes the vote it started
-        trainer.preemption_vote = None
+    trainer.preemption_vote.finish()  # every rank finishes the vote it started
     hooks.call("on_train_end")
 
 
 def _resume_point(trainer: Trainer, on_resume_point: Callable[[], Any]) -> None:
     on_resume_point()
-    # A signal may reach only some processes. They agree to stop one resume point
-    # after it arrived (the vote runs in the background meanwhile), all at the same
-    # point: a rank stopping alone would leave the others waiting in a collective.
-    previous = trainer.preemption_vote
-    trainer.preemption_vote = trainer.strategy.vote_any(trainer.preemption.requested)
-    if previous is not None and previous() and not trainer.preempted:
+    # A signal may reach only some processes: they agree, in the background, to
+    # stop at the same point (a rank stopping alone would leave the others
+    # waiting in a collective).
+    stop = trainer.preemption_vote.at_resume_point(trainer.preemption.requested)
+    if stop and not trainer.preempted:
         trainer.save_preemption_checkpoint()
         trainer.state.should_stop = True
 

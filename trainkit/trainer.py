@@ -36,7 +36,7 @@ from trainkit.metrics import MetricStore, Number, as_tensor, display_names, to_f
 from trainkit.module import Module
 from trainkit.optim import LRSchedulerConfig, parse_optimizers
 from trainkit.options import LoopOptions
-from trainkit.preemption import Preemption
+from trainkit.preemption import Preemption, StopVote
 from trainkit.seed import (
     isolated_rng,
     seed_everything,
@@ -208,8 +208,8 @@ class Trainer:
         #: The resolved configuration of a run started from a config (saved in checkpoints).
         self.run_config: dict[str, Any] | None = None
         self.preemption = Preemption()
-        #: The preemption vote cast at the last resume point (see ``trainkit.loop``).
-        self.preemption_vote: Callable[[], bool] | None = None
+        #: Agrees across processes whether to stop for a preemption signal (set by fit).
+        self.preemption_vote = StopVote(self.strategy.agree_max, spaced=False)
         #: True after fit stopped because of a preemption signal.
         self.preempted = False
 
@@ -700,7 +700,9 @@ class Trainer:
         self.batches_seen = 0
         self.lineage = uuid.uuid4().hex
         self.preempted = False
-        self.preemption_vote = None
+        self.preemption_vote = StopVote(
+            self.strategy.agree_max, spaced=self.strategy.world_size > 1
+        )
         if checkpoint is not None:
             checkpoint_io.restore_state(self, checkpoint, str(resume_from))
         if self.is_global_zero and model.hparams:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Literal, TypeVar
 
@@ -181,19 +181,20 @@ class Strategy(ABC):
         reduced = self.all_reduce(flag, op="min" if all_ else "max")
         return bool(reduced.item())
 
-    def vote_any(self, decision: bool) -> Callable[[], bool]:
-        """Start agreeing whether any process decided yes, without waiting for the others.
+    def agree_max(self, values: Sequence[int]) -> Callable[[], list[int]]:
+        """Start an element-wise maximum of ``values`` over processes, without waiting.
 
-        The vote travels in the background; the returned function gives the agreed
-        answer, waiting only if the vote is still under way. The loop casts one at
-        each resume point and reads it at the next, so that a signal reaching only
-        some processes stops all of them at the same point, at no cost per step.
-        Every process must call this at the same points.
+        The agreement travels in the background; the returned function gives the
+        result, waiting only if it is still under way. The loop's preemption vote
+        (``trainkit.preemption.StopVote``) uses it so that a signal reaching only
+        some processes stops all of them at the same point. Every process must
+        call this at the same points, with as many values.
 
         Args:
-            decision: this process's decision.
+            values: this process's integers.
         """
-        return lambda: decision
+        agreed = list(values)
+        return lambda: agreed
 
     # ------------------------------------------------------------ checkpoints
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | os.PathLike[str]) -> None:

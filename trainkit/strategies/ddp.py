@@ -11,7 +11,7 @@ from __future__ import annotations
 import atexit
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -190,19 +190,21 @@ class DDPStrategy(Strategy):
         if dist.is_initialized():
             dist.barrier()
 
-    def vote_any(self, decision: bool) -> Callable[[], bool]:
+    def agree_max(self, values: Sequence[int]) -> Callable[[], list[int]]:
         if self._control_group is None:
-            # Votes are CPU integers on a gloo group: no GPU work, no host sync.
-            # (new_group is collective, but every rank casts its first vote at the
-            # same resume point.)
+            # CPU integers on a gloo group: no GPU work, no host sync. (new_group
+            # is collective, but every rank starts its first agreement at the same
+            # resume point.)
             gloo = dist.get_backend() == "gloo"
             self._control_group = dist.group.WORLD if gloo else dist.new_group(backend="gloo")
-        flag = torch.tensor([int(decision)])
-        work = dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self._control_group, async_op=True)
+        flags = torch.tensor(list(values), dtype=torch.int64)
+        work = dist.all_reduce(
+            flags, op=dist.ReduceOp.MAX, group=self._control_group, async_op=True
+        )
 
-        def result() -> bool:
+        def result() -> list[int]:
             work.wait()
-            return bool(flag.item())
+            return [int(value) for value in flags.tolist()]
 
         return result
 
