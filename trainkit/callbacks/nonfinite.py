@@ -63,9 +63,9 @@ class NonFiniteLoss(Callback):
             finite = bool(torch.isfinite(loss.detach()))
             self._window_finite = self._window_finite and finite
             return
-        # A reference, not a copy: backward has freed the graph's buffers, and
-        # detaching (a call per step) waits until the check.
-        self._pending.append((trainer.state.global_step, loss))
+        # Detached: holding the loss itself would keep its autograd graph alive
+        # until the check, which slowed DDP steps of a tiny model by ~5-10%.
+        self._pending.append((trainer.state.global_step, loss.detach()))
         if len(self._pending) >= self._check_every:
             self.check(trainer)
 
