@@ -12,13 +12,18 @@ a DistributedSampler with set_epoch, zero_grad/backward/step) and ``trainkit``
 (``Trainer(strategy="ddp", accelerator="cpu", devices=2, seed=0)``, logger,
 progress bar, summary and checkpointing off).
 
-Every run is a fresh ``torch.distributed.run`` launch of this script in
-``--worker`` mode; rank 0 writes its timings to a JSON file. The orchestrator
-alternates the variants for ``--repeats`` rounds and compares medians.
+Both variants run in the same processes: each model gets two fresh
+``torch.distributed.run`` launches of this script in ``--worker`` mode, one
+starting with ``raw`` and one with ``trainkit``. A launch runs an untimed first
+round (its parameters are compared across the variants; its first variant gives
+that variant's start-up time), then ``--repeats`` timed rounds alternating which
+variant goes first. Timing both variants in the same processes takes out the
+launch-to-launch differences (core placement, the agent's activity), which on a
+2-core machine are larger than the difference measured.
 
 Run from the repository root::
 
-    PYTHONPATH=. python benchmarks/ddp.py [--repeats 3] [--json out.json]
+    PYTHONPATH=. python benchmarks/ddp.py [--repeats 5] [--json out.json]
 """
 
 from __future__ import annotations
@@ -93,7 +98,8 @@ def run_raw(model: str) -> tuple[float, float, nn.Module]:
     from torch.nn.parallel import DistributedDataParallel
     from torch.utils.data import DistributedSampler
 
-    dist.init_process_group(backend="gloo", init_method="env://")
+    if not dist.is_initialized():  # the first variant of a launch sets the group up
+        dist.init_process_group(backend="gloo", init_method="env://")
     dataset = build_dataset(model)
     network = build_network(model)
     ddp = DistributedDataParallel(network)
@@ -177,16 +183,30 @@ def run_trainkit(model: str) -> tuple[float, float, nn.Module]:
 
 
 def worker(args: argparse.Namespace) -> int:
+    """One launch: an untimed round, then ``args.rounds`` timed ones, both variants each."""
     torch.set_num_threads(1)
-    runner = run_raw if args.variant == "raw" else run_trainkit
-    epoch_s, startup_s, network = runner(args.model)
-    if int(os.environ["RANK"]) == 0:
-        if args.params is not None:
-            torch.save(network.state_dict(), args.params)
-        args.out.write_text(json.dumps({"epoch_s": epoch_s, "startup_s": startup_s}))
+    runners = {"raw": run_raw, "trainkit": run_trainkit}
+    first = args.first
+    other = VARIANTS[1] if first == VARIANTS[0] else VARIANTS[0]
+    epoch: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
+    startup_s = 0.0
+    rank = int(os.environ["RANK"])
+    for round_index in range(args.rounds + 1):
+        order = (first, other) if round_index % 2 == 0 else (other, first)
+        for variant in order:
+            epoch_s, started_s, network = runners[variant](args.model)
+            if round_index == 0:
+                if variant == first:
+                    startup_s = started_s  # only the launch's first variant started cold
+                if rank == 0:
+                    torch.save(network.state_dict(), args.params / f"{variant}.pt")
+            else:
+                epoch[variant].append(epoch_s)
+    if rank == 0:
+        args.out.write_text(json.dumps({"epoch_s": epoch, "startup_s": startup_s}))
     # Timings are written: end here, without the interpreter's shutdown. A gloo
     # worker thread still releasing the last collective then can abort the
-    # process (SIGABRT) and fail the launch although the epoch was measured.
+    # process (SIGABRT) and fail the launch although the epochs were measured.
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
@@ -199,9 +219,11 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def launch(variant: str, model: str, scratch: Path, params: Path | None) -> dict[str, float]:
-    """One torch.distributed.run launch of two workers; rank 0's timings."""
-    out = scratch / f"{variant}_{model}_{time.monotonic_ns()}.json"
+def launch(first: str, model: str, rounds: int, scratch: Path) -> dict[str, Any]:
+    """One torch.distributed.run launch of two workers; rank 0's timings and parameters."""
+    out = scratch / f"{first}_{model}.json"
+    params = scratch / f"{first}_{model}"
+    params.mkdir()
     command = [
         sys.executable,
         "-m",
@@ -212,23 +234,27 @@ def launch(variant: str, model: str, scratch: Path, params: Path | None) -> dict
         str(free_port()),
         str(Path(__file__).resolve()),
         "--worker",
-        "--variant",
-        variant,
+        "--first",
+        first,
         "--model",
         model,
+        "--rounds",
+        str(rounds),
         "--out",
         str(out),
+        "--params",
+        str(params),
     ]
-    if params is not None:
-        command += ["--params", str(params)]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
     done = subprocess.run(command, env=env, cwd=scratch, capture_output=True, text=True)
     if done.returncode != 0 or not out.exists():
         raise RuntimeError(
-            f"{variant}/{model} workers failed (exit {done.returncode}):\n"
+            f"{model} workers ({first} first) failed (exit {done.returncode}):\n"
             f"{done.stdout}\n{done.stderr}"
         )
-    return json.loads(out.read_text())
+    result: dict[str, Any] = json.loads(out.read_text())
+    check_same_parameters(model, params / "raw.pt", params / "trainkit.pt")
+    return result
 
 
 def check_same_parameters(model: str, raw: Path, trainkit_: Path) -> None:
@@ -248,13 +274,16 @@ def check_same_parameters(model: str, raw: Path, trainkit_: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3, help="timed rounds (default 3)")
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="timed rounds per launch; 2 launches (default 5)"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write results here")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--variant", choices=VARIANTS, help=argparse.SUPPRESS)
+    parser.add_argument("--first", choices=VARIANTS, help=argparse.SUPPRESS)
     parser.add_argument("--model", choices=MODELS, help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--params", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--params", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         return worker(args)
@@ -272,7 +301,8 @@ def main(argv: list[str] | None = None) -> int:
         steps = -(-SAMPLES[model] // (BATCH_SIZE * WORLD_SIZE))
         print(
             f"workload {model}: {SAMPLES[model]} samples, per-rank batch {BATCH_SIZE}, "
-            f"{steps} steps per rank, SGD lr {LR}, 1 epoch, {args.repeats} rounds"
+            f"{steps} steps per rank, SGD lr {LR}, 1 epoch, "
+            f"2 launches x {args.repeats} timed rounds"
         )
     print()
 
@@ -281,19 +311,12 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="trainkit-ddp-") as name:
         scratch = Path(name)
         for model in MODELS:
-            # Untimed warm-up, one launch per variant: checks that both train alike.
-            params = {variant: scratch / f"{variant}_{model}.pt" for variant in VARIANTS}
-            for variant in VARIANTS:
-                launch(variant, model, scratch, params[variant])
-            check_same_parameters(model, params["raw"], params["trainkit"])
-            print(f"warm-up {model}: both variants end with the same parameters on rank 0")
-            for round_index in range(args.repeats):
-                # Alternate which variant goes first, so position effects average out.
-                order = VARIANTS if round_index % 2 == 0 else VARIANTS[::-1]
-                for variant in order:
-                    result = launch(variant, model, scratch, None)
-                    epoch[model][variant].append(result["epoch_s"])
-                    startup[model][variant].append(result["startup_s"])
+            for first in VARIANTS:
+                result = launch(first, model, args.repeats, scratch)
+                for variant in VARIANTS:
+                    epoch[model][variant] += result["epoch_s"][variant]
+                startup[model][first].append(result["startup_s"])
+            print(f"{model}: both variants end the untimed round with the same parameters")
 
     median_epoch = {m: {v: statistics.median(t) for v, t in d.items()} for m, d in epoch.items()}
     median_start = {m: {v: statistics.median(t) for v, t in d.items()} for m, d in startup.items()}
