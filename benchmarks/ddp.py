@@ -17,7 +17,7 @@ Both variants run in the same processes: each model gets two fresh
 starting with ``raw`` and one with ``trainkit``. A launch runs an untimed first
 round (its parameters are compared across the variants; its first variant gives
 that variant's start-up time), then ``--repeats`` timed rounds alternating which
-variant goes first. Timing both variants in the same processes takes out the
+variant goes first. Timing both variants in the same processes reduces the
 launch-to-launch differences (core placement, the agent's activity), which on a
 2-core machine are larger than the difference measured.
 

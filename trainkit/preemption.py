@@ -70,9 +70,10 @@ class StopVote:
     resume points to let pass before the next vote, from its measured time per
     resume point, aiming at one vote per :data:`VOTE_PERIOD_S` of training; the
     smallest proposal wins, and every process reads it at the same point, so all
-    of them vote at the same points. A step of a tiny model therefore does not pay for a vote,
-    and a signal stops the run within about two vote periods plus two steps. A
-    single process (``spaced=False``) checks every resume point, at no cost.
+    of them vote at the same points. A step of a tiny model therefore does not
+    pay for a vote, and a signal stops the run within about two vote periods
+    plus two steps. A single process (``spaced=False``) checks every resume
+    point, at no cost.
 
     Args:
         agree_max: the strategy's ``agree_max``.
