@@ -28,24 +28,42 @@ def _torchrun(root: Path, *extra: str) -> subprocess.CompletedProcess[str]:
         str(root),
         *extra,
     ]
+    return _run(command, root)
+
+
+def _python(root: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return _run([sys.executable, SCRIPT, "--root", str(root), *extra], root)
+
+
+def _run(command: list[str], root: Path) -> subprocess.CompletedProcess[str]:
+    root.mkdir(parents=True, exist_ok=True)
     return subprocess.run(
         command,
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=240,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "EXIT_RECORD_DIR": str(root)},
     )
+
+
+def _both_ranks_trained_and_only_rank_zero_wrote(root: Path) -> None:
+    # 128 samples, 16 per rank and step: 4 steps an epoch, 3 epochs, on both ranks.
+    assert (root / "rank0.txt").read_text() == "12"
+    assert (root / "rank1.txt").read_text() == "12"
+    assert sorted(p.name for p in (root / "logs").iterdir()) == ["version_0"]
+    assert (root / "checkpoints" / "last.ckpt").is_file()
+    # Each rank ran its exit handlers and had left the process group by its last
+    # one: a group left to the interpreter's shutdown can abort a process
+    # (SIGABRT) whose training had succeeded.
+    assert (root / "exit0.txt").read_text() == "left"
+    assert (root / "exit1.txt").read_text() == "left"
 
 
 def test_under_torchrun_both_ranks_train_and_only_rank_zero_writes(tmp_path: Path) -> None:
     result = _torchrun(tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    # 128 samples, 16 per rank and step: 4 steps an epoch, 3 epochs, on both ranks.
-    assert (tmp_path / "rank0.txt").read_text() == "12"
-    assert (tmp_path / "rank1.txt").read_text() == "12"
-    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["version_0"]
-    assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
+    _both_ranks_trained_and_only_rank_zero_wrote(tmp_path)
 
 
 def test_a_rank_raising_ends_the_run_quickly_with_its_traceback(tmp_path: Path) -> None:
@@ -94,47 +112,17 @@ def test_two_nodes_of_one_process_through_torchrun_rendezvous(tmp_path: Path) ->
     assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["version_0"]
 
 
-def _python(root: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    root.mkdir(parents=True, exist_ok=True)
-    return subprocess.run(
-        [sys.executable, SCRIPT, "--root", str(root), *extra],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "EXIT_RECORD_DIR": str(root)},
-    )
-
-
-def _left_the_group_before_exit(root: Path) -> None:
-    """Each rank ran its exit handlers and had left the process group by its last one.
-
-    A group left to the interpreter's shutdown can abort a process (SIGABRT)
-    whose training had succeeded.
-    """
-    assert (root / "exit0.txt").read_text() == "left"
-    assert (root / "exit1.txt").read_text() == "left"
-
-
 def test_plain_python_with_two_devices_starts_the_second_process(tmp_path: Path) -> None:
     result = _python(tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert (tmp_path / "rank0.txt").read_text() == "12"
-    assert (tmp_path / "rank1.txt").read_text() == "12"
-    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["version_0"]
-    assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
-    _left_the_group_before_exit(tmp_path)
+    _both_ranks_trained_and_only_rank_zero_wrote(tmp_path)
 
 
 def test_spawned_ranks_train_and_hand_the_result_back(tmp_path: Path) -> None:
     spawned, launched = tmp_path / "spawned", tmp_path / "launched"
     result = _python(spawned, "--strategy", "ddp_spawn")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert (spawned / "rank0.txt").read_text() == "12"
-    assert (spawned / "rank1.txt").read_text() == "12"
-    assert sorted(p.name for p in (spawned / "logs").iterdir()) == ["version_0"]
-    assert (spawned / "checkpoints" / "last.ckpt").is_file()
-    _left_the_group_before_exit(spawned)
+    _both_ranks_trained_and_only_rank_zero_wrote(spawned)
     # The calling process took no part, yet ends with the trained weights and
     # counters: the same as rank 0 of a `ddp` run from the same seed.
     reference = _python(launched)
