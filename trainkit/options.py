@@ -1,52 +1,159 @@
-"""The Trainer's loop options, grouped and checked in one place.
+"""The Trainer's options, grouped in small frozen dataclasses and checked in one place.
 
-``Trainer(max_epochs=..., limit_val_batches=...)`` keeps Lightning's flat
-spelling; the values land here, in a small frozen dataclass whose
-``__post_init__`` rejects bad values before anything runs.
+``Trainer(max_epochs=..., precision=...)`` keeps Lightning's flat spelling; the
+values land in four groups, each a frozen dataclass whose ``__post_init__``
+rejects a bad value before anything runs, with a message that names the fix:
+
+- :class:`HardwareOptions`: where the run computes and how reproducibly;
+- :class:`LoopOptions`: how long to train, how much data, when to validate and log;
+- :class:`StepOptions`: how one optimization step is shaped (precision, clipping,
+  accumulation);
+- :class:`OutputOptions`: what the run writes and shows.
+
+Every field carries its documentation (``option(default, doc)``). The
+``trainkit`` command builds its config schema and its ``--help`` text from these
+fields, so the Python API and the command line cannot drift apart. The
+Trainer's other arguments (``strategy``, ``callbacks``, ``logger``) are
+components, objects rather than values, and are documented on the Trainer.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from trainkit.messages import did_you_mean
 
 # When neither max_epochs nor max_steps is given, training stops after this many
 # epochs rather than running forever.
 DEFAULT_MAX_EPOCHS = 1000
 
+ACCELERATORS = ("auto", "cpu", "cuda", "gpu")
 
+#: Accepted precision spellings, mapped to the canonical name.
+PRECISIONS: dict[str | int, str] = {
+    "32-true": "32-true",
+    "32": "32-true",
+    32: "32-true",
+    "bf16-mixed": "bf16-mixed",
+    "bf16": "bf16-mixed",
+    "16-mixed": "16-mixed",
+    "16": "16-mixed",
+    16: "16-mixed",
+    "bf16-true": "bf16-true",
+}
+
+
+def option(default: Any, doc: str) -> Any:
+    """A dataclass field with its documentation (read by the CLI's schema and ``--help``).
+
+    Args:
+        default: the field's default value (immutable).
+        doc: one plain-text sentence or two: what the option does, its units and
+            special values.
+    """
+    return field(default=default, metadata={"doc": doc})
+
+
+def option_docs(options: type) -> dict[str, str]:
+    """Field name -> documentation of an options dataclass.
+
+    Args:
+        options: one of the option classes of this module.
+
+    Example:
+        >>> option_docs(StepOptions)["gradient_clip_algorithm"]
+        "'norm' (the total norm) or 'value' (each element)."
+    """
+    return {f.name: f.metadata.get("doc", "") for f in fields(options)}
+
+
+# ----------------------------------------------------------------- hardware
+@dataclass(frozen=True)
+class HardwareOptions:
+    """Where the run computes, and how reproducibly."""
+
+    accelerator: str = option(
+        "auto", "'cpu', 'cuda' (alias 'gpu') or 'auto' (CUDA when available)."
+    )
+    devices: int | list[int] | str = option(
+        "auto", "How many devices (or a list of CUDA indices); 'auto' is one."
+    )
+    process_group_timeout: float = option(
+        1800.0,
+        "Seconds a collective waits for the other processes before the job fails with an "
+        "error instead of hanging (multi-process strategies).",
+    )
+    seed: int | None = option(
+        None, "Seed every random generator before anything is built (None: do not seed)."
+    )
+    deterministic: bool = option(
+        False, "Make torch use deterministic kernels (and fail on operations that have none)."
+    )
+
+    def __post_init__(self) -> None:
+        if self.accelerator not in ACCELERATORS:
+            hint = did_you_mean(str(self.accelerator), ACCELERATORS)
+            raise ValueError(
+                f"Unknown accelerator {self.accelerator!r}; valid accelerators are "
+                f"{list(ACCELERATORS)}.{hint}"
+            )
+        devices = self.devices
+        if isinstance(devices, (list, tuple)):
+            if not devices or not all(_is_int(i) for i in devices):
+                raise ValueError(f"devices={devices!r} must be a non-empty list of device indices.")
+        elif _is_int(devices):
+            if devices < 1:  # type: ignore[operator]
+                raise ValueError(f"devices={devices} must be at least 1.")
+        elif devices != "auto":
+            raise TypeError(f"devices must be 'auto', an int or a list of ints, got {devices!r}.")
+        timeout = self.process_group_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise ValueError(
+                f"process_group_timeout={timeout!r} must be a positive number of seconds."
+            )
+        if self.seed is not None and (not _is_int(self.seed) or not 0 <= self.seed < 2**32):
+            raise ValueError(f"seed must be an integer in [0, 2**32 - 1], got {self.seed!r}.")
+
+
+# --------------------------------------------------------------------- loop
 @dataclass(frozen=True)
 class LoopOptions:
-    """How long to train, how much data to use, and when to validate and log.
+    """How long to train, how much data to use, and when to validate and log."""
 
-    Attributes:
-        max_epochs: stop after this many epochs. None: no epoch limit when
-            ``max_steps`` is set, else 1000.
-        max_steps: stop after this many optimizer steps (-1: no step limit).
-        limit_train_batches: batches per training epoch: an int, or a float
-            fraction of the dataloader.
-        limit_val_batches: likewise for each validation dataloader (0 disables validation).
-        limit_test_batches: likewise for test dataloaders.
-        limit_predict_batches: likewise for prediction dataloaders.
-        val_check_interval: validate every this many training batches (int), or
-            this fraction of an epoch (float; 1.0 = at the end of each epoch).
-        check_val_every_n_epoch: validate in every n-th epoch; None counts an int
-            ``val_check_interval`` across epochs.
-        num_sanity_val_steps: validation batches run before training to catch
-            bugs early (-1: all of them, 0: none).
-        log_every_n_steps: write step metrics to the loggers every n optimizer steps.
-    """
-
-    max_epochs: int | None = None
-    max_steps: int = -1
-    limit_train_batches: int | float = 1.0
-    limit_val_batches: int | float = 1.0
-    limit_test_batches: int | float = 1.0
-    limit_predict_batches: int | float = 1.0
-    val_check_interval: int | float = 1.0
-    check_val_every_n_epoch: int | None = 1
-    num_sanity_val_steps: int = 2
-    log_every_n_steps: int = 50
+    max_epochs: int | None = option(
+        None, "Stop after this many epochs (None: no limit when max_steps is set, else 1000)."
+    )
+    max_steps: int = option(-1, "Stop after this many optimizer steps (-1: no limit).")
+    limit_train_batches: int | float = option(
+        1.0, "Batches per training epoch: an int, or a float fraction of the dataloader."
+    )
+    limit_val_batches: int | float = option(
+        1.0, "Likewise for each validation dataloader (0 disables validation)."
+    )
+    limit_test_batches: int | float = option(1.0, "Likewise for each test dataloader.")
+    limit_predict_batches: int | float = option(1.0, "Likewise for each prediction dataloader.")
+    val_check_interval: int | float = option(
+        1.0,
+        "Validate every this many training batches (int), or this fraction of an epoch "
+        "(float; 1.0 validates at the end of each epoch).",
+    )
+    check_val_every_n_epoch: int | None = option(
+        1, "Validate in every n-th epoch (None: count an int val_check_interval across epochs)."
+    )
+    num_sanity_val_steps: int = option(
+        2, "Validation batches run before training to catch bugs early (-1: all, 0: none)."
+    )
+    log_every_n_steps: int = option(
+        50, "Write step metrics to the loggers every n optimizer steps."
+    )
+    fast_dev_run: bool | int = option(
+        False,
+        "Run n batches (True: 1) of each stage, one epoch, with no logging or checkpoints, to "
+        "catch bugs fast.",
+    )
 
     def __post_init__(self) -> None:
         if self.max_epochs is not None:
@@ -83,6 +190,16 @@ class LoopOptions:
             hint="(-1 for all validation batches)",
         )
         _check_int("log_every_n_steps", self.log_every_n_steps, minimum=1, hint="")
+        run = self.fast_dev_run
+        if not isinstance(run, bool) and (not isinstance(run, int) or run < 0):
+            raise ValueError(
+                f"fast_dev_run must be a bool or a non-negative number of batches, got {run!r}."
+            )
+
+    @property
+    def fast_dev_run_batches(self) -> int:
+        """Batches per stage of a fast dev run (0: not one)."""
+        return int(self.fast_dev_run)
 
     @property
     def resolved_max_epochs(self) -> float:
@@ -91,12 +208,16 @@ class LoopOptions:
             return float(self.max_epochs)
         return math.inf if self.max_steps != -1 else float(DEFAULT_MAX_EPOCHS)
 
-    def for_fast_dev_run(self, batches: int) -> LoopOptions:
-        """These options cut down to ``batches`` batches of every stage, one epoch.
+    def resolved(self) -> LoopOptions:
+        """These options as the loop runs them: a fast dev run cuts every stage short.
 
-        Args:
-            batches: batches per stage.
+        Example:
+            >>> LoopOptions(fast_dev_run=True).resolved().max_steps
+            1
         """
+        batches = self.fast_dev_run_batches
+        if not batches:
+            return self
         return replace(
             self,
             max_epochs=1,
@@ -112,10 +233,124 @@ class LoopOptions:
         )
 
 
+# --------------------------------------------------------------------- step
+@dataclass(frozen=True)
+class StepOptions:
+    """How one optimization step is shaped. Each is shorthand for a step callback."""
+
+    precision: str | int = option(
+        "32-true",
+        "Numeric precision: '32-true' (float32), 'bf16-mixed', '16-mixed' (with a gradient "
+        "scaler) or 'bf16-true' (the model cast to bfloat16). Shorthand for MixedPrecision.",
+    )
+    gradient_clip_val: float | None = option(
+        None,
+        "Clip gradients to this threshold (None: no clipping). Shorthand for GradientClipping.",
+    )
+    gradient_clip_algorithm: str = option(
+        "norm", "'norm' (the total norm) or 'value' (each element)."
+    )
+    accumulate_grad_batches: int | dict[int, int] = option(
+        1,
+        "Step the optimizer every n batches, or a schedule {first_epoch: n}. Shorthand for "
+        "GradientAccumulation.",
+    )
+
+    def __post_init__(self) -> None:
+        canonical_precision(self.precision)
+        clip = self.gradient_clip_val
+        if clip is not None and (
+            isinstance(clip, bool) or not isinstance(clip, (int, float)) or not clip > 0
+        ):
+            raise ValueError(f"gradient_clip_val={clip!r} must be a positive number or None.")
+        if self.gradient_clip_algorithm not in ("norm", "value"):
+            raise ValueError(
+                f"gradient_clip_algorithm={self.gradient_clip_algorithm!r} must be 'norm' or "
+                "'value'."
+            )
+        accumulation_schedule(self.accumulate_grad_batches)
+
+    @property
+    def canonical_precision(self) -> str:
+        """The precision's canonical name (e.g. "bf16-mixed" for "bf16")."""
+        return canonical_precision(self.precision)
+
+
+def canonical_precision(precision: str | int) -> str:
+    """The canonical name of a precision setting, or a clear error.
+
+    Args:
+        precision: e.g. "bf16-mixed", "16-mixed", "bf16-true", "32-true" (or 16, 32, "bf16").
+
+    Example:
+        >>> canonical_precision(16)
+        '16-mixed'
+    """
+    try:
+        return PRECISIONS[precision]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"precision={precision!r} is not supported; use one of 'bf16-mixed', "
+            "'16-mixed', 'bf16-true' or '32-true'."
+        ) from None
+
+
+def accumulation_schedule(accumulate_grad_batches: int | Mapping[int, int]) -> dict[int, int]:
+    """``{first_epoch: k}`` from an accumulation setting, checked, sorted by epoch.
+
+    Args:
+        accumulate_grad_batches: k, or a schedule ``{first_epoch: k, ...}``.
+
+    Example:
+        >>> accumulation_schedule({4: 2, 0: 8})
+        {0: 8, 4: 2}
+    """
+    schedule = (
+        dict(accumulate_grad_batches)
+        if isinstance(accumulate_grad_batches, Mapping)
+        else {0: accumulate_grad_batches}
+    )
+    if 0 not in schedule:
+        raise ValueError(
+            f"The accumulation schedule {accumulate_grad_batches!r} must say what to do "
+            "from epoch 0; add a 0 key, e.g. {0: 1, 5: 4}."
+        )
+    for epoch, k in schedule.items():
+        if not _is_int(k) or k < 1 or not _is_int(epoch) or epoch < 0:
+            raise ValueError(
+                "accumulate_grad_batches must be a positive int (or epoch -> positive int); "
+                f"got {accumulate_grad_batches!r}."
+            )
+    return dict(sorted(schedule.items()))
+
+
+# ------------------------------------------------------------------- output
+@dataclass(frozen=True)
+class OutputOptions:
+    """What the run writes and shows."""
+
+    default_root_dir: str | None = option(
+        None, "Where logs and checkpoints go (None: the working directory)."
+    )
+    enable_progress_bar: bool = option(
+        True, "Show a progress bar (TQDMProgressBar) unless one is among the callbacks."
+    )
+    enable_model_summary: bool = option(True, "Print a parameter table when fit starts.")
+    enable_checkpointing: bool = option(
+        True,
+        "Add a ModelCheckpoint (the newest epoch and last.ckpt under "
+        "<default_root_dir>/checkpoints) unless one is among the callbacks.",
+    )
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _check_int(name: str, value: object, *, minimum: int, hint: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not _is_int(value):
         raise TypeError(f"{name} must be an integer, got {value!r}.")
-    if value < minimum:
+    if value < minimum:  # type: ignore[operator]
         raise ValueError(
             f"{name}={value} is invalid: it must be >= {minimum} {hint}".rstrip() + "."
         )

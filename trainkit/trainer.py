@@ -146,10 +146,9 @@ class Trainer:
             check_val_every_n_epoch=check_val_every_n_epoch,
             num_sanity_val_steps=num_sanity_val_steps,
             log_every_n_steps=log_every_n_steps,
-        )
-        self.fast_dev_run = _fast_dev_run_batches(fast_dev_run)
-        if self.fast_dev_run:
-            self.options = self.options.for_fast_dev_run(self.fast_dev_run)
+            fast_dev_run=fast_dev_run,
+        ).resolved()
+        self.fast_dev_run = self.options.fast_dev_run_batches
         if not process_group_timeout > 0:
             raise ValueError(
                 f"process_group_timeout={process_group_timeout!r} must be a positive number "
