@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import torch
 
 from trainkit.checkpoint import load
 from trainkit.cli import main
+from trainkit.config import TrainerConfig, trainer_groups
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = str(ROOT / "tests" / "configs" / "blobs.yaml")
@@ -122,6 +124,24 @@ def test_help_lists_commands_and_trainer_options(capsys: pytest.CaptureFixture[s
     out = capsys.readouterr().out
     assert "trainer.max_epochs" in out and "stop after this many epochs" in out
     assert "trainer.accumulate_grad_batches" in out
+
+
+@pytest.mark.parametrize("command", ["fit", "validate", "test", "predict"])
+def test_help_documents_every_trainer_option_in_plain_text(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main([command, "--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    text = " ".join(out.split())  # undo the wrapping
+    for heading in trainer_groups():
+        assert f"\n{heading}:\n" in out
+    for spec in dataclasses.fields(TrainerConfig):
+        assert f"trainer.{spec.name} (default: " in out
+        doc = " ".join(spec.metadata["doc"].split())
+        assert doc in text or doc[0].lower() + doc[1:] in text, spec.name
+    assert "``" not in out and ":class:" not in out
 
 
 def test_python_dash_m_runs_the_same_command() -> None:

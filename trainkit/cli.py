@@ -9,6 +9,7 @@ run can be repeated exactly from it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -70,22 +71,54 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _config_help() -> str:
-    from trainkit.config import trainer_argument_docs
+    """The sections of a config and every trainer option, from the config schema."""
+    from trainkit import config as cfg
 
     lines = [
         "config sections:",
-        "  trainer:    Trainer options (below); callbacks and loggers as class_path + init_args",
+        "  trainer:    the Trainer's options and components (below)",
         "  model:      class_path + init_args of the Module",
         "  data:       class_path + init_args of the DataModule",
         "  ckpt_path:  resume (fit) or load weights (validate/test/predict); 'last' for last.ckpt",
         "",
-        "trainer options:",
+        "trainer options (set any with trainer.NAME=VALUE):",
     ]
-    for name, doc in trainer_argument_docs().items():
-        wrapped = textwrap.wrap(doc, width=76, initial_indent="      ", subsequent_indent="      ")
-        lines.append(f"  trainer.{name}")
-        lines.extend(wrapped)
+    fields = {f.name: f for f in dataclasses.fields(cfg.TrainerConfig)}
+    for heading, names in cfg.trainer_groups().items():
+        lines += ["", f"{heading}:"]
+        for name in names:
+            spec = fields[name]
+            default = (
+                spec.default_factory()
+                if spec.default_factory is not dataclasses.MISSING
+                else spec.default
+            )
+            lines.append(f"  trainer.{name} (default: {_yaml_scalar(default)})")
+            lines += textwrap.wrap(
+                _help_sentence(spec.metadata["doc"]),
+                width=78,
+                initial_indent="      ",
+                subsequent_indent="      ",
+                break_long_words=False,
+                break_on_hyphens=False,  # keep '32-true', 'bf16-mixed' whole
+            )
     return "\n".join(lines)
+
+
+def _help_sentence(doc: str) -> str:
+    """``doc`` starting lowercase, as argparse's own help does ("Stop ..." -> "stop ...")."""
+    if doc[:1].isupper() and not doc[1:2].isupper():  # but keep "CUDA ..." as it is
+        return doc[0].lower() + doc[1:]
+    return doc
+
+
+def _yaml_scalar(value: Any) -> str:
+    """A default as a config would spell it: null, true, false, [], 1.0, auto."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,10 +167,10 @@ def _run(command: str, config_path: str, overrides: list[str], print_only: bool)
             for i, spec in enumerate(logger_option)
         ]
 
-    import trainkit
+    from trainkit.trainer import Trainer
 
     callbacks.append(_SaveConfig(cfg.to_yaml(run)))
-    trainer = trainkit.Trainer(callbacks=callbacks, logger=loggers, **trainer_options)
+    trainer = Trainer(callbacks=callbacks, logger=loggers, **trainer_options)
     model = cfg.instantiate(run.model, "model")
     data = cfg.instantiate(run.data, "data") if run.data is not None else None
     trainer.run_config = cfg.to_dict(run)

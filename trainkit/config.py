@@ -2,7 +2,7 @@
 
 A run config has four sections::
 
-    trainer:                 # any Trainer argument (TrainerConfig)
+    trainer:                 # any Trainer keyword (TrainerConfig)
       max_epochs: 3
       callbacks:             # objects are given as class_path + init_args
         - class_path: trainkit.callbacks.ModelCheckpoint
@@ -18,18 +18,22 @@ closest match, a wrong type names the key, the expected type and the value, and
 a ``class_path`` that cannot be imported, or ``init_args`` its class does not
 take, say which.
 
-``TrainerConfig`` is generated from ``Trainer.__init__``: its fields are the
-Trainer's arguments, with their types and the documentation of the Trainer's
-docstring, so the two can never drift apart.
+``TrainerConfig`` (the ``trainer`` section) is generated from the option
+dataclasses of ``trainkit.options`` (hardware, loop, step and output options:
+their fields' types, defaults and ``doc`` metadata), followed by the Trainer's
+three components, ``strategy`` (a name), ``callbacks`` and ``logger`` (class_path
++ init_args entries). The Trainer takes exactly these keywords, and the
+``--help`` text is built from the same fields, so the Python API, the config
+schema and the command line cannot drift apart. No docstring is parsed.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import importlib
 import inspect
 import os
-import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -37,6 +41,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from trainkit.messages import did_you_mean
+from trainkit.options import HardwareOptions, LoopOptions, OutputOptions, StepOptions
 
 
 class ConfigError(ValueError):
@@ -53,61 +58,92 @@ class ClassSpec:
     )
 
 
-# Trainer arguments whose config form differs from the Python one: objects
-# become ClassSpecs, a Strategy object becomes its name.
-_CONFIG_TYPES: dict[str, Any] = {
-    "callbacks": list[ClassSpec],
-    "logger": Union[bool, list[ClassSpec]],  # noqa: UP007 (a runtime type object)
-    "strategy": str,
-    "default_root_dir": Union[str, None],  # noqa: UP007
+#: The option groups of the ``trainer`` section, in order: heading -> options dataclass.
+OPTION_GROUPS: dict[str, type] = {
+    "hardware options": HardwareOptions,
+    "loop options": LoopOptions,
+    "step options": StepOptions,
+    "output options": OutputOptions,
 }
 
+COMPONENTS_HEADING = "components"
 
-def _trainer_config_class() -> type:
-    from trainkit.trainer import Trainer
+# The Trainer's components (objects, not values) as a config spells them:
+# name, config type, default, documentation.
+_COMPONENTS: tuple[tuple[str, Any, Any, str], ...] = (
+    (
+        "strategy",
+        str,
+        "auto",
+        "How the processes and devices share the work: 'auto' (single_device on one "
+        "device, ddp on several), 'single_device', 'ddp', 'ddp_spawn', 'dp' or 'hybrid'.",
+    ),
+    (
+        "callbacks",
+        list[ClassSpec],
+        [],
+        "Callbacks, a list of class_path + init_args entries, called in this order after "
+        "the Module's own hooks.",
+    ),
+    (
+        "logger",
+        Union[bool, list[ClassSpec]],  # noqa: UP007 (a runtime type object)
+        True,
+        "true for a TensorBoard logger under default_root_dir, false for none, or a list "
+        "of class_path + init_args entries.",
+    ),
+)
 
-    hints = typing.get_type_hints(Trainer.__init__)
-    docs = trainer_argument_docs()
-    fields = []
-    for name, parameter in inspect.signature(Trainer.__init__).parameters.items():
-        if name == "self":
-            continue
-        kind = _CONFIG_TYPES.get(name, hints[name])
-        default = parameter.default
-        spec: Any
-        if name == "callbacks":
-            spec = field(default_factory=list, metadata={"doc": docs.get(name, "")})
-        elif name == "logger":
-            spec = field(default=True, metadata={"doc": docs.get(name, "")})
-        else:
-            spec = field(default=default, metadata={"doc": docs.get(name, "")})
-        fields.append((name, kind, spec))
+
+def trainer_config_class() -> type:
+    """Build the ``trainer`` section's dataclass from the option classes and components.
+
+    The fields are every field of the :data:`OPTION_GROUPS` dataclasses (their
+    types, defaults and ``doc`` metadata), then the components ``strategy``,
+    ``callbacks`` and ``logger`` in their config form. No docstring is read, so
+    editing one never changes the command line.
+
+    Example:
+        >>> [f.name for f in dataclasses.fields(trainer_config_class())][-3:]
+        ['strategy', 'callbacks', 'logger']
+    """
+    specs: list[tuple[str, Any, Any]] = []
+    for options in OPTION_GROUPS.values():
+        hints = typing.get_type_hints(options)
+        for option in dataclasses.fields(options):
+            doc = option.metadata["doc"]
+            specs.append((option.name, hints[option.name], _field(option.default, doc)))
+    for name, kind, default, doc in _COMPONENTS:
+        specs.append((name, kind, _field(default, doc)))
     return dataclasses.make_dataclass(
         "TrainerConfig",
-        fields,
-        namespace={"__doc__": "The ``trainer`` section: Trainer's arguments."},
+        specs,
+        namespace={"__doc__": "The trainer section: the Trainer's options and components."},
     )
 
 
-def trainer_argument_docs() -> dict[str, str]:
-    """The Trainer's ``Args:`` documentation, argument name -> text."""
-    from trainkit.trainer import Trainer
-
-    docstring = inspect.getdoc(Trainer) or ""
-    section = docstring.split("Args:", 1)[1].split("\n\n", 1)[0] if "Args:" in docstring else ""
-    docs: dict[str, str] = {}
-    current = None
-    for line in section.splitlines():
-        match = re.match(r"^    (\w+): (.*)$", line)
-        if match:
-            current = match.group(1)
-            docs[current] = match.group(2).strip()
-        elif current and line.strip():
-            docs[current] += " " + line.strip()
-    return docs
+def _field(default: Any, doc: str) -> Any:
+    if isinstance(default, (list, dict)):  # a fresh copy for every config
+        return field(default_factory=lambda: copy.deepcopy(default), metadata={"doc": doc})
+    return field(default=default, metadata={"doc": doc})
 
 
-TrainerConfig = _trainer_config_class()
+def trainer_groups() -> dict[str, list[str]]:
+    """The ``trainer`` section's field names by group heading, in schema order.
+
+    Example:
+        >>> trainer_groups()["components"]
+        ['strategy', 'callbacks', 'logger']
+    """
+    groups = {
+        heading: [option.name for option in dataclasses.fields(options)]
+        for heading, options in OPTION_GROUPS.items()
+    }
+    groups[COMPONENTS_HEADING] = [name for name, *_ in _COMPONENTS]
+    return groups
+
+
+TrainerConfig = trainer_config_class()
 
 
 @dataclass
