@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import trainkit
 from trainkit.checkpoint import load
 from trainkit.cli import main
 from trainkit.config import TrainerConfig, trainer_groups
@@ -142,6 +144,15 @@ def test_help_documents_every_trainer_option_in_plain_text(
         doc = " ".join(spec.metadata["doc"].split())
         assert doc in text or doc[0].lower() + doc[1:] in text, spec.name
     assert "``" not in out and ":class:" not in out
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out == f"trainkit {trainkit.__version__}\n"
+    declared = re.search(r'^version = "(.+)"$', (ROOT / "pyproject.toml").read_text(), re.M)
+    assert declared is not None and declared.group(1) == trainkit.__version__
 
 
 def test_python_dash_m_runs_the_same_command() -> None:

@@ -46,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument(
+        "--version", action="version", version=f"trainkit {_version()}", help="print the version"
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, text in SUBCOMMANDS.items():
         sub = commands.add_parser(
@@ -119,6 +122,18 @@ def _yaml_scalar(value: Any) -> str:
     if isinstance(value, bool):
         return str(value).lower()
     return str(value)
+
+
+def _version() -> str:
+    """This package's version.
+
+    ``trainkit/__init__.py`` is already imported when this module is (it is part
+    of the package), so its ``__version__`` costs nothing and, unlike the
+    installed distribution's metadata, always describes the code that runs.
+    """
+    from trainkit import __version__
+
+    return __version__
 
 
 def main(argv: list[str] | None = None) -> int:
