@@ -14,7 +14,7 @@ import torch
 
 import trainkit
 from trainkit.checkpoint import load
-from trainkit.cli import main
+from trainkit.cli import _save_config, main
 from trainkit.config import TrainerConfig, trainer_groups
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -153,6 +153,20 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out == f"trainkit {trainkit.__version__}\n"
     declared = re.search(r'^version = "(.+)"$', (ROOT / "pyproject.toml").read_text(), re.M)
     assert declared is not None and declared.group(1) == trainkit.__version__
+
+
+def test_saved_config_never_overwrites_a_different_one(tmp_path: Path) -> None:
+    folder = tmp_path / "logs" / "version_0"
+    assert _save_config("a: 1\n", folder) == folder / "config.yaml"
+    assert _save_config("a: 1\n", folder) == folder / "config.yaml"  # the same config
+    assert _save_config("a: 2\n", folder) == folder / "config-1.yaml"
+    assert _save_config("a: 3\n", folder) == folder / "config-2.yaml"
+    assert (folder / "config.yaml").read_text() == "a: 1\n"
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "config-1.yaml",
+        "config-2.yaml",
+        "config.yaml",
+    ]  # and no temporary files left behind
 
 
 def test_python_dash_m_runs_the_same_command() -> None:

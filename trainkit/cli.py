@@ -240,18 +240,20 @@ class _SaveConfig(Callback):
 
 
 def _save_config(text: str, folder: Path) -> Path:
-    """Write ``config.yaml`` in ``folder``, never overwriting a different one."""
-    from trainkit.checkpoint import _fsync_folder
-    from trainkit.loggers._files import _atomic_open
+    """Write ``config.yaml`` in ``folder``, never overwriting a different one.
 
-    folder.mkdir(parents=True, exist_ok=True)
+    A different config for the same folder goes to ``config-1.yaml`` (then
+    ``config-2.yaml``, ...). The file is written atomically and made durable
+    (``trainkit.io.atomic_write`` fsyncs the file and the folder).
+    """
+    from trainkit.io import atomic_write
+
     target, index = folder / "config.yaml", 0
-    while target.exists() and target.read_text() != text:
+    while target.exists() and target.read_text(encoding="utf-8") != text:
         index += 1
         target = folder / f"config-{index}.yaml"
-    with _atomic_open(str(target)) as file:
+    with atomic_write(target) as file:
         file.write(text)
-    _fsync_folder(folder)
     return target
 
 
