@@ -1,0 +1,1076 @@
+"""The package as a whole: its layers, import graph and ownership rules.
+
+Each rule is a checker ``(package folder) -> list of violations``, read from
+the source with :mod:`ast` (nothing of trainkit is imported, except by the
+subprocess tests of what an import loads). The checkers run on trainkit and on
+small synthetic packages written to ``tmp_path``, so that they are proven to
+catch what they look for and to pass what complies.
+
+1. No import cycle, counting imports inside functions; ``if TYPE_CHECKING:``
+   imports are type-only and do not count.
+2. ``import trainkit.state`` and ``import trainkit.strategies.base`` do not load
+   ``trainkit.trainer``; the public names still import from ``trainkit``.
+3. Outside ``trainkit/callbacks/`` nothing checks a callback's type: no
+   ``isinstance``/``issubclass`` on a callback class, no ``hasattr``/``getattr``
+   probe of a callback-only attribute or of a callback object.
+4. Only ``trainkit/trainer.py`` assigns the Trainer's attributes (others may set
+   ``trainer.should_stop``); only ``trainkit/strategies/`` sets a strategy's
+   ``environment``.
+5. Size limits: ``loop.py`` and each strategy file < 300 lines, ``trainer.py`` < 600.
+6. Nothing injects into or reads from another object's ``__dict__``;
+   ``module.py`` and the strategies do not use ``__dict__`` at all.
+7. The CLI does not parse docstrings (``config.py``, ``cli.py``: no ``__doc__``,
+   no ``inspect.getdoc``).
+8. Layers: the bottom modules import only the bottom layer; strategies and
+   launchers never import the Trainer or the loops; callbacks never import the
+   Trainer or the loop at runtime.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import itertools
+import os
+import subprocess
+import sys
+import textwrap
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "trainkit"
+
+
+# --------------------------------------------------------------- reading source
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), filename=str(path))
+
+
+@functools.cache
+def _lines(path: Path) -> tuple[str, ...]:
+    return tuple(path.read_text().splitlines())
+
+
+def python_files(package: Path) -> list[Path]:
+    """Every ``.py`` file of the package, sorted."""
+    return sorted(package.rglob("*.py"))
+
+
+def module_name(path: Path, package: Path) -> str:
+    """``pkg/a/b.py`` -> ``pkg.a.b``; ``pkg/a/__init__.py`` -> ``pkg.a``."""
+    parts = list(path.relative_to(package.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def where(path: Path, line: int, package: Path) -> str:
+    """``pkg/a.py:12: <the source line>``."""
+    text = _lines(path)[line - 1].strip() if line <= len(_lines(path)) else ""
+    return f"{path.relative_to(package.parent)}:{line}: {text}"
+
+
+def _report(hits: list[tuple[Path, int]], package: Path) -> list[str]:
+    """Each (file, line) once, in file and line order, as :func:`where` writes it."""
+    return [where(path, line, package) for path, line in sorted(set(hits))]
+
+
+def _relative(path: Path, package: Path) -> str:
+    return path.relative_to(package).as_posix()
+
+
+def _parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
+    return {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+
+def _name_of(node: ast.expr) -> str | None:
+    """``x`` -> "x"; ``a.b.x`` -> "x"; anything else -> None."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def _call_name(node: ast.Call) -> str | None:
+    return _name_of(node.func)
+
+
+def _constant_str(node: ast.expr) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+# ----------------------------------------------------------------- import graph
+@dataclass(frozen=True)
+class Import:
+    """One module importing another, at one statement."""
+
+    source: str
+    target: str
+    path: Path
+    line: int
+    type_only: bool  # under `if TYPE_CHECKING:`
+    in_function: bool
+    name: str | None = None  # `from target import name` where name is not a module
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return _name_of(test) == "TYPE_CHECKING"
+
+
+def _import_statements(
+    node: ast.AST, type_only: bool = False, in_function: bool = False
+) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool, bool]]:
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        yield node, type_only, in_function
+        return
+    if isinstance(node, ast.If) and _is_type_checking(node.test):
+        for statement in node.body:
+            yield from _import_statements(statement, True, in_function)
+        for statement in node.orelse:
+            yield from _import_statements(statement, type_only, in_function)
+        return
+    inner = in_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+    for child in ast.iter_child_nodes(node):
+        yield from _import_statements(child, type_only, inner)
+
+
+def _resolve(dotted: str, modules: set[str]) -> str | None:
+    """The longest prefix of ``dotted`` that is one of the package's modules."""
+    parts = dotted.split(".")
+    while parts:
+        if ".".join(parts) in modules:
+            return ".".join(parts)
+        parts.pop()
+    return None
+
+
+@functools.cache
+def imports(package: Path) -> tuple[Import, ...]:
+    """Every import of one of the package's modules by another, read from the source."""
+    files = python_files(package)
+    modules = {module_name(path, package) for path in files}
+    found: list[Import] = []
+    for path in files:
+        source = module_name(path, package)
+        # The package a relative import starts from: the module itself for __init__.py.
+        here = source if path.name == "__init__.py" else source.rpartition(".")[0]
+        for node, type_only, in_function in _import_statements(_tree(path)):
+            targets: list[tuple[str | None, str | None]] = []
+            if isinstance(node, ast.Import):
+                targets = [(_resolve(alias.name, modules), None) for alias in node.names]
+            else:
+                if node.level:
+                    parts = here.split(".")
+                    if node.level - 1 >= len(parts):
+                        continue  # beyond the top package
+                    base = ".".join(parts[: len(parts) - (node.level - 1)])
+                    origin = f"{base}.{node.module}" if node.module else base
+                else:
+                    origin = node.module or ""
+                for alias in node.names:
+                    submodule = f"{origin}.{alias.name}"
+                    if submodule in modules:
+                        targets.append((submodule, None))
+                    else:
+                        name = None if alias.name == "*" else alias.name
+                        targets.append((_resolve(origin, modules), name))
+            for target, name in targets:
+                if target is not None and target != source:
+                    found.append(
+                        Import(source, target, path, node.lineno, type_only, in_function, name)
+                    )
+    return tuple(found)
+
+
+def runtime_graph(package: Path) -> dict[str, dict[str, Import]]:
+    """module -> imported module -> its first runtime import statement (type-only aside)."""
+    graph: dict[str, dict[str, Import]] = {
+        module_name(path, package): {} for path in python_files(package)
+    }
+    for edge in imports(package):
+        if not edge.type_only:
+            graph[edge.source].setdefault(edge.target, edge)
+    return graph
+
+
+def _cycle_through(start: str, graph: Mapping[str, Mapping[str, object]]) -> list[str] | None:
+    """The shortest cycle ``[start, ..., start]``, breadth first, or None."""
+    parent: dict[str, str] = {}
+    queue = deque([start])
+    while queue:
+        node = queue.popleft()
+        for target in sorted(graph.get(node, {})):
+            if target == start:
+                path = [node]
+                while path[-1] != start:
+                    path.append(parent[path[-1]])
+                return [*reversed(path), start]
+            if target not in parent:
+                parent[target] = node
+                queue.append(target)
+    return None
+
+
+def shortest_cycle(graph: Mapping[str, Mapping[str, object]]) -> list[str] | None:
+    """The shortest import cycle (the first by module name among equals), or None."""
+    cycles = [c for c in (_cycle_through(m, graph) for m in sorted(graph)) if c is not None]
+    return min(cycles, key=len) if cycles else None
+
+
+def import_cycle_report(package: Path) -> str | None:
+    """None, or one cycle ``a -> b -> a`` with the statement behind each edge."""
+    graph = runtime_graph(package)
+    cycle = shortest_cycle(graph)
+    if cycle is None:
+        return None
+    lines = [f"import cycle: {' -> '.join(cycle)}"]
+    for source, target in itertools.pairwise(cycle):
+        edge = graph[source][target]
+        scope = " (inside a function)" if edge.in_function else ""
+        lines.append(f"  {source} -> {target}{scope} at {where(edge.path, edge.line, package)}")
+    on_cycles = [m for m in sorted(graph) if _cycle_through(m, graph) is not None]
+    lines.append(f"modules on some cycle: {', '.join(on_cycles)}")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------- callbacks
+def _classes(package: Path) -> dict[str, tuple[Path, ast.ClassDef]]:
+    return {
+        node.name: (path, node)
+        for path in python_files(package)
+        for node in ast.walk(_tree(path))
+        if isinstance(node, ast.ClassDef)
+    }
+
+
+def _subclasses_of(root: str, bases: Mapping[str, list[str]]) -> set[str]:
+    """``root`` and every class that subclasses it directly or indirectly."""
+    found = {root}
+    grown = True
+    while grown:
+        more = {name for name, parents in bases.items() if found.intersection(parents)}
+        grown = bool(more - found)
+        found |= more
+    return found
+
+
+def _bases(classes: Mapping[str, tuple[Path, ast.ClassDef]]) -> dict[str, list[str]]:
+    return {
+        name: [b for b in (_name_of(base) for base in node.bases) if b is not None]
+        for name, (_, node) in classes.items()
+    }
+
+
+def callback_classes(package: Path) -> set[str]:
+    """``Callback`` and the classes of ``<package>/callbacks/`` that subclass it."""
+    in_callbacks = _classes(package / "callbacks")
+    return _subclasses_of("Callback", _bases(in_callbacks)) & (set(in_callbacks) | {"Callback"})
+
+
+def _members(node: ast.ClassDef, instance: bool = True) -> set[str]:
+    """Names a class defines in its body (methods, properties, class attributes) and,
+    with ``instance``, the ``self.x = ...`` of its methods."""
+    names: set[str] = set()
+    for statement in node.body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(statement.name)
+            for inner in ast.walk(statement) if instance else ():
+                if (
+                    isinstance(inner, ast.Attribute)
+                    and isinstance(inner.ctx, ast.Store)
+                    and isinstance(inner.value, ast.Name)
+                    and inner.value.id == "self"
+                ):
+                    names.add(inner.attr)
+        elif isinstance(statement, (ast.Assign, ast.AnnAssign)):
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+def callback_only_members(package: Path) -> set[str]:
+    """What the body of a subclass of Callback defines (methods, properties, class
+    attributes) and neither Callback nor any other class of the package defines.
+
+    Instance attributes are left out: many are generic names (``mode``, ``dtype``,
+    ``text``) that tensors and other objects have too. A probe of one on a callback
+    object is still caught by its receiver (see :func:`callback_type_checks`).
+    """
+    classes = _classes(package)
+    callbacks = _subclasses_of("Callback", _bases(classes))
+    specific: set[str] = set()
+    elsewhere: set[str] = set()
+    for name, (_, node) in classes.items():
+        if name in callbacks and name != "Callback":
+            specific |= _members(node, instance=False)
+        else:
+            elsewhere |= _members(node)
+    return {n for n in specific - elsewhere if not n.startswith("__")}
+
+
+def _is_callbacks(node: ast.expr) -> bool:
+    """``callbacks``, ``x.callbacks``, or reversed/list/sorted/tuple of one."""
+    if isinstance(node, ast.Call) and _call_name(node) in {"reversed", "list", "sorted", "tuple"}:
+        return bool(node.args) and _is_callbacks(node.args[0])
+    return _name_of(node) == "callbacks"
+
+
+def _callback_variables(tree: ast.AST) -> set[str]:
+    """``cb``, ``callback``, and the loop variables that run over a callbacks list."""
+    names = {"cb", "callback"}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            iterable, target = node.iter, node.target
+            if (
+                isinstance(iterable, ast.Call)
+                and _call_name(iterable) == "enumerate"
+                and iterable.args
+                and isinstance(target, ast.Tuple)
+                and len(target.elts) == 2
+            ):
+                iterable, target = iterable.args[0], target.elts[1]
+            if _is_callbacks(iterable) and isinstance(target, ast.Name):
+                names.add(target.id)
+    return names
+
+
+def callback_type_checks(package: Path) -> list[str]:
+    """isinstance/issubclass on callback classes, hasattr/getattr probes of callbacks."""
+    classes = callback_classes(package)
+    members = callback_only_members(package)
+    found: list[tuple[Path, int]] = []
+    for path in python_files(package):
+        if _relative(path, package).startswith("callbacks/"):
+            continue
+        tree = _tree(path)
+        aliases = {  # `from ... import ModelCheckpoint as MC`
+            alias.asname: alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom)
+            for alias in node.names
+            if alias.asname
+        }
+        variables = _callback_variables(tree)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call) or not node.args:
+                continue
+            function = _call_name(node)
+            if function in {"isinstance", "issubclass"} and len(node.args) == 2:
+                kinds = node.args[1]
+                options = kinds.elts if isinstance(kinds, ast.Tuple) else [kinds]
+                names = {_name_of(option) for option in options}
+                if {aliases.get(n, n) for n in names if n is not None} & classes:
+                    found.append((path, node.lineno))
+            elif function == "hasattr" or (function == "getattr" and len(node.args) == 3):
+                subject, attribute = node.args[0], node.args[1:2]
+                on_callback = (isinstance(subject, ast.Name) and subject.id in variables) or (
+                    isinstance(subject, ast.Subscript) and _is_callbacks(subject.value)
+                )
+                specific = bool(attribute) and _constant_str(attribute[0]) in members
+                if on_callback or specific:
+                    found.append((path, node.lineno))
+    return _report(found, package)
+
+
+# --------------------------------------------------------------- trainer writes
+_TRAINER_NAMES = {"trainer", "_trainer"}
+_STRATEGY_NAMES = {"strategy", "_strategy"}
+
+
+def _writes(tree: ast.AST) -> Iterator[tuple[ast.expr, str, int]]:
+    """(object, attribute, line) for each attribute store, delete or ``setattr``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            yield node.value, node.attr, node.lineno
+        elif (
+            isinstance(node, ast.Call)
+            and len(node.args) >= 2
+            and _call_name(node) in {"setattr", "__setattr__", "delattr", "__delattr__"}
+        ):
+            func = node.func
+            if (
+                isinstance(func, ast.Attribute)
+                and func.attr.startswith("__")
+                and _name_of(func.value) != "object"
+            ):
+                # `obj.__setattr__("x", v)`; `object.__setattr__(obj, "x", v)` is setattr's form.
+                yield func.value, _constant_str(node.args[0]) or "?", node.lineno
+            else:
+                yield node.args[0], _constant_str(node.args[1]) or "?", node.lineno
+
+
+def trainer_attribute_writes(package: Path) -> list[str]:
+    """``trainer.x = ...`` outside trainer.py (bar should_stop); ``x.strategy.environment = ...``
+    outside the strategies."""
+    found: list[tuple[Path, int]] = []
+    for path in python_files(package):
+        relative = _relative(path, package)
+        for subject, attribute, line in _writes(_tree(path)):
+            name = _name_of(subject)
+            on_trainer = name in _TRAINER_NAMES and attribute != "should_stop"
+            on_environment = name in _STRATEGY_NAMES and attribute == "environment"
+            if (on_trainer and relative != "trainer.py") or (
+                on_environment and not relative.startswith("strategies/")
+            ):
+                found.append((path, line))
+    return _report(found, package)
+
+
+# --------------------------------------------------------------------- __dict__
+def _dict_of(node: ast.AST) -> ast.expr | None:
+    """The object whose dict ``node`` is: ``obj.__dict__`` or ``vars(obj)``."""
+    if isinstance(node, ast.Attribute) and node.attr == "__dict__":
+        return node.value
+    if isinstance(node, ast.Call) and _call_name(node) == "vars" and len(node.args) == 1:
+        return node.args[0]
+    return None
+
+
+def _in_method(node: ast.AST, parents: Mapping[ast.AST, ast.AST]) -> bool:
+    while node in parents:
+        parent = parents[node]
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and isinstance(
+            parent, ast.ClassDef
+        ):
+            return True
+        node = parent
+    return False
+
+
+def dict_injections(package: Path) -> list[str]:
+    """``obj.__dict__[k]`` (set, read or deleted), ``obj.__dict__.pop/get/setdefault/update``,
+    the same through ``vars(obj)``, except on ``self`` inside its class's methods."""
+    found: list[tuple[Path, int]] = []
+    for path in python_files(package):
+        tree = _tree(path)
+        parents = _parents(tree)
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.Attribute, ast.Call)):
+                continue
+            owner = _dict_of(node)
+            if owner is None or node not in parents:
+                continue
+            parent = parents[node]
+            subscript = isinstance(parent, ast.Subscript) and parent.value is node
+            method = (
+                isinstance(parent, ast.Attribute)
+                and parent.attr in {"pop", "get", "setdefault", "update"}
+                and isinstance(parents.get(parent), ast.Call)
+            )
+            own = isinstance(owner, ast.Name) and owner.id == "self" and _in_method(node, parents)
+            if (subscript or method) and not own:
+                found.append((path, node.lineno))
+    return _report(found, package)
+
+
+def dict_uses(package: Path, relatives: Callable[[str], bool]) -> list[str]:
+    """Any ``x.__dict__`` or ``vars(x)`` in the files ``relatives`` selects."""
+    hits = [
+        (path, node.lineno)
+        for path in python_files(package)
+        if relatives(_relative(path, package))
+        for node in ast.walk(_tree(path))
+        if isinstance(node, (ast.Attribute, ast.Call)) and _dict_of(node) is not None
+    ]
+    return _report(hits, package)
+
+
+def _module_or_strategy(relative: str) -> bool:
+    return relative == "module.py" or relative.startswith("strategies/")
+
+
+# ------------------------------------------------------------------- docstrings
+def docstring_reads(path: Path, package: Path) -> list[str]:
+    """``x.__doc__``, ``__doc__``, ``getattr(x, "__doc__")``, ``inspect.getdoc``/``getdoc``."""
+    tree = _tree(path)
+    getdoc = {  # `from inspect import getdoc [as name]`
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module in {"inspect", "pydoc"}
+        for alias in node.names
+        if alias.name == "getdoc"
+    }
+    lines: list[int] = []
+    for node in ast.walk(tree):
+        attribute = isinstance(node, ast.Attribute) and node.attr in {"__doc__", "getdoc"}
+        name = isinstance(node, ast.Name) and node.id in {"__doc__", *getdoc}
+        if (isinstance(node, (ast.Attribute, ast.Name)) and (attribute or name)) or (
+            isinstance(node, ast.Call)
+            and _call_name(node) in {"getattr", "hasattr"}
+            and len(node.args) >= 2
+            and _constant_str(node.args[1]) == "__doc__"
+        ):
+            lines.append(node.lineno)
+    return _report([(path, line) for line in lines], package)
+
+
+# --------------------------------------------------------------------- layering
+def forbidden_imports(
+    package: Path,
+    files: Callable[[str], bool],
+    allowed: Callable[[str], bool],
+    lazy_names: Mapping[str, str] | None = None,
+) -> list[str]:
+    """Runtime imports, in the files ``files`` selects, of modules ``allowed`` refuses.
+
+    ``lazy_names`` maps a name imported from the top package to the module that
+    defines it (``from trainkit import Trainer`` loads ``trainkit.trainer``).
+    """
+    found: list[str] = []
+    for edge in imports(package):
+        if edge.type_only or not files(_relative(edge.path, package)):
+            continue
+        target = edge.target
+        if edge.name is not None and lazy_names and edge.name in lazy_names:
+            target = lazy_names[edge.name] if target == package.name else target
+        if not allowed(target):
+            found.append(f"{where(edge.path, edge.line, package)}  [imports {target}]")
+    return found
+
+
+def _none_of(*modules: str) -> Callable[[str], bool]:
+    return lambda target: not any(target == m or target.startswith(f"{m}.") for m in modules)
+
+
+BOTTOM_LAYER = ("trainkit.messages", "trainkit.options", "trainkit.io", "trainkit.seed")
+BOTTOM_FILES = ("options.py", "io.py", "seed.py", "state.py", "metrics.py")
+LAZY_PUBLIC_NAMES = {"Trainer": "trainkit.trainer"}
+
+
+# ====================================================================== the rules
+def _expect_none(title: str, findings: list[str]) -> None:
+    """Fail with the title and one finding a line (file:line: source), if any."""
+    if findings:
+        lines = "\n".join(f"  {finding}" for finding in findings)
+        pytest.fail(f"{title} ({len(findings)}):\n{lines}", pytrace=False)
+
+
+def test_no_import_cycle() -> None:
+    report = import_cycle_report(PACKAGE)
+    if report is not None:
+        pytest.fail(report, pytrace=False)
+
+
+# Rule 2: in subprocesses, started together (each pays for importing torch).
+_LOADED = (
+    "import {module}, sys, trainkit\n"
+    "print(trainkit.__file__)\n"
+    "print(sorted(m for m in sys.modules if m.startswith('trainkit')))\n"
+)
+_PUBLIC_API = """
+import trainkit
+assert trainkit.Trainer.__name__ == "Trainer", trainkit.Trainer
+from trainkit import Trainer, Module, Callback, DataModule, seed_everything, rank_zero_only
+assert trainkit.Trainer is Trainer
+for name in trainkit.__all__:
+    getattr(trainkit, name)
+assert all(isinstance(c, type) for c in (Trainer, Module, Callback, DataModule))
+assert callable(seed_everything) and callable(rank_zero_only)
+print(trainkit.__file__)
+"""
+_PROBES = {
+    "trainkit.state": _LOADED.format(module="trainkit.state"),
+    "trainkit.strategies.base": _LOADED.format(module="trainkit.strategies.base"),
+    "public API": _PUBLIC_API,
+}
+
+
+@pytest.fixture(scope="module")
+def probes() -> Iterator[dict[str, subprocess.Popen[str]]]:
+    paths = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+    running = {
+        name: subprocess.Popen(
+            [sys.executable, "-c", code],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name, code in _PROBES.items()
+    }
+    yield running
+    for process in running.values():
+        if process.poll() is None:
+            process.kill()
+        process.communicate()
+
+
+def _finish(process: subprocess.Popen[str]) -> list[str]:
+    out, err = process.communicate(timeout=180)
+    assert process.returncode == 0, f"the subprocess failed:\n{err}"
+    lines = out.splitlines()
+    assert Path(lines[0]).is_relative_to(PACKAGE), f"imported trainkit from {lines[0]}"
+    return lines
+
+
+@pytest.mark.parametrize("module", ["trainkit.state", "trainkit.strategies.base"])
+def test_low_layer_does_not_load_trainer(
+    module: str, probes: dict[str, subprocess.Popen[str]]
+) -> None:
+    loaded: list[str] = ast.literal_eval(_finish(probes[module])[-1])
+    if "trainkit.trainer" in loaded:
+        pytest.fail(
+            f"`import {module}` loads trainkit.trainer; the trainkit modules it loads:\n  "
+            + "\n  ".join(loaded),
+            pytrace=False,
+        )
+
+
+def test_public_api_is_kept(probes: dict[str, subprocess.Popen[str]]) -> None:
+    _finish(probes["public API"])
+
+
+def test_no_callback_type_checks_outside_callbacks() -> None:
+    findings = callback_type_checks(PACKAGE)
+    _expect_none("type checks on callbacks outside trainkit/callbacks/", findings)
+
+
+def test_only_trainer_assigns_trainer_attributes() -> None:
+    findings = trainer_attribute_writes(PACKAGE)
+    _expect_none("Trainer (or strategy.environment) attributes set", findings)
+
+
+SIZE_LIMITS = [
+    ("loop.py", 300),
+    ("trainer.py", 600),
+    *((_relative(p, PACKAGE), 300) for p in python_files(PACKAGE / "strategies")),
+]
+
+
+@pytest.mark.parametrize(("relative", "limit"), SIZE_LIMITS, ids=[r for r, _ in SIZE_LIMITS])
+def test_file_size(relative: str, limit: int) -> None:
+    path = PACKAGE / relative
+    assert path.is_file(), f"trainkit/{relative} is gone: update this test's limits"
+    count = len(_lines(path))
+    if count >= limit:
+        pytest.fail(f"trainkit/{relative} has {count} lines; the limit is < {limit}", pytrace=False)
+
+
+def test_no_dict_injection() -> None:
+    findings = dict_injections(PACKAGE)
+    _expect_none("__dict__ used to inject or read state", findings)
+
+
+def test_module_and_strategies_do_not_use_dict() -> None:
+    findings = dict_uses(PACKAGE, _module_or_strategy)
+    _expect_none("__dict__ used in module.py or trainkit/strategies/", findings)
+
+
+@pytest.mark.parametrize("relative", ["config.py", "cli.py"])
+def test_cli_does_not_read_docstrings(relative: str) -> None:
+    path = PACKAGE / relative
+    assert path.is_file(), f"trainkit/{relative} is gone: update this test"
+    findings = docstring_reads(path, PACKAGE)
+    _expect_none(f"trainkit/{relative} reads docstrings", findings)
+
+
+@pytest.mark.parametrize("relative", BOTTOM_FILES)
+def test_bottom_layer_imports(relative: str) -> None:
+    assert (PACKAGE / relative).is_file(), f"trainkit/{relative} is gone: update this test"
+    findings = forbidden_imports(
+        PACKAGE, lambda r: r == relative, lambda t: t in BOTTOM_LAYER, LAZY_PUBLIC_NAMES
+    )
+    _expect_none(f"trainkit/{relative} imports above {BOTTOM_LAYER}", findings)
+
+
+@pytest.mark.parametrize("folder", ["strategies", "launch"])
+def test_strategies_and_launchers_do_not_import_loops(folder: str) -> None:
+    forbidden = ("trainkit.trainer", "trainkit.loop", "trainkit.evaluate", "trainkit.step")
+    findings = forbidden_imports(
+        PACKAGE,
+        lambda r: r.startswith(f"{folder}/"),
+        _none_of(*forbidden),
+        LAZY_PUBLIC_NAMES,
+    )
+    _expect_none(f"trainkit/{folder}/ imports {forbidden}", findings)
+
+
+def test_callbacks_do_not_import_trainer_or_loop() -> None:
+    findings = forbidden_imports(
+        PACKAGE,
+        lambda r: r.startswith("callbacks/"),
+        _none_of("trainkit.trainer", "trainkit.loop"),
+        LAZY_PUBLIC_NAMES,
+    )
+    _expect_none("trainkit/callbacks/ imports trainer/loop at runtime", findings)
+
+
+# ============================================ the checkers on synthetic packages
+def make_package(root: Path, files: Mapping[str, str], name: str = "pkg") -> Path:
+    """Write ``{relative path: source}`` under ``root/name`` (with __init__.py files)."""
+    package = root / name
+    for relative, source in files.items():
+        path = package / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(source))
+    for folder in [package, *(p for p in package.rglob("*") if p.is_dir())]:
+        (folder / "__init__.py").touch()
+    return package
+
+
+def _edges(package: Path) -> set[tuple[str, str]]:
+    return {(e.source, e.target) for e in imports(package) if not e.type_only}
+
+
+def test_graph_resolves_each_import_form(tmp_path: Path) -> None:
+    package = make_package(
+        tmp_path,
+        {
+            "a.py": "import pkg.sub.b\nimport os, torch.nn\n",
+            "c.py": "from pkg.sub import b\nfrom pkg.sub.b import thing\n",
+            "d.py": "from pkg import a, missing\nimport pkg.sub.nothing\n",
+            "sub/b.py": "from . import x\nfrom .. import a\nfrom ..c import y\n",
+            "sub/__init__.py": "from .b import thing\nfrom . import b\n",
+            "sub/deep/e.py": "from ...d import z\nfrom .... import too_far\n",
+            "x.py": "",
+        },
+    )
+    assert _edges(package) == {
+        ("pkg.a", "pkg.sub.b"),
+        ("pkg.c", "pkg.sub.b"),
+        ("pkg.d", "pkg.a"),
+        ("pkg.d", "pkg"),  # `missing` is not a module: the package
+        ("pkg.d", "pkg.sub"),  # pkg.sub.nothing does not exist
+        ("pkg.sub.b", "pkg.sub"),  # `from . import x`: no pkg/sub/x.py
+        ("pkg.sub.b", "pkg.a"),
+        ("pkg.sub.b", "pkg.c"),
+        ("pkg.sub", "pkg.sub.b"),
+        ("pkg.sub.deep.e", "pkg.d"),
+    }
+    lazy = [e for e in imports(package) if e.source == "pkg.d" and e.target == "pkg"]
+    assert [(e.name, e.line) for e in lazy] == [("missing", 1)]
+
+
+def test_graph_counts_function_imports_not_type_only(tmp_path: Path) -> None:
+    package = make_package(
+        tmp_path,
+        {
+            "a.py": """
+                import importlib
+                import typing
+                from typing import TYPE_CHECKING
+                if TYPE_CHECKING:
+                    from pkg import b
+                else:
+                    from pkg import c
+                if typing.TYPE_CHECKING:
+                    import pkg.d
+                def f():
+                    from pkg import e
+                    if TYPE_CHECKING:
+                        from pkg import d
+                    return importlib.import_module("pkg.d")
+                class K:
+                    def g(self):
+                        import pkg.f
+                """,
+            **{f"{n}.py": "" for n in "bcdef"},
+        },
+    )
+    found = {(e.target, e.type_only, e.in_function) for e in imports(package)}
+    assert found == {
+        ("pkg.b", True, False),
+        ("pkg.c", False, False),
+        ("pkg.d", True, False),
+        ("pkg.e", False, True),
+        ("pkg.d", True, True),
+        ("pkg.f", False, True),
+    }
+    # No implicit edges to parent packages; type-only edges are not in the graph.
+    assert runtime_graph(package)["pkg.a"].keys() == {"pkg.c", "pkg.e", "pkg.f"}
+    assert runtime_graph(package)["pkg"] == {}
+
+
+def test_cycle_finder() -> None:
+    assert shortest_cycle({"a": {"b": 1}, "b": {"c": 1}, "c": {}}) is None
+    assert shortest_cycle({"a": {"a": 1}}) == ["a", "a"]
+    graph = {"a": {"b": 1}, "b": {"c": 1, "d": 1}, "c": {"a": 1}, "d": {"b": 1}, "e": {"a": 1}}
+    assert shortest_cycle(graph) == ["b", "d", "b"]
+    assert _cycle_through("a", graph) == ["a", "b", "c", "a"]
+    assert _cycle_through("e", graph) is None
+
+
+def test_cycle_report_names_each_statement(tmp_path: Path) -> None:
+    package = make_package(
+        tmp_path,
+        {
+            "a.py": "import os\nfrom pkg import b\n",
+            "b.py": "def f():\n    from pkg.c import x\n",
+            "c.py": "from typing import TYPE_CHECKING\nimport pkg.a\n",
+            "d.py": "from pkg import a\n",
+        },
+    )
+    assert import_cycle_report(package) == (
+        "import cycle: pkg.a -> pkg.b -> pkg.c -> pkg.a\n"
+        "  pkg.a -> pkg.b at pkg/a.py:2: from pkg import b\n"
+        "  pkg.b -> pkg.c (inside a function) at pkg/b.py:2: from pkg.c import x\n"
+        "  pkg.c -> pkg.a at pkg/c.py:2: import pkg.a\n"
+        "modules on some cycle: pkg.a, pkg.b, pkg.c"
+    )
+    (package / "c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n import pkg.a\n"
+    )
+    for cache in (_tree, _lines, imports):
+        cache.cache_clear()
+    assert import_cycle_report(package) is None
+
+
+CALLBACK_PACKAGE = {
+    "callbacks/base.py": """
+        class Callback:
+            def on_fit_start(self, trainer): ...
+            def state_dict(self): return {}
+        """,
+    "callbacks/accumulation.py": """
+        from pkg.callbacks.base import Callback
+        class GradientAccumulation(Callback):
+            def steps_in_epoch(self, epoch): ...
+            def state_dict(self): return {}
+        class Deeper(GradientAccumulation):
+            def __init__(self):
+                self.window = 2  # an instance attribute: not probed by name
+
+            @property
+            def batches_for_epoch(self): ...
+        class NotACallback:
+            def steps_in_epoch(self): ...
+        def helper(cb):
+            return isinstance(cb, GradientAccumulation)  # inside callbacks/: allowed
+        """,
+    "callbacks/checkpoint.py": """
+        from pkg.callbacks import base
+        class ModelCheckpoint(base.Callback):
+            last_checkpoint_path = None
+            dirpath = None
+        """,
+    "trainer.py": """
+        from pkg.callbacks import ModelCheckpoint as MC
+        from pkg.callbacks.accumulation import Deeper, NotACallback
+        class Trainer:
+            dirpath = None
+            def run(self, callbacks, items, other):
+                isinstance(items[0], MC)
+                isinstance(items[0], (int, callbacks_mod.Deeper))
+                issubclass(type(other), Callback)
+                isinstance(other, NotACallback)
+                isinstance(other, dict)
+                [cb.steps_in_epoch for cb in self.callbacks if hasattr(cb, "steps_in_epoch")]
+                getattr(other, "last_checkpoint_path", None)
+                getattr(other, "window", None)
+                hasattr(other, "batches_for_epoch")
+                hasattr(other, "state_dict")
+                getattr(other, "dirpath", None)
+                getattr(other, "steps_in_epoch")
+                for i, c in enumerate(reversed(self.callbacks)):
+                    hasattr(c, "anything")
+                for c2 in items:
+                    hasattr(c2, "anything")
+                hasattr(callbacks[0], "x")
+                getattr(callback, "y", None)
+        """,
+}
+
+
+def test_callback_classes_are_collected(tmp_path: Path) -> None:
+    package = make_package(tmp_path, CALLBACK_PACKAGE)
+    assert callback_classes(package) == {
+        "Callback",
+        "GradientAccumulation",
+        "Deeper",
+        "ModelCheckpoint",
+    }
+    # dirpath is also the Trainer's; state_dict is Callback's; steps_in_epoch NotACallback's.
+    assert callback_only_members(package) == {"last_checkpoint_path", "batches_for_epoch"}
+
+
+def test_callback_type_checks_are_found(tmp_path: Path) -> None:
+    package = make_package(tmp_path, CALLBACK_PACKAGE)
+    found = [f.split(": ", 1)[1] for f in callback_type_checks(package)]
+    assert found == [
+        "isinstance(items[0], MC)",
+        "isinstance(items[0], (int, callbacks_mod.Deeper))",
+        "issubclass(type(other), Callback)",
+        '[cb.steps_in_epoch for cb in self.callbacks if hasattr(cb, "steps_in_epoch")]',
+        'getattr(other, "last_checkpoint_path", None)',
+        'hasattr(other, "batches_for_epoch")',
+        'hasattr(c, "anything")',
+        'hasattr(callbacks[0], "x")',
+        'getattr(callback, "y", None)',
+    ]
+    assert all(f.startswith("pkg/trainer.py:") for f in callback_type_checks(package))
+
+
+def test_trainer_attribute_writes_are_found(tmp_path: Path) -> None:
+    writes = """
+        def run(trainer, module, self):
+            trainer.logging_mode = "eval"
+            trainer.batches_seen += 1
+            self.trainer.current_batch: object = None
+            self._trainer.x, other = 1, 2
+            module.trainer.y = 3
+            setattr(trainer, "z", 4)
+            object.__setattr__(self.trainer, "w", 5)
+            del trainer.v
+            trainer.should_stop = True
+            trainer.state.epoch = 1
+            trainer.callbacks.append(1)
+            other.attribute = trainer.value
+            self.strategy.environment = None
+            strategy.environment = None
+            setattr(trainer.strategy, "environment", None)
+        """
+    package = make_package(
+        tmp_path,
+        {"loop.py": writes, "trainer.py": writes, "strategies/ddp.py": writes},
+    )
+    found = trainer_attribute_writes(package)
+    assert [f.split(": ", 1)[1] for f in found if f.startswith("pkg/loop.py")] == [
+        'trainer.logging_mode = "eval"',
+        "trainer.batches_seen += 1",
+        "self.trainer.current_batch: object = None",
+        "self._trainer.x, other = 1, 2",
+        "module.trainer.y = 3",
+        'setattr(trainer, "z", 4)',
+        'object.__setattr__(self.trainer, "w", 5)',
+        "del trainer.v",
+        "self.strategy.environment = None",
+        "strategy.environment = None",
+        'setattr(trainer.strategy, "environment", None)',
+    ]
+    assert [f for f in found if f.startswith("pkg/trainer.py")] == [
+        f"pkg/trainer.py:{n}: {s}"
+        for n, s in [
+            (15, "self.strategy.environment = None"),
+            (16, "strategy.environment = None"),
+            (17, 'setattr(trainer.strategy, "environment", None)'),
+        ]
+    ]
+    assert [f.split(": ", 1)[1] for f in found if f.startswith("pkg/strategies/")] == [
+        'trainer.logging_mode = "eval"',
+        "trainer.batches_seen += 1",
+        "self.trainer.current_batch: object = None",
+        "self._trainer.x, other = 1, 2",
+        "module.trainer.y = 3",
+        'setattr(trainer, "z", 4)',
+        'object.__setattr__(self.trainer, "w", 5)',
+        "del trainer.v",
+    ]
+
+
+def test_dict_injections_are_found(tmp_path: Path) -> None:
+    package = make_package(
+        tmp_path,
+        {
+            "stages.py": """
+                def attach(module, split):
+                    module.__dict__["_stage_runner"] = split
+                    module.__dict__.pop("_stage_runner", None)
+                    module.__dict__.get("_stage_runner")
+                    vars(module)["x"] = 1
+                    del module.__dict__["x"]
+                    self.__dict__["not_a_method"] = 1
+                    names = list(module.__dict__)
+                    module.__dict__.items()
+                    return vars(module).keys()
+                class Module:
+                    def forward(self):
+                        runner = self.__dict__.get("_stage_runner")
+                        def inner():
+                            return self.__dict__["y"]
+                        other.__dict__.update(a=1)
+                """,
+            "module.py": "class M:\n    def f(self):\n        return self.__dict__.get('a')\n",
+        },
+    )
+    found = [f.split(": ", 1)[1] for f in dict_injections(package)]
+    assert found == [
+        'module.__dict__["_stage_runner"] = split',
+        'module.__dict__.pop("_stage_runner", None)',
+        'module.__dict__.get("_stage_runner")',
+        'vars(module)["x"] = 1',
+        'del module.__dict__["x"]',
+        'self.__dict__["not_a_method"] = 1',
+        "other.__dict__.update(a=1)",
+    ]
+    assert dict_uses(package, _module_or_strategy) == [
+        "pkg/module.py:3: return self.__dict__.get('a')"
+    ]
+
+
+def test_docstring_reads_are_found(tmp_path: Path) -> None:
+    package = make_package(
+        tmp_path,
+        {
+            "config.py": """
+                import inspect
+                from inspect import getdoc as gd
+                text = Trainer.__doc__
+                text = inspect.getdoc(Trainer)
+                text = gd(Trainer)
+                text = getattr(Trainer, "__doc__", "")
+                make(namespace={"__doc__": "Set, not read."})
+                doc = field(metadata={"doc": "the field's own help"})
+                """,
+            "cli.py": "import re\nHELP = {'doc': re.compile('x')}\n",
+        },
+    )
+    found = [f.split(": ", 1)[1] for f in docstring_reads(package / "config.py", package)]
+    assert found == [
+        "text = Trainer.__doc__",
+        "text = inspect.getdoc(Trainer)",
+        "text = gd(Trainer)",
+        'text = getattr(Trainer, "__doc__", "")',
+    ]
+    assert docstring_reads(package / "cli.py", package) == []
+
+
+def test_forbidden_imports_are_found(tmp_path: Path) -> None:
+    package = make_package(
+        tmp_path,
+        {
+            "state.py": """
+                from typing import TYPE_CHECKING
+                from pkg import messages
+                if TYPE_CHECKING:
+                    from pkg.trainer import Trainer
+                def f():
+                    from pkg.rank_zero import rank
+                """,
+            "strategies/ddp.py": """
+                import pkg.loop.inner
+                from pkg import Trainer, messages
+                from pkg.steps import thing
+                """,
+            "loop/inner.py": "",
+            "messages.py": "",
+            "rank_zero.py": "",
+            "steps.py": "",
+            "trainer.py": "",
+        },
+    )
+    bottom = forbidden_imports(package, lambda r: r == "state.py", lambda t: t == "pkg.messages")
+    assert bottom == ["pkg/state.py:7: from pkg.rank_zero import rank  [imports pkg.rank_zero]"]
+    found = forbidden_imports(
+        package,
+        lambda r: r.startswith("strategies/"),
+        _none_of("pkg.trainer", "pkg.loop", "pkg.step"),
+        {"Trainer": "pkg.trainer"},
+    )
+    assert found == [
+        "pkg/strategies/ddp.py:2: import pkg.loop.inner  [imports pkg.loop.inner]",
+        "pkg/strategies/ddp.py:3: from pkg import Trainer, messages  [imports pkg.trainer]",
+    ]
+
+
+def test_size_limits_cover_the_strategies() -> None:
+    listed = {relative for relative, _ in SIZE_LIMITS}
+    assert {"loop.py", "trainer.py", "strategies/__init__.py", "strategies/ddp.py"} <= listed
