@@ -29,6 +29,11 @@ the stages are rebuilt for the new shape, and kept for when it comes back.
 Not covered: parameters tied across stages (refused), and buffers updated in
 forward (BatchNorm statistics), which each data replica keeps for itself, as DDP
 without ``broadcast_buffers`` would.
+
+The argument and batch checks that every rank runs alike live in
+:mod:`trainkit.strategies.pipeline_checks`; the collectives that bring the ranks
+back into agreement (gradients, parameters, optimizer state) in
+:mod:`trainkit.strategies.pipeline_sync`.
 """
 
 from __future__ import annotations
@@ -43,24 +48,25 @@ from torch import Tensor, nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
-from trainkit.messages import did_you_mean
+from trainkit.strategies.pipeline_checks import (
+    BatchKey,
+    agree_on_batch,
+    checked_sizes,
+    even_sizes,
+    parameter_owners,
+)
+from trainkit.strategies.pipeline_sync import (
+    average_gradients,
+    broadcast_from,
+    gather_optimizer_state,
+)
+
+__all__ = ["RankPipeline", "even_sizes"]
 
 _SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
 # Stages built for distinct micro-batch shapes (e.g. a full batch and an epoch's
 # last, smaller one) are kept so that alternating between them does not rebuild.
 _MAX_CACHED_SHAPES = 4
-_BatchKey = tuple[tuple[int, ...], str]
-
-
-def even_sizes(num_layers: int, pipe_size: int) -> list[int]:
-    """Layers per stage for ``num_layers`` split into ``pipe_size`` consecutive slices.
-
-    Args:
-        num_layers: how many layers the model has.
-        pipe_size: how many stages to split them into; earlier stages take the remainder.
-    """
-    base, extra = divmod(num_layers, pipe_size)
-    return [base + (1 if stage < extra else 0) for stage in range(pipe_size)]
 
 
 class RankPipeline:
@@ -104,7 +110,7 @@ class RankPipeline:
         loss_fn: Callable[[Tensor, Tensor], Tensor],
         device: torch.device,
     ) -> None:
-        sizes = _checked_sizes(layers, sizes, pipe_size, micro_batches, schedule)
+        sizes = checked_sizes(layers, sizes, pipe_size, micro_batches, schedule, _SCHEDULES)
         self.layers = layers.to(device)
         self.micro_batches = micro_batches
         self.device = device
@@ -129,16 +135,8 @@ class RankPipeline:
         self.stage_module = nn.Sequential(
             OrderedDict((names[index], layers[index]) for index in self.stage_layers)
         )
-        self._param_owner: dict[int, int] = {}
-        for index, layer in enumerate(layers):
-            for parameter in layer.parameters():
-                owner = self._param_owner.setdefault(id(parameter), self._owner[index])
-                if owner != self._owner[index]:
-                    raise ValueError(
-                        f"Layer {index} shares a parameter with a layer of another stage; "
-                        "tied parameters across pipeline stages are not supported."
-                    )
-        self._schedules: OrderedDict[_BatchKey, Any] = OrderedDict()
+        self._param_owner = parameter_owners(layers, self._owner)
+        self._schedules: OrderedDict[BatchKey, Any] = OrderedDict()
 
     def train_step(
         self,
@@ -167,7 +165,14 @@ class RankPipeline:
         """
         if not loss_scale > 0:
             raise ValueError(f"loss_scale={loss_scale} must be positive.")
-        schedule = self._schedule_for(self._agree_on_batch(inputs, target))
+        key = agree_on_batch(
+            inputs,
+            target,
+            micro_batches=self.micro_batches,
+            pipe_size=self.pipe_size,
+            pipe_group=self.pipe_group,
+        )
+        schedule = self._schedule_for(key)
         self._loss_scale = loss_scale
         losses: list[Tensor] = []
         args = (inputs,) if self.is_first_stage else ()
@@ -178,7 +183,7 @@ class RankPipeline:
             return_outputs=False,
         )
         if sync_gradients and self.data_size > 1:
-            self._average_gradients()
+            average_gradients(self.stage_module.parameters(), self.data_group, self.data_size)
         loss = torch.zeros((), dtype=torch.float32, device=self.device)
         if self.is_last_stage:
             loss.copy_(torch.stack([item.detach() for item in losses]).sum() / loss_scale)
@@ -193,13 +198,12 @@ class RankPipeline:
             return
         with torch.no_grad():
             for owner in range(self.pipe_size):
-                tensors = self._tensors_of_stage(owner)
-                for dtype in sorted({t.dtype for t in tensors}, key=str):
-                    group = [t for t in tensors if t.dtype == dtype]
-                    flat = torch.cat([t.detach().reshape(-1) for t in group])
-                    dist.broadcast(flat, group=self.pipe_group, group_src=owner)
-                    if owner != self.pipe_rank:
-                        _copy_back(flat, group)
+                broadcast_from(
+                    self._tensors_of_stage(owner),
+                    owner=owner,
+                    rank=self.pipe_rank,
+                    group=self.pipe_group,
+                )
 
     def merge_optimizer_state(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
         """The state dict a single-process ``optimizer`` over the full model would have.
@@ -211,73 +215,20 @@ class RankPipeline:
             optimizer: built over the full ``layers``' parameters, in the same order on
                 every rank.
         """
-        state_dict = optimizer.state_dict()
-        parameters = [p for group in optimizer.param_groups for p in group["params"]]
-        owned: dict[int, tuple[dict[str, Any], set[str]]] = {}
-        for index, parameter in enumerate(parameters):
-            owner = self._param_owner.get(id(parameter))
-            if owner is None:
-                raise ValueError(f"Optimizer parameter {index} is not in the pipelined layers.")
-            if owner == self.pipe_rank and index in state_dict["state"]:
-                owned[index] = _portable(state_dict["state"][index])
-        gathered: list[dict[int, tuple[dict[str, Any], set[str]]]] = [{}] * self.pipe_size
-        if self.pipe_size > 1:
-            dist.all_gather_object(gathered, owned, group=self.pipe_group)
-        else:
-            gathered = [owned]
-        state: dict[int, dict[str, Any]] = {}
-        for pipe_rank, entries in enumerate(gathered):
-            for index in sorted(entries):
-                if pipe_rank == self.pipe_rank:
-                    state[index] = state_dict["state"][index]
-                else:
-                    values, on_device = entries[index]
-                    device = parameters[index].device
-                    state[index] = {
-                        k: v.to(device) if k in on_device else v for k, v in values.items()
-                    }
-        return {"state": dict(sorted(state.items())), "param_groups": state_dict["param_groups"]}
+        return gather_optimizer_state(
+            optimizer,
+            self._param_owner,
+            pipe_rank=self.pipe_rank,
+            pipe_size=self.pipe_size,
+            pipe_group=self.pipe_group,
+        )
 
     def _micro_batch_loss(self, output: Tensor, target: Tensor) -> Tensor:
         # Stands in for the schedule's scale_grads (see the module docstring): the
         # sum over micro-batches of mean / micro_batches is the batch's mean.
         return self._loss_fn(output, target) * (self._loss_scale / self.micro_batches)
 
-    def _agree_on_batch(self, inputs: Tensor | None, target: Tensor | None) -> _BatchKey:
-        """The micro-batch shape, learnt by every pipe rank from the first stage.
-
-        Only the first stage sees ``inputs``, but every stage must know when the
-        shape changes (its receive buffers are sized by it). One small all-gather
-        tells them, and lets every rank raise the same error for bad arguments
-        instead of leaving its peers waiting in the pipeline.
-        """
-        rows = target.shape[0] if isinstance(target, Tensor) and target.dim() > 0 else None
-        shape: _BatchKey | None = None
-        if isinstance(inputs, Tensor) and inputs.dim() > 0:
-            shape = (tuple(inputs.shape), str(inputs.dtype))
-        local = (shape, rows)
-        gathered = [local]
-        if self.pipe_size > 1:
-            gathered = [local] * self.pipe_size
-            dist.all_gather_object(gathered, local, group=self.pipe_group)
-        key, rows = gathered[0][0], gathered[-1][1]
-        if key is None:
-            raise ValueError("The first pipeline stage needs `inputs`: a tensor with a batch dim.")
-        batch = key[0][0]
-        if batch == 0 or batch % self.micro_batches != 0:
-            raise ValueError(
-                f"A batch of {batch} rows does not split into micro_batches="
-                f"{self.micro_batches} equal parts; use a batch size divisible by it "
-                "(and drop_last=True in the DataLoader)."
-            )
-        if rows != batch:
-            raise ValueError(
-                f"The last pipeline stage needs `target` with the inputs' {batch} rows; got "
-                f"{'none' if rows is None else rows}."
-            )
-        return key
-
-    def _schedule_for(self, key: _BatchKey) -> Any:
+    def _schedule_for(self, key: BatchKey) -> Any:
         # Every pipe rank sees the same keys in the same order, so they build and
         # evict the same stages together (building a stage's schedule is collective).
         schedule = self._schedules.pop(key, None)
@@ -300,82 +251,9 @@ class RankPipeline:
         self._schedules[key] = schedule
         return schedule
 
-    def _average_gradients(self) -> None:
-        # One all-reduce per dtype over a flat copy, rather than one per parameter.
-        # Data replicas run the same stage, so they agree on which grads exist.
-        grads = [p.grad for p in self.stage_module.parameters() if p.grad is not None]
-        for dtype in sorted({g.dtype for g in grads}, key=str):
-            group = [g for g in grads if g.dtype == dtype]
-            flat = torch.cat([g.reshape(-1) for g in group])
-            dist.all_reduce(flat, group=self.data_group)
-            flat.div_(self.data_size)
-            _copy_back(flat, group)
-
     def _tensors_of_stage(self, stage: int) -> list[Tensor]:
         # Looked up on each call: a module may replace a buffer by a new tensor.
         owned = nn.ModuleList(
             layer for i, layer in enumerate(self.layers) if self._owner[i] == stage
         )
         return [*owned.parameters(), *owned.buffers()]  # each shared tensor once
-
-
-def _checked_sizes(
-    layers: nn.Sequential,
-    sizes: Sequence[int] | None,
-    pipe_size: int,
-    micro_batches: int,
-    schedule: str,
-) -> list[int]:
-    """``sizes`` (or an even split) after checking every argument of ``RankPipeline``.
-
-    Each rank checks the same arguments before any collective, so a bad one stops
-    every rank with the same error instead of leaving some waiting.
-    """
-    if not dist.is_initialized():
-        raise RuntimeError("RankPipeline needs an initialised process group.")
-    world_size = dist.get_world_size()
-    if pipe_size < 1 or world_size % pipe_size != 0:
-        raise ValueError(
-            f"The world size {world_size} is not divisible by pipe_size={pipe_size}; "
-            "the world must be data_size x pipe_size ranks."
-        )
-    if len(layers) < pipe_size:
-        raise ValueError(
-            f"The model has {len(layers)} layers, fewer than pipe_size={pipe_size}: "
-            "every pipeline stage needs at least one layer."
-        )
-    checked = list(sizes) if sizes is not None else even_sizes(len(layers), pipe_size)
-    if len(checked) != pipe_size or min(checked) < 1 or sum(checked) != len(layers):
-        raise ValueError(
-            f"sizes={checked} must be {pipe_size} positive layer counts that sum to "
-            f"the model's {len(layers)} layers."
-        )
-    if schedule not in _SCHEDULES:
-        raise ValueError(
-            f"Unknown pipeline schedule {schedule!r}; choose one of {sorted(_SCHEDULES)}."
-            + did_you_mean(schedule, _SCHEDULES)
-        )
-    if micro_batches < 1 or (schedule == "1f1b" and micro_batches < pipe_size):
-        raise ValueError(
-            f"micro_batches={micro_batches} is too small: it must be at least 1, "
-            f"and at least pipe_size={pipe_size} for the '1f1b' schedule."
-        )
-    return checked
-
-
-def _copy_back(flat: Tensor, tensors: list[Tensor]) -> None:
-    offset = 0
-    for tensor in tensors:
-        tensor.copy_(flat[offset : offset + tensor.numel()].view_as(tensor))
-        offset += tensor.numel()
-
-
-def _portable(entry: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
-    """An optimizer state entry with its tensors on the CPU, and which were on a device.
-
-    Pickled device tensors would be rebuilt on the *sender's* device; the receiver
-    moves them to its own copy of the parameter's device instead.
-    """
-    values = {k: v.cpu() if isinstance(v, Tensor) else v for k, v in entry.items()}
-    on_device = {k for k, v in entry.items() if isinstance(v, Tensor) and v.device.type != "cpu"}
-    return values, on_device
