@@ -1,18 +1,40 @@
 """trainkit: a Lightning-style training framework on PyTorch.
 
-The public API is importable from here. Heavy optional packages (tensorboard,
-omegaconf, tqdm) are imported only when a feature that needs them is used, so
-``import trainkit`` costs little more than ``import torch``.
+The public API is importable from here: ``trainkit.Trainer``, ``trainkit.Module``,
+``from trainkit import Callback``. Each name is imported on first use (PEP 562),
+so that importing one of trainkit's lower layers (``trainkit.state``,
+``trainkit.strategies.base``) does not load the Trainer and everything above it,
+and ``import trainkit`` costs little more than ``import torch``. Heavy optional
+packages (tensorboard, omegaconf, tqdm) are likewise imported only when a
+feature that needs them is used.
 """
 
-from trainkit.callbacks.base import Callback
-from trainkit.data import DataModule
-from trainkit.module import Module
-from trainkit.rank_zero import rank_zero_only, rank_zero_print, rank_zero_warn
-from trainkit.seed import seed_everything
-from trainkit.trainer import Trainer
+from __future__ import annotations
 
-__version__ = "0.1.0"
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from trainkit.version import __version__
+
+if TYPE_CHECKING:
+    from trainkit.callbacks.base import Callback
+    from trainkit.data import DataModule
+    from trainkit.module import Module
+    from trainkit.rank_zero import rank_zero_only, rank_zero_print, rank_zero_warn
+    from trainkit.seed import seed_everything
+    from trainkit.trainer import Trainer
+
+#: Public name -> the module that defines it.
+_PUBLIC = {
+    "Callback": "trainkit.callbacks.base",
+    "DataModule": "trainkit.data",
+    "Module": "trainkit.module",
+    "Trainer": "trainkit.trainer",
+    "rank_zero_only": "trainkit.rank_zero",
+    "rank_zero_print": "trainkit.rank_zero",
+    "rank_zero_warn": "trainkit.rank_zero",
+    "seed_everything": "trainkit.seed",
+}
 
 __all__ = [
     "Callback",
@@ -25,3 +47,23 @@ __all__ = [
     "rank_zero_warn",
     "seed_everything",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module (or a subpackage: ``trainkit.callbacks``) on first use."""
+    module = _PUBLIC.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(module), name)
+    else:
+        try:
+            value = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as error:
+            if error.name != f"{__name__}.{name}":
+                raise  # the submodule exists, and something it imports is missing
+            raise AttributeError(f"module 'trainkit' has no attribute {name!r}") from None
+    globals()[name] = value  # later lookups do not come here again
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))

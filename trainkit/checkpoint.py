@@ -4,26 +4,29 @@ A checkpoint is a dict of tensors and plain containers (see
 :meth:`trainkit.Trainer.save_checkpoint` for its keys), so it loads with
 ``torch.load(weights_only=True)``: loading a checkpoint never runs code from it.
 
-Writes are atomic: the file is written to a temporary name in the same folder,
-flushed and fsynced, then renamed over the target with ``os.replace``. A process
-killed mid-save leaves the previous file intact and at most a stray temporary
-file (named ``.<name>.tmp-*``), never a half-written checkpoint under the real name.
+Writes are atomic (``trainkit.io.atomic_write``): the file is written to a
+temporary name in the same folder, flushed and fsynced, then renamed over the
+target with ``os.replace``. A process killed mid-save leaves the previous file
+intact and at most a stray temporary file (named ``.<name>.tmp-*``), never a
+half-written checkpoint under the real name.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
-import tempfile
+import shutil
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
+from trainkit.io import atomic_write, fsync_folder
 from trainkit.seed import capture_rng_states, restore_rng_states
+from trainkit.version import __version__
 
 if TYPE_CHECKING:
     from trainkit.trainer import Trainer
@@ -56,19 +59,8 @@ def save_atomic(checkpoint: Mapping[str, Any], path: str | os.PathLike[str]) -> 
         checkpoint: the dict to save.
         path: the destination; its folder is created if needed.
     """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=target.parent)
-    try:
-        with os.fdopen(handle, "wb") as file:
-            torch.save(dict(checkpoint), file)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    _fsync_folder(target.parent)
+    with atomic_write(path, "wb") as file:
+        torch.save(dict(checkpoint), file)
 
 
 def link_atomic(source: str | os.PathLike[str], path: str | os.PathLike[str]) -> None:
@@ -88,28 +80,11 @@ def link_atomic(source: str | os.PathLike[str], path: str | os.PathLike[str]) ->
     try:
         os.link(source, temporary)
     except OSError:
-        import shutil
-
-        shutil.copyfile(source, temporary)
-        with open(temporary, "rb+") as file:
-            os.fsync(file.fileno())
-    os.replace(temporary, target)
-    _fsync_folder(target.parent)
-
-
-def _fsync_folder(folder: Path) -> None:
-    # The rename itself lives in the folder's entry table: sync it so that the
-    # new name survives a power loss, not only a process crash.
-    try:
-        descriptor = os.open(folder, os.O_RDONLY)
-    except OSError:  # not possible on every platform
+        with open(source, "rb") as reader, atomic_write(target, "wb") as writer:
+            shutil.copyfileobj(reader, writer)
         return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)
+    os.replace(temporary, target)
+    fsync_folder(target.parent)
 
 
 def load(path: str | os.PathLike[str], map_location: Any = "cpu") -> dict[str, Any]:
@@ -150,6 +125,30 @@ def load(path: str | os.PathLike[str], map_location: Any = "cpu") -> dict[str, A
             "upgrade trainkit to load it."
         )
     return checkpoint
+
+
+def resolve_path(
+    ckpt_path: str | os.PathLike[str] | None, last_paths: list[Path], warn: Callable[[str], None]
+) -> Path | None:
+    """The checkpoint file ``ckpt_path`` names; ``"last"`` is the newest of ``last_paths``.
+
+    Args:
+        ckpt_path: a path, ``"last"``, or None (no checkpoint).
+        last_paths: where ``last.ckpt`` may be (each ModelCheckpoint's folder).
+        warn: prints a warning (rank 0): ``"last"`` with no such file starts fresh.
+    """
+    if ckpt_path is None:
+        return None
+    if os.fspath(ckpt_path) != "last":
+        return Path(ckpt_path)
+    candidates = [path for path in last_paths if path.is_file()]
+    if not candidates:
+        warn(
+            "ckpt_path='last': no last.ckpt found in "
+            f"{[str(p.parent) for p in last_paths]}; starting from scratch."
+        )
+        return None
+    return max(candidates, key=lambda path: path.stat().st_mtime)
 
 
 def peek(path: str | os.PathLike[str]) -> dict[str, Any] | None:
@@ -259,28 +258,21 @@ def collect_state(trainer: Trainer) -> dict[str, Any]:
     checkpoint: dict[str, Any] = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        "versions": {"trainkit": _trainkit_version(), "torch": str(torch.__version__)},
-        "lineage": trainer.lineage,
-        "loop": {
-            **trainer.state.state_dict(),
-            "batches_seen": trainer.batches_seen,
-            # Samples of this epoch all processes consumed: lets a resume under
-            # another number of processes (or batch size) continue the epoch.
-            "samples_per_step": trainer.samples_per_step,
-        },
+        "versions": {"trainkit": __version__, "torch": str(torch.__version__)},
+        "lineage": trainer.state.lineage,
+        "loop": trainer.state.state_dict(),
         "rng": capture_rng_states(),
         "state_dict": module.state_dict(),
         "optimizer_states": [optimizer.state_dict() for optimizer in trainer.optimizers],
         "lr_schedulers": [c.scheduler.state_dict() for c in trainer.lr_scheduler_configs],
         "callbacks": {cb.state_key: cb.state_dict() for cb in trainer.callbacks},
-        "train_metrics": trainer.train_metrics.state_dict(),
-        "callback_metrics": dict(trainer._callback_metrics),
+        **trainer.results.state_dict(),
         # Only rank 0 logs: reading a logger's version elsewhere would claim a folder.
         "loggers": [logger.state_dict() for logger in trainer.loggers]
         if trainer.is_global_zero
         else [],
         "hyper_parameters": plain_hparams(module.hparams),
-        "config": trainer.run_config,
+        "config": None,  # the trainkit command's run config (its callback fills it in)
     }
     if trainer.datamodule is not None:
         checkpoint["datamodule"] = trainer.datamodule.state_dict()
@@ -310,13 +302,17 @@ def restore_state(trainer: Trainer, checkpoint: dict[str, Any], source: str) -> 
     for callback in trainer.callbacks:
         if callback.state_key in callback_states:
             callback.load_state_dict(callback_states[callback.state_key])
+    state = trainer.state
     loop_state = checkpoint["loop"]
-    trainer.state.load_state_dict(loop_state)
-    trainer.state.batch_idx = _batches_to_skip(trainer, loop_state, source)
-    trainer.batches_seen = int(loop_state.get("batches_seen", 0))
-    trainer.lineage = checkpoint.get("lineage") or trainer.lineage
-    trainer.train_metrics.load_state_dict(checkpoint.get("train_metrics", {}))
-    trainer._callback_metrics = dict(checkpoint.get("callback_metrics", {}))
+    # The position is counted in this run's batches, which may hold another
+    # number of samples than the saved run's.
+    current_samples = state.samples_per_step
+    batch_idx = _batches_to_skip(loop_state, current_samples, source)
+    state.load_state_dict(loop_state)
+    state.batch_idx = batch_idx
+    state.samples_per_step = current_samples
+    state.lineage = checkpoint.get("lineage") or state.lineage
+    trainer.results.load_state_dict(checkpoint)
     for logger, saved in zip(trainer.loggers, checkpoint.get("loggers", []), strict=False):
         logger.load_state_dict(saved)
     if trainer.datamodule is not None and "datamodule" in checkpoint:
@@ -324,7 +320,7 @@ def restore_state(trainer: Trainer, checkpoint: dict[str, Any], source: str) -> 
     restore_rng_states(checkpoint["rng"])
 
 
-def _batches_to_skip(trainer: Trainer, loop_state: dict[str, Any], source: str) -> int:
+def _batches_to_skip(loop_state: dict[str, Any], current: int | None, source: str) -> int:
     """The resumed epoch's position in batches of *this* run.
 
     A distributed sampler deals the epoch's permutation out in order: after k
@@ -333,7 +329,7 @@ def _batches_to_skip(trainer: Trainer, loop_state: dict[str, Any], source: str) 
     the epoch exactly after k*b*W / (b'*W') batches, when that is whole.
     """
     batch_idx = int(loop_state["batch_idx"])
-    saved, current = loop_state.get("samples_per_step"), trainer.samples_per_step
+    saved = loop_state.get("samples_per_step")
     if batch_idx == 0 or saved is None or current is None or saved == current:
         return batch_idx
     consumed = batch_idx * int(saved)
@@ -358,9 +354,3 @@ def _load_each(kind: str, targets: list[Any], states: list[Any], source: str) ->
         )
     for target, state in zip(targets, states, strict=True):
         target.load_state_dict(state)
-
-
-def _trainkit_version() -> str:
-    from trainkit import __version__
-
-    return __version__

@@ -184,11 +184,10 @@ def _run(command: str, config_path: str, overrides: list[str], print_only: bool)
 
     from trainkit.trainer import Trainer
 
-    callbacks.append(_SaveConfig(cfg.to_yaml(run)))
+    callbacks.append(_SaveConfig(cfg.to_yaml(run), cfg.to_dict(run)))
     trainer = Trainer(callbacks=callbacks, logger=loggers, **trainer_options)
     model = cfg.instantiate(run.model, "model")
     data = cfg.instantiate(run.data, "data") if run.data is not None else None
-    trainer.run_config = cfg.to_dict(run)
 
     if command == "fit":
         trainer.fit(model, datamodule=data, ckpt_path=run.ckpt_path)
@@ -211,15 +210,25 @@ def _run(command: str, config_path: str, overrides: list[str], print_only: bool)
 
 
 class _SaveConfig(Callback):
-    """Writes the resolved config beside the run's logs once the run has started.
+    """Writes the resolved config beside the run's logs, and into every checkpoint.
 
-    Not earlier: when fit resumes a run, the logger's folder is known only after
-    the checkpoint is restored.
+    Beside the logs once the run has started, not earlier: when fit resumes a
+    run, the logger's folder is known only after the checkpoint is restored.
+
+    Args:
+        text: the config as YAML.
+        config: the config as plain containers (stored under "config" in checkpoints).
     """
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, config: dict[str, Any]) -> None:
         self.text = text
+        self.config = config
         self.saved: Path | None = None
+
+    def on_save_checkpoint(
+        self, trainer: Trainer, module: Module, checkpoint: dict[str, Any]
+    ) -> None:
+        checkpoint["config"] = self.config
 
     def _save(self, trainer: Trainer) -> None:
         if self.saved is None and trainer.is_global_zero:

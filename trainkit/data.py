@@ -1,8 +1,14 @@
-"""DataModule, and the helpers that get batches onto a device.
+"""DataModule, and everything between a dataloader and a step.
 
-A batch may be a tensor, or tensors nested in tuples, lists, dicts, namedtuples
-and dataclasses; :func:`move_data_to_device` rebuilds the same structure with
-every tensor (and every object with a ``.to(device)`` method) on the device.
+- which dataloaders a run uses (:func:`find_dataloaders`), how many batches it
+  takes from each (:func:`num_batches`, :func:`limit_batches`);
+- iterating an epoch's batches (:func:`batches`, :func:`epoch_batches`, which
+  also skips the consumed batches of a resumed epoch and records the random
+  state its order is drawn from);
+- getting a batch onto a device: a batch may be a tensor, or tensors nested in
+  tuples, lists, dicts, namedtuples and dataclasses; :func:`move_data_to_device`
+  rebuilds the same structure with every tensor (and every object with a
+  ``.to(device)`` method) on the device.
 """
 
 from __future__ import annotations
@@ -10,11 +16,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from itertools import islice
+from itertools import chain, islice, repeat
 from typing import Any, TypeVar
 
 import torch
 from torch.utils.data import DataLoader, IterableDataset, Sampler
+
+from trainkit.module import Module, overrides
+from trainkit.seed import capture_rng_states, restore_rng_states, seed_worker, seeding_workers
 
 T = TypeVar("T")
 
@@ -341,8 +350,6 @@ def with_worker_seeding(loader: Iterable[Any]) -> Iterable[Any]:
     Args:
         loader: a prepared dataloader.
     """
-    from trainkit.seed import seed_worker, seeding_workers
-
     if (
         not seeding_workers()
         or not isinstance(loader, DataLoader)
@@ -355,3 +362,171 @@ def with_worker_seeding(loader: Iterable[Any]) -> Iterable[Any]:
             loader, batch_sampler=loader.batch_sampler, worker_init_fn=seed_worker
         )
     return rebuild_dataloader(loader, sampler=loader.sampler, worker_init_fn=seed_worker)
+
+
+# ----------------------------------------------------------------- finding data
+#: The dataloader method of each kind, on a DataModule or a Module.
+_METHODS = {
+    "train": "train_dataloader",
+    "val": "val_dataloader",
+    "test": "test_dataloader",
+    "predict": "predict_dataloader",
+}
+
+
+def find_dataloaders(
+    kind: str, given: Any, module: Any, datamodule: DataModule | None, *, required: bool
+) -> list[Any]:
+    """The dataloaders a run uses: those given, else the DataModule's, else the Module's.
+
+    Args:
+        kind: "train", "val", "test" or "predict".
+        given: what the user passed to fit/validate/test/predict (None: nothing).
+        module: the user's Module (its ``*_dataloader`` method is used if it defines one).
+        datamodule: the DataModule, if any.
+        required: raise if there is none (else return an empty list). An optional
+            kind (validation in fit) takes only the methods a DataModule defines.
+
+    Returns:
+        One or more dataloaders, as a list.
+    """
+    method = _METHODS[kind]
+    loaders = given
+    # An optional kind takes only the methods a DataModule defines itself.
+    if (
+        loaders is None
+        and datamodule is not None
+        and (required or overrides(datamodule, method, DataModule))
+    ):
+        loaders = getattr(datamodule, method)()
+    if loaders is None and overrides(module, method, Module):
+        loaders = getattr(module, method)()
+    if loaders is None:
+        if not required:
+            return []
+        if kind == "train":
+            raise ValueError(
+                "Trainer.fit needs training data: pass train_dataloaders=..., a datamodule, "
+                "or define train_dataloader() on the Module."
+            )
+        step = {"val": "validation", "test": "test", "predict": "predict"}[kind]
+        raise ValueError(
+            f"No {step} data: pass dataloaders=..., a datamodule, or define {method}() on "
+            "the Module."
+        )
+    if kind == "train" or not isinstance(loaders, (list, tuple)):
+        return [loaders]  # one training loader (which may itself be a list of batches)
+    return list(loaders)
+
+
+# ------------------------------------------------------------- iterating batches
+def batches(loader: Iterable[Any], total: float, start: int = 0) -> Iterator[tuple[int, Any, bool]]:
+    """Yield ``(batch_idx, batch, is_last)`` for batch indices ``start`` up to ``total``.
+
+    Args:
+        loader: the dataloader (or any iterable of batches).
+        total: how many batches the stage takes (``inf``: until the loader ends).
+        start: the index of the loader's first batch (after a resumed epoch's skip).
+
+    Example:
+        >>> list(batches(["a", "b", "c"], total=2))
+        [(0, 'a', False), (1, 'b', True)]
+    """
+    if total != math.inf:
+        count = int(total) - start
+        # All in C (no Python frame per batch): zip stops at the end of range()
+        # before asking the loader for one batch too many.
+        is_last = chain(repeat(False, count - 1), (True,))
+        return zip(range(start, int(total)), loader, is_last, strict=False)
+    return _batches_with_lookahead(loader, start)
+
+
+def _batches_with_lookahead(loader: Iterable[Any], start: int) -> Iterator[tuple[int, Any, bool]]:
+    # Unknown length: look one batch ahead to know which one is last.
+    iterator = iter(loader)
+    try:
+        batch = next(iterator)
+    except StopIteration:
+        return
+    batch_idx = start
+    for upcoming in iterator:
+        yield batch_idx, batch, False
+        batch, batch_idx = upcoming, batch_idx + 1
+    yield batch_idx, batch, True
+
+
+def epoch_batches(
+    loader: Iterable[Any], total: float, first: int, start_rng: dict[str, Any] | None
+) -> tuple[Iterator[tuple[int, Any, bool]], dict[str, Any]]:
+    """A training epoch's ``(batch_idx, batch, is_last)`` from batch ``first`` on.
+
+    A new epoch (``first == 0``) records the random state its shuffle starts
+    from. A resumed epoch (``first > 0``) goes back to ``start_rng``, the state
+    the interrupted epoch started from, so that the sampler draws the same
+    order; skips the consumed batches by index (no skipped sample is loaded);
+    and then returns to the state the checkpoint was saved in.
+
+    Args:
+        loader: the training dataloader.
+        total: batches in the epoch.
+        first: batches of this epoch already consumed.
+        start_rng: the epoch's starting random state (needed when ``first > 0``).
+
+    Returns:
+        The batches, and the random state the epoch's order is drawn from.
+    """
+    if first == 0:
+        # Capture before iterating: creating the loader's iterator draws its seed.
+        start = capture_data_rng(loader)
+        return batches(loader, total), start
+    assert start_rng is not None, "a mid-epoch checkpoint records the epoch's RNG"
+    resumed_rng = capture_data_rng(loader)
+    restore_data_rng(loader, start_rng)
+    iterator = batches(skip_batches(loader, first), total, start=first)
+    # Fetch the first batch now: a sampler draws its shuffle seed when first asked
+    # for an index, and that draw must come from the epoch's starting state.
+    head = next(iterator, None)
+    restore_data_rng(loader, resumed_rng)
+    return (chain((head,), iterator) if head is not None else iter(())), start_rng
+
+
+def set_sampler_epoch(loader: Iterable[Any], epoch: int) -> None:
+    """Tell the loader's samplers the epoch (distributed samplers reshuffle only then).
+
+    Args:
+        loader: the training dataloader.
+        epoch: the epoch, counted from 0.
+    """
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    holders = (
+        loader,
+        getattr(loader, "sampler", None),
+        batch_sampler,
+        getattr(batch_sampler, "sampler", None),
+    )
+    for holder in holders:
+        set_epoch = getattr(holder, "set_epoch", None)
+        if callable(set_epoch):
+            set_epoch(epoch)
+
+
+def capture_data_rng(loader: Iterable[Any]) -> dict[str, Any]:
+    """Every random state an epoch's data order depends on (global and the loader's own).
+
+    Args:
+        loader: the training dataloader.
+    """
+    generators = [generator.get_state() for generator in loader_generators(loader)]
+    return {"global": capture_rng_states(), "generators": generators}
+
+
+def restore_data_rng(loader: Iterable[Any], states: dict[str, Any]) -> None:
+    """Restore what :func:`capture_data_rng` captured.
+
+    Args:
+        loader: the same training dataloader.
+        states: the captured states.
+    """
+    restore_rng_states(states["global"])
+    for generator, saved in zip(loader_generators(loader), states["generators"], strict=True):
+        generator.set_state(saved)

@@ -1,10 +1,16 @@
-"""Aggregation of values logged with ``Module.log``.
+"""What ``self.log`` records, and the one results store that routes it.
+
+:class:`Results` owns the logging context (which stage logs, which dataloader,
+per step or per epoch) and everything ``self.log`` routes: reduction, the
+values callbacks read (``callback_metrics``), those sent to loggers
+(``logged_metrics``) and those the progress bar shows. The loop and the
+evaluation tell it where the run is; ``Module.log`` hands it each value.
 
 Logged tensors are kept on their device: a step value is just a reference to
 the (detached) tensor, an epoch value is a running sum kept with in-place device
-ops. Nothing here calls ``.item()``; values become Python floats only when a
-logger writes or the progress bar draws (see ``to_floats``). That is what keeps
-logging every step free of host-device synchronisation.
+ops. Nothing here calls ``.item()`` per step; values become Python floats only
+when a logger writes or the progress bar draws (see ``to_floats``). That is what
+keeps logging every step free of host-device synchronisation.
 
 Epoch means are weighted by batch size and reduced across processes as
 ``sum(value * batch_size) / sum(batch_size)``, so an uneven last batch or an
@@ -13,11 +19,15 @@ uneven split over ranks gives the exact dataset mean.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
+
+if TYPE_CHECKING:
+    from trainkit.loggers.base import Logger
 
 Number = torch.Tensor | float | int
 # The strategy's all_reduce(tensor, op).
@@ -26,6 +36,11 @@ ReduceFn = Callable[..., torch.Tensor]
 REDUCE_FXS = ("mean", "sum", "max", "min")
 # (on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx), see Module.log.
 LogOptions = tuple[bool, bool, bool, bool, bool, str]
+# What self.log received, as it arrived: (on_step, on_epoch, prog_bar, logger,
+# sync_dist, reduce_fx, batch_size), the first two and the last possibly None.
+LogArguments = tuple[bool | None, bool | None, bool, bool, bool, str, int | None]
+# Receives each self.log call while Results.capture is active.
+LogRecorder = Callable[[str, Number, LogArguments], None]
 
 
 @dataclass
@@ -234,6 +249,277 @@ def as_tensor(value: Number) -> torch.Tensor:
         value: a tensor or number.
     """
     return value if isinstance(value, torch.Tensor) else torch.tensor(float(value))
+
+
+class Collectives(Protocol):
+    """What the results store needs from the strategy."""
+
+    @property
+    def is_global_zero(self) -> bool:
+        """Whether this process writes to the loggers."""
+
+    def all_reduce(self, tensor: torch.Tensor, op: Any = "mean") -> torch.Tensor:
+        """Reduce ``tensor`` over all processes."""
+
+
+# Logging contexts: where a self.log call lands and which defaults it gets.
+_CLOSED, _TRAIN_STEP, _TRAIN_EPOCH, _EVAL = 0, 1, 2, 3
+
+
+class Results:
+    """Everything ``self.log`` routes, and the metrics callbacks, loggers and the progress bar read.
+
+    The loop sets the logging context (:meth:`enter_training_step`,
+    :meth:`enter_training_epoch`, :meth:`enter_evaluation`, :meth:`close`);
+    :meth:`log` then knows which store a value goes to and which ``on_step`` /
+    ``on_epoch`` defaults apply, as Lightning documents them: per step in
+    training steps, per epoch in training epoch hooks and in evaluation.
+
+    Args:
+        collectives: the strategy (``all_reduce`` for ``sync_dist`` values, and
+            ``is_global_zero``: only global rank 0 writes to loggers).
+        loggers: the loggers values are written to.
+        batch_size_of: infers a batch's size, the default weight of an epoch mean.
+    """
+
+    def __init__(
+        self,
+        collectives: Collectives,
+        loggers: list[Logger],
+        batch_size_of: Callable[[Any], int],
+    ) -> None:
+        self._collectives = collectives
+        self._batch_size_of = batch_size_of
+        self.loggers = loggers
+        #: Values logged in the current training epoch.
+        self.train = MetricStore(collectives.all_reduce)
+        #: Values logged in the current (or last) evaluation run.
+        self.eval = MetricStore(collectives.all_reduce)
+        #: The latest epoch results (training epochs and evaluation runs), by name.
+        self.epoch_metrics: dict[str, Number] = {}
+        #: The latest value written to the loggers, by name.
+        self.logged_metrics: dict[str, float] = {}
+        #: The last training loss (undetached; backward has freed its graph).
+        self.last_loss: torch.Tensor | None = None
+        self._context = _CLOSED
+        self._batch: Any = None
+        self._suffix = ""
+        self._recorder: LogRecorder | None = None
+
+    # -------------------------------------------------------- logging context
+    def enter_training_step(self, batch: Any) -> None:
+        """``self.log`` now logs per step into the training store (batch: for its size).
+
+        Args:
+            batch: the batch being trained on.
+        """
+        self._context = _TRAIN_STEP
+        self._batch = batch
+
+    def enter_training_epoch(self) -> None:
+        """``self.log`` now logs per epoch into the training store (epoch hooks)."""
+        self._context = _TRAIN_EPOCH
+        self._batch = None
+
+    def enter_evaluation(self, dataloader_idx: int | None = None, batch: Any = None) -> None:
+        """``self.log`` now logs per epoch into the evaluation store.
+
+        Args:
+            dataloader_idx: with several dataloaders, the current one's index:
+                names get a ``/dataloader_idx_N`` suffix.
+            batch: the batch being evaluated (None in hooks outside a batch).
+        """
+        self._context = _EVAL
+        self._suffix = "" if dataloader_idx is None else f"/dataloader_idx_{dataloader_idx}"
+        self._batch = batch
+
+    def close(self) -> None:
+        """``self.log`` is now an error (between runs, and in predict)."""
+        self._context = _CLOSED
+        self._batch = None
+        self._suffix = ""
+
+    @contextmanager
+    def capture(self, recorder: LogRecorder) -> Iterator[None]:
+        """While active, hand every ``self.log`` call to ``recorder`` instead of storing it.
+
+        DataParallel's device copies log through this: the strategy combines
+        their values into one per name and logs that with :meth:`log`.
+
+        Args:
+            recorder: receives ``(name, value, arguments)`` for each call.
+        """
+        self._recorder = recorder
+        try:
+            yield
+        finally:
+            self._recorder = None
+
+    # ----------------------------------------------------------------- write
+    def log(
+        self,
+        name: str,
+        value: Number,
+        on_step: bool | None,
+        on_epoch: bool | None,
+        prog_bar: bool,
+        logger: bool,
+        sync_dist: bool,
+        reduce_fx: str,
+        batch_size: int | None,
+    ) -> None:
+        """Record one ``self.log`` call (see ``Module.log`` for the arguments).
+
+        Called for every logged value of every step: positional arguments and
+        no work beyond choosing the store and the defaults.
+        """
+        recorder = self._recorder
+        if recorder is not None:
+            arguments = (on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx, batch_size)
+            recorder(name, value, arguments)
+            return
+        context = self._context
+        if context == _TRAIN_STEP:
+            store = self.train
+            on_step = True if on_step is None else on_step
+            on_epoch = False if on_epoch is None else on_epoch
+        elif context == _CLOSED:
+            raise RuntimeError(
+                f"self.log({name!r}) was called outside a training or evaluation step or "
+                "hook; values can only be logged while fit/validate/test runs (not in predict)."
+            )
+        else:
+            store = self.train if context == _TRAIN_EPOCH else self.eval
+            on_step = False if on_step is None else on_step
+            on_epoch = True if on_epoch is None else on_epoch
+        if batch_size is None:
+            batch = self._batch
+            batch_size = (
+                self._batch_size_of(batch)
+                if on_epoch and reduce_fx == "mean" and batch is not None
+                else 1
+            )
+        options = (on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx)
+        store.log(name + self._suffix, value, options, batch_size)
+
+    def update_epoch_metrics(self, values: Mapping[str, Number]) -> None:
+        """Record epoch results, so callbacks (early stopping, schedulers) can read them.
+
+        Args:
+            values: metric name to value.
+        """
+        self.epoch_metrics.update(values)
+
+    def write(self, values: Mapping[str, Number], keys: set[str], step: int, epoch: int) -> None:
+        """Send the ``keys`` among ``values`` to every logger, from global rank 0 only.
+
+        Args:
+            values: metric name to value (tensors are read here).
+            keys: the names to send (those logged with ``logger=True``).
+            step: the global step to record them at.
+            epoch: the current epoch (written beside them as "epoch").
+        """
+        if not self.loggers or not self._collectives.is_global_zero:
+            return
+        floats = to_floats(dict(values), keys)
+        if not floats:
+            return
+        floats["epoch"] = float(epoch)
+        self.logged_metrics.update(floats)
+        for logger in self.loggers:
+            logger.log_metrics(floats, step)
+
+    def write_step(self, step: int, epoch: int) -> None:
+        """Write the training step values to the loggers (every process reads; rank 0 writes).
+
+        Args:
+            step: the global step the values were logged at.
+            epoch: the current epoch.
+        """
+        values = self.train.step_values(sync=True)
+        self.write(values, display_names(self.train, prog_bar=None, logger=True), step, epoch)
+
+    def end_training_epoch(self, step: int, epoch: int) -> None:
+        """Reduce the training epoch's values, keep them for callbacks and write them.
+
+        Args:
+            step: the global step to write them at.
+            epoch: the epoch that ends.
+        """
+        values = self.train.epoch_values()
+        self.update_epoch_metrics(values)
+        self.write(values, display_names(self.train, prog_bar=None, logger=True), step, epoch)
+
+    def write_evaluation(self, step: int, epoch: int) -> None:
+        """Write the last evaluation run's epoch results to the loggers.
+
+        Args:
+            step: the global step to write them at.
+            epoch: the current epoch.
+        """
+        keys = display_names(self.eval, prog_bar=None, logger=True)
+        self.write(self.epoch_metrics, keys, step, epoch)
+
+    # ------------------------------------------------------------------ read
+    @property
+    def callback_metrics(self) -> dict[str, torch.Tensor]:
+        """Latest value of every logged metric (epoch results and current step values)."""
+        values = dict(self.epoch_metrics)
+        values.update(self.train.step_values(sync=False))
+        return {name: as_tensor(value) for name, value in values.items()}
+
+    def progress_bar_metrics(self, *, fitting: bool) -> dict[str, float]:
+        """The training loss and every ``prog_bar`` metric, as floats.
+
+        Reading this synchronises with the device: the progress bar reads it only
+        when it redraws. The training loss is added as "loss" unless the user
+        already shows that same value.
+
+        Args:
+            fitting: whether fit runs: training values count only then.
+        """
+        keys = display_names(self.eval, prog_bar=True, logger=None)
+        if fitting:
+            keys |= display_names(self.train, prog_bar=True, logger=None)
+        values = to_floats(self.callback_metrics, keys)
+        loss = self.last_loss
+        if fitting and loss is not None and "loss" not in values:
+            shown = (
+                entry.step_value
+                for entry in self.train.entries.values()
+                if entry.prog_bar and isinstance(entry.step_value, torch.Tensor)
+            )
+            # A detached loss shares the loss's storage: same pointer, same value.
+            if not any(value.data_ptr() == loss.data_ptr() for value in shown):
+                values = {"loss": float(loss.detach()), **values}
+        return values
+
+    # ---------------------------------------------------------------- resume
+    def state_dict(self) -> dict[str, Any]:
+        """What a resumed epoch needs: the training epoch's values and the epoch results."""
+        return {
+            "train_metrics": self.train.state_dict(),
+            "callback_metrics": dict(self.epoch_metrics),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` saved.
+
+        Args:
+            state: a checkpoint (or the dict :meth:`state_dict` returned).
+        """
+        self.train.load_state_dict(state.get("train_metrics", {}))
+        self.epoch_metrics = dict(state.get("callback_metrics", {}))
+
+    def adopt(self, callback_metrics: Mapping[str, Number], logged: Mapping[str, float]) -> None:
+        """Take over another process's results (``ddp_spawn``: rank 0's, when it is done).
+
+        Args:
+            callback_metrics: its callback metrics.
+            logged: its logged metrics.
+        """
+        self.epoch_metrics.update(callback_metrics)
+        self.logged_metrics = dict(logged)
 
 
 def _accumulate(total: Number | None, value: Number, reduce_fx: str, weight: int) -> Number:

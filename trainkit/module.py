@@ -38,6 +38,20 @@ class AttributeDict(dict[str, Any]):
         self[key] = value
 
 
+class StageSplit:
+    """What the default ``forward`` of a listed model runs: its layers in order, or a split.
+
+    A strategy that cuts the layers listed by ``Module.configure_stages()`` into
+    stages sets :attr:`runner` to the split version (and back to None when it is
+    done). It is not a submodule of the Module, so ``state_dict`` names stay the
+    model's own.
+    """
+
+    def __init__(self) -> None:
+        #: The module running the listed layers (None: run them in order).
+        self.runner: nn.Module | None = None
+
+
 class Module(nn.Module):
     """Base class for models trained by :class:`trainkit.Trainer`.
 
@@ -69,6 +83,9 @@ class Module(nn.Module):
         #: Set to False to step optimizers yourself in ``training_step``.
         self.automatic_optimization: bool = True
         self._hparams: AttributeDict = AttributeDict()
+        #: How the default forward runs the layers of configure_stages() (a strategy may
+        #: split them).
+        self.stage_split = StageSplit()
 
     # --------------------------------------------------------------- context
     @property
@@ -206,7 +223,7 @@ class Module(nn.Module):
             batch_size: weight of this value in an epoch mean (default: inferred
                 from the batch).
         """
-        self.trainer._log(
+        self.trainer.results.log(
             name, value, on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx, batch_size
         )
 
@@ -318,7 +335,8 @@ class Module(nn.Module):
 
         Return the ``nn.Sequential`` your ``forward`` runs (an attribute of this
         module), or a list of this module's layers in order; with a list, leave
-        ``forward`` undefined: the default one runs the listed layers in order.
+        ``forward`` undefined: the default one runs the listed layers in order
+        (the hybrid strategy refuses a list together with a ``forward`` of your own).
         ``HybridStrategy`` splits them into contiguous stages on its devices; the
         module's ``state_dict`` keeps its names, so checkpoints load anywhere.
         The default, None, means the model cannot be split.
@@ -345,8 +363,12 @@ class Module(nn.Module):
         )
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        """Runs the layers :meth:`configure_stages` lists, in order; override it otherwise."""
-        runner = self.__dict__.get("_stage_runner")  # set by the hybrid strategy
+        """Runs the layers :meth:`configure_stages` lists, in order; override it otherwise.
+
+        When a strategy has split them into stages (:attr:`stage_split`), the
+        split version runs instead.
+        """
+        runner = self.stage_split.runner
         if runner is None:
             stages = self.configure_stages()
             if stages is None or kwargs:
@@ -367,13 +389,10 @@ class Module(nn.Module):
         """The optimizer (or list of them), for manual optimization.
 
         Each is a :class:`~trainkit.optim.ManagedOptimizer`: its ``step()`` runs the
-        step hooks (mixed precision's unscale and scaler, gradient clipping) like
-        automatic optimization does.
+        Trainer's step (mixed precision's unscale and scaler, ``on_before_optimizer_step``,
+        gradient clipping) like automatic optimization does.
         """
-        from trainkit.optim import ManagedOptimizer
-
-        trainer = self.trainer
-        managed = [ManagedOptimizer(optimizer, trainer) for optimizer in trainer.optimizers]
+        managed = self.trainer.optimization.managed_optimizers
         return managed[0] if len(managed) == 1 else managed
 
     def lr_schedulers(self) -> Any:
@@ -391,7 +410,12 @@ class Module(nn.Module):
             *args: passed to ``Tensor.backward``.
             **kwargs: passed to ``Tensor.backward``.
         """
-        self.trainer._backward(self, loss, *args, **kwargs)
+        if self.automatic_optimization:
+            raise RuntimeError(
+                "manual_backward() is for manual optimization; set "
+                "`self.automatic_optimization = False` in __init__ or return the loss instead."
+            )
+        self.trainer.optimization.backward(loss, *args, **kwargs)
 
     # ----------------------------------------------- optional data hooks
     def train_dataloader(self) -> Any:
@@ -560,6 +584,23 @@ class Module(nn.Module):
         Args:
             checkpoint: the loaded checkpoint dict.
         """
+
+
+def overrides(obj: object, name: str, base: type = Module) -> bool:
+    """Whether ``obj``'s class overrides method ``name`` of ``base``.
+
+    Args:
+        obj: a Module, DataModule or Callback.
+        name: the method's name.
+        base: the class that defines the default.
+
+    Example:
+        >>> class Net(Module):
+        ...     def training_step(self, batch, batch_idx): ...
+        >>> overrides(Net(), "training_step"), overrides(Net(), "validation_step")
+        (True, False)
+    """
+    return getattr(type(obj), name, None) is not getattr(base, name, None)
 
 
 def loss_from_output(output: Any, step_index: int) -> torch.Tensor:

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
-
-if TYPE_CHECKING:
-    from trainkit.trainer import Trainer
 
 _FORMS = (
     "an optimizer; a list of optimizers; ([optimizers], [schedulers]); "
@@ -79,6 +76,24 @@ def parse_optimizers(
         f"configure_optimizers returned {_short(returned)}, which trainkit cannot use. "
         f"Return {_FORMS}."
     )
+
+
+def configured_optimizers(
+    module: Any,
+) -> tuple[list[torch.optim.Optimizer], list[LRSchedulerConfig]]:
+    """The optimizers and schedulers ``module.configure_optimizers()`` returns, checked.
+
+    Args:
+        module: the user's Module.
+    """
+    optimizers, configs = parse_optimizers(module.configure_optimizers())
+    if module.automatic_optimization and len(optimizers) > 1:
+        raise ValueError(
+            f"configure_optimizers returned {len(optimizers)} optimizers. Automatic "
+            "optimization steps one; for several, set `self.automatic_optimization = "
+            "False` and step them in training_step (see self.optimizers())."
+        )
+    return optimizers, configs
 
 
 def _parse_dicts(
@@ -166,22 +181,55 @@ def _short(value: Any) -> str:
     return f"{type(value).__name__} {text[:80]}" if value is not None else "None"
 
 
+def step_scheduler(
+    config: LRSchedulerConfig, metrics: Mapping[str, Any], warn: Callable[[str], None]
+) -> None:
+    """Step one LR scheduler, passing it its monitored metric if it has one.
+
+    Args:
+        config: the scheduler and its settings.
+        metrics: the callback metrics (where a monitored value is read).
+        warn: prints a warning (rank 0), for a missing metric with ``strict=False``.
+    """
+    if config.monitor is None:
+        config.scheduler.step()
+        return
+    if config.monitor not in metrics:
+        message = (
+            f"LR scheduler {type(config.scheduler).__name__} monitors {config.monitor!r}, "
+            f"which was not logged; logged metrics are {sorted(metrics)}. Log it with "
+            "self.log, or fix the name in configure_optimizers."
+        )
+        if config.strict:
+            raise RuntimeError(message)
+        warn(message + " (strict=False: skipping this scheduler step.)")
+        return
+    config.scheduler.step(float(metrics[config.monitor]))
+
+
 class ManagedOptimizer:
-    """An optimizer for manual optimization whose ``step()`` runs the Trainer's step hooks.
+    """An optimizer for manual optimization whose ``step()`` runs the Trainer's step.
 
     ``Module.optimizers()`` returns these, so that ``opt.step()`` in a manual
-    ``training_step`` unscales float16 gradients, runs ``on_before_optimizer_step``
-    (gradient clipping) and lets the gradient scaler take the step, exactly as
-    automatic optimization does.
+    ``training_step`` unscales float16 gradients, runs ``on_before_optimizer_step``,
+    clips, and lets the gradient scaler take the step, exactly as automatic
+    optimization does (see ``trainkit.step``).
 
     Args:
         optimizer: the optimizer returned by ``configure_optimizers``.
-        trainer: the running Trainer.
+        step: the run's ``step_optimizer(optimizer, closure)``.
+        zero_grad: the run's ``zero_grad(optimizer, set_to_none)``.
     """
 
-    def __init__(self, optimizer: torch.optim.Optimizer, trainer: Trainer) -> None:
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        step: Callable[[torch.optim.Optimizer, Callable[[], Any] | None], None],
+        zero_grad: Callable[[torch.optim.Optimizer, bool], None],
+    ) -> None:
         self.optimizer = optimizer
-        self._trainer = trainer
+        self._step = step
+        self._zero_grad = zero_grad
 
     @property
     def param_groups(self) -> list[dict[str, Any]]:
@@ -194,14 +242,12 @@ class ManagedOptimizer:
         return self.optimizer.state
 
     def step(self, closure: Callable[[], Any] | None = None) -> None:
-        """Step through the step hooks (unscale, clip, scaler step).
+        """Step through the Trainer's step (unscale, hooks, clipping, scaler).
 
         Args:
-            closure: for optimizers that need one (not with mixed precision).
+            closure: for optimizers that need one (not with a float16 scaler).
         """
-        from trainkit.loop import step_optimizer
-
-        step_optimizer(self._trainer.hooks, self.optimizer, closure)
+        self._step(self.optimizer, closure)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Run ``on_before_zero_grad`` hooks, then clear the gradients.
@@ -209,8 +255,7 @@ class ManagedOptimizer:
         Args:
             set_to_none: free the gradient tensors instead of zeroing them.
         """
-        self._trainer.hooks.on_before_zero_grad(self.optimizer)
-        self.optimizer.zero_grad(set_to_none=set_to_none)
+        self._zero_grad(self.optimizer, set_to_none)
 
     def state_dict(self) -> dict[str, Any]:
         """The wrapped optimizer's state dict."""

@@ -20,7 +20,7 @@ components, objects rather than values, and are documented on the Trainer.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -87,7 +87,9 @@ class HardwareOptions:
         "error instead of hanging (multi-process strategies).",
     )
     seed: int | None = option(
-        None, "Seed every random generator before anything is built (None: do not seed)."
+        None,
+        "Seed every random generator before anything is built (None: do not seed); an "
+        "integer in [0, 2**32 - 1], checked by seed_everything.",
     )
     deterministic: bool = option(
         False, "Make torch use deterministic kernels (and fail on operations that have none)."
@@ -114,8 +116,6 @@ class HardwareOptions:
             raise ValueError(
                 f"process_group_timeout={timeout!r} must be a positive number of seconds."
             )
-        if self.seed is not None and (not _is_int(self.seed) or not 0 <= self.seed < 2**32):
-            raise ValueError(f"seed must be an integer in [0, 2**32 - 1], got {self.seed!r}.")
 
 
 # --------------------------------------------------------------------- loop
@@ -207,6 +207,29 @@ class LoopOptions:
         if self.max_epochs is not None:
             return float(self.max_epochs)
         return math.inf if self.max_steps != -1 else float(DEFAULT_MAX_EPOCHS)
+
+    def estimated_steps(self, batches: float, steps_in_epoch: Callable[[float, int], float]) -> int:
+        """Optimizer steps a whole fit takes: each epoch's steps, capped by ``max_steps``.
+
+        Args:
+            batches: batches per epoch (``inf`` when the dataloader has no length).
+            steps_in_epoch: optimizer steps an epoch of so many batches takes (the
+                epoch is passed too: gradient accumulation may change with it).
+
+        Example:
+            >>> LoopOptions(max_epochs=3).estimated_steps(10, lambda batches, epoch: batches)
+            30
+        """
+        epochs = self.resolved_max_epochs
+        if batches == math.inf or epochs == math.inf:
+            if self.max_steps == -1:
+                raise RuntimeError(
+                    "The number of optimizer steps is unknown (the training dataloader has no "
+                    "length, or max_epochs is unlimited); set max_steps."
+                )
+            return self.max_steps
+        total = sum(int(steps_in_epoch(batches, epoch)) for epoch in range(int(epochs)))
+        return total if self.max_steps == -1 else min(total, self.max_steps)
 
     def resolved(self) -> LoopOptions:
         """These options as the loop runs them: a fast dev run cuts every stage short.

@@ -1,50 +1,116 @@
-"""TrainState: the loop's counters, everything a resumed run needs to continue."""
+"""RunState: where a run is. Everything a resume restores, and the run's status.
+
+The loop, the evaluation and the checkpoint code receive this object and write
+to it; the Trainer's read-only properties (``current_epoch``, ``global_step``,
+``sanity_checking``, ...) read it. Adding a counter that a resume must restore
+is adding a field here: :meth:`RunState.state_dict` saves every field not
+marked ``resume=False``.
+
+The names follow Lightning's: ``fn`` is the entry point that runs
+(``TrainerFn``: fit, validate, test, predict), ``stage`` what runs right now
+(``RunningStage``: train, sanity_check, validate, test, predict), ``status`` how
+the run stands (``TrainerStatus``: initializing, running, finished, interrupted).
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-STAGES = ("fit", "validate", "test", "predict")
+#: The entry points (Lightning's TrainerFn).
+FNS = ("fit", "validate", "test", "predict")
+#: What runs right now (Lightning's RunningStage).
+STAGES = ("train", "sanity_check", "validate", "test", "predict")
+#: How the run stands (Lightning's TrainerStatus).
+STATUSES = ("initializing", "running", "finished", "interrupted")
+
+
+def _status(default: Any) -> Any:
+    # A field that describes the run now, not its progress: a resume does not restore it.
+    return field(default=default, metadata={"resume": False})
 
 
 @dataclass
-class TrainState:
+class RunState:
     """Where the run is.
 
-    Attributes:
-        stage: "fit", "validate", "test" or "predict" while running, else None.
-        epoch: the current epoch, counted from 0.
-        global_step: optimizer steps taken so far.
-        batch_idx: batches consumed in the current epoch.
-        should_stop: set (by a callback or the module) to stop at the next check.
-        sanity_checking: True while the pre-fit validation sanity check runs.
-        epoch_start_rng: the random states the current epoch's data order was drawn
-            from (see ``trainkit.loop.capture_data_rng``); a mid-epoch resume needs it.
+    Example:
+        >>> state = RunState(epoch=2, global_step=40)
+        >>> restored = RunState()
+        >>> restored.load_state_dict(state.state_dict())
+        >>> restored.epoch, restored.global_step, restored.fn
+        (2, 40, None)
     """
 
-    stage: str | None = None
+    # ------------------------------------------------ status (not restored)
+    #: The entry point running: "fit", "validate", "test" or "predict" (None between runs).
+    fn: str | None = _status(None)
+    #: What runs now: "train", "sanity_check", "validate", "test" or "predict".
+    stage: str | None = _status(None)
+    #: "initializing", "running", "finished" or "interrupted" (ended by an error or Ctrl-C).
+    status: str = _status("initializing")
+    #: True after fit stopped for a preemption signal (a checkpoint was saved first).
+    preempted: bool = _status(False)
+    #: Batches per training epoch (after limit_train_batches; inf when unknown).
+    num_training_batches: float = _status(0.0)
+    #: Batches run from each validation dataloader in the current validation run.
+    num_val_batches: list[float] = field(default_factory=list, metadata={"resume": False})
+    #: Batches run from each test dataloader.
+    num_test_batches: list[float] = field(default_factory=list, metadata={"resume": False})
+    #: Batches run from each prediction dataloader.
+    num_predict_batches: list[float] = field(default_factory=list, metadata={"resume": False})
+
+    # ------------------------------------------------ progress (restored)
+    #: The current epoch, counted from 0.
     epoch: int = 0
+    #: Optimizer steps taken so far.
     global_step: int = 0
+    #: Batches consumed in the current epoch.
     batch_idx: int = 0
+    #: Set by a callback or the module to stop at the next check.
     should_stop: bool = False
-    sanity_checking: bool = False
+    #: Training batches seen across epochs (for a val_check_interval counted across epochs).
+    batches_seen: int = 0
+    #: Samples all processes take per batch (None when the loader has no batch size):
+    #: lets a resume under another number of processes or batch size continue the epoch.
+    samples_per_step: int | None = None
+    #: The random states the current epoch's data order was drawn from; a
+    #: mid-epoch resume needs them (see ``trainkit.data.epoch_batches``).
     epoch_start_rng: dict[str, Any] | None = None
+    #: Identifies a training run across its resumes (saved in its checkpoints).
+    lineage: str | None = None
 
-    def state_dict(self) -> dict[str, Any]:
-        """The counters to save in a checkpoint."""
-        state = asdict(self)
-        del state["stage"], state["sanity_checking"]
-        return state
+    @property
+    def sanity_checking(self) -> bool:
+        """Whether the pre-fit validation sanity check runs."""
+        return self.stage == "sanity_check"
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore counters saved by :meth:`state_dict`.
+    def start_fit(self, lineage: str) -> None:
+        """Zero the progress for a new fit (a resume then restores it).
 
         Args:
-            state: the saved counters.
+            lineage: the new run's identity.
         """
-        self.epoch = int(state["epoch"])
-        self.global_step = int(state["global_step"])
-        self.batch_idx = int(state["batch_idx"])
-        self.should_stop = bool(state.get("should_stop", False))
-        self.epoch_start_rng = state.get("epoch_start_rng")
+        for name, default in _resume_defaults(type(self)).items():
+            setattr(self, name, default)
+        self.lineage = lineage
+        self.preempted = False
+
+    def state_dict(self) -> dict[str, Any]:
+        """Every field a resume restores."""
+        return {name: getattr(self, name) for name in _resume_defaults(type(self))}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` saved; fields an older checkpoint lacks keep their value.
+
+        Args:
+            state: the saved fields.
+        """
+        for name in _resume_defaults(type(self)):
+            if name in state:
+                setattr(self, name, state[name])
+
+
+def _resume_defaults(kind: type[RunState]) -> dict[str, Any]:
+    # Every field not marked resume=False, with its default.
+    return {f.name: f.default for f in fields(kind) if f.metadata.get("resume", True)}

@@ -7,11 +7,22 @@ from typing import Any
 import pytest
 import torch
 from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
 import trainkit
 from trainkit.callbacks import GradientClipping
+from trainkit.launch.environment import ClusterEnvironment
+from trainkit.launch.launcher import free_port
+from trainkit.strategies.ddp import end_process_group
+from trainkit.strategies.hybrid import HybridStrategy
 from trainkit.strategies.pipe import PipelinedSequential
 from trainkit.strategies.stages import refuse_step_shaping, stages_of
+
+FIT_QUIET = {
+    "enable_progress_bar": False,
+    "enable_model_summary": False,
+    "enable_checkpointing": False,
+}
 
 
 class Listed(trainkit.Module):
@@ -114,3 +125,56 @@ def test_bf16_and_clipping_by_value_are_allowed_across_processes() -> None:
     model = WithSequential()
     model._trainer = trainer
     refuse_step_shaping(model)
+
+
+class ListedWithForward(trainkit.Module):
+    """Lists its layers and also has a forward that adds a skip connection."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.Linear(4, 4)
+        self.second = nn.Linear(4, 2)
+
+    def configure_stages(self) -> list[nn.Module]:
+        return [self.first, nn.Tanh(), self.second]
+
+    def forward(self, x: torch.Tensor) -> Any:
+        return self.second(torch.tanh(self.first(x)) + x)  # lost if the list ran in order
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        return nn.functional.cross_entropy(self(x), y)
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def test_a_listed_model_with_its_own_forward_is_refused_with_what_to_drop() -> None:
+    with pytest.raises(
+        ValueError, match="returns a list of layers, and ListedWithForward"
+    ) as error:
+        stages_of(ListedWithForward())
+    assert "Drop forward()" in str(error.value)
+    assert "return from configure_stages() the nn.Sequential" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "layout", [{"stage_devices": 2}, {"pipeline_size": 2}], ids=["in-process", "across-ranks"]
+)
+def test_both_hybrid_layouts_refuse_it(layout: dict[str, Any]) -> None:
+    # Refused when the strategy sets the module up, before any stage is built.
+    strategy = HybridStrategy(environment=ClusterEnvironment.local(0, 2, 29500), **layout)
+    with pytest.raises(ValueError, match="also defines forward"):
+        strategy.setup_module(ListedWithForward())
+
+
+def test_fit_under_the_in_process_hybrid_refuses_it() -> None:
+    environment = ClusterEnvironment.local(0, 1, free_port())
+    strategy = HybridStrategy(stage_devices=2, environment=environment)
+    trainer = trainkit.Trainer(strategy=strategy, max_steps=1, logger=False, **FIT_QUIET)
+    data = TensorDataset(torch.randn(8, 4), torch.randint(0, 2, (8,)))
+    try:
+        with pytest.raises(ValueError, match="also defines forward"):
+            trainer.fit(ListedWithForward(), DataLoader(data, batch_size=4))
+    finally:
+        end_process_group()

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
-import torch
-
 from trainkit.callbacks.base import Callback
+from trainkit.options import accumulation_schedule
 
 if TYPE_CHECKING:
-    from trainkit.module import Module
-    from trainkit.trainer import Trainer
+    from trainkit.callbacks.slots import StepSlots
 
 
 class GradientAccumulation(Callback):
@@ -35,25 +32,16 @@ class GradientAccumulation(Callback):
     """
 
     def __init__(self, accumulate_grad_batches: int | dict[int, int]) -> None:
-        schedule = (
-            {0: accumulate_grad_batches}
-            if isinstance(accumulate_grad_batches, int)
-            else dict(accumulate_grad_batches)
-        )
-        if 0 not in schedule:
-            raise ValueError(
-                f"The accumulation schedule {accumulate_grad_batches!r} must say what to do "
-                "from epoch 0; add a 0 key, e.g. {0: 1, 5: 4}."
-            )
-        for epoch, k in schedule.items():
-            if isinstance(k, bool) or not isinstance(k, int) or k < 1 or epoch < 0:
-                raise ValueError(
-                    f"accumulate_grad_batches must be a positive int (or epoch -> positive int); "
-                    f"got {accumulate_grad_batches!r}."
-                )
-        self.schedule = dict(sorted(schedule.items()))
-        self._k = 1
-        self._total = math.inf
+        self.schedule = accumulation_schedule(accumulate_grad_batches)
+
+    def configure_step(self, slots: StepSlots) -> None:
+        """Fill the step's accumulation slot."""
+        slots.set_accumulation(self)
+
+    @property
+    def accumulates(self) -> bool:
+        """Whether any epoch takes more than one micro-batch per optimizer step."""
+        return max(self.schedule.values()) > 1
 
     def batches_for_epoch(self, epoch: int) -> int:
         """k in effect during ``epoch``.
@@ -62,34 +50,6 @@ class GradientAccumulation(Callback):
             epoch: the epoch, counted from 0.
         """
         return next(k for first, k in reversed(self.schedule.items()) if first <= epoch)
-
-    def steps_in_epoch(self, batches: float, epoch: int) -> float:
-        """Optimizer steps an epoch of ``batches`` batches takes.
-
-        Args:
-            batches: batches in the epoch (``inf`` when unknown).
-            epoch: the epoch.
-        """
-        return (
-            math.ceil(batches / self.batches_for_epoch(epoch)) if batches != math.inf else batches
-        )
-
-    def on_train_epoch_start(self, trainer: Trainer, module: Module) -> None:
-        """Fix k and the epoch length for this epoch."""
-        self._k = self.batches_for_epoch(trainer.current_epoch)
-        self._total = trainer.num_training_batches
-
-    def should_optimizer_step(
-        self, trainer: Trainer, module: Module, batch_idx: int, is_last_batch: bool
-    ) -> bool:
-        return (batch_idx + 1) % self._k == 0 or is_last_batch
-
-    def scale_loss(self, trainer: Trainer, module: Module, loss: torch.Tensor) -> torch.Tensor:
-        if self._k == 1:
-            return loss
-        window_start = trainer.state.batch_idx // self._k * self._k
-        window = min(self._k, self._total - window_start)
-        return loss / window
 
     def state_dict(self) -> dict[str, object]:
         return {"schedule": dict(self.schedule)}

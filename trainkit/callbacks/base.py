@@ -5,25 +5,10 @@ Lightning's, so porting a Lightning callback is changing its base class. The loo
 calls the Module's own hook first, then each callback's, in the order of
 ``Trainer(callbacks=[...])``.
 
-Besides the observation hooks (``on_*``) a callback may shape the training step
-through five *step hooks*. Mixed precision, gradient clipping and gradient
-accumulation are callbacks built on them; so can a user's own:
-
-``forward_context``
-    A context manager entered around ``training_step`` / ``validation_step`` /
-    ``test_step`` / ``predict_step`` (mixed precision: autocast).
-``scale_loss``
-    Maps the loss before ``backward`` (accumulation divides by k; a gradient
-    scaler multiplies). Applied in callback order.
-``should_optimizer_step``
-    Whether the optimizer steps after this batch; the loop steps only when every
-    callback agrees (accumulation says no on all but the last micro-batch).
-``prepare_optimizer_step``
-    Runs before the ``on_before_optimizer_step`` hooks, so that those see final
-    gradients (a gradient scaler unscales here).
-``optimizer_step``
-    Performs the optimizer step itself and returns True, or returns False to let
-    the loop call ``optimizer.step()`` (a gradient scaler steps here).
+Mixed precision, gradient clipping, gradient accumulation and the non-finite
+loss check also shape the training step. They do it through the step's typed
+slots (``trainkit.callbacks.slots``), filled once in :meth:`Callback.configure_step`;
+the step then runs them in its fixed order (see ``trainkit/step.py``).
 
 The loop looks up which callbacks override which per-batch hook once, before the
 first batch, so an unused hook costs nothing per step.
@@ -31,12 +16,12 @@ first batch, so an unused hook costs nothing per step.
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 if TYPE_CHECKING:
+    from trainkit.callbacks.slots import StepSlots
     from trainkit.module import Module
     from trainkit.trainer import Trainer
 
@@ -61,17 +46,16 @@ class Callback:
         """
         return type(self).__qualname__
 
-    def uses_hook(self, name: str) -> bool:
-        """Whether this instance needs hook ``name`` called (True by default).
+    def configure_step(self, slots: StepSlots) -> None:
+        """Declare what this callback contributes to the training step. Nothing by default.
 
-        The loop calls a hook only for callbacks whose class overrides it; a
-        callback whose instances need a hook only in some configurations returns
-        False here for the others, and costs nothing per step for it.
+        Called once, when the Trainer is built. A callback that shapes the step
+        fills one slot (``slots.set_precision(self)``, ...); see
+        ``trainkit.callbacks.slots`` for the slots and what each must provide.
 
         Args:
-            name: the hook's name, e.g. "optimizer_step".
+            slots: the step's slots.
         """
-        return True
 
     def state_dict(self) -> dict[str, Any]:
         """State to save in checkpoints (counters, best scores). Empty by default."""
@@ -288,64 +272,3 @@ class Callback:
         self, trainer: Trainer, module: Module, checkpoint: dict[str, Any]
     ) -> None:
         """Called when a checkpoint is restored, with the full checkpoint dict."""
-
-    # ----------------------------------------------------------- step hooks
-    def forward_context(
-        self, trainer: Trainer, module: Module
-    ) -> AbstractContextManager[Any] | None:
-        """A context entered around each step method, or None for none.
-
-        Args:
-            trainer: the running Trainer.
-            module: the user's Module.
-
-        Returns:
-            A context manager (for example ``torch.autocast``) or None.
-        """
-        return None
-
-    def scale_loss(self, trainer: Trainer, module: Module, loss: torch.Tensor) -> torch.Tensor:
-        """Return the tensor to call ``backward`` on. The identity by default.
-
-        Args:
-            trainer: the running Trainer.
-            module: the user's Module.
-            loss: the loss, already mapped by earlier callbacks.
-        """
-        return loss
-
-    def should_optimizer_step(
-        self, trainer: Trainer, module: Module, batch_idx: int, is_last_batch: bool
-    ) -> bool:
-        """Whether the optimizer steps after this batch. True by default.
-
-        Args:
-            trainer: the running Trainer.
-            module: the user's Module.
-            batch_idx: index of the batch within the epoch.
-            is_last_batch: whether this is the epoch's last batch.
-        """
-        return True
-
-    def prepare_optimizer_step(
-        self, trainer: Trainer, module: Module, optimizer: torch.optim.Optimizer
-    ) -> None:
-        """Runs before the ``on_before_optimizer_step`` hooks (unscale gradients here).
-
-        Args:
-            trainer: the running Trainer.
-            module: the user's Module.
-            optimizer: the optimizer about to step.
-        """
-
-    def optimizer_step(
-        self, trainer: Trainer, module: Module, optimizer: torch.optim.Optimizer
-    ) -> bool:
-        """Step ``optimizer`` and return True, or return False to let the loop step it.
-
-        Args:
-            trainer: the running Trainer.
-            module: the user's Module.
-            optimizer: the optimizer to step.
-        """
-        return False

@@ -171,9 +171,13 @@ class ModelCheckpoint(Callback):
             self.save(trainer)
 
     # ---------------------------------------------------------------- saving
-    def last_checkpoint_path(self, trainer: Trainer) -> str:
-        """Where ``last.ckpt`` is (the Trainer looks here for ``ckpt_path="last"``)."""
-        folder = self.dirpath or os.path.join(trainer.default_root_dir, "checkpoints")
+    def last_checkpoint_path(self, default_root_dir: str) -> str:
+        """Where ``last.ckpt`` is (the Trainer looks here for ``ckpt_path="last"``).
+
+        Args:
+            default_root_dir: the Trainer's root folder (used until setup fixes ``dirpath``).
+        """
+        folder = self.dirpath or os.path.join(default_root_dir, "checkpoints")
         return os.path.join(folder, LAST + EXTENSION)
 
     def save(self, trainer: Trainer) -> None:
@@ -206,7 +210,7 @@ class ModelCheckpoint(Callback):
             trainer.save_checkpoint(path)
             written = path
         if self.save_last:
-            last = self.last_checkpoint_path(trainer)
+            last = self.last_checkpoint_path(trainer.default_root_dir)
             self.last_model_path = last
             if written is not None:
                 if trainer.is_global_zero:
@@ -296,7 +300,7 @@ class ModelCheckpoint(Callback):
         candidate, version = path, 0
         while os.path.exists(candidate) and candidate not in self.best_k_models:
             info = peek(candidate)
-            if info is not None and info["lineage"] == trainer.lineage:
+            if info is not None and info["lineage"] == trainer.state.lineage:
                 break  # our own (a stale file from before a resume): replace it
             version += 1
             stem = path[: -len(EXTENSION)]
@@ -306,7 +310,7 @@ class ModelCheckpoint(Callback):
     def _remove_future_files(self, trainer: Trainer) -> None:
         if not trainer.is_global_zero or self.dirpath is None or not os.path.isdir(self.dirpath):
             return
-        last = os.path.abspath(self.last_checkpoint_path(trainer))
+        last = os.path.abspath(self.last_checkpoint_path(trainer.default_root_dir))
         kept = {os.path.abspath(p) for p in self.best_k_models}
         for entry in os.scandir(self.dirpath):
             path = os.path.abspath(entry.path)
@@ -315,7 +319,7 @@ class ModelCheckpoint(Callback):
             info = peek(path)
             if (
                 info is not None
-                and info["lineage"] == trainer.lineage
+                and info["lineage"] == trainer.state.lineage
                 and info["global_step"] > trainer.global_step
             ):
                 os.remove(path)

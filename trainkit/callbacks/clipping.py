@@ -9,16 +9,17 @@ import torch
 from trainkit.callbacks.base import Callback
 
 if TYPE_CHECKING:
+    from trainkit.callbacks.slots import StepSlots
     from trainkit.module import Module
-    from trainkit.trainer import Trainer
 
 
 class GradientClipping(Callback):
     """Clip gradients by total norm or by value, only on steps where the optimizer steps.
 
-    It acts in ``on_before_optimizer_step``, after mixed precision has unscaled
-    the gradients (``prepare_optimizer_step`` runs first), so the threshold is in
-    the units of the real gradients, and after all accumulated micro-batches.
+    The step clips right after the ``on_before_optimizer_step`` hooks (which see
+    the gradients before clipping, as in Lightning), after mixed precision has
+    unscaled them, so the threshold is in the units of the real gradients, and
+    after all accumulated micro-batches.
 
     Args:
         max_norm: clip the total gradient norm to this (``clip_grad_norm_``).
@@ -49,9 +50,22 @@ class GradientClipping(Callback):
         self.norm_type = float(norm_type)
         self.log_grad_norm = log_grad_norm
 
-    def on_before_optimizer_step(
-        self, trainer: Trainer, module: Module, optimizer: torch.optim.Optimizer
-    ) -> None:
+    def configure_step(self, slots: StepSlots) -> None:
+        """Fill the step's clipping slot."""
+        slots.set_clipping(self)
+
+    @property
+    def by_norm(self) -> bool:
+        """Whether this clips the total norm (rather than each value)."""
+        return self.max_norm is not None
+
+    def clip(self, optimizer: torch.optim.Optimizer, module: Module) -> None:
+        """Clip the gradients of ``optimizer``'s parameters (logging the norm if asked).
+
+        Args:
+            optimizer: the optimizer about to step.
+            module: the user's Module (logs ``grad_norm``).
+        """
         parameters = [p for group in optimizer.param_groups for p in group["params"]]
         if self.max_value is not None:
             torch.nn.utils.clip_grad_value_(parameters, self.max_value)

@@ -9,6 +9,7 @@ import torch
 from trainkit.callbacks.base import Callback
 
 if TYPE_CHECKING:
+    from trainkit.callbacks.slots import StepSlots
     from trainkit.module import Module
     from trainkit.trainer import Trainer
 
@@ -49,56 +50,65 @@ class NonFiniteLoss(Callback):
         self._window_finite = True
         self._check_every = 50
 
-    def uses_hook(self, name: str) -> bool:
-        # Only "skip" takes part in the optimizer step.
-        return self.action == "skip" or name not in ("optimizer_step", "on_before_zero_grad")
+    def configure_step(self, slots: StepSlots) -> None:
+        """Fill the step's non-finite loss slot."""
+        slots.set_nonfinite(self)
+
+    @property
+    def vetoes_steps(self) -> bool:
+        """Whether it decides before each step ("skip"), reading each loss."""
+        return self.action == "skip"
 
     def on_train_start(self, trainer: Trainer, module: Module) -> None:
         self._pending.clear()
         self._window_finite = True
         self._check_every = trainer.log_every_n_steps
 
-    def on_before_backward(self, trainer: Trainer, module: Module, loss: torch.Tensor) -> None:
+    def observe(self, loss: torch.Tensor, global_step: int) -> None:
+        """See the loss of a batch before backward.
+
+        Args:
+            loss: the loss as the step returned it.
+            global_step: the step it belongs to (for the error message).
+        """
         if self.action == "skip":
             finite = bool(torch.isfinite(loss.detach()))
             self._window_finite = self._window_finite and finite
             return
         # Detached: holding the loss itself would keep its autograd graph alive
         # until the check, which slowed DDP steps of a tiny model by ~5-10%.
-        self._pending.append((trainer.state.global_step, loss.detach()))
+        self._pending.append((global_step, loss.detach()))
         if len(self._pending) >= self._check_every:
-            self.check(trainer)
+            self.check()
 
-    def optimizer_step(
-        self, trainer: Trainer, module: Module, optimizer: torch.optim.Optimizer
-    ) -> bool:
+    def allow_step(self, global_step: int) -> bool:
+        """Whether the optimizer may step: not after a non-finite loss in this window.
+
+        Args:
+            global_step: the step about to be taken (recorded when skipped).
+        """
         if self._window_finite:
-            return False
-        self.skipped_steps.append(trainer.global_step)
-        return True  # handled: the optimizer does not step; the loop clears the gradients
+            return True
+        self.skipped_steps.append(global_step)
+        return False
 
-    def on_before_zero_grad(
-        self, trainer: Trainer, module: Module, optimizer: torch.optim.Optimizer
-    ) -> None:
+    def end_window(self) -> None:
+        """The gradients were cleared: a new window starts finite."""
         self._window_finite = True
 
     def on_train_epoch_end(self, trainer: Trainer, module: Module) -> None:
-        self.check(trainer)
+        self.check()
 
     def on_train_end(self, trainer: Trainer, module: Module) -> None:
-        self.check(trainer)
+        self.check()
 
     def on_save_checkpoint(
         self, trainer: Trainer, module: Module, checkpoint: dict[str, Any]
     ) -> None:
-        self.check(trainer)  # never write a checkpoint trained on a NaN loss
+        self.check()  # never write a checkpoint trained on a NaN loss
 
-    def check(self, trainer: Trainer) -> None:
-        """Read the losses seen since the last check; raise on the first non-finite one.
-
-        Args:
-            trainer: the running Trainer.
-        """
+    def check(self) -> None:
+        """Read the losses seen since the last check; raise on the first non-finite one."""
         if not self._pending:
             return
         steps = [step for step, _ in self._pending]

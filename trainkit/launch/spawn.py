@@ -24,19 +24,22 @@ import pickle
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 import torch.multiprocessing as mp
 
 from trainkit.launch.environment import ClusterEnvironment
-from trainkit.launch.launcher import free_port
+from trainkit.launch.launcher import Launcher, free_port
 from trainkit.seed import capture_rng_states, restore_rng_states
 
 if TYPE_CHECKING:
     from trainkit.trainer import Trainer
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -52,7 +55,7 @@ class SpawnResult:
     preempted: bool = False
 
 
-class SpawnLauncher:
+class SpawnLauncher(Launcher):
     """Runs a Trainer entry point (``fit``, ``validate``, ...) in ``num_processes`` new processes.
 
     Args:
@@ -62,13 +65,13 @@ class SpawnLauncher:
     def __init__(self, num_processes: int) -> None:
         self.num_processes = num_processes
 
-    def launch(self, trainer: Trainer, entry: str, *args: Any) -> Any:
-        """Run ``trainer.<entry>(*args)`` as each rank; return rank 0's return value.
+    def launch(self, function: Callable[..., T], *args: Any, trainer: Trainer) -> T:
+        """Run ``function(*args)`` as each rank; return rank 0's return value.
 
         Args:
-            trainer: the calling process's Trainer (its copies run in the new processes).
-            entry: "fit", "validate", "test" or "predict".
-            *args: the entry point's arguments (module first).
+            function: a bound entry point of ``trainer`` (its copies run in the new processes).
+            *args: the entry point's arguments (the module first).
+            trainer: the calling process's Trainer; rank 0's results are loaded into it.
         """
         module = args[0]
         outbox = Path(tempfile.mkdtemp(prefix="trainkit-spawn-"))
@@ -77,7 +80,7 @@ class SpawnLauncher:
             # module's tensors into memory shared by every rank, and each rank's
             # optimizer would then update the same weights. The ranks also start
             # from this process's random state, as code after Trainer(seed=...) would.
-            payload = pickle.dumps((trainer, entry, args, capture_rng_states()))
+            payload = pickle.dumps((trainer, function, args, capture_rng_states()))
             # Raises with the failing rank's traceback if any rank fails, after
             # ending the others.
             mp.start_processes(  # type: ignore[attr-defined,no-untyped-call]
@@ -90,16 +93,14 @@ class SpawnLauncher:
         finally:
             shutil.rmtree(outbox, ignore_errors=True)
         _adopt(trainer, module, result)
-        if result.preempted:
-            raise SystemExit(0)
-        return result.value
+        return result.value  # type: ignore[no-any-return]
 
 
 def _run_rank(rank: int, world_size: int, port: int, payload: bytes, outbox: str) -> None:
-    environment = ClusterEnvironment.local(rank, world_size, port)
-    environment.export()
+    # The strategy reads who this process is from these variables when it sets up.
+    ClusterEnvironment.local(rank, world_size, port).export()
     try:
-        trainer, entry, args, rng = pickle.loads(payload)
+        trainer, function, args, rng = pickle.loads(payload)
     except AttributeError as error:
         raise RuntimeError(
             f"strategy='ddp_spawn' could not rebuild the Trainer's arguments in a new "
@@ -108,13 +109,8 @@ def _run_rank(rank: int, world_size: int, port: int, payload: bytes, outbox: str
             "dataset classes to a .py file and import them."
         ) from error
     restore_rng_states(rng)
-    trainer.launcher = None  # this process is a rank: run, do not launch again
-    # The strategy was built in the calling process, which is no rank: tell it who it is.
-    trainer.strategy.environment = environment
-    try:
-        value = getattr(trainer, entry)(*args)
-    except SystemExit:
-        value = None  # preempted: fit saved a checkpoint; report it below
+    # The entry point's implementation: this process is a rank, it launches nothing.
+    value = function(*args)
     if rank == 0:
         module = args[0]
         result = SpawnResult(
@@ -124,7 +120,7 @@ def _run_rank(rank: int, world_size: int, port: int, payload: bytes, outbox: str
             callback_metrics={k: v.detach().cpu() for k, v in trainer.callback_metrics.items()},
             logged_metrics=dict(trainer.logged_metrics),
             callback_states=[callback.state_dict() for callback in trainer.callbacks],
-            preempted=trainer.preempted,
+            preempted=trainer.state.preempted,
         )
         # A file, not a pipe: the caller reads it only after every rank has exited.
         torch.save(result, Path(outbox, "result.pt"))
@@ -149,9 +145,8 @@ def _adopt(trainer: Trainer, module: Any, result: SpawnResult) -> None:
     """Make the caller's module and Trainer look as if the run had happened here."""
     module.load_state_dict(result.module_state)
     trainer.state.load_state_dict(result.trainer_state)
-    trainer.update_callback_metrics(result.callback_metrics)
-    trainer.logged_metrics = result.logged_metrics
+    trainer.state.preempted = result.preempted
+    trainer.results.adopt(result.callback_metrics, result.logged_metrics)
     for callback, state in zip(trainer.callbacks, result.callback_states, strict=True):
         if state:
             callback.load_state_dict(state)
-    trainer.preempted = result.preempted

@@ -1,4 +1,4 @@
-"""File helpers shared by the loggers: version folders and atomic writes.
+"""File helpers shared by the loggers: version folders and the hparams file.
 
 Kept free of heavy imports (``yaml`` is imported inside the function that
 writes it) so that ``import trainkit.loggers`` stays cheap.
@@ -6,13 +6,13 @@ writes it) so that ``import trainkit.loggers`` stays cheap.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-from collections.abc import Iterator, Mapping
-from typing import IO, Any
+from collections.abc import Mapping
+from typing import Any
 
 from trainkit.checkpoint import plain_value
+from trainkit.io import atomic_write
 
 _VERSION_FOLDER = re.compile(r"version_(\d+)")
 
@@ -57,31 +57,6 @@ def _claim_version_dir(root: str, version: int | str | None) -> tuple[int | str,
         return candidate, path
 
 
-@contextlib.contextmanager
-def _atomic_open(path: str) -> Iterator[IO[str]]:
-    """Open a temporary text file next to ``path`` and rename it over ``path`` on success.
-
-    A crash mid-write leaves the previous file intact (promise 3 in DESIGN.md).
-    The temporary file lives in the same folder because ``os.replace`` is only
-    atomic within one file system.
-
-    Args:
-        path: the file to (re)write.
-
-    Yields:
-        A text file opened with ``newline=""`` (as the ``csv`` module requires).
-    """
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "w", newline="", encoding="utf-8") as file:
-            yield file
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(tmp)
-        raise
-
-
 def _write_hparams_yaml(log_dir: str, params: Mapping[str, Any]) -> None:
     """Write ``params`` (nesting kept) to ``<log_dir>/hparams.yaml``, atomically.
 
@@ -91,5 +66,5 @@ def _write_hparams_yaml(log_dir: str, params: Mapping[str, Any]) -> None:
     """
     import yaml  # Lazy: keeps `import trainkit` cheap.
 
-    with _atomic_open(os.path.join(log_dir, "hparams.yaml")) as file:
+    with atomic_write(os.path.join(log_dir, "hparams.yaml")) as file:
         yaml.safe_dump(plain_value(params), file, sort_keys=False)

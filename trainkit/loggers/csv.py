@@ -7,7 +7,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from trainkit.loggers._files import _atomic_open, _write_hparams_yaml
+from trainkit.io import atomic_write
+from trainkit.loggers._files import _write_hparams_yaml
 from trainkit.loggers.base import FolderLogger
 
 METRICS_FILE = "metrics.csv"
@@ -78,7 +79,7 @@ class CSVLogger(FolderLogger):
             # Widening the header means rewriting every row; do it atomically so a
             # crash leaves the old file, not a truncated one.
             old_rows = _read_rows(path)
-            with _atomic_open(path) as file:
+            with atomic_write(path) as file:
                 writer = csv.DictWriter(file, fieldnames=columns, restval="")
                 writer.writeheader()
                 writer.writerows(old_rows)

@@ -1,69 +1,148 @@
-"""Strategies, and turning ``Trainer(accelerator=, devices=, strategy=)`` into one."""
+"""Strategies, and turning ``Trainer(accelerator=, devices=, strategy=)`` into one.
+
+:func:`plan_devices` checks what was asked for against this machine;
+:func:`build_strategy` builds the strategy for a plan. Neither starts a
+process: launching is chosen separately (``trainkit.launch.select_launcher``)
+and happens when an entry point runs.
+"""
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
 import torch
 
 from trainkit.messages import did_you_mean
+from trainkit.options import HardwareOptions
 from trainkit.strategies.base import Strategy
 from trainkit.strategies.single import SingleDeviceStrategy
 
 if TYPE_CHECKING:
-    from trainkit.launch.spawn import SpawnLauncher
+    from trainkit.launch.environment import ClusterEnvironment
 
-__all__ = ["SingleDeviceStrategy", "Strategy", "resolve_launcher", "resolve_strategy"]
+__all__ = [
+    "STRATEGY_NAMES",
+    "DevicePlan",
+    "SingleDeviceStrategy",
+    "Strategy",
+    "build_strategy",
+    "plan_devices",
+    "resolve_strategy",
+]
 
-ACCELERATORS = ("auto", "cpu", "cuda", "gpu")
+#: The names ``Trainer(strategy=...)`` takes.
+STRATEGY_NAMES = ("auto", "single_device", "ddp", "ddp_spawn", "dp", "hybrid")
 
 
-# Strategy name -> factory taking the chosen device. Each distributed strategy
-# registers itself here when it lands.
-def _ddp(device: torch.device) -> Strategy:
-    return _ddp_for(device.type, 1, timedelta(minutes=30))
+@dataclass(frozen=True)
+class DevicePlan:
+    """What ``accelerator``, ``devices`` and ``strategy`` ask for, checked against this machine.
+
+    Attributes:
+        strategy: the strategy's name ("auto" resolved).
+        device_type: "cpu" or "cuda".
+        indices: the device indices (on the CPU, one per process).
+    """
+
+    strategy: str
+    device_type: str
+    indices: tuple[int, ...]
+
+    @property
+    def processes(self) -> int:
+        """How many processes the strategy runs on this machine.
+
+        Example:
+            >>> DevicePlan("hybrid", "cuda", (0, 1, 2, 3)).processes
+            2
+        """
+        if self.strategy in ("ddp", "ddp_spawn"):
+            return len(self.indices)
+        if self.strategy == "hybrid":
+            # Each process runs two stages: on CUDA, `devices` counts GPUs, two per process.
+            return (
+                max(len(self.indices) // 2, 1) if self.device_type == "cuda" else len(self.indices)
+            )
+        return 1
 
 
-def _ddp_for(
-    device_type: str, num_processes: int, timeout: timedelta, hybrid: bool = False
+def plan_devices(strategy: str, accelerator: str, devices: int | list[int] | str) -> DevicePlan:
+    """Check the requested strategy, accelerator and devices, and resolve "auto".
+
+    Args:
+        strategy: a strategy name (see :data:`STRATEGY_NAMES`).
+        accelerator: "auto", "cpu", "cuda" (or its alias "gpu").
+        devices: "auto", a device count, or a list of CUDA device indices.
+
+    Example:
+        >>> plan_devices("auto", "cpu", 2)
+        DevicePlan(strategy='ddp', device_type='cpu', indices=(0, 1))
+    """
+    if not isinstance(strategy, str):
+        raise TypeError(
+            f"strategy must be a name or a Strategy instance, got {type(strategy).__name__}."
+        )
+    HardwareOptions(accelerator=accelerator, devices=devices)  # names and forms
+    device_type = _device_type(accelerator)
+    indices = _device_indices(device_type, devices)
+    name = strategy
+    if name == "auto":
+        name = "single_device" if len(indices) == 1 else "ddp"
+    if name not in STRATEGY_NAMES:
+        hint = did_you_mean(name, STRATEGY_NAMES)
+        raise ValueError(
+            f"Unknown strategy {strategy!r}; valid strategies are {list(STRATEGY_NAMES)}.{hint}"
+        )
+    if name == "single_device" and len(indices) != 1:
+        raise ValueError(
+            f"strategy='single_device' runs on one device, but devices={devices!r} asks for "
+            f"{len(indices)}. Pass devices=1."
+        )
+    return DevicePlan(name, device_type, tuple(indices))
+
+
+def build_strategy(
+    plan: DevicePlan,
+    *,
+    timeout: timedelta = timedelta(minutes=30),
+    environment: ClusterEnvironment | None = None,
 ) -> Strategy:
-    """DDP (or hybrid) over this job's processes; in a plain process, start the others first."""
-    from trainkit.launch.environment import detect_environment
-    from trainkit.launch.launcher import launch_local_workers
-    from trainkit.strategies.ddp import DDPStrategy
+    """The strategy a plan asks for. Starts nothing.
 
-    environment = detect_environment()
-    if not environment.launched_externally and num_processes > 1:
-        environment = launch_local_workers(num_processes)
-    if hybrid:
+    Args:
+        plan: from :func:`plan_devices`.
+        timeout: how long collectives wait for other processes (multi-process strategies).
+        environment: this process's place in the job, when a launcher decided it
+            (default: read from the environment when the strategy sets up).
+    """
+    if plan.strategy in ("ddp", "ddp_spawn"):
+        from trainkit.strategies.ddp import DDPStrategy
+
+        return DDPStrategy(plan.device_type, timeout=timeout, environment=environment)
+    if plan.strategy == "hybrid":
         from trainkit.strategies.hybrid import HybridStrategy
 
-        return HybridStrategy(environment=environment, timeout=timeout)
-    return DDPStrategy(device_type, environment=environment, timeout=timeout)
-
-
-STRATEGIES: dict[str, Callable[[torch.device], Strategy]] = {
-    "single_device": SingleDeviceStrategy,
-    "ddp": _ddp,
-    "ddp_spawn": _ddp,
-    "dp": lambda device: _data_parallel(device.type, [device.index or 0]),
-    "hybrid": _ddp,
-}
+        return HybridStrategy(timeout=timeout, environment=environment)
+    if plan.strategy == "dp":
+        return _data_parallel(plan.device_type, list(plan.indices))
+    index = plan.indices[0]
+    device = torch.device("cuda", index) if plan.device_type == "cuda" else torch.device("cpu")
+    return SingleDeviceStrategy(device)
 
 
 def resolve_strategy(
     strategy: str | Strategy,
-    accelerator: str,
-    devices: int | list[int] | str,
+    accelerator: str = "auto",
+    devices: int | list[int] | str = "auto",
     timeout: timedelta = timedelta(minutes=30),
 ) -> Strategy:
-    """Build the strategy for the requested accelerator, devices and strategy name.
+    """A Strategy instance as it is, else the strategy the arguments ask for. Starts nothing.
 
     Args:
-        strategy: a Strategy instance, "auto", or a registered name.
+        strategy: a Strategy instance, "auto", or a strategy name.
         accelerator: "auto", "cpu", "cuda" (or its alias "gpu").
         devices: "auto", a device count, or a list of CUDA device indices.
         timeout: how long collectives wait for other processes (multi-process strategies).
@@ -74,44 +153,7 @@ def resolve_strategy(
     """
     if isinstance(strategy, Strategy):
         return strategy
-    if not isinstance(strategy, str):
-        raise TypeError(
-            f"strategy must be a name or a Strategy instance, got {type(strategy).__name__}."
-        )
-    device_type = _device_type(accelerator)
-    indices = _device_indices(device_type, devices)
-    name = strategy
-    if name == "auto":
-        name = "single_device" if len(indices) == 1 else "ddp"
-    if name not in STRATEGIES:
-        valid = ["auto", *STRATEGIES]
-        hint = did_you_mean(name, valid)
-        if name != strategy:  # "auto" picked a multi-device strategy that does not exist
-            raise ValueError(
-                f"devices={devices!r} asks for {len(indices)} devices, which needs a "
-                f"multi-process strategy; available strategies are {valid}. Use devices=1."
-            )
-        raise ValueError(f"Unknown strategy {strategy!r}; valid strategies are {valid}.{hint}")
-    if name == "single_device" and len(indices) != 1:
-        raise ValueError(
-            f"strategy='single_device' runs on one device, but devices={devices!r} asks for "
-            f"{len(indices)}. Pass devices=1."
-        )
-    if name == "ddp":
-        return _ddp_for(device_type, len(indices), timeout)
-    if name == "hybrid":
-        # Each process runs two stages: on CUDA, `devices` counts GPUs, two per process.
-        processes = max(len(indices) // 2, 1) if device_type == "cuda" else len(indices)
-        return _ddp_for(device_type, processes, timeout, hybrid=True)
-    if name == "dp":
-        return _data_parallel(device_type, indices)
-    if name == "ddp_spawn":
-        from trainkit.strategies.ddp import DDPStrategy
-
-        # Until the launcher starts the ranks, this process is no rank of the job.
-        return DDPStrategy(device_type, timeout=timeout)
-    device = torch.device(device_type, indices[0]) if device_type == "cuda" else torch.device("cpu")
-    return STRATEGIES[name](device)
+    return build_strategy(plan_devices(strategy, accelerator, devices), timeout=timeout)
 
 
 def _data_parallel(device_type: str, indices: list[int]) -> Strategy:
@@ -130,42 +172,7 @@ def _data_parallel(device_type: str, indices: list[int]) -> Strategy:
     return SingleDeviceStrategy(device)
 
 
-def resolve_launcher(
-    strategy: str | Strategy, accelerator: str, devices: int | list[int] | str
-) -> SpawnLauncher | None:
-    """The launcher that starts the ranks from inside ``Trainer.fit`` (``strategy="ddp_spawn"``).
-
-    Args:
-        strategy: as given to the Trainer.
-        accelerator: as given to the Trainer.
-        devices: as given to the Trainer.
-
-    Returns:
-        None for every other strategy, and when this process already is a rank
-        (under torchrun or SLURM, or started by a launcher).
-
-    Example:
-        >>> resolve_launcher("ddp_spawn", "cpu", 2).num_processes
-        2
-    """
-    if strategy != "ddp_spawn":
-        return None
-    from trainkit.launch.environment import detect_environment
-    from trainkit.launch.spawn import SpawnLauncher
-
-    if detect_environment().source != "local":
-        return None
-    indices = _device_indices(_device_type(accelerator), devices)
-    return SpawnLauncher(len(indices))
-
-
 def _device_type(accelerator: str) -> str:
-    if accelerator not in ACCELERATORS:
-        hint = did_you_mean(str(accelerator), ACCELERATORS)
-        raise ValueError(
-            f"Unknown accelerator {accelerator!r}; valid accelerators are "
-            f"{list(ACCELERATORS)}.{hint}"
-        )
     if accelerator == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if accelerator in ("cuda", "gpu"):
@@ -180,24 +187,20 @@ def _device_type(accelerator: str) -> str:
 
 
 def _device_indices(device_type: str, devices: int | list[int] | str) -> list[int]:
+    # The forms were checked by HardwareOptions; here they meet this machine.
     available = torch.cuda.device_count() if device_type == "cuda" else None
     if devices == "auto":
         return [0]
     if isinstance(devices, (list, tuple)):
         indices = list(devices)
-        if not indices or not all(isinstance(i, int) and not isinstance(i, bool) for i in indices):
-            raise ValueError(f"devices={devices!r} must be a non-empty list of device indices.")
         if device_type == "cpu":
             raise ValueError(
                 f"devices={devices!r} lists device indices, which only CUDA devices have. On "
                 "the CPU pass a number of processes, e.g. devices=1."
             )
-    elif isinstance(devices, int) and not isinstance(devices, bool):
-        if devices < 1:
-            raise ValueError(f"devices={devices} must be at least 1.")
-        indices = list(range(devices))
     else:
-        raise TypeError(f"devices must be 'auto', an int or a list of ints, got {devices!r}.")
+        assert isinstance(devices, int)
+        indices = list(range(devices))
     if available is not None and (len(indices) > available or max(indices) >= available):
         raise ValueError(
             f"devices={devices!r} asks for CUDA devices this machine does not have: "

@@ -1,15 +1,15 @@
 """Distributed data parallel: one process per device, gradients averaged by torch's DDP.
 
-The processes are started by torchrun (or SLURM's srun): this strategy reads who
-it is from the environment (``trainkit.launch``), joins the process group
-through torch's env:// rendezvous, and wraps the module in
-``DistributedDataParallel``. Gloo on CPU, NCCL on CUDA.
+The processes are started by torchrun, SLURM's srun or one of trainkit's
+launchers (``trainkit.launch``): this strategy reads who it is from the
+environment when it sets up (or is told, by the launcher that started the
+ranks), joins the process group through torch's env:// rendezvous, and wraps
+the module in ``DistributedDataParallel``. Gloo on CPU, NCCL on CUDA.
 """
 
 from __future__ import annotations
 
 import atexit
-import os
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -20,12 +20,13 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
+from torch.utils.data import DataLoader, DistributedSampler
 
 from trainkit.data import rebuild_dataloader
 from trainkit.launch.environment import ClusterEnvironment, detect_environment
 from trainkit.strategies.base import ReduceOp, Strategy
-from trainkit.strategies.sampling import EvenSplitSampler
+from trainkit.strategies.sampling import EvenSplitSampler, training_sampler
+from trainkit.strategies.wrapping import StepModule, unwrap
 
 T = TypeVar("T")
 
@@ -33,21 +34,6 @@ T = TypeVar("T")
 _RELEASE_S = 0.05
 
 _OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
-
-
-class _StepModule(nn.Module):
-    """Lets DDP's forward run a step method: ``wrapper("training_step", batch, idx)``.
-
-    DDP prepares gradient synchronisation in its ``forward``; routing the step
-    through it is what makes the backward of ``training_step``'s loss all-reduce.
-    """
-
-    def __init__(self, module: nn.Module) -> None:
-        super().__init__()
-        self.module = module
-
-    def forward(self, method: str, *args: Any) -> Any:
-        return getattr(self.module, method)(*args)
 
 
 class DDPStrategy(Strategy):
@@ -62,7 +48,8 @@ class DDPStrategy(Strategy):
         static_graph: passed to DDP.
         gradient_as_bucket_view: passed to DDP (saves memory).
         bucket_cap_mb: passed to DDP.
-        environment: who this process is (default: read from the environment).
+        environment: who this process is (default: read from the environment
+            when the strategy sets up, in the process that runs it).
     """
 
     name = "ddp"
@@ -78,7 +65,7 @@ class DDPStrategy(Strategy):
         bucket_cap_mb: float | None = None,
         environment: ClusterEnvironment | None = None,
     ) -> None:
-        self.environment = environment or detect_environment()
+        self._environment = environment
         self.device_type = device_type
         self.timeout = timeout
         self.ddp_options: dict[str, Any] = {
@@ -89,6 +76,13 @@ class DDPStrategy(Strategy):
         if bucket_cap_mb is not None:
             self.ddp_options["bucket_cap_mb"] = bucket_cap_mb
         self._control_group: Any = None
+
+    @property
+    def environment(self) -> ClusterEnvironment:
+        """Who this process is in the job."""
+        # Read late: a launcher may start this process (and set its variables)
+        # after the strategy was built in another one.
+        return self._environment or detect_environment()
 
     @property
     def root_device(self) -> torch.device:
@@ -109,6 +103,8 @@ class DDPStrategy(Strategy):
         return self.environment.world_size
 
     def setup_environment(self) -> None:
+        if self._environment is None:
+            self._environment = detect_environment()
         if self.device_type == "cuda":
             torch.cuda.set_device(self.root_device)
         if dist.is_initialized():
@@ -128,14 +124,11 @@ class DDPStrategy(Strategy):
         module = module.to(self.root_device)
         device_ids = [self.root_device.index] if self.device_type == "cuda" else None
         return DistributedDataParallel(
-            _StepModule(module), device_ids=device_ids, **self.ddp_options
+            StepModule(module), device_ids=device_ids, **self.ddp_options
         )
 
     def unwrap(self, module: nn.Module) -> nn.Module:
-        if isinstance(module, DistributedDataParallel):
-            inner = module.module
-            return inner.module if isinstance(inner, _StepModule) else inner
-        return module
+        return unwrap(module)
 
     def step_function(self, module: nn.Module, name: str) -> Any:
         if name == "training_step" and isinstance(module, DistributedDataParallel):
@@ -153,16 +146,7 @@ class DDPStrategy(Strategy):
         if isinstance(dataloader.sampler, DistributedSampler):
             return dataloader  # the user's own: respected as it is
         if training:
-            # Every rank draws the same permutation (same seed) and takes its share;
-            # set_epoch (called by the loop) reshuffles each epoch.
-            sampler: Any = DistributedSampler(
-                dataloader.dataset,
-                num_replicas=self.world_size,
-                rank=self.global_rank,
-                shuffle=isinstance(dataloader.sampler, RandomSampler),
-                seed=int(os.environ.get("TRAINKIT_GLOBAL_SEED", "0")),
-                drop_last=dataloader.drop_last,
-            )
+            sampler: Any = training_sampler(dataloader, self.world_size, self.global_rank)
         else:
             # No padding: each sample is evaluated exactly once across the ranks.
             length = len(dataloader.dataset)  # type: ignore[arg-type]

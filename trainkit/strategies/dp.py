@@ -24,9 +24,10 @@ import torch
 from torch import nn
 
 from trainkit.data import extract_batch_size
+from trainkit.metrics import LogArguments, Number, Results
 from trainkit.module import Module
-from trainkit.strategies.ddp import _StepModule
 from trainkit.strategies.single import SingleDeviceStrategy
+from trainkit.strategies.wrapping import StepModule, unwrap
 
 
 @dataclass
@@ -39,17 +40,15 @@ class ReplicaLogs:
     """
 
     shares: dict[int, int]
-    records: list[tuple[int, str, Any, tuple[Any, ...]]] = field(default_factory=list)
+    records: list[tuple[int, str, Any, LogArguments]] = field(default_factory=list)
 
-    def record(
-        self, name: str, value: torch.Tensor | float | int, options: tuple[Any, ...]
-    ) -> None:
+    def record(self, name: str, value: Number, options: LogArguments) -> None:
         """Keep one copy's logged value (called from that copy's thread).
 
         Args:
             name: the metric's name.
             value: the value the copy logged.
-            options: the remaining ``self.log`` arguments, as the Trainer receives them.
+            options: the remaining ``self.log`` arguments, as the results store receives them.
         """
         if isinstance(value, torch.Tensor) and value.is_cuda:
             device = value.device.index
@@ -120,30 +119,24 @@ class DataParallelStrategy(SingleDeviceStrategy):
 
     def setup_module(self, module: nn.Module) -> nn.Module:
         module = module.to(self.root_device)
-        return nn.DataParallel(_StepModule(module), device_ids=self.device_ids)
+        return nn.DataParallel(StepModule(module), device_ids=self.device_ids)
 
     def unwrap(self, module: nn.Module) -> nn.Module:
-        if isinstance(module, nn.DataParallel):
-            inner = module.module
-            return inner.module if isinstance(inner, _StepModule) else inner
-        return module
+        return unwrap(module)
 
     def step_function(self, module: nn.Module, name: str) -> Callable[..., Any]:
         if name != "training_step" or not isinstance(module, nn.DataParallel):
             return getattr(self.unwrap(module), name)  # type: ignore[no-any-return]
         user_module = self.unwrap(module)
         assert isinstance(user_module, Module)
-        trainer = user_module.trainer
+        results = user_module.trainer.results
 
         def training_step(batch: Any, batch_idx: int) -> Any:
             shares = batch_shares(extract_batch_size(batch), self.device_ids)
             logs = ReplicaLogs(shares)
-            trainer.replica_logs = logs
-            try:
+            with results.capture(logs.record):
                 output = module("training_step", batch, batch_idx)
-            finally:
-                trainer.replica_logs = None
-            _log_combined(trainer, logs)
+            _log_combined(results, logs)
             return _combine_output(output, list(shares.values()))
 
         return training_step
@@ -160,14 +153,14 @@ def _combine_output(output: Any, shares: list[int]) -> Any:
     return output
 
 
-def _log_combined(trainer: Any, logs: ReplicaLogs) -> None:
-    by_name: dict[str, list[tuple[int, Any, tuple[Any, ...]]]] = {}
+def _log_combined(results: Results, logs: ReplicaLogs) -> None:
+    by_name: dict[str, list[tuple[int, Any, LogArguments]]] = {}
     for device, name, value, options in logs.records:
         by_name.setdefault(name, []).append((device, value, options))
     for name, entries in by_name.items():
-        options = entries[0][2]
-        reduce_fx = options[5]
+        on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx, _ = entries[0][2]
         weights = [logs.shares.get(device, 1) for device, _, _ in entries]
         value = combine([torch.as_tensor(v) for _, v, _ in entries], weights, reduce_fx)
-        # options: on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx, batch_size
-        trainer._log(name, value, *options[:6], sum(weights))
+        results.log(
+            name, value, on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx, sum(weights)
+        )

@@ -33,17 +33,19 @@ from typing import Any
 import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
+from torch.utils.data import DataLoader
 
 from trainkit.data import rebuild_dataloader
 from trainkit.launch.environment import ClusterEnvironment
 from trainkit.module import Module
 from trainkit.rank_zero import rank_zero_print
 from trainkit.strategies.balance import Partition, balance_layers
-from trainkit.strategies.ddp import DDPStrategy, _StepModule
+from trainkit.strategies.ddp import DDPStrategy
 from trainkit.strategies.pipe import PipelinedSequential
 from trainkit.strategies.pipeline import RankPipeline
+from trainkit.strategies.sampling import training_sampler
 from trainkit.strategies.stages import refuse_step_shaping, stages_of
+from trainkit.strategies.wrapping import StepModule
 
 Balance = str | Sequence[int]
 
@@ -172,7 +174,7 @@ class HybridStrategy(DDPStrategy):
         )
         self._restore = install(split)
         # A module spread over several devices: DDP takes no device_ids then.
-        return DistributedDataParallel(_StepModule(module), device_ids=None, **self.ddp_options)
+        return DistributedDataParallel(StepModule(module), device_ids=None, **self.ddp_options)
 
     def _choose_partition(self, module: Module, layers: nn.Sequential, stages: int) -> Partition:
         sample = module.example_input_array
@@ -237,13 +239,8 @@ class HybridStrategy(DDPStrategy):
             return super().prepare_dataloader(dataloader, training=training)
         # The ranks of one pipeline share each batch: split the data over the
         # data dimension only (rank = data_rank * pipeline_size + pipe_rank).
-        sampler: DistributedSampler[Any] = DistributedSampler(
-            dataloader.dataset,
-            num_replicas=self.data_parallel_size,
-            rank=self.global_rank // self.pipeline_size,
-            shuffle=isinstance(dataloader.sampler, RandomSampler),
-            seed=int(os.environ.get("TRAINKIT_GLOBAL_SEED", "0")),
-            drop_last=dataloader.drop_last,
+        sampler = training_sampler(
+            dataloader, self.data_parallel_size, self.global_rank // self.pipeline_size
         )
         return rebuild_dataloader(dataloader, sampler=sampler)
 

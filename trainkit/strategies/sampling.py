@@ -2,9 +2,35 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from typing import Any
 
-from torch.utils.data import Sampler
+from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, Sampler
+
+
+def training_sampler(
+    dataloader: DataLoader[Any], num_replicas: int, rank: int
+) -> DistributedSampler[Any]:
+    """Rank ``rank``'s share of a training dataloader's data, reshuffled each epoch.
+
+    Every rank draws the same permutation (the same seed: ``seed_everything``'s,
+    else 0) and takes its share; the loop's ``set_epoch`` reshuffles each epoch.
+    The loader's shuffling and ``drop_last`` are kept.
+
+    Args:
+        dataloader: the user's training dataloader.
+        num_replicas: how many shares the data is dealt into.
+        rank: which share this process takes.
+    """
+    return DistributedSampler(
+        dataloader.dataset,
+        num_replicas=num_replicas,
+        rank=rank,
+        shuffle=isinstance(dataloader.sampler, RandomSampler),
+        seed=int(os.environ.get("TRAINKIT_GLOBAL_SEED", "0")),
+        drop_last=dataloader.drop_last,
+    )
 
 
 class EvenSplitSampler(Sampler[int]):

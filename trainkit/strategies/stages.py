@@ -19,63 +19,74 @@ def stages_of(module: Module) -> tuple[nn.Sequential, Callable[[nn.Module], Call
         The layers as an ``nn.Sequential``, and a function that installs a split
         version in the module and returns the function that takes it out again.
     """
+    name = type(module).__name__
     stages = module.configure_stages()
     if stages is None:
         raise ValueError(
-            f"The hybrid strategy splits the layers {type(module).__name__}.configure_stages() "
-            "returns, but it returns None. Return the nn.Sequential your forward runs (or a "
-            "list of layers in order)."
+            f"The hybrid strategy splits the layers {name}.configure_stages() returns, but it "
+            "returns None. Return the nn.Sequential your forward runs (or a list of layers in "
+            "order)."
         )
     if not isinstance(stages, nn.Sequential):
+        if type(module).forward is not Module.forward:
+            raise ValueError(
+                f"{name}.configure_stages() returns a list of layers, and {name} also defines "
+                "forward(). The hybrid strategy runs the listed layers in order in place of "
+                "forward, so whatever forward adds (a skip connection, a reshape) would be "
+                "dropped and a different model trained. Drop forward() if the listed layers in "
+                "order are the whole model, or keep it and return from configure_stages() the "
+                "nn.Sequential attribute it runs (e.g. `return self.layers`)."
+            )
         layers = nn.Sequential(*stages)
+        split = module.stage_split
 
-        def run_list(split: nn.Module) -> Callable[[], None]:
-            module.__dict__["_stage_runner"] = split  # not registered: names stay as they are
+        def run_list(runner: nn.Module) -> Callable[[], None]:
+            # Not registered as a submodule: the state_dict names stay the model's own.
+            split.runner = runner
 
-            return lambda: module.__dict__.pop("_stage_runner", None)
+            def restore() -> None:
+                split.runner = None
+
+            return restore
 
         return layers, run_list
     path = next((p for p, m in module.named_modules() if m is stages and p), None)
     if path is None:
         raise ValueError(
-            f"{type(module).__name__}.configure_stages() returned an nn.Sequential that is "
-            "not an attribute of the module. Return the Sequential your forward runs (e.g. "
-            "`return self.layers`)."
+            f"{name}.configure_stages() returned an nn.Sequential that is not an attribute of "
+            "the module. Return the Sequential your forward runs (e.g. `return self.layers`)."
         )
     parent_path, _, attribute = path.rpartition(".")
     parent = module.get_submodule(parent_path)
 
-    def replace(split: nn.Module) -> Callable[[], None]:
-        setattr(parent, attribute, split)
+    def replace(runner: nn.Module) -> Callable[[], None]:
+        setattr(parent, attribute, runner)
         return lambda: setattr(parent, attribute, stages)
 
     return stages, replace
 
 
 def refuse_step_shaping(module: Module) -> None:
-    """Refuse callbacks that act on the loss or the gradient norm around backward.
+    """Refuse step options that act on the loss or the gradient norm around backward.
 
     Across processes the pipeline runs backward itself, so a loss scale applied
-    by the loop would never reach the gradients, and a norm would see one stage.
+    by the step would never reach the gradients, and a norm would see one stage.
+    The step's slots say what the step does (``Trainer.step_slots``).
 
     Args:
-        module: the user's module (its Trainer holds the callbacks).
+        module: the user's module (its Trainer holds the step's slots).
     """
-    from trainkit.callbacks.accumulation import GradientAccumulation
-    from trainkit.callbacks.clipping import GradientClipping
-    from trainkit.callbacks.precision import MixedPrecision
-
-    for callback in module.trainer.callbacks:
-        problem = None
-        if isinstance(callback, MixedPrecision) and callback.precision == "16-mixed":
-            problem = "fp16 mixed precision scales the loss before backward"
-        elif isinstance(callback, GradientAccumulation) and max(callback.schedule.values()) > 1:
-            problem = "gradient accumulation scales the loss before backward"
-        elif isinstance(callback, GradientClipping) and callback.max_norm is not None:
-            problem = "clipping by norm would see only this process's stage"
-        if problem:
-            raise ValueError(
-                f"HybridStrategy(pipeline_size>1) runs backward inside the pipeline, and "
-                f"{problem}. Use pipeline_size=1 (stages inside each process) for this, or "
-                "drop the option (bf16-mixed precision and clipping by value work)."
-            )
+    slots = module.trainer.step_slots
+    problem = None
+    if slots.scales_loss:
+        problem = "fp16 mixed precision scales the loss before backward"
+    elif slots.accumulates:
+        problem = "gradient accumulation scales the loss before backward"
+    elif slots.clips_by_norm:
+        problem = "clipping by norm would see only this process's stage"
+    if problem:
+        raise ValueError(
+            f"HybridStrategy(pipeline_size>1) runs backward inside the pipeline, and "
+            f"{problem}. Use pipeline_size=1 (stages inside each process) for this, or "
+            "drop the option (bf16-mixed precision and clipping by value work)."
+        )

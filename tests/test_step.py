@@ -1,0 +1,223 @@
+"""The optimization step: its order is the code, whichever callbacks fill its slots."""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+import pytest
+import torch
+
+import trainkit
+from tests.helpers import QUIET, Classifier, blobs, loader
+from trainkit.callbacks import GradientClipping, MixedPrecision, NonFiniteLoss
+from trainkit.callbacks.slots import StepSlots
+
+
+class _Scaler:
+    """A stand-in GradScaler that records what the step asks of it."""
+
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+
+    def scale(self, loss: torch.Tensor) -> torch.Tensor:
+        self.calls.append("scale")
+        return loss * 1.0
+
+    def unscale_(self, optimizer: torch.optim.Optimizer) -> None:
+        self.calls.append("unscale")
+
+    def step(self, optimizer: torch.optim.Optimizer) -> None:
+        self.calls.append("step")
+        optimizer.step()
+
+    def update(self) -> None:
+        self.calls.append("update")
+
+
+class RecordingPrecision(trainkit.Callback):
+    """Fills the precision slot: an autocast stand-in and the recording scaler."""
+
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+        self.scaler = _Scaler(calls)
+        self.scales_loss = True
+
+    def configure_step(self, slots: StepSlots) -> None:
+        slots.set_precision(self)  # type: ignore[arg-type]
+
+    def forward_context(self) -> AbstractContextManager[Any]:
+        @contextmanager
+        def autocast() -> Any:
+            self.calls.append("autocast in")
+            yield
+            self.calls.append("autocast out")
+
+        return autocast()
+
+
+class RecordingClipping(trainkit.Callback):
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+        self.by_norm = True
+
+    def configure_step(self, slots: StepSlots) -> None:
+        slots.set_clipping(self)
+
+    def clip(self, optimizer: torch.optim.Optimizer, module: trainkit.Module) -> None:
+        self.calls.append("clip")
+
+
+class RecordingHooks(trainkit.Callback):
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+
+    def on_before_backward(self, trainer: Any, module: Any, loss: torch.Tensor) -> None:
+        self.calls.append("on_before_backward")
+
+    def on_after_backward(self, trainer: Any, module: Any) -> None:
+        self.calls.append("on_after_backward")
+
+    def on_before_optimizer_step(self, trainer: Any, module: Any, optimizer: Any) -> None:
+        self.calls.append("on_before_optimizer_step")
+
+    def on_before_zero_grad(self, trainer: Any, module: Any, optimizer: Any) -> None:
+        self.calls.append("on_before_zero_grad")
+
+
+class StepRecorder(Classifier):
+    def __init__(self, calls: list[str]) -> None:
+        super().__init__()
+        self.calls = calls
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        self.calls.append("training_step")
+        return super().training_step(batch, batch_idx)
+
+
+ONE_STEP = [
+    "autocast in",
+    "training_step",
+    "autocast out",
+    "on_before_backward",
+    "scale",
+    "on_after_backward",
+    "unscale",
+    "on_before_optimizer_step",
+    "clip",
+    "step",
+    "update",
+    "on_before_zero_grad",
+]
+
+
+def test_one_automatic_step_runs_in_the_documented_order() -> None:
+    calls: list[str] = []
+    callbacks = [RecordingHooks(calls), RecordingPrecision(calls), RecordingClipping(calls)]
+    trainer = trainkit.Trainer(max_steps=1, callbacks=callbacks, **QUIET)
+    trainer.fit(StepRecorder(calls), loader(blobs(64), 32))
+    assert calls == ONE_STEP
+
+
+def test_the_order_does_not_depend_on_the_callback_list_order() -> None:
+    calls: list[str] = []
+    callbacks = [RecordingClipping(calls), RecordingPrecision(calls), RecordingHooks(calls)]
+    trainer = trainkit.Trainer(max_steps=1, callbacks=callbacks, **QUIET)
+    trainer.fit(StepRecorder(calls), loader(blobs(64), 32))
+    assert calls == ONE_STEP
+
+
+def test_accumulation_steps_once_per_window_and_syncs_only_then() -> None:
+    calls: list[str] = []
+    trainer = trainkit.Trainer(
+        max_steps=1,
+        accumulate_grad_batches=2,
+        callbacks=[RecordingHooks(calls)],
+        **QUIET,
+    )
+    trainer.fit(StepRecorder(calls), loader(blobs(64), 16))
+    window = ["training_step", "on_before_backward", "on_after_backward"]
+    assert calls == [*window, *window, "on_before_optimizer_step", "on_before_zero_grad"]
+
+
+class ManualRecorder(StepRecorder):
+    def __init__(self, calls: list[str]) -> None:
+        super().__init__(calls)
+        self.automatic_optimization = False
+
+    def training_step(self, batch: Any, batch_idx: int) -> None:
+        self.calls.append("training_step")
+        x, y = batch
+        optimizer = self.optimizers()
+        optimizer.zero_grad()
+        self.manual_backward(torch.nn.functional.cross_entropy(self(x), y))
+        optimizer.step()
+
+
+def test_manual_optimization_goes_through_the_same_pieces() -> None:
+    calls: list[str] = []
+    callbacks = [RecordingHooks(calls), RecordingPrecision(calls), RecordingClipping(calls)]
+    trainer = trainkit.Trainer(max_steps=1, callbacks=callbacks, **QUIET)
+    trainer.fit(ManualRecorder(calls), loader(blobs(64), 32))
+    assert calls == [
+        "autocast in",
+        "training_step",
+        "on_before_zero_grad",
+        "on_before_backward",
+        "scale",
+        "on_after_backward",
+        "unscale",
+        "on_before_optimizer_step",
+        "clip",
+        "step",
+        "update",
+        "autocast out",
+    ]
+    assert trainer.global_step == 1
+
+
+def test_manual_optimization_refuses_accumulation() -> None:
+    trainer = trainkit.Trainer(max_steps=1, accumulate_grad_batches=2, **QUIET)
+    with pytest.raises(ValueError, match="works with automatic optimization only"):
+        trainer.fit(ManualRecorder([]), loader(blobs(64), 32))
+
+
+def test_a_vetoed_step_still_updates_the_scaler_and_clears_the_gradients() -> None:
+    calls: list[str] = []
+
+    class NaNOnce(StepRecorder):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            loss = super().training_step(batch, batch_idx)
+            return loss * float("nan") if batch_idx == 0 else loss
+
+    callbacks = [RecordingHooks(calls), RecordingPrecision(calls), NonFiniteLoss("skip")]
+    trainer = trainkit.Trainer(max_steps=1, callbacks=callbacks, **QUIET)
+    model = NaNOnce(calls)
+    before = [p.detach().clone() for p in model.parameters()]
+    trainer.fit(model, loader(blobs(64), 32))
+    assert "step" not in calls and calls[-2:] == ["update", "on_before_zero_grad"]
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    assert all(p.grad is None for p in model.parameters())
+
+
+class TestSlots:
+    def test_each_slot_takes_one_contributor(self) -> None:
+        with pytest.raises(ValueError, match="MixedPrecision is given twice"):
+            trainkit.Trainer(callbacks=[MixedPrecision("bf16-mixed"), MixedPrecision("16-mixed")])
+        with pytest.raises(ValueError, match="clipping slot is filled twice"):
+            trainkit.Trainer(callbacks=[GradientClipping(max_norm=1.0), RecordingClipping([])])
+
+    def test_strategies_ask_the_slots_what_the_step_does(self) -> None:
+        plain = trainkit.Trainer(**QUIET).step_slots
+        assert not (plain.scales_loss or plain.accumulates or plain.clips_by_norm)
+        shaped = trainkit.Trainer(
+            precision="16-mixed", accumulate_grad_batches={0: 1, 3: 2}, gradient_clip_val=1.0
+        ).step_slots
+        assert shaped.scales_loss and shaped.accumulates and shaped.clips_by_norm
+        by_value = trainkit.Trainer(gradient_clip_val=1.0, gradient_clip_algorithm="value")
+        assert not by_value.step_slots.clips_by_norm
+        assert not trainkit.Trainer(precision="bf16-mixed").step_slots.scales_loss
+
+    def test_steps_per_epoch_follow_the_accumulation_schedule(self) -> None:
+        slots = trainkit.Trainer(accumulate_grad_batches={0: 4, 2: 1}).step_slots
+        assert [slots.steps_in_epoch(10, epoch) for epoch in range(3)] == [3, 3, 10]

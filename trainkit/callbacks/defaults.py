@@ -1,0 +1,116 @@
+"""The Trainer's callback list: the user's callbacks plus those its arguments ask for.
+
+``Trainer(precision=..., gradient_clip_val=..., accumulate_grad_batches=...)`` is
+another spelling of the MixedPrecision, GradientClipping and
+GradientAccumulation callbacks, and every Trainer watches the loss with
+NonFiniteLoss: one mechanism, whichever way it is asked for. The
+``enable_*`` flags add ModelSummary, ModelCheckpoint and TQDMProgressBar unless
+the user passed their own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trainkit.callbacks.accumulation import GradientAccumulation
+from trainkit.callbacks.base import Callback
+from trainkit.callbacks.checkpoint import ModelCheckpoint
+from trainkit.callbacks.clipping import GradientClipping
+from trainkit.callbacks.model_summary import ModelSummary
+from trainkit.callbacks.nonfinite import NonFiniteLoss
+from trainkit.callbacks.precision import MixedPrecision
+from trainkit.callbacks.progress import TQDMProgressBar
+from trainkit.callbacks.slots import StepSlots
+from trainkit.options import OutputOptions, StepOptions
+
+
+def assemble_callbacks(
+    callbacks: Callback | list[Callback] | None,
+    step: StepOptions,
+    output: OutputOptions,
+    *,
+    fast_dev_run: bool,
+) -> list[Callback]:
+    """The Trainer's callbacks, in the order their hooks run.
+
+    Step-shaping callbacks first (so that, say, a bfloat16 cast happens before
+    other callbacks see the model), then the user's, then checkpointing (after
+    the user's epoch-end hooks) and the progress bar.
+
+    Args:
+        callbacks: what the user passed as ``callbacks``.
+        step: the step options (precision, clipping, accumulation shorthands).
+        output: which default callbacks are enabled.
+        fast_dev_run: a fast dev run adds no model summary and no checkpointing.
+    """
+    if isinstance(callbacks, Callback):
+        callbacks = [callbacks]
+    user = list(callbacks or [])
+    for callback in user:
+        if not isinstance(callback, Callback):
+            raise TypeError(
+                f"callbacks must be trainkit.Callback instances, got {type(callback).__name__}."
+            )
+    front: list[Callback] = _take(user, NonFiniteLoss) or [NonFiniteLoss()]
+    front += _take(user, MixedPrecision)
+    if step.canonical_precision != "32-true":
+        front.append(MixedPrecision(step.canonical_precision))
+    front += _take(user, GradientAccumulation)
+    if step.accumulate_grad_batches != 1:
+        front.append(GradientAccumulation(step.accumulate_grad_batches))
+    back: list[Callback] = _take(user, GradientClipping)
+    if step.gradient_clip_val is not None:
+        by_norm = step.gradient_clip_algorithm == "norm"
+        back.append(
+            GradientClipping(
+                max_norm=step.gradient_clip_val if by_norm else None,
+                max_value=None if by_norm else step.gradient_clip_val,
+            )
+        )
+    if output.enable_model_summary and not fast_dev_run and not _has(user, ModelSummary):
+        front.append(ModelSummary())
+    if output.enable_checkpointing and not fast_dev_run and not _has(user, ModelCheckpoint):
+        back.append(ModelCheckpoint())
+    built = front + user + back
+    if output.enable_progress_bar and not _has(user, TQDMProgressBar):
+        built.append(TQDMProgressBar())
+    return built
+
+
+def step_slots(callbacks: list[Callback]) -> StepSlots:
+    """What the callbacks contribute to the training step (each slot filled at most once).
+
+    Args:
+        callbacks: the Trainer's callbacks.
+    """
+    slots = StepSlots()
+    for callback in callbacks:
+        callback.configure_step(slots)
+    return slots
+
+
+def last_checkpoint_paths(callbacks: list[Callback], default_root_dir: str) -> list[Path]:
+    """Where ``last.ckpt`` lives: each ModelCheckpoint's, else under ``default_root_dir``.
+
+    Args:
+        callbacks: the Trainer's callbacks.
+        default_root_dir: the Trainer's root folder.
+    """
+    paths = [
+        Path(callback.last_checkpoint_path(default_root_dir))
+        for callback in callbacks
+        if isinstance(callback, ModelCheckpoint)
+    ]
+    return paths or [Path(default_root_dir) / "checkpoints" / "last.ckpt"]
+
+
+def _take(user: list[Callback], kind: type[Callback]) -> list[Callback]:
+    # Step callbacks move to the front, keeping the order among them.
+    found = [callback for callback in user if isinstance(callback, kind)]
+    for callback in found:
+        user.remove(callback)
+    return found
+
+
+def _has(callbacks: list[Callback], kind: type[Callback]) -> bool:
+    return any(isinstance(callback, kind) for callback in callbacks)

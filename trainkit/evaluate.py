@@ -1,0 +1,153 @@
+"""The evaluation loop (validation, test, the sanity check) and the prediction loop.
+
+:func:`run_evaluation` serves ``Trainer.validate``, ``Trainer.test``, the
+validation runs inside fit and the sanity check before it; :func:`run_predict`
+collects predictions. Both receive the run's :class:`~trainkit.hooks.RunContext`
+and write only to its state and results.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+
+from trainkit.data import batches
+from trainkit.hooks import RunContext
+from trainkit.metrics import to_floats
+
+#: The stage (``RunState.stage``) each evaluation runs as.
+_STAGES = {"validation": "validate", "test": "test"}
+
+
+def run_evaluation(
+    run: RunContext, loaders: list[Iterable[Any]], totals: list[float], stage: str
+) -> list[dict[str, float]]:
+    """Run ``validation_step`` or ``test_step`` over every loader; return each loader's metrics.
+
+    Pseudocode::
+
+        remember each submodule's train/eval mode; model.eval()
+        on_{stage}_start; on_{stage}_epoch_start
+        under torch.inference_mode:
+            for each loader, for each batch (limited):
+                on_{stage}_batch_start; step; on_{stage}_batch_end
+        on_{stage}_epoch_end; reduce epoch metrics (weighted, across processes)
+        on_{stage}_end; restore modes
+
+    The sanity check runs this with ``state.stage == "sanity_check"``: its
+    results are not kept.
+
+    Args:
+        run: the run's context.
+        loaders: the prepared dataloaders.
+        totals: batches to run from each loader.
+        stage: "validation" or "test".
+    """
+    state, results, hooks = run.state, run.results, run.hooks
+    step = run.strategy.step_function(run.model, f"{stage}_step")
+    to_device = run.strategy.batch_to_device
+    several = len(loaders) > 1
+    check_dataloader_idx(step, f"{stage}_step", several)
+    modes = {sub: sub.training for sub in run.module.modules()}
+    run.model.eval()
+    results.eval.reset()
+    results.enter_evaluation()
+    outer_stage = state.stage
+    if not state.sanity_checking:
+        state.stage = _STAGES[stage]
+    try:
+        hooks.call(f"on_{stage}_start")
+        hooks.call(f"on_{stage}_epoch_start")
+        on_batch_start = hooks.caller(f"on_{stage}_batch_start")
+        on_batch_end = hooks.caller(f"on_{stage}_batch_end")
+        with torch.inference_mode():
+            for loader_idx, (loader, total) in enumerate(zip(loaders, totals, strict=True)):
+                index = loader_idx if several else None
+                extra = (loader_idx,) if several else ()
+                for batch_idx, batch, _ in batches(loader, total):
+                    batch = to_device(batch)
+                    results.enter_evaluation(index, batch)
+                    on_batch_start(batch, batch_idx, loader_idx)
+                    with run.step_context():
+                        outputs = step(batch, batch_idx, *extra)
+                    on_batch_end(outputs, batch, batch_idx, loader_idx)
+        results.enter_evaluation()
+        hooks.call(f"on_{stage}_epoch_end")
+        values = results.eval.epoch_values()
+        if not state.sanity_checking:
+            results.update_epoch_metrics(values)
+        hooks.call(f"on_{stage}_end")
+    finally:
+        results.close()
+        state.stage = outer_stage
+        for sub, was_training in modes.items():
+            sub.train(was_training)
+    floats = to_floats(values)
+    if not several:
+        return [floats]
+    return [
+        {k: v for k, v in floats.items() if k.endswith(f"/dataloader_idx_{i}")}
+        for i in range(len(loaders))
+    ]
+
+
+def run_predict(
+    run: RunContext, loaders: list[Iterable[Any]], totals: list[float]
+) -> list[list[Any]]:
+    """Run ``predict_step`` over every loader; return each loader's list of outputs.
+
+    Args:
+        run: the run's context.
+        loaders: the prepared dataloaders.
+        totals: batches to run from each loader.
+    """
+    hooks = run.hooks
+    step = run.strategy.step_function(run.model, "predict_step")
+    to_device = run.strategy.batch_to_device
+    several = len(loaders) > 1
+    check_dataloader_idx(step, "predict_step", several)
+    run.model.eval()
+    run.state.stage = "predict"
+    results: list[list[Any]] = []
+    hooks.call("on_predict_start")
+    hooks.call("on_predict_epoch_start")
+    with torch.inference_mode():
+        for loader_idx, (loader, total) in enumerate(zip(loaders, totals, strict=True)):
+            extra = (loader_idx,) if several else ()
+            outputs: list[Any] = []
+            for batch_idx, batch, _ in batches(loader, total):
+                batch = to_device(batch)
+                hooks.call("on_predict_batch_start", batch, batch_idx, loader_idx)
+                with run.step_context():
+                    prediction = step(batch, batch_idx, *extra)
+                outputs.append(prediction)
+                hooks.call("on_predict_batch_end", prediction, batch, batch_idx, loader_idx)
+            results.append(outputs)
+    hooks.call("on_predict_epoch_end")
+    hooks.call("on_predict_end")
+    return results
+
+
+def check_dataloader_idx(step: Callable[..., Any], name: str, several: bool) -> None:
+    """Check once that a step taking several loaders accepts ``dataloader_idx``.
+
+    Args:
+        step: the step method.
+        name: its name, for the message.
+        several: whether there are several dataloaders.
+    """
+    if not several:
+        return
+    try:
+        inspect.signature(step).bind(None, 0, 0)
+    except TypeError:
+        raise TypeError(
+            f"{name} receives several dataloaders, so it is called as "
+            f"{name}(batch, batch_idx, dataloader_idx); add a `dataloader_idx: int = 0` "
+            "parameter."
+        ) from None
+    except ValueError:  # no signature (a C function): let the call decide
+        pass

@@ -1,0 +1,153 @@
+"""Calling hooks, and the objects one run works with.
+
+:class:`Hooks` resolves, once per run, which of the Module's and the callbacks'
+hooks are overridden, so that the loop pays one call per hook per batch and
+nothing for hooks nobody uses. :class:`RunContext` bundles what the fit loop,
+the evaluation loop and the optimization step receive: the run's state and
+results (which they write to), its hooks, the strategy and the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from trainkit.callbacks.base import Callback
+from trainkit.module import Module, overrides
+
+__all__ = ["NO_CONTEXT", "Hooks", "RunContext", "overrides"]
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from trainkit.metrics import Results
+    from trainkit.state import RunState
+    from trainkit.strategies.base import Strategy
+    from trainkit.trainer import Trainer
+
+# Null contexts carry no state, so one instance serves every step.
+NO_CONTEXT = nullcontext()
+
+
+def _noop(*args: Any) -> None:
+    return None
+
+
+class Hooks:
+    """The hooks of one run, resolved once: each name maps to a single caller.
+
+    A caller invokes the Module's hook (if it overrides it) and then each
+    callback's that overrides it; a hook nobody overrides is a shared no-op. The
+    per-batch hooks are resolved in the constructor.
+
+    Args:
+        trainer: the running Trainer (passed to callback hooks).
+        module: the user's Module.
+        callbacks: the Trainer's callbacks, in order.
+    """
+
+    def __init__(self, trainer: Trainer, module: Module, callbacks: list[Callback]) -> None:
+        self.trainer = trainer
+        self.module = module
+        self.callbacks = callbacks
+        self._callers: dict[str, Callable[..., Any]] = {}
+        self.on_train_batch_start = self.caller("on_train_batch_start")
+        self.on_train_batch_end = self.caller("on_train_batch_end")
+        self.on_before_backward = self.caller("on_before_backward")
+        self.on_after_backward = self.caller("on_after_backward")
+        self.on_before_optimizer_step = self.caller("on_before_optimizer_step")
+        self.on_before_zero_grad = self.caller("on_before_zero_grad")
+
+    def _callback_methods(self, name: str) -> list[Callable[..., Any]]:
+        return [getattr(cb, name) for cb in self.callbacks if overrides(cb, name, Callback)]
+
+    def _module_method(self, name: str) -> Callable[..., Any] | None:
+        return getattr(self.module, name) if overrides(self.module, name) else None
+
+    def caller(self, name: str) -> Callable[..., Any]:
+        """The function that runs hook ``name`` everywhere it is overridden.
+
+        Args:
+            name: the hook's name, e.g. "on_train_epoch_start".
+
+        Returns:
+            A function taking the hook's arguments (after ``trainer, module`` for
+            callbacks) and returning the Module's result.
+        """
+        found = self._callers.get(name)
+        if found is not None:
+            return found
+        module_hook = self._module_method(name)
+        callback_hooks = self._callback_methods(name)
+        trainer, module = self.trainer, self.module
+        if not callback_hooks:
+            found = module_hook or _noop
+        else:
+
+            def found(*args: Any) -> Any:
+                result = module_hook(*args) if module_hook is not None else None
+                for hook in callback_hooks:
+                    hook(trainer, module, *args)
+                return result
+
+        self._callers[name] = found
+        return found
+
+    def call(self, name: str, *args: Any) -> Any:
+        """Run hook ``name`` on the Module, then the callbacks; return the Module's result.
+
+        Args:
+            name: the hook's name.
+            *args: the hook's arguments after ``(trainer, module)``.
+        """
+        return self.caller(name)(*args)
+
+    def call_module(self, name: str, *args: Any) -> Any:
+        """Run only the Module's hook ``name``; return its result.
+
+        Args:
+            name: the hook's name.
+            *args: the hook's arguments.
+        """
+        module_hook = self._module_method(name)
+        return module_hook(*args) if module_hook is not None else None
+
+    def call_callbacks(self, name: str, *args: Any) -> None:
+        """Run only the callbacks' hook ``name``.
+
+        Args:
+            name: the hook's name.
+            *args: the hook's arguments after ``(trainer, module)``.
+        """
+        for hook in self._callback_methods(name):
+            hook(self.trainer, self.module, *args)
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What the loops and the step work with during one fit, validate, test or predict.
+
+    Built by the Trainer once the strategy has set up the model. The loops
+    write to ``state`` and ``results`` only.
+    """
+
+    #: Where the run is; the loops advance it.
+    state: RunState
+    #: Where ``self.log`` values go, and what callbacks and loggers read.
+    results: Results
+    #: The Module's and callbacks' hooks.
+    hooks: Hooks
+    #: Devices, processes, collectives.
+    strategy: Strategy
+    #: The user's Module.
+    module: Module
+    #: The module as the strategy wrapped it (the Module itself on one device).
+    model: nn.Module
+    #: A new context to enter around each step method (autocast), or None for none.
+    forward_context: Callable[[], AbstractContextManager[Any] | None]
+
+    def step_context(self) -> AbstractContextManager[Any]:
+        """The context around one step method (a shared null context when there is none)."""
+        return self.forward_context() or NO_CONTEXT

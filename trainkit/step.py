@@ -1,0 +1,251 @@
+"""One optimization step, its order written as code.
+
+Automatic optimization, one batch (:meth:`Optimization.automatic`)::
+
+    steps = last micro-batch of the accumulation window (or of the epoch)
+    with no gradient sync unless steps (DDP's no_sync):
+        with autocast:                         precision slot
+            loss = training_step(batch, batch_idx)
+        on_before_backward(loss); watch loss   nonfinite slot
+        backward(scale(loss / window))         accumulation + precision slots
+        on_after_backward
+    if steps:
+        unscale gradients                      precision slot (float16)
+        on_before_optimizer_step
+        clip gradients                         clipping slot
+        optimizer.step() unless vetoed         nonfinite slot; the scaler steps float16
+        on_before_zero_grad; zero_grad(set_to_none=True)
+        global_step += 1; step-interval LR schedulers; every n steps: log
+
+Manual optimization runs ``training_step`` under autocast and gives the user
+:meth:`Optimization.backward` (``manual_backward``) and optimizers whose
+``step()`` is :meth:`Optimization.step_optimizer`: the same unscale, hooks,
+clipping and scaler as above.
+
+The slots are read once, here, when the step is built; the per-batch code only
+tests whether a part is present.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from trainkit.hooks import NO_CONTEXT, RunContext
+from trainkit.module import loss_from_output
+from trainkit.optim import LRSchedulerConfig, ManagedOptimizer, step_scheduler
+
+if TYPE_CHECKING:
+    from trainkit.callbacks.slots import StepSlots
+
+
+class Optimization:
+    """How this run updates parameters: the automatic step, and what manual optimization calls.
+
+    Args:
+        run: the run's context (state, results, hooks, strategy, model).
+        slots: what the step callbacks contribute.
+        optimizers: the optimizers, as the strategy set them up.
+        schedulers: the LR scheduler configs.
+        log_every_n_steps: write step metrics every n steps (0: no loggers).
+        warn: prints a warning from rank 0.
+    """
+
+    def __init__(
+        self,
+        run: RunContext,
+        slots: StepSlots,
+        optimizers: list[torch.optim.Optimizer],
+        schedulers: list[LRSchedulerConfig],
+        log_every_n_steps: int,
+        warn: Callable[[str], None],
+    ) -> None:
+        self.run = run
+        self.optimizers = optimizers
+        self._step_schedulers = [c for c in schedulers if c.interval == "step"]
+        self._log_every = log_every_n_steps
+        self._warn = warn
+        hooks, module = run.hooks, run.module
+        self._training_step = run.strategy.step_function(run.model, "training_step")
+        self._no_sync = run.strategy.no_backward_sync
+        # The slots, read once.
+        self._scaler = slots.precision.scaler if slots.precision is not None else None
+        self._clip = slots.clipping.clip if slots.clipping is not None else None
+        self._accumulation = slots.accumulation
+        nonfinite = slots.nonfinite
+        self._observe = nonfinite.observe if nonfinite is not None else None
+        self._veto = nonfinite if nonfinite is not None and nonfinite.vetoes_steps else None
+        self._end_window = nonfinite.end_window if nonfinite is not None else None
+        # Hooks nobody overrides are shared no-ops.
+        self._on_before_backward = hooks.on_before_backward
+        self._on_after_backward = hooks.on_after_backward
+        self._on_before_optimizer_step = hooks.on_before_optimizer_step
+        self._on_before_zero_grad = hooks.on_before_zero_grad
+        #: What ``Module.optimizers()`` returns in manual optimization.
+        self.managed_optimizers = [
+            ManagedOptimizer(optimizer, self.step_optimizer, self.zero_grad)
+            for optimizer in optimizers
+        ]
+        #: Whether the last batch ended with an optimizer step (resume points need it).
+        self.stepped = True
+        self._window = 1  # micro-batches per step in this epoch
+        self._batches = 0.0  # batches in this epoch
+        self._divisor = 1  # what this micro-batch's loss is divided by
+        self._step_hook: Any = None
+        if not module.automatic_optimization:
+            if self._accumulation is not None and self._accumulation.accumulates:
+                raise ValueError(
+                    "Gradient accumulation (accumulate_grad_batches / GradientAccumulation) "
+                    "works with automatic optimization only: in manual optimization you "
+                    "decide when to step. Drop it, and call opt.step() every k batches in "
+                    "training_step, dividing the loss by k."
+                )
+            # global_step counts the first optimizer's steps.
+            self._step_hook = optimizers[0].register_step_post_hook(self._count_step)
+
+    def close(self) -> None:
+        """Stop counting manual steps (at the end of the run)."""
+        if self._step_hook is not None:
+            self._step_hook.remove()
+            self._step_hook = None
+
+    def start_epoch(self, epoch: int, batches: float) -> None:
+        """Fix the accumulation window for ``epoch``.
+
+        Args:
+            epoch: the epoch, counted from 0.
+            batches: batches in the epoch (``inf`` when unknown).
+        """
+        accumulation = self._accumulation
+        self._window = accumulation.batches_for_epoch(epoch) if accumulation is not None else 1
+        self._batches = batches
+        self._divisor = 1
+
+    # ------------------------------------------------------------ automatic
+    def automatic(self, batch: Any, batch_idx: int, is_last: bool) -> dict[str, Any]:
+        """Forward, backward and (at the end of a window) the optimizer step of one batch.
+
+        Args:
+            batch: the batch, on the device.
+            batch_idx: its index in the epoch.
+            is_last: whether it is the epoch's last batch.
+
+        Returns:
+            The outputs ``on_train_batch_end`` receives (a dict holding "loss").
+        """
+        run, state, window = self.run, self.run.state, self._window
+        steps = window == 1 or is_last or (batch_idx + 1) % window == 0
+        self.stepped = steps
+        if window != 1:
+            # Each micro-batch counts 1/len of its window (the epoch's last may be short).
+            start = batch_idx // window * window
+            self._divisor = int(min(window, self._batches - start))
+        # Gradients are synchronised only on the micro-batch that steps.
+        with NO_CONTEXT if steps else self._no_sync(run.model):
+            with run.step_context():
+                output = self._training_step(batch, batch_idx)
+            loss = loss_from_output(output, state.global_step)
+            # Kept undetached (detach costs a call per step); backward frees its graph.
+            run.results.last_loss = loss
+            self.backward(loss)
+        if steps:
+            optimizer = self.optimizers[0]
+            self.step_optimizer(optimizer)
+            self.zero_grad(optimizer)
+            state.global_step += 1
+            self._after_step(state.global_step)
+        return dict(output) if isinstance(output, dict) else {"loss": loss}
+
+    def _after_step(self, steps_done: int) -> None:
+        # Step-interval LR schedulers, and step metrics to the loggers every n steps
+        # (written at the step the values were logged in).
+        for config in self._step_schedulers:
+            if steps_done % config.frequency == 0:
+                step_scheduler(config, self.run.results.callback_metrics, self._warn)
+        if self._log_every and steps_done % self._log_every == 0:
+            self.run.results.write_step(steps_done - 1, self.run.state.epoch)
+
+    # --------------------------------------------------------------- manual
+    def manual(self, batch: Any, batch_idx: int, is_last: bool) -> Any:
+        """Run the user's ``training_step``, which steps its optimizers itself.
+
+        Args:
+            batch: the batch, on the device.
+            batch_idx: its index in the epoch.
+            is_last: whether it is the epoch's last batch (unused).
+        """
+        run, state = self.run, self.run.state
+        before = state.global_step
+        with run.step_context():
+            outputs = self._training_step(batch, batch_idx)
+        stepped = state.global_step != before
+        if stepped and self._log_every and state.global_step % self._log_every == 0:
+            run.results.write_step(before, state.epoch)
+        return outputs
+
+    def _count_step(self, *_: Any) -> None:
+        self.run.state.global_step += 1
+
+    # --------------------------------------------------------------- pieces
+    def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        """The backward pass with its hooks (also ``Module.manual_backward``).
+
+        Args:
+            loss: the loss as ``training_step`` computed it.
+            *args: passed to ``Tensor.backward``.
+            **kwargs: passed to ``Tensor.backward``.
+        """
+        self._on_before_backward(loss)
+        if self._observe is not None:
+            self._observe(loss, self.run.state.global_step)
+        if self._divisor != 1:
+            loss = loss / self._divisor
+        if self._scaler is not None:
+            loss = self._scaler.scale(loss)
+        loss.backward(*args, **kwargs)  # type: ignore[no-untyped-call]
+        self._on_after_backward()
+
+    def step_optimizer(
+        self, optimizer: torch.optim.Optimizer, closure: Callable[[], Any] | None = None
+    ) -> None:
+        """Unscale, ``on_before_optimizer_step``, clip, then step (unless a non-finite loss vetoes).
+
+        Args:
+            optimizer: the optimizer to step.
+            closure: a closure for optimizers that need one (LBFGS).
+        """
+        scaler = self._scaler
+        if closure is not None and (scaler is not None or self._veto is not None):
+            raise ValueError(
+                "optimizer.step(closure) cannot be combined with a step that may be skipped "
+                "(the float16 gradient scaler, NonFiniteLoss('skip')); step without a "
+                "closure, or use another precision."
+            )
+        if scaler is not None:
+            scaler.unscale_(optimizer)  # the hooks and clipping see real gradients
+        self._on_before_optimizer_step(optimizer)
+        if self._clip is not None:
+            self._clip(optimizer, self.run.module)
+        if self._veto is not None and not self._veto.allow_step(self.run.state.global_step):
+            if scaler is not None:
+                scaler.update()  # after unscale_, the scaler needs its update
+            return
+        if scaler is not None:
+            scaler.step(optimizer)  # skips the step if the gradients overflowed
+            scaler.update()
+        else:
+            optimizer.step(closure)
+
+    def zero_grad(self, optimizer: torch.optim.Optimizer, set_to_none: bool = True) -> None:
+        """``on_before_zero_grad``, then clear the gradients; a new window starts.
+
+        Args:
+            optimizer: the optimizer whose gradients to clear.
+            set_to_none: free the gradient tensors instead of zeroing them.
+        """
+        self._on_before_zero_grad(optimizer)
+        if self._end_window is not None:
+            self._end_window()
+        optimizer.zero_grad(set_to_none=set_to_none)
