@@ -9,6 +9,7 @@ results (which they write to), its hooks, the strategy and the model.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -35,11 +36,18 @@ def _noop(*args: Any) -> None:
     return None
 
 
+# Hooks whose Module result the loop reads (-1 from on_train_batch_start ends the
+# epoch): a callback's return value must not stand in for it.
+_RESULT_HOOKS = frozenset({"on_train_batch_start"})
+
+
 class Hooks:
     """The hooks of one run, resolved once: each name maps to a single caller.
 
     A caller invokes the Module's hook (if it overrides it) and then each
-    callback's that overrides it; a hook nobody overrides is a shared no-op. The
+    callback's that overrides it (and needs it: ``Callback.uses_hook``). A hook
+    nobody overrides is a shared no-op; one that only the Module, or only one
+    callback, overrides is called directly, with no frame in between. The
     per-batch hooks are resolved in the constructor.
 
     Args:
@@ -61,7 +69,11 @@ class Hooks:
         self.on_before_zero_grad = self.caller("on_before_zero_grad")
 
     def _callback_methods(self, name: str) -> list[Callable[..., Any]]:
-        return [getattr(cb, name) for cb in self.callbacks if overrides(cb, name, Callback)]
+        return [
+            getattr(cb, name)
+            for cb in self.callbacks
+            if overrides(cb, name, Callback) and cb.uses_hook(name)
+        ]
 
     def _module_method(self, name: str) -> Callable[..., Any] | None:
         return getattr(self.module, name) if overrides(self.module, name) else None
@@ -84,6 +96,8 @@ class Hooks:
         trainer, module = self.trainer, self.module
         if not callback_hooks:
             found = module_hook or _noop
+        elif module_hook is None and len(callback_hooks) == 1 and name not in _RESULT_HOOKS:
+            found = functools.partial(callback_hooks[0], trainer, module)
         else:
 
             def found(*args: Any) -> Any:
@@ -94,6 +108,15 @@ class Hooks:
 
         self._callers[name] = found
         return found
+
+    def optional(self, name: str) -> Callable[..., Any] | None:
+        """Hook ``name``'s caller, or None when nobody overrides it (so a hot path can skip it).
+
+        Args:
+            name: the hook's name.
+        """
+        found = self.caller(name)
+        return None if found is _noop else found
 
     def call(self, name: str, *args: Any) -> Any:
         """Run hook ``name`` on the Module, then the callbacks; return the Module's result.

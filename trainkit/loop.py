@@ -47,8 +47,8 @@ class Fit:
     epoch_schedulers: list[LRSchedulerConfig]
     #: Catches preemption signals.
     preemption: Preemption
-    #: Agrees across processes whether to stop for a preemption signal.
-    vote: StopVote
+    #: Agrees across processes whether to stop for a preemption signal (None: one process).
+    vote: StopVote | None
     #: Saves ``last.ckpt`` (at a resume point, after a preemption signal).
     save_last: Callable[[], None]
     #: Prints a warning from rank 0.
@@ -107,7 +107,8 @@ def run_fit(run: RunContext, fit: Fit) -> None:
         if state.preempted:
             break  # leave the epoch as saved: it is not over, and must not be marked so
         _end_epoch(run, fit)
-    fit.vote.finish()  # every rank finishes the vote it started
+    if fit.vote is not None:
+        fit.vote.finish()  # every rank finishes the vote it started
     run.hooks.call("on_train_end")
 
 
@@ -123,7 +124,7 @@ def _train_epoch(run: RunContext, fit: Fit) -> None:
     step = optimization.automatic if run.module.automatic_optimization else optimization.manual
     to_device = run.strategy.batch_to_device
     on_batch_start, on_batch_end = hooks.on_train_batch_start, hooks.on_train_batch_end
-    on_resume_point = hooks.caller("on_resume_point")
+    on_resume_point = hooks.optional("on_resume_point")
     if state.batch_idx == 0:  # > 0 only when resuming in the middle of this epoch
         results.train.reset()
     results.enter_training_epoch()
@@ -170,16 +171,18 @@ def _end_epoch(run: RunContext, fit: Fit) -> None:
     state.batch_idx = 0
     # Agree across processes, so that no rank leaves the loop alone.
     state.should_stop = run.strategy.reduce_boolean_decision(state.should_stop, all_=False)
-    _resume_point(run, fit, run.hooks.caller("on_resume_point"))
+    _resume_point(run, fit, run.hooks.optional("on_resume_point"))
 
 
-def _resume_point(run: RunContext, fit: Fit, on_resume_point: Callable[[], Any]) -> None:
-    on_resume_point()
+def _resume_point(run: RunContext, fit: Fit, on_resume_point: Callable[[], Any] | None) -> None:
+    if on_resume_point is not None:
+        on_resume_point()
     # A signal may reach only some processes: they agree, in the background, to
     # stop at the same point (a rank stopping alone would leave the others
-    # waiting in a collective).
-    state = run.state
-    if fit.vote.at_resume_point(fit.preemption.requested) and not state.preempted:
+    # waiting in a collective). One process needs no vote.
+    state, requested = run.state, fit.preemption.requested
+    stop = fit.vote.at_resume_point(requested) if fit.vote is not None else requested
+    if stop and not state.preempted:
         fit.save_last()
         state.preempted = True
         state.should_stop = True

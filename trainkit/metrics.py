@@ -96,7 +96,7 @@ class MetricStore:
                 "same options each time, or another name."
             )
         if isinstance(value, torch.Tensor):
-            value = value.detach()
+            value = value.data  # the value only: no autograd graph kept, no dispatcher call
         if entry.on_step:
             entry.step_value = value
         if entry.on_epoch:

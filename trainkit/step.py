@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trainkit.hooks import NO_CONTEXT, RunContext
+from trainkit.hooks import RunContext
 from trainkit.module import loss_from_output
 from trainkit.optim import LRSchedulerConfig, ManagedOptimizer, step_scheduler
 
@@ -71,18 +71,20 @@ class Optimization:
         self._training_step = run.strategy.step_function(run.model, "training_step")
         self._no_sync = run.strategy.no_backward_sync
         # The slots, read once.
-        self._scaler = slots.precision.scaler if slots.precision is not None else None
+        precision = slots.precision
+        self._forward_context = precision.forward_context if precision is not None else None
+        self._scaler = precision.scaler if precision is not None else None
         self._clip = slots.clipping.clip if slots.clipping is not None else None
         self._accumulation = slots.accumulation
         nonfinite = slots.nonfinite
         self._observe = nonfinite.observe if nonfinite is not None else None
         self._veto = nonfinite if nonfinite is not None and nonfinite.vetoes_steps else None
         self._end_window = nonfinite.end_window if nonfinite is not None else None
-        # Hooks nobody overrides are shared no-ops.
-        self._on_before_backward = hooks.on_before_backward
-        self._on_after_backward = hooks.on_after_backward
-        self._on_before_optimizer_step = hooks.on_before_optimizer_step
-        self._on_before_zero_grad = hooks.on_before_zero_grad
+        # Hooks nobody overrides are None, and not called.
+        self._on_before_backward = hooks.optional("on_before_backward")
+        self._on_after_backward = hooks.optional("on_after_backward")
+        self._on_before_optimizer_step = hooks.optional("on_before_optimizer_step")
+        self._on_before_zero_grad = hooks.optional("on_before_zero_grad")
         #: What ``Module.optimizers()`` returns in manual optimization.
         self.managed_optimizers = [
             ManagedOptimizer(optimizer, self.step_optimizer, self.zero_grad)
@@ -142,14 +144,12 @@ class Optimization:
             # Each micro-batch counts 1/len of its window (the epoch's last may be short).
             start = batch_idx // window * window
             self._divisor = int(min(window, self._batches - start))
-        # Gradients are synchronised only on the micro-batch that steps.
-        with NO_CONTEXT if steps else self._no_sync(run.model):
-            with run.step_context():
-                output = self._training_step(batch, batch_idx)
-            loss = loss_from_output(output, state.global_step)
-            # Kept undetached (detach costs a call per step); backward frees its graph.
-            run.results.last_loss = loss
-            self.backward(loss)
+        if steps:
+            output, loss = self._forward_backward(batch, batch_idx)
+        else:
+            # Gradients are synchronised only on the micro-batch that steps.
+            with self._no_sync(run.model):
+                output, loss = self._forward_backward(batch, batch_idx)
         if steps:
             optimizer = self.optimizers[0]
             self.step_optimizer(optimizer)
@@ -157,6 +157,20 @@ class Optimization:
             state.global_step += 1
             self._after_step(state.global_step)
         return dict(output) if isinstance(output, dict) else {"loss": loss}
+
+    def _forward_backward(self, batch: Any, batch_idx: int) -> tuple[Any, torch.Tensor]:
+        # training_step under the forward context (autocast), then backward.
+        context = self._forward_context() if self._forward_context is not None else None
+        if context is None:
+            output = self._training_step(batch, batch_idx)
+        else:
+            with context:
+                output = self._training_step(batch, batch_idx)
+        loss = loss_from_output(output, self.run.state.global_step)
+        # Kept undetached (detach costs a call per step); backward frees its graph.
+        self.run.results.last_loss = loss
+        self.backward(loss)
+        return output, loss
 
     def _after_step(self, steps_done: int) -> None:
         # Step-interval LR schedulers, and step metrics to the loggers every n steps
@@ -197,7 +211,8 @@ class Optimization:
             *args: passed to ``Tensor.backward``.
             **kwargs: passed to ``Tensor.backward``.
         """
-        self._on_before_backward(loss)
+        if self._on_before_backward is not None:
+            self._on_before_backward(loss)
         if self._observe is not None:
             self._observe(loss, self.run.state.global_step)
         if self._divisor != 1:
@@ -205,7 +220,8 @@ class Optimization:
         if self._scaler is not None:
             loss = self._scaler.scale(loss)
         loss.backward(*args, **kwargs)  # type: ignore[no-untyped-call]
-        self._on_after_backward()
+        if self._on_after_backward is not None:
+            self._on_after_backward()
 
     def step_optimizer(
         self, optimizer: torch.optim.Optimizer, closure: Callable[[], Any] | None = None
@@ -225,7 +241,8 @@ class Optimization:
             )
         if scaler is not None:
             scaler.unscale_(optimizer)  # the hooks and clipping see real gradients
-        self._on_before_optimizer_step(optimizer)
+        if self._on_before_optimizer_step is not None:
+            self._on_before_optimizer_step(optimizer)
         if self._clip is not None:
             self._clip(optimizer, self.run.module)
         if self._veto is not None and not self._veto.allow_step(self.run.state.global_step):
@@ -245,7 +262,8 @@ class Optimization:
             optimizer: the optimizer whose gradients to clear.
             set_to_none: free the gradient tensors instead of zeroing them.
         """
-        self._on_before_zero_grad(optimizer)
+        if self._on_before_zero_grad is not None:
+            self._on_before_zero_grad(optimizer)
         if self._end_window is not None:
             self._end_window()
         optimizer.zero_grad(set_to_none=set_to_none)

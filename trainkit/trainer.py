@@ -36,7 +36,7 @@ from trainkit.data import (
 )
 from trainkit.evaluate import run_evaluation, run_predict
 from trainkit.hooks import Hooks, RunContext, overrides
-from trainkit.launch import select_launcher
+from trainkit.launch import Launcher, select_launcher
 from trainkit.loggers import Logger, build_loggers
 from trainkit.loop import Fit, run_fit
 from trainkit.metrics import Results
@@ -132,9 +132,9 @@ class Trainer:
             seed_everything(seed)
         set_deterministic(deterministic)
         timeout = timedelta(seconds=process_group_timeout)
+        #: Starts this job's other processes, if this process must (see trainkit.launch).
+        self.launcher: Launcher | None = None
         if isinstance(strategy, Strategy):
-            #: Starts this job's other processes, if this process must (see trainkit.launch).
-            self.launcher = None
             self.strategy: Strategy = strategy
         else:
             plan = plan_devices(strategy, accelerator, devices)
@@ -546,7 +546,7 @@ class Trainer:
             optimization=self._optimization,
             epoch_schedulers=[c for c in configs if c.interval == "epoch"],
             preemption=self.preemption,
-            vote=StopVote(self.strategy.agree_max, spaced=self.strategy.world_size > 1),
+            vote=StopVote(self.strategy.agree_max) if self.strategy.world_size > 1 else None,
             save_last=self._save_last,
             warn=self.warn,
         )

@@ -46,6 +46,18 @@ class Callback:
         """
         return type(self).__qualname__
 
+    def uses_hook(self, name: str) -> bool:
+        """Whether this instance needs hook ``name`` called (True by default).
+
+        The loop calls a hook only for callbacks whose class overrides it; a
+        callback whose instances need a hook only in some configurations returns
+        False here for the others, and costs nothing per step for it.
+
+        Args:
+            name: the hook's name, e.g. "on_train_batch_end".
+        """
+        return True
+
     def configure_step(self, slots: StepSlots) -> None:
         """Declare what this callback contributes to the training step. Nothing by default.
 

@@ -137,6 +137,12 @@ class ModelCheckpoint(Callback):
         )
 
     # ------------------------------------------------------------- schedule
+    def uses_hook(self, name: str) -> bool:
+        # Only a step or time schedule needs to look at every batch.
+        if name == "on_train_batch_end":
+            return self.every_n_train_steps is not None or self.train_time_interval is not None
+        return True
+
     def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
         """Fix the folder and start the clock for time-based saving."""
         if self.dirpath is None:

@@ -75,9 +75,11 @@ class NonFiniteLoss(Callback):
             finite = bool(torch.isfinite(loss.detach()))
             self._window_finite = self._window_finite and finite
             return
-        # Detached: holding the loss itself would keep its autograd graph alive
-        # until the check, which slowed DDP steps of a tiny model by ~5-10%.
-        self._pending.append((global_step, loss.detach()))
+        # Without its autograd graph: holding the loss itself would keep the graph
+        # alive until the check, which slowed DDP steps of a tiny model by ~5-10%.
+        # (.data, not .detach(): the check only reads the value, and .data skips
+        # the dispatcher.)
+        self._pending.append((global_step, loss.data))
         if len(self._pending) >= self._check_every:
             self.check()
 
