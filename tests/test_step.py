@@ -221,3 +221,38 @@ class TestSlots:
     def test_steps_per_epoch_follow_the_accumulation_schedule(self) -> None:
         slots = trainkit.Trainer(accumulate_grad_batches={0: 4, 2: 1}).step_slots
         assert [slots.steps_in_epoch(10, epoch) for epoch in range(3)] == [3, 3, 10]
+
+
+def test_a_callback_written_for_the_old_step_hooks_is_refused() -> None:
+    class OldScaling(trainkit.Callback):
+        def scale_loss(self, trainer: Any, module: Any, loss: torch.Tensor) -> torch.Tensor:
+            return loss * 2
+
+    with pytest.raises(TypeError, match=r"OldScaling defines scale_loss.*configure_step"):
+        trainkit.Trainer(callbacks=[OldScaling()])
+
+
+def test_a_callback_of_ones_own_in_the_nonfinite_slot_replaces_the_default_check() -> None:
+    class Lenient(trainkit.Callback):
+        vetoes_steps = False
+
+        def __init__(self) -> None:
+            self.seen = 0
+
+        def configure_step(self, slots: StepSlots) -> None:
+            slots.set_nonfinite(self)
+
+        def observe(self, loss: torch.Tensor, global_step: int) -> None:
+            self.seen += 1
+
+        def allow_step(self, global_step: int) -> bool:
+            return True
+
+        def end_window(self) -> None:
+            pass
+
+    watcher = Lenient()
+    trainer = trainkit.Trainer(max_steps=3, callbacks=[watcher], **QUIET)
+    assert not any(isinstance(cb, NonFiniteLoss) for cb in trainer.callbacks)
+    trainer.fit(Classifier(), loader(blobs(128), 32))
+    assert watcher.seen == 3

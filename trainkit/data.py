@@ -124,10 +124,14 @@ def move_data_to_device(batch: T, device: torch.device) -> T:
     """
     # Pinned host memory can be copied asynchronously; pageable memory cannot,
     # and non_blocking on it would only add overhead.
-    # Fast path for the common case: a tuple or list of tensors already in place.
+    # Fast path for the common case: a tuple or list of tensors already in place
+    # (on the CPU, `is_cpu` answers without building a device object).
     if type(batch) is tuple or type(batch) is list:
+        cpu = device.type == "cpu"
         for item in batch:  # type: ignore[attr-defined]
-            if type(item) is not torch.Tensor or item.device != device:
+            if type(item) is not torch.Tensor or not (
+                item.is_cpu if cpu else item.device == device
+            ):
                 break
         else:
             return batch

@@ -47,8 +47,8 @@ class Hooks:
     A caller invokes the Module's hook (if it overrides it) and then each
     callback's that overrides it (and needs it: ``Callback.uses_hook``). A hook
     nobody overrides is a shared no-op; one that only the Module, or only one
-    callback, overrides is called directly, with no frame in between. The
-    per-batch hooks are resolved in the constructor.
+    callback, overrides is called directly, with no frame in between. The loop
+    and the step resolve their per-batch hooks once, before the first batch.
 
     Args:
         trainer: the running Trainer (passed to callback hooks).
@@ -61,12 +61,6 @@ class Hooks:
         self.module = module
         self.callbacks = callbacks
         self._callers: dict[str, Callable[..., Any]] = {}
-        self.on_train_batch_start = self.caller("on_train_batch_start")
-        self.on_train_batch_end = self.caller("on_train_batch_end")
-        self.on_before_backward = self.caller("on_before_backward")
-        self.on_after_backward = self.caller("on_after_backward")
-        self.on_before_optimizer_step = self.caller("on_before_optimizer_step")
-        self.on_before_zero_grad = self.caller("on_before_zero_grad")
 
     def _callback_methods(self, name: str) -> list[Callable[..., Any]]:
         return [

@@ -123,7 +123,8 @@ def _train_epoch(run: RunContext, fit: Fit) -> None:
     optimization = fit.optimization
     step = optimization.automatic if run.module.automatic_optimization else optimization.manual
     to_device = run.strategy.batch_to_device
-    on_batch_start, on_batch_end = hooks.on_train_batch_start, hooks.on_train_batch_end
+    on_batch_start = hooks.optional("on_train_batch_start")
+    on_batch_end = hooks.optional("on_train_batch_end")
     on_resume_point = hooks.optional("on_resume_point")
     if state.batch_idx == 0:  # > 0 only when resuming in the middle of this epoch
         results.train.reset()
@@ -137,10 +138,11 @@ def _train_epoch(run: RunContext, fit: Fit) -> None:
         state.batch_idx = batch_idx
         batch = to_device(batch)
         results.enter_training_step(batch)
-        if on_batch_start(batch, batch_idx) == -1:
+        if on_batch_start is not None and on_batch_start(batch, batch_idx) == -1:
             break
         outputs = step(batch, batch_idx, is_last)
-        on_batch_end(outputs, batch, batch_idx)
+        if on_batch_end is not None:
+            on_batch_end(outputs, batch, batch_idx)
         results.enter_training_epoch()
         state.batch_idx = batch_idx + 1
         if val_every is not None and _due(run, fit, val_every, batch_idx, is_last):

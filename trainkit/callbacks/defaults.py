@@ -21,6 +21,7 @@ from trainkit.callbacks.nonfinite import NonFiniteLoss
 from trainkit.callbacks.precision import MixedPrecision
 from trainkit.callbacks.progress import TQDMProgressBar
 from trainkit.callbacks.slots import StepSlots
+from trainkit.module import overrides
 from trainkit.options import OutputOptions, StepOptions
 
 
@@ -51,7 +52,10 @@ def assemble_callbacks(
             raise TypeError(
                 f"callbacks must be trainkit.Callback instances, got {type(callback).__name__}."
             )
-    front: list[Callback] = _take(user, NonFiniteLoss) or [NonFiniteLoss()]
+        _refuse_old_step_hooks(callback)
+    # Every run watches the loss for NaN, unless a user's callback already does.
+    watched = step_slots(user).nonfinite is not None
+    front: list[Callback] = _take(user, NonFiniteLoss) or ([] if watched else [NonFiniteLoss()])
     front += _take(user, MixedPrecision)
     if step.canonical_precision != "32-true":
         front.append(MixedPrecision(step.canonical_precision))
@@ -102,6 +106,30 @@ def last_checkpoint_paths(callbacks: list[Callback], default_root_dir: str) -> l
         if isinstance(callback, ModelCheckpoint)
     ]
     return paths or [Path(default_root_dir) / "checkpoints" / "last.ckpt"]
+
+
+# The step hooks of trainkit 0.1's first releases, replaced by the step's slots.
+_OLD_STEP_HOOKS = (
+    "forward_context",
+    "scale_loss",
+    "should_optimizer_step",
+    "prepare_optimizer_step",
+    "optimizer_step",
+)
+
+
+def _refuse_old_step_hooks(callback: Callback) -> None:
+    # Such a hook would never be called: say so rather than train differently.
+    if overrides(callback, "configure_step", Callback):
+        return
+    found = [name for name in _OLD_STEP_HOOKS if hasattr(type(callback), name)]
+    if found:
+        raise TypeError(
+            f"{type(callback).__name__} defines {', '.join(found)}: step hooks that trainkit "
+            "no longer calls. A callback now shapes the training step by filling one of its "
+            "slots in configure_step(slots) (precision, clipping, accumulation, nonfinite); "
+            "see docs/callbacks.md, 'Writing your own'."
+        )
 
 
 def _take(user: list[Callback], kind: type[Callback]) -> list[Callback]:

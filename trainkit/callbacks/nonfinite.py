@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -114,27 +115,35 @@ class NonFiniteLoss(Callback):
         if not self._pending:
             return
         steps = [step for step, _ in self._pending]
-        # One op for all of them (a loss may be shape () or (1,): flatten after).
-        with torch.no_grad():
-            scalars = [loss if loss.ndim == 0 else loss.reshape(()) for _, loss in self._pending]
-            losses = torch.stack(scalars).float().cpu()
+        losses = _read(self._pending)
         self._pending.clear()
-        finite = torch.isfinite(losses)
-        if bool(finite.all()):
-            self._last_finite = (steps[-1], float(losses[-1]))
+        bad = next((i for i, value in enumerate(losses) if not math.isfinite(value)), None)
+        if bad is None:
+            self._last_finite = (steps[-1], losses[-1])
             return
-        bad = int((~finite).nonzero()[0])
         if bad > 0:
-            self._last_finite = (steps[bad - 1], float(losses[bad - 1]))
+            self._last_finite = (steps[bad - 1], losses[bad - 1])
         last = (
             f"the last finite loss was {self._last_finite[1]:.6g} at step {self._last_finite[0]}"
             if self._last_finite is not None
             else "no finite loss was seen before it"
         )
         raise NonFiniteLossError(
-            f"The training loss is {float(losses[bad])} at step {steps[bad]} ({last}). "
+            f"The training loss is {losses[bad]} at step {steps[bad]} ({last}). "
             "Common causes: a learning rate too high (lower it, or warm it up), exploding "
             "gradients (Trainer(gradient_clip_val=1.0)), NaN or inf in the inputs, or "
             "float16 overflow (use precision='bf16-mixed'). To skip such steps instead, "
             "pass callbacks=[NonFiniteLoss('skip')]."
         )
+
+
+def _read(pending: list[tuple[int, torch.Tensor]]) -> list[float]:
+    """The pending losses as floats, in one device synchronisation at most."""
+    if all(loss.is_cpu for _, loss in pending):
+        # On the CPU reading a value costs no synchronisation: read each directly
+        # (a third of the cost of stacking them first).
+        return [loss.item() for _, loss in pending]
+    # On an accelerator: one op for all of them, one copy to the host (a loss
+    # may be shape () or (1,): flatten first).
+    scalars = [loss if loss.ndim == 0 else loss.reshape(()) for _, loss in pending]
+    return torch.stack(scalars).float().cpu().tolist()
