@@ -40,6 +40,86 @@ class AttributeDict(dict[str, Any]):
         self[key] = value
 
 
+class HyperparametersMixin:
+    """``save_hyperparameters``, ``hparams`` and ``hparams_initial`` (Module and DataModule).
+
+    The values are created on first use, so a subclass that skips
+    ``super().__init__()`` still works.
+    """
+
+    _hparams: AttributeDict | None = None
+    _hparams_initial: AttributeDict | None = None
+    _log_hyperparams: bool = True
+
+    @property
+    def hparams(self) -> AttributeDict:
+        """Hyperparameters recorded by :meth:`save_hyperparameters`."""
+        found: AttributeDict | None = getattr(self, "_hparams", None)
+        if found is None:
+            found = AttributeDict()
+            self._hparams = found
+        return found
+
+    @property
+    def logs_hyperparams(self) -> bool:
+        """Whether fit writes the hyperparameters to the loggers (``logger=`` of the above)."""
+        return self._log_hyperparams
+
+    @property
+    def hparams_initial(self) -> AttributeDict:
+        """The hyperparameters as :meth:`save_hyperparameters` recorded them (a copy)."""
+        return _copied(getattr(self, "_hparams_initial", None) or {})
+
+    def save_hyperparameters(
+        self, *names: Any, ignore: list[str] | str | None = None, logger: bool = True
+    ) -> None:
+        """Record the arguments of ``__init__`` as ``self.hparams``.
+
+        Call it from your ``__init__``. The values are written to the loggers and
+        saved in checkpoints, so a run can be rebuilt from them.
+
+        Args:
+            *names: record only these arguments (default: all of them); or one dict
+                (or ``argparse.Namespace``) to record as it is.
+            ignore: arguments not to record (for example a large model passed in).
+            logger: write them to the loggers when fit starts.
+        """
+        self._log_hyperparams = logger
+        if len(names) == 1 and not isinstance(names[0], str):
+            given = names[0]
+            values = given if isinstance(given, Mapping) else getattr(given, "__dict__", given)
+            if not isinstance(values, Mapping):
+                raise TypeError(
+                    "save_hyperparameters() takes argument names, or one dict or Namespace; "
+                    f"got {type(given).__name__}."
+                )
+            self.hparams.update(values)
+            self._hparams_initial = _copied(self.hparams)
+            return
+        frame = inspect.currentframe()
+        caller = frame.f_back if frame is not None else None
+        if caller is None or caller.f_code.co_name != "__init__":
+            raise RuntimeError("save_hyperparameters() must be called from your class's __init__.")
+        # Read the arguments of the __init__ that called us (not type(self).__init__:
+        # a subclass may take other arguments, or none).
+        code, init_locals = caller.f_code, caller.f_locals
+        count = code.co_argcount + code.co_kwonlyargcount
+        arg_names = list(code.co_varnames[1:count])  # skip self
+        var_keyword = None
+        if code.co_flags & inspect.CO_VARKEYWORDS:
+            var_keyword = code.co_varnames[count + bool(code.co_flags & inspect.CO_VARARGS)]
+        ignored = {ignore} if isinstance(ignore, str) else set(ignore or ())
+        recorded: dict[str, Any] = {}
+        for name in arg_names:
+            if name in init_locals and name not in ignored and (not names or name in names):
+                recorded[name] = init_locals[name]
+        extra = init_locals.get(var_keyword) if var_keyword else None
+        if isinstance(extra, Mapping):
+            recorded.update({k: v for k, v in extra.items() if k not in ignored})
+        self.hparams.update(recorded)
+        self._hparams_initial = _copied(self.hparams)
+
+
 class StageSplit:
     """What the default ``forward`` of a listed model runs: its layers in order, or a split.
 
@@ -54,7 +134,7 @@ class StageSplit:
         self.runner: nn.Module | None = None
 
 
-class Module(nn.Module):
+class Module(HyperparametersMixin, nn.Module):
     """Base class for models trained by :class:`trainkit.Trainer`.
 
     Subclass it, define ``forward``, ``training_step`` and ``configure_optimizers``
@@ -84,9 +164,6 @@ class Module(nn.Module):
         self._trainer: Trainer | None = None
         #: Set to False to step optimizers yourself in ``training_step``.
         self.automatic_optimization: bool = True
-        self._hparams: AttributeDict = AttributeDict()
-        self._hparams_initial: AttributeDict = AttributeDict()
-        self._log_hyperparams = True
         self._toggled: dict[int, bool] | None = None
         #: How the default forward runs the layers of configure_stages() (a strategy may
         #: split them).
@@ -172,65 +249,6 @@ class Module(nn.Module):
     def current_epoch(self) -> int:
         """The current epoch, counted from 0 (0 when not attached to a Trainer)."""
         return self._trainer.current_epoch if self._trainer is not None else 0
-
-    @property
-    def hparams(self) -> AttributeDict:
-        """Hyperparameters recorded by :meth:`save_hyperparameters`."""
-        return self._hparams
-
-    @property
-    def hparams_initial(self) -> AttributeDict:
-        """The hyperparameters as :meth:`save_hyperparameters` recorded them (a copy)."""
-        return _copied(self._hparams_initial)
-
-    def save_hyperparameters(
-        self, *names: Any, ignore: list[str] | str | None = None, logger: bool = True
-    ) -> None:
-        """Record the arguments of ``__init__`` as ``self.hparams``.
-
-        Call it from your ``__init__``. The values are written to the loggers and
-        saved in checkpoints, so a run can be rebuilt from them.
-
-        Args:
-            *names: record only these arguments (default: all of them); or one dict
-                (or ``argparse.Namespace``) to record as it is.
-            ignore: arguments not to record (for example a large model passed in).
-            logger: write them to the loggers when fit starts.
-        """
-        self._log_hyperparams = logger
-        if len(names) == 1 and not isinstance(names[0], str):
-            given = names[0]
-            values = given if isinstance(given, Mapping) else getattr(given, "__dict__", given)
-            if not isinstance(values, Mapping):
-                raise TypeError(
-                    "save_hyperparameters() takes argument names, or one dict or Namespace; "
-                    f"got {type(given).__name__}."
-                )
-            self._hparams.update(values)
-            self._hparams_initial = _copied(self._hparams)
-            return
-        frame = inspect.currentframe()
-        caller = frame.f_back if frame is not None else None
-        if caller is None or caller.f_code.co_name != "__init__":
-            raise RuntimeError("save_hyperparameters() must be called from your Module's __init__.")
-        # Read the arguments of the __init__ that called us (not type(self).__init__:
-        # a subclass may take other arguments, or none).
-        code, init_locals = caller.f_code, caller.f_locals
-        count = code.co_argcount + code.co_kwonlyargcount
-        arg_names = list(code.co_varnames[1:count])  # skip self
-        var_keyword = None
-        if code.co_flags & inspect.CO_VARKEYWORDS:
-            var_keyword = code.co_varnames[count + bool(code.co_flags & inspect.CO_VARARGS)]
-        ignored = {ignore} if isinstance(ignore, str) else set(ignore or ())
-        recorded: dict[str, Any] = {}
-        for name in arg_names:
-            if name in init_locals and name not in ignored and (not names or name in names):
-                recorded[name] = init_locals[name]
-        extra = init_locals.get(var_keyword) if var_keyword else None
-        if isinstance(extra, Mapping):
-            recorded.update({k: v for k, v in extra.items() if k not in ignored})
-        self._hparams.update(recorded)
-        self._hparams_initial = _copied(self._hparams)
 
     @classmethod
     def load_from_checkpoint(
@@ -878,6 +896,8 @@ def overrides(obj: object, name: str, base: type = Module) -> bool:
     """
     if getattr(obj, name, None) is None:
         return False  # a hook set to None counts as not defined
+    if name in getattr(obj, "__dict__", {}):
+        return True  # set on the instance (DataModule.from_datasets)
     return getattr(type(obj), name, None) is not getattr(base, name, None)
 
 
