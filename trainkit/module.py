@@ -159,6 +159,24 @@ class Module(HyperparametersMixin, nn.Module):
         0.05
     """
 
+    # What TorchScript must not compile (to_torchscript).
+    __jit_ignored_attributes__: list[str] = ["example_input_array"]
+    __jit_unused_properties__: list[str] = [
+        "trainer",
+        "logger",
+        "loggers",
+        "global_rank",
+        "local_rank",
+        "device",
+        "global_step",
+        "current_epoch",
+        "hparams",
+        "hparams_initial",
+        "logs_hyperparams",
+    ]
+
+    _exporting = False  # True while to_torchscript / to_onnx runs
+
     def __init__(self) -> None:
         super().__init__()
         self._trainer: Trainer | None = None
@@ -173,12 +191,12 @@ class Module(HyperparametersMixin, nn.Module):
     @property
     def trainer(self) -> Trainer:
         """The Trainer running this module (an error outside fit/validate/test/predict)."""
-        if self._trainer is None:
+        if self._trainer is None and not self._exporting:
             raise RuntimeError(
                 f"{type(self).__name__} is not attached to a Trainer. `self.trainer` is "
                 "available inside fit/validate/test/predict."
             )
-        return self._trainer
+        return self._trainer  # type: ignore[return-value]  # None only while exporting
 
     @trainer.setter
     def trainer(self, trainer: Trainer | None) -> None:
@@ -642,6 +660,7 @@ class Module(HyperparametersMixin, nn.Module):
         """
         mode = self.training
         self.eval()
+        self._exporting = True  # TorchScript reads every attribute, self.trainer included
         try:
             if method == "script":
                 compiled = torch.jit.script(self, **kwargs)
@@ -656,6 +675,7 @@ class Module(HyperparametersMixin, nn.Module):
             else:
                 raise ValueError(f"method={method!r} must be 'script' or 'trace'.")
         finally:
+            self._exporting = False
             self.train(mode)
         if file_path is not None:
             torch.jit.save(compiled, os.fspath(file_path))
@@ -678,9 +698,11 @@ class Module(HyperparametersMixin, nn.Module):
             )
         mode = self.training
         self.eval()
+        self._exporting = True
         try:
             torch.onnx.export(self, sample, os.fspath(file_path), **kwargs)  # type: ignore[arg-type]
         finally:
+            self._exporting = False
             self.train(mode)
 
     # ----------------------------------------------- optional data hooks

@@ -80,6 +80,8 @@ class RunState:
     status: str = _status("initializing")
     #: True after fit stopped for a preemption signal (a checkpoint was saved first).
     preempted: bool = _status(False)
+    #: Whether the training batch running now is the epoch's last.
+    is_last_batch: bool = _status(False)
     #: Batches per training epoch (after limit_train_batches; inf when unknown).
     num_training_batches: float = _status(0.0)
     #: Batches run from each validation dataloader in the current validation run.

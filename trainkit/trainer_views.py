@@ -57,6 +57,11 @@ class TrainerViews:
         return self.state.global_step
 
     @property
+    def is_last_batch(self) -> bool:
+        """Whether the training batch running now is the epoch's last."""
+        return self.state.is_last_batch
+
+    @property
     def interrupted(self) -> bool:
         """Whether the last run ended by an exception or Ctrl-C."""
         return self.state.status == "interrupted"
