@@ -623,6 +623,49 @@ class Module(HyperparametersMixin, nn.Module):
         """
         self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
+    def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        """Run the backward pass of ``loss`` (already scaled); override to change how.
+
+        Args:
+            loss: the loss to differentiate.
+            *args: passed to ``Tensor.backward``.
+            **kwargs: passed to ``Tensor.backward``.
+        """
+        loss.backward(*args, **kwargs)  # type: ignore[no-untyped-call]
+
+    def optimizer_step(
+        self,
+        epoch: int,
+        batch_idx: int,
+        optimizer: Any,
+        optimizer_closure: Callable[[], Any] | None = None,
+    ) -> None:
+        """Step the optimizer (automatic optimization); override to adjust, e.g. LR warm-up.
+
+        The batch's forward and backward have run already when this is called, so
+        ``optimizer_closure`` only returns the loss (it is there so that
+        ``optimizer.step(closure=optimizer_closure)`` keeps working).
+        ``optimizer.step()`` still runs the Trainer's step: unscaling, clipping, the
+        gradient scaler.
+
+        Args:
+            epoch: the current epoch.
+            batch_idx: the batch's index in the epoch.
+            optimizer: the optimizer to step.
+            optimizer_closure: returns the batch's loss.
+        """
+        optimizer.step(closure=optimizer_closure)
+
+    def optimizer_zero_grad(self, epoch: int, batch_idx: int, optimizer: Any) -> None:
+        """Clear the gradients after a step (automatic optimization); override to change how.
+
+        Args:
+            epoch: the current epoch.
+            batch_idx: the batch's index in the epoch.
+            optimizer: the optimizer that stepped.
+        """
+        optimizer.zero_grad()
+
     def lr_scheduler_step(self, scheduler: Any, metric: Any) -> None:
         """Step one LR scheduler (automatic optimization); override for custom schedulers.
 

@@ -281,3 +281,39 @@ def test_to_torchscript_and_example_input_array(tmp_path: Path) -> None:
     assert torch.allclose(scripted(x), model(x))
     with pytest.raises(ValueError, match="example_input_array"):
         Classifier().to_torchscript(method="trace")
+
+
+def test_optimizer_step_override_warms_up_the_learning_rate() -> None:
+    seen: list[float] = []
+
+    class WarmUp(Classifier):
+        def optimizer_step(
+            self, epoch: int, batch_idx: int, optimizer: Any, optimizer_closure: Any = None
+        ) -> None:
+            scale = min(1.0, (self.trainer.global_step + 1) / 4)
+            for group in optimizer.param_groups:
+                group["lr"] = 0.1 * scale
+            seen.append(optimizer.param_groups[0]["lr"])
+            optimizer.step(closure=optimizer_closure)
+
+    model = WarmUp()
+    before = [p.detach().clone() for p in model.parameters()]
+    fit(model, epochs=2)
+    assert seen == pytest.approx([0.025, 0.05, 0.075, 0.1, 0.1, 0.1, 0.1, 0.1])
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+
+
+def test_optimizer_zero_grad_and_backward_overrides_are_called() -> None:
+    calls: list[str] = []
+
+    class Custom(Classifier):
+        def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+            calls.append("backward")
+            loss.backward(*args, **kwargs)
+
+        def optimizer_zero_grad(self, epoch: int, batch_idx: int, optimizer: Any) -> None:
+            calls.append("zero_grad")
+            optimizer.zero_grad(set_to_none=False)
+
+    fit(Custom())
+    assert calls == ["backward", "zero_grad"] * 4
