@@ -619,3 +619,23 @@ def restore_data_rng(loader: Iterable[Any], states: dict[str, Any]) -> None:
     restore_rng_states(states["global"])
     for generator, saved in zip(loader_generators(loader), states["generators"], strict=True):
         generator.set_state(saved)
+
+
+def one_or_list(loaders: list[Iterable[Any]]) -> Any:
+    """One loader alone, several as a list (Lightning's shape of ``trainer.val_dataloaders``).
+
+    Args:
+        loaders: the prepared dataloaders.
+    """
+    return loaders[0] if len(loaders) == 1 else loaders
+
+
+def batch_totals(loaders: list[Iterable[Any]], limit: int | float, name: str) -> list[float]:
+    """Batches to run from each loader under a ``limit_*_batches`` option.
+
+    Args:
+        loaders: the prepared dataloaders.
+        limit: the option's value.
+        name: the option's name, for messages.
+    """
+    return [limit_batches(num_batches(dl), limit, name) for dl in loaders]

@@ -168,6 +168,7 @@ class Module(HyperparametersMixin, nn.Module):
         "global_rank",
         "local_rank",
         "device",
+        "dtype",
         "global_step",
         "current_epoch",
         "hparams",
@@ -224,6 +225,42 @@ class Module(HyperparametersMixin, nn.Module):
     def local_rank(self) -> int:
         """This process's rank on its machine (0 without a Trainer)."""
         return self._trainer.local_rank if self._trainer is not None else 0
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The floating-point type of the module's parameters (float32 without any)."""
+        for parameter in self.parameters():
+            if parameter.is_floating_point():
+                return parameter.dtype
+        return torch.float32
+
+    def all_gather(self, data: Any, group: Any = None, sync_grads: bool = False) -> Any:
+        """Gather ``data`` (a tensor, or tensors in lists/dicts) from every process.
+
+        Each tensor comes back stacked along a new first dimension, one entry per
+        process; in a single process it comes back as it is (as in Lightning).
+
+        Args:
+            data: a tensor or a collection of tensors, the same shapes on every process.
+            group: not supported (all processes take part); must be None.
+            sync_grads: not supported; must be False (the result carries no gradient).
+        """
+        if group is not None or sync_grads:
+            raise ValueError(
+                "all_gather(group=..., sync_grads=True) is not supported by trainkit: gather "
+                "over all processes without gradients, or call torch.distributed yourself."
+            )
+        trainer = self._trainer
+        if trainer is None or trainer.world_size == 1:
+            return data
+        gather = trainer.strategy.all_gather
+        if isinstance(data, torch.Tensor):
+            return gather(data)
+        if isinstance(data, Mapping):
+            return {key: self.all_gather(value) for key, value in data.items()}
+        if isinstance(data, (list, tuple)):
+            return type(data)(self.all_gather(value) for value in data)
+        return gather(torch.as_tensor(data, device=self.device))
 
     def print(self, *args: Any, **kwargs: Any) -> None:
         """``print`` from global rank 0 only (every process runs the same code).

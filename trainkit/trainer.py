@@ -33,10 +33,12 @@ from trainkit.callbacks.defaults import (
 )
 from trainkit.data import (
     DataModule,
+    batch_totals,
     extract_batch_size,
     find_dataloaders,
     limit_batches,
     num_batches,
+    one_or_list,
     unshuffled,
     with_worker_seeding,
 )
@@ -192,6 +194,11 @@ class Trainer(TrainerViews):
         #: The DataModule of the current run, if it has one.
         self.datamodule: DataModule | None = None
         self.preemption = Preemption()
+        #: The dataloaders of the current (or last) run, as the strategy prepared them.
+        self.train_dataloader: Iterable[Any] | None = None
+        self.val_dataloaders: Any = None
+        self.test_dataloaders: Any = None
+        self.predict_dataloaders: Any = None
         #: The checkpoint the last entry point loaded (None: none).
         self.ckpt_path: str | None = None
         self._module: Module | None = None
@@ -488,6 +495,7 @@ class Trainer(TrainerViews):
             return self._fit_loaders(model, train_dataloaders, val_dataloaders, datamodule)
 
         train_loader, val_loaders = load_dataloaders()
+        self.train_dataloader, self.val_dataloaders = train_loader, one_or_list(val_loaders)
         batch_size = getattr(train_loader, "batch_size", None)
         state.samples_per_step = (
             batch_size * self.strategy.data_parallel_size if batch_size else None
@@ -544,7 +552,7 @@ class Trainer(TrainerViews):
         state.num_training_batches = limit_batches(
             num_batches(train), options.limit_train_batches, "limit_train_batches"
         )
-        state.num_val_batches = _totals(val, options.limit_val_batches, "limit_val_batches")
+        state.num_val_batches = batch_totals(val, options.limit_val_batches, "limit_val_batches")
         return train, val
 
     def _evaluate(
@@ -581,7 +589,8 @@ class Trainer(TrainerViews):
                     f"{type(trained).__name__} has no validation_step(); define it to validate."
                 )
             option = f"limit_{kind}_batches"
-            totals = _totals(loaders, getattr(self.options, option), option)
+            totals = batch_totals(loaders, getattr(self.options, option), option)
+            setattr(self, f"{kind}_dataloaders", one_or_list(loaders))
             if fn == "predict":
                 self.state.num_predict_batches = totals
                 outputs = run_predict(run, loaders, totals)
@@ -635,7 +644,3 @@ def _group(options: type[OptionsT], given: dict[str, Any]) -> OptionsT:
 
 def _no_context() -> None:
     return None
-
-
-def _totals(loaders: list[Iterable[Any]], limit: int | float, name: str) -> list[float]:
-    return [limit_batches(num_batches(dl), limit, name) for dl in loaders]

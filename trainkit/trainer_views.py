@@ -97,6 +97,11 @@ class TrainerViews:
         return self._module
 
     @property
+    def model(self) -> Module | None:
+        """The user's Module of the current (or last) run."""
+        return self._module
+
+    @property
     def num_training_batches(self) -> float:
         """Batches per training epoch (after ``limit_train_batches``; inf when unknown)."""
         return self.state.num_training_batches
