@@ -16,7 +16,6 @@ import torch
 
 from trainkit.data import batches
 from trainkit.hooks import RunContext
-from trainkit.metrics import to_floats
 
 #: The stage (``RunState.stage``) each evaluation runs as.
 _STAGES = {"validation": "validate", "test": "test"}
@@ -34,8 +33,9 @@ def run_evaluation(
         under torch.inference_mode:
             for each loader, for each batch (limited):
                 on_{stage}_batch_start; step; on_{stage}_batch_end
-        on_{stage}_epoch_end; reduce epoch metrics (weighted, across processes)
-        on_{stage}_end; restore modes
+        Module's on_{stage}_epoch_end; reduce epoch metrics (weighted, across
+        processes); callbacks' on_{stage}_epoch_end (they see this run's values)
+        on_{stage}_end (self.log refused there); restore modes
 
     The sanity check runs this with ``state.stage == "sanity_check"``: its
     results are not kept.
@@ -45,6 +45,10 @@ def run_evaluation(
         loaders: the prepared dataloaders.
         totals: batches to run from each loader.
         stage: "validation" or "test".
+
+    Returns:
+        One dict per dataloader: the epoch values sent to loggers that it logged,
+        plus those logged outside its batches (epoch hooks).
     """
     state, results, hooks = run.state, run.results, run.hooks
     step = run.strategy.step_function(run.model, f"{stage}_step")
@@ -75,23 +79,29 @@ def run_evaluation(
                         outputs = step(batch, batch_idx, *extra)
                     on_batch_end(outputs, batch, batch_idx, loader_idx)
         results.enter_evaluation()
-        hooks.call(f"on_{stage}_epoch_end")
+        # The Module's epoch-end hook may log; reduce before the callbacks
+        # (early stopping, checkpointing) read callback_metrics, so that they
+        # see this run's values.
+        hooks.call_module(f"on_{stage}_epoch_end")
         values = results.eval.epoch_values()
-        if not state.sanity_checking:
+        if state.sanity_checking:
+            results.show_sanity_results(values)
+        else:
             results.update_epoch_metrics(values)
+        logged = len(results.eval.entries)
+        hooks.call_callbacks(f"on_{stage}_epoch_end")
+        if len(results.eval.entries) != logged:  # a callback logged: count its values too
+            values = results.eval.epoch_values()
+            if not state.sanity_checking:
+                results.update_epoch_metrics(values)
+        results.close(f"on_{stage}_end")
         hooks.call(f"on_{stage}_end")
     finally:
         results.close()
         state.stage = outer_stage
         for sub, was_training in modes.items():
             sub.train(was_training)
-    floats = to_floats(values)
-    if not several:
-        return [floats]
-    return [
-        {k: v for k, v in floats.items() if k.endswith(f"/dataloader_idx_{i}")}
-        for i in range(len(loaders))
-    ]
+    return results.evaluation_outputs(values, len(loaders))
 
 
 def run_predict(

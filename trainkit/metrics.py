@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numbers
+
 import torch
 
 if TYPE_CHECKING:
@@ -34,11 +36,26 @@ Number = torch.Tensor | float | int
 ReduceFn = Callable[..., torch.Tensor]
 
 REDUCE_FXS = ("mean", "sum", "max", "min")
+# Every accepted spelling of a reduction: names (any case; "avg" is the mean) and
+# the torch and builtin functions that compute them. Looked up once per new name.
+_REDUCTIONS: dict[Any, str] = {
+    "avg": "mean",
+    **{name: name for name in REDUCE_FXS},
+    torch.mean: "mean",
+    torch.sum: "sum",
+    torch.max: "max",
+    torch.amax: "max",
+    torch.min: "min",
+    torch.amin: "min",
+    sum: "sum",
+    max: "max",
+    min: "min",
+}
 # (on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx), see Module.log.
-LogOptions = tuple[bool, bool, bool, bool, bool, str]
+LogOptions = tuple[bool, bool, bool, bool, bool, Any]
 # What self.log received, as it arrived: (on_step, on_epoch, prog_bar, logger,
 # sync_dist, reduce_fx, batch_size), the first two and the last possibly None.
-LogArguments = tuple[bool | None, bool | None, bool, bool, bool, str, int | None]
+LogArguments = tuple[bool | None, bool | None, bool, bool, bool, Any, int | None]
 # Receives each self.log call while Results.capture is active.
 LogRecorder = Callable[[str, Number, LogArguments], None]
 
@@ -58,6 +75,32 @@ class _Entry:
     # Running aggregate over the epoch (sum of value * weight for "mean").
     total: Number | None = None
     weight: int = 0
+    #: The name as logged, and the ``/dataloader_idx_N`` suffix it gets (or "").
+    base: str = ""
+    suffix: str = ""
+    #: The dataloader that logged it (None: outside a dataloader's batches).
+    dataloader_idx: int | None = None
+    #: A torchmetrics ``Metric`` logged by object: it aggregates itself.
+    metric: Any = None
+    #: A one-element tensor of another shape, kept as a 0-dim tensor.
+    squeeze: bool = False
+    #: Whether ``metric`` was reset after its epoch value was computed.
+    metric_reset: bool = False
+
+    @property
+    def step_key(self) -> str:
+        """The key of the per-step value: ``name_step`` when also per-epoch, else ``name``."""
+        return f"{self.base}_step{self.suffix}" if self.on_epoch else self.base + self.suffix
+
+    @property
+    def epoch_key(self) -> str:
+        """The key of the epoch value: ``name_epoch`` when also per-step, else ``name``."""
+        return f"{self.base}_epoch{self.suffix}" if self.on_step else self.base + self.suffix
+
+    @property
+    def plain_key(self) -> str:
+        """The name as logged, with its dataloader suffix (what callbacks monitor)."""
+        return self.base + self.suffix
 
 
 class MetricStore:
@@ -70,8 +113,19 @@ class MetricStore:
     def __init__(self, all_reduce: ReduceFn) -> None:
         self._all_reduce = all_reduce
         self.entries: dict[str, _Entry] = {}
+        #: Whether the epoch values were read (the epoch is over): from then on,
+        #: callbacks see a name logged per step and per epoch at its epoch value.
+        self.epoch_reduced = False
 
-    def log(self, name: str, value: Number, options: LogOptions, batch_size: int) -> None:
+    def log(
+        self,
+        name: str,
+        value: Any,
+        options: LogOptions,
+        batch_size: int,
+        suffix: str = "",
+        dataloader_idx: int | None = None,
+    ) -> None:
         """Record ``value`` under ``name``. Cheap: no device synchronisation.
 
         Called for every ``self.log`` in every step, so it takes its options as one
@@ -79,52 +133,112 @@ class MetricStore:
 
         Args:
             name: the metric's name.
-            value: a scalar tensor or number.
+            value: a one-element tensor, a number, or a torchmetrics ``Metric``.
             options: ``(on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx)``:
                 keep the latest value; aggregate over the run with ``reduce_fx``; show
                 in the progress bar; send to loggers; reduce across processes when
-                read; "mean", "sum", "max" or "min".
+                read; "mean", "sum", "max" or "min" (or the matching torch function).
             batch_size: weight of the value in the epoch mean.
+            suffix: ``/dataloader_idx_N`` with several evaluation dataloaders, else "".
+            dataloader_idx: the dataloader logging it (None outside dataloader batches).
         """
-        entry = self.entries.get(name)
+        key = name + suffix if suffix else name
+        entry = self.entries.get(key)
         if entry is None:
-            entry = self._new_entry(name, value, options)
+            entry = self._new_entry(key, value, options, suffix, dataloader_idx)
         elif entry.options != options:
-            raise ValueError(
-                f"self.log({name!r}) was called with different options in the same stage "
-                f"(before: {_describe(entry.options)}; now: {_describe(options)}). Use the "
-                "same options each time, or another name."
-            )
+            self._check_same_options(entry, key, options)
+        if entry.dataloader_idx != dataloader_idx and dataloader_idx is not None:
+            self._check_same_dataloader(entry, key, dataloader_idx)
+        if entry.metric is not None:
+            self._log_metric(entry, value)
+            return
         if isinstance(value, torch.Tensor):
             value = value.data  # the value only: no autograd graph kept, no dispatcher call
+            if entry.squeeze:
+                value = value.reshape(())
         if entry.on_step:
             entry.step_value = value
         if entry.on_epoch:
             entry.total = _accumulate(entry.total, value, entry.reduce_fx, batch_size)
             entry.weight += batch_size
 
-    def _new_entry(self, name: str, value: Number, options: LogOptions) -> _Entry:
+    def _log_metric(self, entry: _Entry, metric: Any) -> None:
+        if metric is not entry.metric:
+            raise ValueError(
+                f"self.log({entry.plain_key!r}) was given a different Metric object than "
+                "before in the same stage; log each Metric under its own name."
+            )
+        if entry.on_step:
+            # The value of the metric's last forward call, i.e. of this batch alone.
+            cached = getattr(metric, "_forward_cache", None)
+            if cached is not None:
+                entry.step_value = cached.data if isinstance(cached, torch.Tensor) else cached
+
+    def _check_same_options(self, entry: _Entry, key: str, options: LogOptions) -> None:
+        # Slow path: the options differ as given; they may still mean the same
+        # (reduce_fx="max" then torch.max, or a store restored from a checkpoint).
+        same = entry.options[:5] == options[:5] and _reduce_name(
+            key, options[5]
+        ) == _reduce_name(key, entry.options[5])
+        if not same:
+            raise ValueError(
+                f"self.log({key!r}) was called with different options in the same stage "
+                f"(before: {_describe(entry.options)}; now: {_describe(options)}). Use the "
+                "same options each time, or another name."
+            )
+        entry.options = options
+
+    def _check_same_dataloader(self, entry: _Entry, key: str, dataloader_idx: int) -> None:
+        if entry.dataloader_idx is None:
+            entry.dataloader_idx = dataloader_idx
+            return
+        raise ValueError(
+            f"self.log({key!r}, add_dataloader_idx=False) was called from dataloader "
+            f"{dataloader_idx} after dataloader {entry.dataloader_idx} logged the same name, "
+            "so their values would be mixed. Give each dataloader its own name (e.g. "
+            f"f'{key}_{{dataloader_idx}}'), or keep add_dataloader_idx=True."
+        )
+
+    def _new_entry(
+        self,
+        name: str,
+        value: Any,
+        options: LogOptions,
+        suffix: str = "",
+        dataloader_idx: int | None = None,
+    ) -> _Entry:
         on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx = options
-        if reduce_fx not in REDUCE_FXS:
-            raise ValueError(
-                f"self.log({name!r}, reduce_fx={reduce_fx!r}) is not supported; use one of "
-                f"{', '.join(REDUCE_FXS)}."
-            )
-        if isinstance(value, torch.Tensor) and value.numel() != 1:
-            raise ValueError(
-                f"self.log({name!r}) got a tensor of shape {tuple(value.shape)}; only scalars "
-                "can be logged. Reduce it first (e.g. `.mean()`), or log each element by name."
-            )
-        if not isinstance(value, (torch.Tensor, float, int)):
+        reduce_name = _reduce_name(name, reduce_fx)
+        metric = value if is_metric(value) else None
+        squeeze = False
+        if isinstance(value, torch.Tensor):
+            if value.numel() != 1:
+                raise ValueError(
+                    f"self.log({name!r}) got a tensor of shape {tuple(value.shape)}; only "
+                    "scalars can be logged. Reduce it first (e.g. `.mean()`), or log each "
+                    "element by name."
+                )
+            squeeze = value.dim() != 0
+        elif metric is None and not (
+            isinstance(value, numbers.Number) and not isinstance(value, complex)
+        ):
+            hint = " Use self.log_dict for a dict of values." if isinstance(value, Mapping) else ""
             raise TypeError(
-                f"self.log({name!r}) got a {type(value).__name__}; log a scalar tensor or number."
+                f"self.log({name!r}) got a {type(value).__name__}; log a one-element tensor, "
+                f"a number or a torchmetrics Metric.{hint}"
             )
         if not (on_step or on_epoch):
             raise ValueError(
                 f"self.log({name!r}, on_step=False, on_epoch=False) records nothing; set one "
                 "of them to True."
             )
-        entry = _Entry(options, on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx)
+        entry = _Entry(options, on_step, on_epoch, prog_bar, logger, sync_dist, reduce_name)
+        entry.base = name[: len(name) - len(suffix)] if suffix else name
+        entry.suffix = suffix
+        entry.dataloader_idx = dataloader_idx
+        entry.metric = metric
+        entry.squeeze = squeeze
         self.entries[name] = entry
         return entry
 
@@ -141,30 +255,42 @@ class MetricStore:
             if entry.step_value is None:
                 continue
             value = entry.step_value
-            if sync and entry.sync_dist:
+            if sync and entry.sync_dist and entry.metric is None:
                 value = self._all_reduce(as_tensor(value), entry.reduce_fx)
-            values[f"{name}_step" if entry.on_epoch else name] = value
+            values[entry.step_key] = value
         return values
 
     def epoch_values(self) -> dict[str, Number]:
         """The aggregates over the run, keyed ``name`` (or ``name_epoch`` when also per-step).
 
         ``sync_dist`` values are reduced across processes, so every process must
-        call this at the same point.
+        call this at the same point. Logged ``Metric`` objects are computed (they
+        sync themselves) and reset here, once per run of the store.
         """
+        self.epoch_reduced = True
         values: dict[str, Number] = {}
-        for name, entry in self.entries.items():
+        for entry in self.entries.values():
+            if entry.metric is not None and entry.on_epoch and entry.total is None:
+                # A Metric syncs its own state across processes in compute(); it
+                # starts afresh for the next epoch, as Lightning resets it.
+                entry.total = entry.metric.compute()
+                entry.metric.reset()
+                entry.weight = 1
+                entry.metric_reset = True
             if entry.total is None:
                 continue
             total: Number = entry.total
             weight: Number = entry.weight
+            if entry.metric is not None:
+                values[entry.epoch_key] = total
+                continue
             if entry.sync_dist:
                 op = "sum" if entry.reduce_fx in ("mean", "sum") else entry.reduce_fx
                 total = self._all_reduce(as_tensor(total), op)
                 if entry.reduce_fx == "mean":
                     weight = self._all_reduce(as_tensor(float(weight)), "sum")
             value = total / weight if entry.reduce_fx == "mean" else total
-            values[f"{name}_epoch" if entry.on_step else name] = value
+            values[entry.epoch_key] = value
         return values
 
     def names(self, *, prog_bar: bool | None = None, logger: bool | None = None) -> set[str]:
@@ -182,19 +308,32 @@ class MetricStore:
         }
 
     def reset(self) -> None:
-        """Forget everything (at the start of a new epoch or run)."""
+        """Forget everything (at the start of a new epoch or run).
+
+        Logged ``Metric`` objects not reset at their epoch's end are reset here.
+        """
+        for entry in self.entries.values():
+            if entry.metric is not None and not entry.metric_reset:
+                entry.metric.reset()
         self.entries.clear()
+        self.epoch_reduced = False
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything logged so far, so that a resumed epoch's means stay exact."""
+        """Everything logged so far, so that a resumed epoch's means stay exact.
+
+        Logged ``Metric`` objects are left out: their state is the Metric's own.
+        """
         return {
             name: {
-                "options": list(entry.options),
+                "options": [*entry.options[:5], entry.reduce_fx],
                 "step_value": entry.step_value,
                 "total": entry.total,
                 "weight": entry.weight,
+                "base": entry.base,
+                "suffix": entry.suffix,
             }
             for name, entry in self.entries.items()
+            if entry.metric is None
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -210,7 +349,10 @@ class MetricStore:
             entry.step_value = saved["step_value"]
             entry.total = saved["total"]
             entry.weight = int(saved["weight"])
+            entry.base = saved.get("base", name)
+            entry.suffix = saved.get("suffix", "")
             self.entries[name] = entry
+        self.epoch_reduced = False
 
 
 def display_names(store: MetricStore, *, prog_bar: bool | None, logger: bool | None) -> set[str]:
@@ -224,10 +366,10 @@ def display_names(store: MetricStore, *, prog_bar: bool | None, logger: bool | N
     keys: set[str] = set()
     for name in store.names(prog_bar=prog_bar, logger=logger):
         entry = store.entries[name]
-        if entry.on_step and entry.on_epoch:
-            keys.update((f"{name}_step", f"{name}_epoch"))
-        else:
-            keys.add(name)
+        if entry.on_step:
+            keys.add(entry.step_key)
+        if entry.on_epoch:
+            keys.add(entry.epoch_key)
     return keys
 
 
@@ -263,7 +405,11 @@ class Collectives(Protocol):
 
 
 # Logging contexts: where a self.log call lands and which defaults it gets.
-_CLOSED, _TRAIN_STEP, _TRAIN_EPOCH, _EVAL = 0, 1, 2, 3
+_CLOSED, _TRAIN_STEP, _TRAIN_EPOCH, _EVAL, _EVAL_EPOCH = 0, 1, 2, 3, 4
+_NOT_LOGGING = (
+    "values can only be logged while fit/validate/test runs, in a step or an epoch hook "
+    "(not in predict)"
+)
 
 
 class Results:
@@ -304,7 +450,12 @@ class Results:
         self._context = _CLOSED
         self._batch: Any = None
         self._suffix = ""
+        self._dataloader_idx: int | None = None
         self._recorder: LogRecorder | None = None
+        # Why self.log is refused now (closed context), for the error message.
+        self._closed_reason = _NOT_LOGGING
+        # The sanity check's results: callbacks see them while it runs; never kept.
+        self._sanity_values: dict[str, Number] = {}
 
     # -------------------------------------------------------- logging context
     def enter_training_step(self, batch: Any) -> None:
@@ -327,17 +478,32 @@ class Results:
         Args:
             dataloader_idx: with several dataloaders, the current one's index:
                 names get a ``/dataloader_idx_N`` suffix.
-            batch: the batch being evaluated (None in hooks outside a batch).
+            batch: the batch being evaluated (None in epoch hooks, outside a batch:
+                there, ``on_step=True`` is an error, as in training epoch hooks).
         """
-        self._context = _EVAL
+        self._context = _EVAL if batch is not None else _EVAL_EPOCH
         self._suffix = "" if dataloader_idx is None else f"/dataloader_idx_{dataloader_idx}"
+        self._dataloader_idx = dataloader_idx
         self._batch = batch
 
-    def close(self) -> None:
-        """``self.log`` is now an error (between runs, and in predict)."""
+    def close(self, hook: str | None = None) -> None:
+        """``self.log`` is now an error (between runs, in predict, in ``hook``).
+
+        Args:
+            hook: the hook that runs next, where logging is not allowed (named in
+                the error), e.g. "on_validation_end".
+        """
         self._context = _CLOSED
         self._batch = None
         self._suffix = ""
+        self._dataloader_idx = None
+        self._sanity_values = {}
+        self._closed_reason = (
+            _NOT_LOGGING
+            if hook is None
+            else f"{hook} cannot log: its values would reach no epoch's results. Log in "
+            "the epoch-end hook before it, or write to `self.logger` directly"
+        )
 
     @contextmanager
     def capture(self, recorder: LogRecorder) -> Iterator[None]:
@@ -359,14 +525,15 @@ class Results:
     def log(
         self,
         name: str,
-        value: Number,
+        value: Any,
         on_step: bool | None,
         on_epoch: bool | None,
         prog_bar: bool,
         logger: bool,
         sync_dist: bool,
-        reduce_fx: str,
+        reduce_fx: Any,
         batch_size: int | None,
+        add_dataloader_idx: bool = True,
     ) -> None:
         """Record one ``self.log`` call (see ``Module.log`` for the arguments).
 
@@ -383,32 +550,81 @@ class Results:
             store = self.train
             on_step = True if on_step is None else on_step
             on_epoch = False if on_epoch is None else on_epoch
-        elif context == _CLOSED:
-            raise RuntimeError(
-                f"self.log({name!r}) was called outside a training or evaluation step or "
-                "hook; values can only be logged while fit/validate/test runs (not in predict)."
-            )
-        else:
-            store = self.train if context == _TRAIN_EPOCH else self.eval
+        elif context == _EVAL:
+            store = self.eval
             on_step = False if on_step is None else on_step
             on_epoch = True if on_epoch is None else on_epoch
+        elif context == _CLOSED:
+            raise RuntimeError(f"self.log({name!r}) was refused: {self._closed_reason}.")
+        else:
+            store = self.train if context == _TRAIN_EPOCH else self.eval
+            if on_step or on_epoch is False:
+                raise ValueError(
+                    f"self.log({name!r}, on_step={on_step}, on_epoch={on_epoch}) was called in "
+                    "an epoch hook, where values are logged once per epoch: leave on_step and "
+                    "on_epoch at their defaults (on_step=False, on_epoch=True)."
+                )
+            on_step, on_epoch = False, True
         if batch_size is None:
             batch = self._batch
             batch_size = (
                 self._batch_size_of(batch)
-                if on_epoch and reduce_fx == "mean" and batch is not None
+                if on_epoch and batch is not None and (reduce_fx == "mean" or _is_mean(reduce_fx))
                 else 1
             )
         options = (on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx)
-        store.log(name + self._suffix, value, options, batch_size)
+        suffix = self._suffix if add_dataloader_idx else ""
+        store.log(name, value, options, batch_size, suffix, self._dataloader_idx)
 
     def update_epoch_metrics(self, values: Mapping[str, Number]) -> None:
         """Record epoch results, so callbacks (early stopping, schedulers) can read them.
+
+        A name logged both per step and per epoch is also kept under its plain
+        name, at its epoch value, so that callbacks can monitor the name as logged.
 
         Args:
             values: metric name to value.
         """
         self.epoch_metrics.update(values)
+        self.epoch_metrics.update(self._plain_names(values))
+
+    def show_sanity_results(self, values: Mapping[str, Number]) -> None:
+        """Let callbacks see the sanity check's results until it ends; they are not kept.
+
+        Args:
+            values: the sanity check's epoch values.
+        """
+        self._sanity_values = {**values, **self._plain_names(values)}
+
+    def _plain_names(self, values: Mapping[str, Number]) -> dict[str, Number]:
+        plain: dict[str, Number] = {}
+        for store in (self.train, self.eval):
+            for entry in store.entries.values():
+                if entry.on_step and entry.on_epoch and entry.epoch_key in values:
+                    plain[entry.plain_key] = values[entry.epoch_key]
+        return plain
+
+    def evaluation_outputs(self, values: Mapping[str, Number], count: int) -> list[dict[str, float]]:
+        """What ``validate()``/``test()`` return: one dict per dataloader.
+
+        Each holds the epoch values sent to loggers (``logger=True``) that its
+        dataloader logged, plus those logged outside any dataloader's batches
+        (epoch hooks), as floats.
+
+        Args:
+            values: the evaluation run's epoch values.
+            count: the number of dataloaders.
+        """
+        floats = to_floats(values)
+        outputs: list[dict[str, float]] = [{} for _ in range(count)]
+        for entry in self.eval.entries.values():
+            key = entry.epoch_key
+            if not entry.logger or not entry.on_epoch or key not in floats:
+                continue
+            index = entry.dataloader_idx
+            for i in range(count) if index is None else (index,):
+                outputs[i][key] = floats[key]
+        return outputs
 
     def write(self, values: Mapping[str, Number], keys: set[str], step: int, epoch: int) -> None:
         """Send the ``keys`` among ``values`` to every logger, from global rank 0 only.
@@ -463,9 +679,20 @@ class Results:
     # ------------------------------------------------------------------ read
     @property
     def callback_metrics(self) -> dict[str, torch.Tensor]:
-        """Latest value of every logged metric (epoch results and current step values)."""
+        """Latest value of every logged metric (epoch results and current step values).
+
+        A name logged both per step and per epoch appears as ``name_step``,
+        ``name_epoch`` (once an epoch ended) and ``name``: the step value while
+        its training epoch runs, the epoch value once the epoch ends.
+        """
         values = dict(self.epoch_metrics)
-        values.update(self.train.step_values(sync=False))
+        values.update(self._sanity_values)
+        train = self.train
+        values.update(train.step_values(sync=False))
+        if not train.epoch_reduced:
+            for entry in train.entries.values():
+                if entry.on_step and entry.on_epoch and entry.step_value is not None:
+                    values[entry.plain_key] = entry.step_value
         return {name: as_tensor(value) for name, value in values.items()}
 
     def progress_bar_metrics(self, *, fitting: bool) -> dict[str, float]:
@@ -549,6 +776,50 @@ def _device_of(*values: Any) -> torch.device:
         if isinstance(value, torch.Tensor):
             return value.device
     return torch.device("cpu")
+
+
+def _is_mean(reduce_fx: Any) -> bool:
+    """Whether ``reduce_fx`` (not the string "mean") still means the mean."""
+    try:
+        return _REDUCTIONS.get(reduce_fx.lower() if isinstance(reduce_fx, str) else reduce_fx) == (
+            "mean"
+        )
+    except TypeError:
+        return False
+
+
+def _reduce_name(name: str, reduce_fx: Any) -> str:
+    """``reduce_fx`` as one of :data:`REDUCE_FXS`, or a clear error."""
+    try:
+        found = _REDUCTIONS.get(reduce_fx.lower() if isinstance(reduce_fx, str) else reduce_fx)
+    except TypeError:  # unhashable
+        found = None
+    if found is None:
+        shown = getattr(reduce_fx, "__name__", None) if callable(reduce_fx) else None
+        raise ValueError(
+            f"self.log({name!r}, reduce_fx={shown or reduce_fx!r}) is not supported; use one "
+            f"of {', '.join(REDUCE_FXS)} (a name, any case, or torch.mean, torch.sum, torch.max, "
+            "torch.min). For another reduction, log a torchmetrics Metric object, which "
+            "aggregates itself."
+        )
+    return found
+
+
+def is_metric(value: Any) -> bool:
+    """Whether ``value`` is a torchmetrics ``Metric`` (or ``MetricCollection``).
+
+    Decided from the class's ancestry, so trainkit never imports torchmetrics.
+
+    Args:
+        value: anything passed to ``self.log``.
+    """
+    if not isinstance(value, torch.nn.Module):
+        return False
+    return any(
+        cls.__module__.split(".")[0] == "torchmetrics"
+        and cls.__name__ in ("Metric", "MetricCollection")
+        for cls in type(value).__mro__
+    )
 
 
 def _describe(options: LogOptions) -> str:
