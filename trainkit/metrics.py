@@ -19,12 +19,11 @@ uneven split over ranks gives the exact dataset mean.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
-
-import numbers
 
 import torch
 
@@ -178,9 +177,9 @@ class MetricStore:
     def _check_same_options(self, entry: _Entry, key: str, options: LogOptions) -> None:
         # Slow path: the options differ as given; they may still mean the same
         # (reduce_fx="max" then torch.max, or a store restored from a checkpoint).
-        same = entry.options[:5] == options[:5] and _reduce_name(
-            key, options[5]
-        ) == _reduce_name(key, entry.options[5])
+        same = entry.options[:5] == options[:5] and _reduce_name(key, options[5]) == _reduce_name(
+            key, entry.options[5]
+        )
         if not same:
             raise ValueError(
                 f"self.log({key!r}) was called with different options in the same stage "
@@ -251,7 +250,7 @@ class MetricStore:
                 pass the same value at the same point, or the job hangs.
         """
         values: dict[str, Number] = {}
-        for name, entry in self.entries.items():
+        for entry in self.entries.values():
             if entry.step_value is None:
                 continue
             value = entry.step_value
@@ -604,7 +603,9 @@ class Results:
                     plain[entry.plain_key] = values[entry.epoch_key]
         return plain
 
-    def evaluation_outputs(self, values: Mapping[str, Number], count: int) -> list[dict[str, float]]:
+    def evaluation_outputs(
+        self, values: Mapping[str, Number], count: int
+    ) -> list[dict[str, float]]:
         """What ``validate()``/``test()`` return: one dict per dataloader.
 
         Each holds the epoch values sent to loggers (``logger=True``) that its
