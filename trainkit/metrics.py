@@ -223,7 +223,7 @@ class MetricStore:
             isinstance(value, numbers.Number) and not isinstance(value, complex)
         ):
             hint = " Use self.log_dict for a dict of values." if isinstance(value, Mapping) else ""
-            raise TypeError(
+            raise ValueError(
                 f"self.log({name!r}) got a {type(value).__name__}; log a one-element tensor, "
                 f"a number or a torchmetrics Metric.{hint}"
             )
@@ -798,7 +798,7 @@ def _reduce_name(name: str, reduce_fx: Any) -> str:
     if found is None:
         shown = getattr(reduce_fx, "__name__", None) if callable(reduce_fx) else None
         raise ValueError(
-            f"self.log({name!r}, reduce_fx={shown or reduce_fx!r}) is not supported; use one "
+            f"self.log({name!r}, reduce_fx={shown or repr(reduce_fx)}) is not supported; use one "
             f"of {', '.join(REDUCE_FXS)} (a name, any case, or torch.mean, torch.sum, torch.max, "
             "torch.min). For another reduction, log a torchmetrics Metric object, which "
             "aggregates itself."
