@@ -32,7 +32,7 @@ def run_evaluation(
         on_{stage}_start; on_{stage}_epoch_start
         under torch.inference_mode:
             for each loader, for each batch (limited):
-                on_{stage}_batch_start; step; on_{stage}_batch_end
+                on_{stage}_batch_start; step; on_{stage}_batch_end; write step values
         Module's on_{stage}_epoch_end; reduce epoch metrics (weighted, across
         processes); callbacks' on_{stage}_epoch_end (they see this run's values)
         on_{stage}_end (self.log refused there); restore modes
@@ -60,7 +60,8 @@ def run_evaluation(
     results.eval.reset()
     results.enter_evaluation()
     outer_stage = state.stage
-    if not state.sanity_checking:
+    sanity_checking = state.sanity_checking
+    if not sanity_checking:
         state.stage = _STAGES[stage]
     try:
         hooks.call(f"on_{stage}_start")
@@ -78,6 +79,8 @@ def run_evaluation(
                     with run.step_context():
                         outputs = step(batch, batch_idx, *extra)
                     on_batch_end(outputs, batch, batch_idx, loader_idx)
+                    if not sanity_checking:
+                        results.write_evaluation_step(run, index)
         results.enter_evaluation()
         # The Module's epoch-end hook may log; reduce before the callbacks
         # (early stopping, checkpointing) read callback_metrics, so that they

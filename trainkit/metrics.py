@@ -455,6 +455,10 @@ class Results:
         self._closed_reason = _NOT_LOGGING
         # The sanity check's results: callbacks see them while it runs; never kept.
         self._sanity_values: dict[str, Number] = {}
+        # Evaluation step values are written at each dataloader's own batch count,
+        # which runs on through the evaluation runs of one fit/validate/test call.
+        self._eval_steps_owner: object = None
+        self._eval_steps: dict[int, int] = {}
 
     # -------------------------------------------------------- logging context
     def enter_training_step(self, batch: Any) -> None:
@@ -627,24 +631,51 @@ class Results:
                 outputs[i][key] = floats[key]
         return outputs
 
-    def write(self, values: Mapping[str, Number], keys: set[str], step: int, epoch: int) -> None:
+    def write(
+        self, values: Mapping[str, Number], keys: set[str], step: int, epoch: int | None
+    ) -> None:
         """Send the ``keys`` among ``values`` to every logger, from global rank 0 only.
 
         Args:
             values: metric name to value (tensors are read here).
             keys: the names to send (those logged with ``logger=True``).
             step: the global step to record them at.
-            epoch: the current epoch (written beside them as "epoch").
+            epoch: the current epoch (written beside them as "epoch"; None: not written).
         """
         if not self.loggers or not self._collectives.is_global_zero:
             return
         floats = to_floats(dict(values), keys)
         if not floats:
             return
-        floats["epoch"] = float(epoch)
+        if epoch is not None:
+            floats["epoch"] = float(epoch)
         self.logged_metrics.update(floats)
         for logger in self.loggers:
             logger.log_metrics(floats, step)
+
+    def write_evaluation_step(self, run: object, dataloader_idx: int | None) -> None:
+        """Write the evaluation batch's ``on_step`` values (every process reads; rank 0 writes).
+
+        They are written at the dataloader's count of evaluation batches in this
+        call of fit/validate/test (``run``), without an "epoch" value.
+
+        Args:
+            run: the run (a new one restarts the counts).
+            dataloader_idx: the dataloader the batch came from (None: the only one).
+        """
+        if run is not self._eval_steps_owner:
+            self._eval_steps_owner, self._eval_steps = run, {}
+        index = dataloader_idx or 0
+        step = self._eval_steps.get(index, 0)
+        self._eval_steps[index] = step + 1
+        keys = {
+            entry.step_key
+            for entry in self.eval.entries.values()
+            if entry.on_step and entry.logger and entry.dataloader_idx == dataloader_idx
+        }
+        if keys:
+            values = self.eval.step_values(sync=True)
+            self.write(values, keys, step, None)
 
     def write_step(self, step: int, epoch: int) -> None:
         """Write the training step values to the loggers (every process reads; rank 0 writes).

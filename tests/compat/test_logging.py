@@ -210,7 +210,7 @@ def test_defaults_per_hook_step_in_training_epoch_in_evaluation_and_epoch_hooks(
     trainer = trainkit.Trainer(max_epochs=2, callbacks=[Probe()], **QUIET)
     trainer.fit(HookLogs(train=train, val=val), numbers(), numbers())
     # training_step and on_train_batch_end: per step, under the plain name.
-    assert [(m["step_default"], m["batch_end"]) for m in logged] == [(1.5, 0), (5.5, 1)] * 2
+    assert [m["step_default"] for m in logged] == [1.5, 5.5] * 2
     # validation_step and the epoch hooks: per epoch (no _step/_epoch names).
     assert floats(trainer.callback_metrics) == {
         "step_default": 5.5,
@@ -459,3 +459,27 @@ def test_metrics_keep_their_last_values_after_fit_validate_and_test() -> None:
         assert floats(trainer.callback_metrics)["v"] == 1.5
         assert trainer.logged_metrics["v"] == 1.5
         assert trainer.progress_bar_metrics == {"v": 1.5}
+
+
+def test_evaluation_step_values_reach_loggers_at_each_dataloaders_batch_count(
+    tmp_path: Any,
+) -> None:
+    import csv
+
+    from trainkit.loggers import CSVLogger
+
+    logger = CSVLogger(tmp_path)
+    trainer = trainkit.Trainer(max_epochs=2, **{**QUIET, "logger": logger})
+    trainer.fit(Logs(val=_two_loader_val), numbers(), [numbers(), numbers()])
+    assert trainer.logged_metrics["v_step/dataloader_idx_1"] == 105.5
+    trainer.validate(Logs(val=_two_loader_val), [numbers(), numbers()])
+    (path,) = tmp_path.rglob("metrics.csv")
+    with open(path, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    for idx, offset in ((0, 0.0), (1, 100.0)):
+        key = f"v_step/dataloader_idx_{idx}"
+        written = [(int(r["step"]), float(r[key])) for r in rows if r.get(key)]
+        # fit: counts 0..3 over its two validation runs; validate starts again at 0.
+        low, high = 1.5 + offset, 5.5 + offset
+        assert written == [(0, low), (1, high), (2, low), (3, high), (0, low), (1, high)]
+        assert all(not r.get("epoch") for r in rows if r.get(key))
