@@ -95,7 +95,9 @@ def run_fit(run: RunContext, fit: Fit) -> None:
         # Leave submodules the user put in eval mode (a frozen BatchNorm) alone;
         # only a model entirely in eval mode is switched to training.
         run.model.train()
+    run.results.enter_training_start()
     run.hooks.call("on_train_start")
+    run.results.end_training_start(step=state.global_step, epoch=state.epoch)
     max_epochs = options.resolved_max_epochs
     while not (
         state.epoch >= max_epochs

@@ -404,7 +404,7 @@ class Collectives(Protocol):
 
 
 # Logging contexts: where a self.log call lands and which defaults it gets.
-_CLOSED, _TRAIN_STEP, _TRAIN_EPOCH, _EVAL, _EVAL_EPOCH = 0, 1, 2, 3, 4
+_CLOSED, _TRAIN_STEP, _TRAIN_EPOCH, _EVAL, _EVAL_EPOCH, _TRAIN_START = 0, 1, 2, 3, 4, 5
 _NOT_LOGGING = (
     "values can only be logged while fit/validate/test runs, in a step or an epoch hook "
     "(not in predict)"
@@ -440,6 +440,8 @@ class Results:
         self.train = MetricStore(collectives.all_reduce)
         #: Values logged in the current (or last) evaluation run.
         self.eval = MetricStore(collectives.all_reduce)
+        # Values logged in on_train_start, before the first epoch's store exists.
+        self._start = MetricStore(collectives.all_reduce)
         #: The latest epoch results (training epochs and evaluation runs), by name.
         self.epoch_metrics: dict[str, Number] = {}
         #: The latest value written to the loggers, by name.
@@ -474,6 +476,25 @@ class Results:
         """``self.log`` now logs per epoch into the training store (epoch hooks)."""
         self._context = _TRAIN_EPOCH
         self._batch = None
+
+    def enter_training_start(self) -> None:
+        """``self.log`` now logs once, for ``on_train_start`` (see :meth:`end_training_start`)."""
+        self._context = _TRAIN_START
+        self._batch = None
+        self._start.reset()
+
+    def end_training_start(self, step: int, epoch: int) -> None:
+        """Keep what ``on_train_start`` logged for callbacks and write it to the loggers.
+
+        Args:
+            step: the global step to write it at.
+            epoch: the current epoch.
+        """
+        self._context = _CLOSED
+        if self._start.entries:
+            values = self._start.epoch_values()
+            self.update_epoch_metrics(values)
+            self.write(values, display_names(self._start, prog_bar=None, logger=True), step, epoch)
 
     def enter_evaluation(self, dataloader_idx: int | None = None, batch: Any = None) -> None:
         """``self.log`` now logs per epoch into the evaluation store.
@@ -560,7 +581,13 @@ class Results:
         elif context == _CLOSED:
             raise RuntimeError(f"self.log({name!r}) was refused: {self._closed_reason}.")
         else:
-            store = self.train if context == _TRAIN_EPOCH else self.eval
+            store = (
+                self.train
+                if context == _TRAIN_EPOCH
+                else self.eval
+                if context == _EVAL_EPOCH
+                else self._start
+            )
             if on_step or on_epoch is False:
                 raise ValueError(
                     f"self.log({name!r}, on_step={on_step}, on_epoch={on_epoch}) was called in "
@@ -740,7 +767,7 @@ class Results:
         keys = display_names(self.eval, prog_bar=True, logger=None)
         if fitting:
             keys |= display_names(self.train, prog_bar=True, logger=None)
-        values = to_floats(self.callback_metrics, keys)
+        values = to_floats({**self.eval.step_values(sync=False), **self.callback_metrics}, keys)
         loss = self.last_loss
         if fitting and loss is not None and "loss" not in values:
             shown = (

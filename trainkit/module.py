@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import warnings
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -232,10 +233,10 @@ class Module(nn.Module):
             reduce_fx: how epoch values combine: "mean" (weighted by batch size;
                 "avg" too), "sum", "max" or "min", in any case, or ``torch.mean``,
                 ``torch.sum``, ``torch.max``, ``torch.min``.
-            enable_graph: must stay False: trainkit always logs detached values.
+            enable_graph: trainkit always logs detached values (True warns).
             sync_dist: reduce it across processes when it is read (not applied to
                 ``Metric`` objects, which synchronise themselves).
-            sync_dist_group: must stay None: trainkit reduces over all processes.
+            sync_dist_group: trainkit reduces over all processes (a group warns).
             add_dataloader_idx: with several evaluation dataloaders, append
                 ``/dataloader_idx_N`` to the name. If False, each dataloader must
                 log under its own name.
@@ -243,11 +244,13 @@ class Module(nn.Module):
                 from the batch).
             metric_attribute: accepted for compatibility; trainkit needs no
                 attribute name to handle a logged ``Metric``.
-            rank_zero_only: whether only global rank 0 calls this (then it cannot
-                also be ``sync_dist``, which needs every process).
+            rank_zero_only: whether only global rank 0 calls this (then, with several
+                processes, it cannot also be ``sync_dist``, which needs every one).
         """
         if enable_graph or sync_dist_group is not None or (rank_zero_only and sync_dist):
-            _refuse_log_options(name, enable_graph, sync_dist_group, rank_zero_only)
+            _check_log_options(
+                self, name, enable_graph, sync_dist_group, rank_zero_only and sync_dist
+            )
         self.trainer.results.log(
             name,
             value,
@@ -696,24 +699,26 @@ def loss_from_output(output: Any, step_index: int) -> torch.Tensor:
     return loss
 
 
-def _refuse_log_options(
-    name: str, enable_graph: bool, sync_dist_group: Any, rank_zero_only: bool
+def _check_log_options(
+    module: Module, name: str, enable_graph: bool, sync_dist_group: Any, rank_zero_sync: bool
 ) -> None:
-    """The ``self.log`` options trainkit does not support, as errors that say why."""
+    """``self.log`` options trainkit handles differently: a warning or an error saying why."""
     if enable_graph:
-        raise ValueError(
-            f"self.log({name!r}, enable_graph=True): trainkit always logs detached values, "
-            "so that no autograd graph is kept alive. Remove enable_graph, and compute what "
-            "needs the graph in the step itself."
+        warnings.warn(
+            f"self.log({name!r}, enable_graph=True): trainkit always logs detached values, so "
+            "that no autograd graph is kept alive; the value is logged without its graph.",
+            stacklevel=3,
         )
     if sync_dist_group is not None:
-        raise ValueError(
+        warnings.warn(
             f"self.log({name!r}, sync_dist_group=...): trainkit reduces sync_dist values over "
-            "all processes. Remove sync_dist_group, or reduce over your group yourself "
-            "before logging."
+            "all processes, not over a group. Reduce over your group yourself before logging "
+            "if that differs.",
+            stacklevel=3,
         )
-    raise ValueError(
-        f"self.log({name!r}, rank_zero_only=True, sync_dist=True): a value logged from rank "
-        "0 only cannot be reduced across processes (the others would wait forever). Drop "
-        "one of the two."
-    )
+    if rank_zero_sync and module.trainer.strategy.world_size > 1:
+        raise ValueError(
+            f"self.log({name!r}, rank_zero_only=True, sync_dist=True): a value logged from "
+            "rank 0 only cannot be reduced across processes (the others would wait forever). "
+            "Drop one of the two."
+        )

@@ -432,16 +432,20 @@ def test_values_that_cannot_be_logged_are_errors(value: Any, message: str) -> No
     [
         ({"enable_graph": True}, "always logs detached values"),
         ({"sync_dist_group": object()}, "reduces sync_dist values over all processes"),
-        ({"rank_zero_only": True, "sync_dist": True}, "cannot be reduced across processes"),
     ],
-    ids=["enable_graph", "sync_dist_group", "rank_zero_only+sync_dist"],
+    ids=["enable_graph", "sync_dist_group"],
 )
-def test_unsupported_log_options_say_why(keywords: dict[str, Any], message: str) -> None:
+def test_log_options_trainkit_handles_differently_warn_and_still_log(
+    keywords: dict[str, Any], message: str
+) -> None:
     def train(module: trainkit.Module, x: torch.Tensor, batch_idx: int) -> None:
         module.log("x", x.mean(), **keywords)
 
-    with pytest.raises(ValueError, match=message):
-        trainkit.Trainer(max_epochs=1, **QUIET).fit(Logs(train=train), numbers())
+    trainer = trainkit.Trainer(max_epochs=1, **QUIET)
+    with pytest.warns(UserWarning, match=message):
+        trainer.fit(Logs(train=train), numbers())
+    assert float(trainer.callback_metrics["x"]) == 5.5
+    assert not trainer.callback_metrics["x"].requires_grad
 
 
 # ---------------------------------------------------------- after the run
@@ -483,3 +487,25 @@ def test_evaluation_step_values_reach_loggers_at_each_dataloaders_batch_count(
         low, high = 1.5 + offset, 5.5 + offset
         assert written == [(0, low), (1, high), (2, low), (3, high), (0, low), (1, high)]
         assert all(not r.get("epoch") for r in rows if r.get(key))
+
+
+def test_values_logged_in_on_train_start_reach_callbacks_and_loggers() -> None:
+    class StartLogs(Logs):
+        def on_train_start(self) -> None:
+            self.log("at_start", 3.0)
+
+    trainer = trainkit.Trainer(max_epochs=1, **{**QUIET, "logger": True})
+    trainer.fit(StartLogs(), numbers())
+    assert float(trainer.callback_metrics["at_start"]) == 3.0
+    assert trainer.logged_metrics["at_start"] == 3.0
+
+
+def test_the_progress_bar_shows_evaluation_step_and_epoch_values() -> None:
+    trainer = trainkit.Trainer(**QUIET)
+    trainer.validate(Logs(val=_two_loader_val), [numbers(), numbers()])
+    assert trainer.progress_bar_metrics == {
+        "v_step/dataloader_idx_0": 5.5,
+        "v_epoch/dataloader_idx_0": 3.5,
+        "v_step/dataloader_idx_1": 105.5,
+        "v_epoch/dataloader_idx_1": 103.5,
+    }
