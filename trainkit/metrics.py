@@ -15,6 +15,14 @@ keeps logging every step free of host-device synchronisation.
 Epoch means are weighted by batch size and reduced across processes as
 ``sum(value * batch_size) / sum(batch_size)``, so an uneven last batch or an
 uneven split over ranks gives the exact dataset mean.
+
+Names follow Lightning: a value logged both per step and per epoch is written
+as ``name_step`` and ``name_epoch``, and callbacks also see ``name`` (the step
+value while its training epoch runs, the epoch value after). With several
+evaluation dataloaders every name ends in ``/dataloader_idx_N``, after any
+``_step``/``_epoch``. A torchmetrics ``Metric`` logged as an object contributes
+its forward value per step and its ``compute()`` per epoch, then is reset;
+torchmetrics is never imported here (see :func:`is_metric`).
 """
 
 from __future__ import annotations
@@ -674,9 +682,10 @@ class Results:
         floats = to_floats(dict(values), keys)
         if not floats:
             return
+        # trainer.logged_metrics holds what was logged; "epoch" goes to the loggers only.
+        self.logged_metrics.update(floats)
         if epoch is not None:
             floats["epoch"] = float(epoch)
-        self.logged_metrics.update(floats)
         for logger in self.loggers:
             logger.log_metrics(floats, step)
 

@@ -509,3 +509,12 @@ def test_the_progress_bar_shows_evaluation_step_and_epoch_values() -> None:
         "v_step/dataloader_idx_1": 105.5,
         "v_epoch/dataloader_idx_1": 103.5,
     }
+
+
+def test_logged_metrics_hold_the_logged_names_only() -> None:
+    def train(module: trainkit.Module, x: torch.Tensor, batch_idx: int) -> None:
+        module.log("t", x.mean(), on_step=True, on_epoch=True)
+
+    trainer = trainkit.Trainer(max_epochs=1, **{**QUIET, "logger": True}, log_every_n_steps=1)
+    trainer.fit(Logs(train=train), numbers())
+    assert trainer.logged_metrics == {"t_step": 5.5, "t_epoch": 3.5}  # no "epoch" entry
