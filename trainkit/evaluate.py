@@ -16,6 +16,7 @@ import torch
 
 from trainkit.data import batches
 from trainkit.hooks import RunContext
+from trainkit.metrics import Results
 
 #: The stage (``RunState.stage``) each evaluation runs as.
 _STAGES = {"validation": "validate", "test": "test"}
@@ -57,6 +58,8 @@ def run_evaluation(
     check_dataloader_idx(step, f"{stage}_step", several)
     modes = {sub: sub.training for sub in run.module.modules()}
     run.model.eval()
+    if state.fn in _STAGES.values():  # a validate()/test() call starts with no metrics
+        results.reset_metrics()
     results.eval.reset()
     results.enter_evaluation()
     outer_stage = state.stage
@@ -82,21 +85,15 @@ def run_evaluation(
                     if not sanity_checking:
                         results.write_evaluation_step(run, index)
         results.enter_evaluation()
-        # The Module's epoch-end hook may log; reduce before the callbacks
-        # (early stopping, checkpointing) read callback_metrics, so that they
-        # see this run's values.
+        # Reduce before the epoch-end hooks, so that they read this run's values
+        # in callback_metrics; again after each, which may log more.
+        values = _epoch_results(results, sanity_checking)
         hooks.call_module(f"on_{stage}_epoch_end")
-        values = results.eval.epoch_values()
-        if state.sanity_checking:
-            results.show_sanity_results(values)
-        else:
-            results.update_epoch_metrics(values)
+        values = _epoch_results(results, sanity_checking)
         logged = len(results.eval.entries)
         hooks.call_callbacks(f"on_{stage}_epoch_end")
         if len(results.eval.entries) != logged:  # a callback logged: count its values too
-            values = results.eval.epoch_values()
-            if not state.sanity_checking:
-                results.update_epoch_metrics(values)
+            values = _epoch_results(results, sanity_checking)
         results.close(f"on_{stage}_end")
         hooks.call(f"on_{stage}_end")
     finally:
@@ -105,6 +102,16 @@ def run_evaluation(
         for sub, was_training in modes.items():
             sub.train(was_training)
     return results.evaluation_outputs(values, len(loaders))
+
+
+def _epoch_results(results: Results, sanity_checking: bool) -> dict[str, Any]:
+    """The evaluation epoch values, kept for callbacks (during the sanity check: shown only)."""
+    values = results.eval.epoch_values()
+    if sanity_checking:
+        results.show_sanity_results(values)
+    else:
+        results.update_epoch_metrics(values)
+    return values
 
 
 def run_predict(

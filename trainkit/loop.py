@@ -160,7 +160,7 @@ def _train_epoch(run: RunContext, fit: Fit) -> None:
 def _end_epoch(run: RunContext, fit: Fit) -> None:
     """Epoch-end hooks, metrics and schedulers; then the next epoch's resume point."""
     state, results, hooks = run.state, run.results, run.hooks
-    results.enter_training_epoch()
+    results.enter_training_epoch_end()
     # The Module's hook may log epoch values; reduce them before the callbacks
     # (early stopping, checkpointing) read callback_metrics.
     hooks.call_module("on_train_epoch_end")

@@ -230,7 +230,8 @@ class MetricStore:
         elif metric is None and not (
             isinstance(value, numbers.Number) and not isinstance(value, complex)
         ):
-            hint = " Use self.log_dict for a dict of values." if isinstance(value, Mapping) else ""
+            several = isinstance(value, Mapping) or hasattr(value, "items")
+            hint = " Use self.log_dict for a dict or a MetricCollection." if several else ""
             raise ValueError(
                 f"self.log({name!r}) got a {type(value).__name__}; log a one-element tensor, "
                 f"a number or a torchmetrics Metric.{hint}"
@@ -452,8 +453,9 @@ class Results:
         self._start = MetricStore(collectives.all_reduce)
         #: The latest epoch results (training epochs and evaluation runs), by name.
         self.epoch_metrics: dict[str, Number] = {}
-        #: The latest value written to the loggers, by name.
-        self.logged_metrics: dict[str, float] = {}
+        #: The latest value written to the loggers, by name (0-dim CPU tensors, as
+        #: Lightning's ``trainer.logged_metrics``).
+        self.logged_metrics: dict[str, torch.Tensor] = {}
         #: The last training loss (undetached; backward has freed its graph).
         self.last_loss: torch.Tensor | None = None
         self._context = _CLOSED
@@ -484,6 +486,24 @@ class Results:
         """``self.log`` now logs per epoch into the training store (epoch hooks)."""
         self._context = _TRAIN_EPOCH
         self._batch = None
+
+    def enter_training_epoch_end(self) -> None:
+        """The training epoch's batches are done: reduce its values, then log per epoch.
+
+        Callbacks and the Module's ``on_train_epoch_end`` then read this epoch's
+        values in ``callback_metrics`` (every process calls this: ``sync_dist``
+        values are reduced here).
+        """
+        self.enter_training_epoch()
+        self.update_epoch_metrics(self.train.epoch_values())
+
+    def reset_metrics(self) -> None:
+        """Forget the metrics of earlier runs (a new validate/test call starts afresh)."""
+        self.train.reset()
+        self.eval.reset()
+        self.epoch_metrics = {}
+        self.logged_metrics = {}
+        self.last_loss = None
 
     def enter_training_start(self) -> None:
         """``self.log`` now logs once, for ``on_train_start`` (see :meth:`end_training_start`)."""
@@ -683,7 +703,7 @@ class Results:
         if not floats:
             return
         # trainer.logged_metrics holds what was logged; "epoch" goes to the loggers only.
-        self.logged_metrics.update(floats)
+        self.logged_metrics.update({name: torch.tensor(value) for name, value in floats.items()})
         if epoch is not None:
             floats["epoch"] = float(epoch)
         for logger in self.loggers:
@@ -806,7 +826,7 @@ class Results:
         self.train.load_state_dict(state.get("train_metrics", {}))
         self.epoch_metrics = dict(state.get("callback_metrics", {}))
 
-    def adopt(self, callback_metrics: Mapping[str, Number], logged: Mapping[str, float]) -> None:
+    def adopt(self, callback_metrics: Mapping[str, Number], logged: Mapping[str, Number]) -> None:
         """Take over another process's results (``ddp_spawn``: rank 0's, when it is done).
 
         Args:
@@ -814,7 +834,7 @@ class Results:
             logged: its logged metrics.
         """
         self.epoch_metrics.update(callback_metrics)
-        self.logged_metrics = dict(logged)
+        self.logged_metrics = {name: as_tensor(value) for name, value in logged.items()}
 
 
 def _accumulate(total: Number | None, value: Number, reduce_fx: str, weight: int) -> Number:
@@ -874,7 +894,7 @@ def _reduce_name(name: str, reduce_fx: Any) -> str:
 
 
 def is_metric(value: Any) -> bool:
-    """Whether ``value`` is a torchmetrics ``Metric`` (or ``MetricCollection``).
+    """Whether ``value`` is a torchmetrics ``Metric`` (a ``MetricCollection`` is not).
 
     Decided from the class's ancestry, so trainkit never imports torchmetrics.
 
@@ -884,8 +904,7 @@ def is_metric(value: Any) -> bool:
     if not isinstance(value, torch.nn.Module):
         return False
     return any(
-        cls.__module__.split(".")[0] == "torchmetrics"
-        and cls.__name__ in ("Metric", "MetricCollection")
+        cls.__name__ == "Metric" and cls.__module__.split(".")[0] == "torchmetrics"
         for cls in type(value).__mro__
     )
 

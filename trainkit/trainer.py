@@ -356,7 +356,7 @@ class Trainer:
         return self.results.callback_metrics
 
     @property
-    def logged_metrics(self) -> dict[str, float]:
+    def logged_metrics(self) -> dict[str, torch.Tensor]:
         """The latest value written to the loggers, by name."""
         return self.results.logged_metrics
 

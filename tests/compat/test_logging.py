@@ -414,10 +414,11 @@ def test_numbers_and_one_element_tensors_are_accepted(value: Any) -> None:
     ("value", "message"),
     [
         ({"a": 1.0}, r"got a dict; .* Use self.log_dict"),
+        (torch.nn.ModuleDict(), r"got a ModuleDict; .* Use self.log_dict"),
         ("abc", r"got a str; log a one-element tensor, a number or a torchmetrics Metric"),
         (torch.ones(3), r"tensor of shape \(3,\); only scalars can be logged"),
     ],
-    ids=["dict", "str", "vector"],
+    ids=["dict", "ModuleDict", "str", "vector"],
 )
 def test_values_that_cannot_be_logged_are_errors(value: Any, message: str) -> None:
     def train(module: trainkit.Module, x: torch.Tensor, batch_idx: int) -> None:
@@ -518,3 +519,58 @@ def test_logged_metrics_hold_the_logged_names_only() -> None:
     trainer = trainkit.Trainer(max_epochs=1, **{**QUIET, "logger": True}, log_every_n_steps=1)
     trainer.fit(Logs(train=train), numbers())
     assert trainer.logged_metrics == {"t_step": 5.5, "t_epoch": 3.5}  # no "epoch" entry
+
+
+def test_the_modules_epoch_end_hooks_read_this_epochs_values() -> None:
+    seen: list[tuple[str, float]] = []
+
+    def train(module: trainkit.Module, x: torch.Tensor, batch_idx: int) -> None:
+        module.log(
+            "t", x.mean() + 10 * module.current_epoch, on_step=True, on_epoch=True, prog_bar=True
+        )
+
+    def val(module: trainkit.Module, x: torch.Tensor, batch_idx: int, idx: int) -> None:
+        module.log("v", x.mean() + 10 * module.current_epoch)
+
+    class Reads(Logs):
+        def on_train_epoch_end(self) -> None:
+            seen.append(("train", float(self.trainer.callback_metrics["t"])))
+            seen.append(("bar", self.trainer.progress_bar_metrics["t_epoch"]))
+
+        def on_validation_epoch_end(self) -> None:
+            seen.append(("val", float(self.trainer.callback_metrics["v"])))
+
+    trainkit.Trainer(max_epochs=2, **QUIET).fit(Reads(train=train, val=val), numbers(), numbers())
+    assert seen == [
+        ("val", 3.5),
+        ("train", 3.5),
+        ("bar", 3.5),
+        ("val", 13.5),
+        ("train", 13.5),
+        ("bar", 13.5),
+    ]
+
+
+def test_validate_and_test_start_with_no_earlier_metrics() -> None:
+    def train(module: trainkit.Module, x: torch.Tensor, batch_idx: int) -> None:
+        module.log("t", x.mean())
+
+    def val(module: trainkit.Module, x: torch.Tensor, batch_idx: int, idx: int) -> None:
+        module.log("v", x.mean())
+
+    trainer = trainkit.Trainer(max_epochs=1, **{**QUIET, "logger": True}, log_every_n_steps=1)
+    trainer.fit(Logs(train=train, val=val), numbers(), numbers())
+    assert set(trainer.callback_metrics) == {"t", "v"}
+    trainer.test(Logs(val=val), numbers())
+    assert set(trainer.callback_metrics) == {"v"} and set(trainer.logged_metrics) == {"v"}
+
+
+def test_logged_metrics_are_tensors_and_progress_bar_metrics_floats() -> None:
+    def train(module: trainkit.Module, x: torch.Tensor, batch_idx: int) -> None:
+        module.log("t", x.mean(), prog_bar=True)
+
+    trainer = trainkit.Trainer(max_epochs=1, **{**QUIET, "logger": True}, log_every_n_steps=1)
+    trainer.fit(Logs(train=train), numbers())
+    assert all(isinstance(v, torch.Tensor) for v in trainer.logged_metrics.values())
+    assert all(isinstance(v, torch.Tensor) for v in trainer.callback_metrics.values())
+    assert all(isinstance(v, float) for v in trainer.progress_bar_metrics.values())
