@@ -238,11 +238,18 @@ class MetricStore:
             )
         if not (on_step or on_epoch):
             raise ValueError(
-                f"self.log({name!r}, on_step=False, on_epoch=False) records nothing; set one "
-                "of them to True."
+                f"self.log({name!r}, on_step=False, on_epoch=False) is not useful: it records "
+                "nothing. Set on_step or on_epoch to True."
+            )
+        base = name[: len(name) - len(suffix)] if suffix else name
+        if "/dataloader_idx_" in base:
+            raise ValueError(
+                f"self.log({base!r}): names must not contain '/dataloader_idx_'; trainkit "
+                "appends it itself when there are several evaluation dataloaders. Log under "
+                "the plain name."
             )
         entry = _Entry(options, on_step, on_epoch, prog_bar, logger, sync_dist, reduce_name)
-        entry.base = name[: len(name) - len(suffix)] if suffix else name
+        entry.base = base
         entry.suffix = suffix
         entry.dataloader_idx = dataloader_idx
         entry.metric = metric

@@ -574,3 +574,37 @@ def test_logged_metrics_are_tensors_and_progress_bar_metrics_floats() -> None:
     assert all(isinstance(v, torch.Tensor) for v in trainer.logged_metrics.values())
     assert all(isinstance(v, torch.Tensor) for v in trainer.callback_metrics.values())
     assert all(isinstance(v, float) for v in trainer.progress_bar_metrics.values())
+
+
+def test_a_name_with_a_dataloader_suffix_of_its_own_is_an_error() -> None:
+    def train(module: trainkit.Module, x: torch.Tensor, batch_idx: int) -> None:
+        module.log("x/dataloader_idx_0", x.mean())
+
+    with pytest.raises(ValueError, match="must not contain '/dataloader_idx_'"):
+        trainkit.Trainer(max_epochs=1, **QUIET).fit(Logs(train=train), numbers())
+
+
+def test_on_step_false_and_on_epoch_false_is_an_error() -> None:
+    def train(module: trainkit.Module, x: torch.Tensor, batch_idx: int) -> None:
+        module.log("x", x.mean(), on_step=False, on_epoch=False)
+
+    with pytest.raises(ValueError, match="is not useful"):
+        trainkit.Trainer(max_epochs=1, **QUIET).fit(Logs(train=train), numbers())
+
+
+def test_values_logged_in_on_train_start_are_written_once(tmp_path: Any) -> None:
+    from trainkit.loggers import CSVLogger
+
+    calls: list[tuple[dict[str, float], int]] = []
+
+    class Recorder(CSVLogger):
+        def log_metrics(self, metrics: Any, step: int) -> None:
+            calls.append((dict(metrics), step))
+
+    class StartLogs(Logs):
+        def on_train_start(self) -> None:
+            self.log("foo", 123)
+
+    trainer = trainkit.Trainer(max_epochs=2, **{**QUIET, "logger": Recorder(tmp_path)})
+    trainer.fit(StartLogs(), numbers(4))
+    assert calls == [({"foo": 123.0, "epoch": 0.0}, 0)]
