@@ -171,3 +171,36 @@ def check_dataloader_idx(step: Callable[..., Any], name: str, several: bool) -> 
         ) from None
     except ValueError:  # no signature (a C function): let the call decide
         pass
+
+
+def format_results(outputs: list[dict[str, float]], stage: str) -> str:
+    """The table ``validate(verbose=True)``/``test(verbose=True)`` prints.
+
+    One row per metric (sorted by name), one column per dataloader; a metric a
+    dataloader did not log is left blank there.
+
+    Args:
+        outputs: what the run returns, one dict per dataloader.
+        stage: "validate" or "test" (the first column's title).
+
+    Returns:
+        The table, lines joined by newlines (empty when nothing was logged).
+
+    Example:
+        >>> print(format_results([{"acc": 0.5}], "test"))
+        Test metric    DataLoader 0
+        ---------------------------
+        acc            0.5
+    """
+    names = sorted({name for output in outputs for name in output})
+    if not names:
+        return ""
+    header = [f"{stage.capitalize()} metric"] + [f"DataLoader {i}" for i in range(len(outputs))]
+    rows = [[name] + [f"{o[name]:g}" if name in o else "" for o in outputs] for name in names]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "    ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    ]
+    lines.insert(1, "-" * max(len(line) for line in lines))
+    return "\n".join(lines)

@@ -608,3 +608,13 @@ def test_values_logged_in_on_train_start_are_written_once(tmp_path: Any) -> None
     trainer = trainkit.Trainer(max_epochs=2, **{**QUIET, "logger": Recorder(tmp_path)})
     trainer.fit(StartLogs(), numbers(4))
     assert calls == [({"foo": 123.0, "epoch": 0.0}, 0)]
+
+
+def test_the_results_table_has_a_row_per_metric_and_a_column_per_dataloader() -> None:
+    from trainkit.evaluate import format_results
+
+    table = format_results([{"b": 2.0, "a": 0.25}, {"c": 3.0}], "validate").splitlines()
+    assert table[0].split("    ") == ["Validate metric", "DataLoader 0", "DataLoader 1"]
+    assert set(table[1]) == {"-"}
+    assert [line.split() for line in table[2:]] == [["a", "0.25"], ["b", "2"], ["c", "3"]]
+    assert format_results([{}], "test") == ""
