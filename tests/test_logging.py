@@ -108,9 +108,10 @@ def test_progress_bar_metrics_hold_loss_and_prog_bar_values() -> None:
     trainer = trainkit.Trainer(max_epochs=1, logger=False, **QUIET_NO_LOGGER)
     trainer.fit(Classifier(), loader(blobs(64), 32), loader(blobs(64), 32))
     metrics = trainer.progress_bar_metrics
-    # train/loss is the step's loss itself, so no separate "loss" entry is added,
-    # and outside fit the training values are not shown.
-    assert metrics == {"val/acc": pytest.approx(metrics["val/acc"])}
+    # train/loss is the step's loss itself, so no separate "loss" entry is added;
+    # after fit the last values stay, as in Lightning (issue 12).
+    assert set(metrics) == {"train/loss", "val/acc"}
+    assert metrics["train/loss"] == pytest.approx(float(trainer.callback_metrics["train/loss"]))
     seen: list[dict[str, float]] = []
 
     class Probe(trainkit.Callback):

@@ -16,7 +16,7 @@ import torch
 
 from trainkit.data import batches
 from trainkit.hooks import RunContext
-from trainkit.metrics import to_floats
+from trainkit.metrics import Results
 
 #: The stage (``RunState.stage``) each evaluation runs as.
 _STAGES = {"validation": "validate", "test": "test"}
@@ -33,9 +33,10 @@ def run_evaluation(
         on_{stage}_start; on_{stage}_epoch_start
         under torch.inference_mode:
             for each loader, for each batch (limited):
-                on_{stage}_batch_start; step; on_{stage}_batch_end
-        on_{stage}_epoch_end; reduce epoch metrics (weighted, across processes)
-        on_{stage}_end; restore modes
+                on_{stage}_batch_start; step; on_{stage}_batch_end; write step values
+        Module's on_{stage}_epoch_end; reduce epoch metrics (weighted, across
+        processes); callbacks' on_{stage}_epoch_end (they see this run's values)
+        on_{stage}_end (self.log refused there); restore modes
 
     The sanity check runs this with ``state.stage == "sanity_check"``: its
     results are not kept.
@@ -45,6 +46,10 @@ def run_evaluation(
         loaders: the prepared dataloaders.
         totals: batches to run from each loader.
         stage: "validation" or "test".
+
+    Returns:
+        One dict per dataloader: the epoch values sent to loggers that it logged,
+        plus those logged outside its batches (epoch hooks).
     """
     state, results, hooks = run.state, run.results, run.hooks
     step = run.strategy.step_function(run.model, f"{stage}_step")
@@ -53,10 +58,13 @@ def run_evaluation(
     check_dataloader_idx(step, f"{stage}_step", several)
     modes = {sub: sub.training for sub in run.module.modules()}
     run.model.eval()
+    if state.fn in _STAGES.values():  # a validate()/test() call starts with no metrics
+        results.reset_metrics()
     results.eval.reset()
     results.enter_evaluation()
     outer_stage = state.stage
-    if not state.sanity_checking:
+    sanity_checking = state.sanity_checking
+    if not sanity_checking:
         state.stage = _STAGES[stage]
     try:
         hooks.call(f"on_{stage}_start")
@@ -74,24 +82,36 @@ def run_evaluation(
                     with run.step_context():
                         outputs = step(batch, batch_idx, *extra)
                     on_batch_end(outputs, batch, batch_idx, loader_idx)
+                    if not sanity_checking:
+                        results.write_evaluation_step(run, index)
         results.enter_evaluation()
-        hooks.call(f"on_{stage}_epoch_end")
-        values = results.eval.epoch_values()
-        if not state.sanity_checking:
-            results.update_epoch_metrics(values)
+        # Reduce before the epoch-end hooks, so that they read this run's values
+        # in callback_metrics; again after each, which may log more.
+        values = _epoch_results(results, sanity_checking)
+        hooks.call_module(f"on_{stage}_epoch_end")
+        values = _epoch_results(results, sanity_checking)
+        logged = len(results.eval.entries)
+        hooks.call_callbacks(f"on_{stage}_epoch_end")
+        if len(results.eval.entries) != logged:  # a callback logged: count its values too
+            values = _epoch_results(results, sanity_checking)
+        results.close(f"on_{stage}_end")
         hooks.call(f"on_{stage}_end")
     finally:
         results.close()
         state.stage = outer_stage
         for sub, was_training in modes.items():
             sub.train(was_training)
-    floats = to_floats(values)
-    if not several:
-        return [floats]
-    return [
-        {k: v for k, v in floats.items() if k.endswith(f"/dataloader_idx_{i}")}
-        for i in range(len(loaders))
-    ]
+    return results.evaluation_outputs(values, len(loaders))
+
+
+def _epoch_results(results: Results, sanity_checking: bool) -> dict[str, Any]:
+    """The evaluation epoch values, kept for callbacks (during the sanity check: shown only)."""
+    values = results.eval.epoch_values()
+    if sanity_checking:
+        results.show_sanity_results(values)
+    else:
+        results.update_epoch_metrics(values)
+    return values
 
 
 def run_predict(
@@ -151,3 +171,36 @@ def check_dataloader_idx(step: Callable[..., Any], name: str, several: bool) -> 
         ) from None
     except ValueError:  # no signature (a C function): let the call decide
         pass
+
+
+def format_results(outputs: list[dict[str, float]], stage: str) -> str:
+    """The table ``validate(verbose=True)``/``test(verbose=True)`` prints.
+
+    One row per metric (sorted by name), one column per dataloader; a metric a
+    dataloader did not log is left blank there.
+
+    Args:
+        outputs: what the run returns, one dict per dataloader.
+        stage: "validate" or "test" (the first column's title).
+
+    Returns:
+        The table, lines joined by newlines (empty when nothing was logged).
+
+    Example:
+        >>> print(format_results([{"acc": 0.5}], "test"))
+        Test metric    DataLoader 0
+        ---------------------------
+        acc            0.5
+    """
+    names = sorted({name for output in outputs for name in output})
+    if not names:
+        return ""
+    header = [f"{stage.capitalize()} metric"] + [f"DataLoader {i}" for i in range(len(outputs))]
+    rows = [[name] + [f"{o[name]:g}" if name in o else "" for o in outputs] for name in names]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "    ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    ]
+    lines.insert(1, "-" * max(len(line) for line in lines))
+    return "\n".join(lines)

@@ -107,7 +107,9 @@ def run_fit(run: RunContext, fit: Fit) -> None:
         # Leave submodules the user put in eval mode (a frozen BatchNorm) alone;
         # only a model entirely in eval mode is switched to training.
         run.model.train()
+    run.results.enter_training_start()
     run.hooks.call("on_train_start")
+    run.results.end_training_start(step=state.global_step, epoch=state.epoch)
     fit.deadline = time.monotonic() + options.max_time_seconds
     max_epochs = options.resolved_max_epochs
     while not (
@@ -179,7 +181,7 @@ def _train_epoch(run: RunContext, fit: Fit) -> None:
 def _end_epoch(run: RunContext, fit: Fit) -> None:
     """Epoch-end hooks, metrics and schedulers; then the next epoch's resume point."""
     state, results, hooks = run.state, run.results, run.hooks
-    results.enter_training_epoch()
+    results.enter_training_epoch_end()
     # The Module's hook may log epoch values; reduce them before the callbacks
     # (early stopping, checkpointing) read callback_metrics.
     hooks.call_module("on_train_epoch_end")

@@ -15,10 +15,19 @@ keeps logging every step free of host-device synchronisation.
 Epoch means are weighted by batch size and reduced across processes as
 ``sum(value * batch_size) / sum(batch_size)``, so an uneven last batch or an
 uneven split over ranks gives the exact dataset mean.
+
+Names follow Lightning: a value logged both per step and per epoch is written
+as ``name_step`` and ``name_epoch``, and callbacks also see ``name`` (the step
+value while its training epoch runs, the epoch value after). With several
+evaluation dataloaders every name ends in ``/dataloader_idx_N``, after any
+``_step``/``_epoch``. A torchmetrics ``Metric`` logged as an object contributes
+its forward value per step and its ``compute()`` per epoch, then is reset;
+torchmetrics is never imported here (see :func:`is_metric`).
 """
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,11 +43,26 @@ Number = torch.Tensor | float | int
 ReduceFn = Callable[..., torch.Tensor]
 
 REDUCE_FXS = ("mean", "sum", "max", "min")
+# Every accepted spelling of a reduction: names (any case; "avg" is the mean) and
+# the torch and builtin functions that compute them. Looked up once per new name.
+_REDUCTIONS: dict[Any, str] = {
+    "avg": "mean",
+    **{name: name for name in REDUCE_FXS},
+    torch.mean: "mean",
+    torch.sum: "sum",
+    torch.max: "max",
+    torch.amax: "max",
+    torch.min: "min",
+    torch.amin: "min",
+    sum: "sum",
+    max: "max",
+    min: "min",
+}
 # (on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx), see Module.log.
-LogOptions = tuple[bool, bool, bool, bool, bool, str]
+LogOptions = tuple[bool, bool, bool, bool, bool, Any]
 # What self.log received, as it arrived: (on_step, on_epoch, prog_bar, logger,
 # sync_dist, reduce_fx, batch_size), the first two and the last possibly None.
-LogArguments = tuple[bool | None, bool | None, bool, bool, bool, str, int | None]
+LogArguments = tuple[bool | None, bool | None, bool, bool, bool, Any, int | None]
 # Receives each self.log call while Results.capture is active.
 LogRecorder = Callable[[str, Number, LogArguments], None]
 
@@ -58,6 +82,32 @@ class _Entry:
     # Running aggregate over the epoch (sum of value * weight for "mean").
     total: Number | None = None
     weight: int = 0
+    #: The name as logged, and the ``/dataloader_idx_N`` suffix it gets (or "").
+    base: str = ""
+    suffix: str = ""
+    #: The dataloader that logged it (None: outside a dataloader's batches).
+    dataloader_idx: int | None = None
+    #: A torchmetrics ``Metric`` logged by object: it aggregates itself.
+    metric: Any = None
+    #: A one-element tensor of another shape, kept as a 0-dim tensor.
+    squeeze: bool = False
+    #: Whether ``metric`` was reset after its epoch value was computed.
+    metric_reset: bool = False
+
+    @property
+    def step_key(self) -> str:
+        """The key of the per-step value: ``name_step`` when also per-epoch, else ``name``."""
+        return f"{self.base}_step{self.suffix}" if self.on_epoch else self.base + self.suffix
+
+    @property
+    def epoch_key(self) -> str:
+        """The key of the epoch value: ``name_epoch`` when also per-step, else ``name``."""
+        return f"{self.base}_epoch{self.suffix}" if self.on_step else self.base + self.suffix
+
+    @property
+    def plain_key(self) -> str:
+        """The name as logged, with its dataloader suffix (what callbacks monitor)."""
+        return self.base + self.suffix
 
 
 class MetricStore:
@@ -70,8 +120,19 @@ class MetricStore:
     def __init__(self, all_reduce: ReduceFn) -> None:
         self._all_reduce = all_reduce
         self.entries: dict[str, _Entry] = {}
+        #: Whether the epoch values were read (the epoch is over): from then on,
+        #: callbacks see a name logged per step and per epoch at its epoch value.
+        self.epoch_reduced = False
 
-    def log(self, name: str, value: Number, options: LogOptions, batch_size: int) -> None:
+    def log(
+        self,
+        name: str,
+        value: Any,
+        options: LogOptions,
+        batch_size: int,
+        suffix: str = "",
+        dataloader_idx: int | None = None,
+    ) -> None:
         """Record ``value`` under ``name``. Cheap: no device synchronisation.
 
         Called for every ``self.log`` in every step, so it takes its options as one
@@ -79,52 +140,120 @@ class MetricStore:
 
         Args:
             name: the metric's name.
-            value: a scalar tensor or number.
+            value: a one-element tensor, a number, or a torchmetrics ``Metric``.
             options: ``(on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx)``:
                 keep the latest value; aggregate over the run with ``reduce_fx``; show
                 in the progress bar; send to loggers; reduce across processes when
-                read; "mean", "sum", "max" or "min".
+                read; "mean", "sum", "max" or "min" (or the matching torch function).
             batch_size: weight of the value in the epoch mean.
+            suffix: ``/dataloader_idx_N`` with several evaluation dataloaders, else "".
+            dataloader_idx: the dataloader logging it (None outside dataloader batches).
         """
-        entry = self.entries.get(name)
+        key = name + suffix if suffix else name
+        entry = self.entries.get(key)
         if entry is None:
-            entry = self._new_entry(name, value, options)
+            entry = self._new_entry(key, value, options, suffix, dataloader_idx)
         elif entry.options != options:
-            raise ValueError(
-                f"self.log({name!r}) was called with different options in the same stage "
-                f"(before: {_describe(entry.options)}; now: {_describe(options)}). Use the "
-                "same options each time, or another name."
-            )
+            self._check_same_options(entry, key, options)
+        if entry.dataloader_idx != dataloader_idx and dataloader_idx is not None:
+            self._check_same_dataloader(entry, key, dataloader_idx)
+        if entry.metric is not None:
+            self._log_metric(entry, value)
+            return
         if isinstance(value, torch.Tensor):
             value = value.data  # the value only: no autograd graph kept, no dispatcher call
+            if entry.squeeze:
+                value = value.reshape(())
         if entry.on_step:
             entry.step_value = value
         if entry.on_epoch:
             entry.total = _accumulate(entry.total, value, entry.reduce_fx, batch_size)
             entry.weight += batch_size
 
-    def _new_entry(self, name: str, value: Number, options: LogOptions) -> _Entry:
+    def _log_metric(self, entry: _Entry, metric: Any) -> None:
+        if metric is not entry.metric:
+            raise ValueError(
+                f"self.log({entry.plain_key!r}) was given a different Metric object than "
+                "before in the same stage; log each Metric under its own name."
+            )
+        if entry.on_step:
+            # The value of the metric's last forward call, i.e. of this batch alone.
+            cached = getattr(metric, "_forward_cache", None)
+            if cached is not None:
+                entry.step_value = cached.data if isinstance(cached, torch.Tensor) else cached
+
+    def _check_same_options(self, entry: _Entry, key: str, options: LogOptions) -> None:
+        # Slow path: the options differ as given; they may still mean the same
+        # (reduce_fx="max" then torch.max, or a store restored from a checkpoint).
+        same = entry.options[:5] == options[:5] and _reduce_name(key, options[5]) == _reduce_name(
+            key, entry.options[5]
+        )
+        if not same:
+            raise ValueError(
+                f"self.log({key!r}) was called with different options in the same stage "
+                f"(before: {_describe(entry.options)}; now: {_describe(options)}). Use the "
+                "same options each time, or another name."
+            )
+        entry.options = options
+
+    def _check_same_dataloader(self, entry: _Entry, key: str, dataloader_idx: int) -> None:
+        if entry.dataloader_idx is None:
+            entry.dataloader_idx = dataloader_idx
+            return
+        raise ValueError(
+            f"self.log({key!r}, add_dataloader_idx=False) was called from dataloader "
+            f"{dataloader_idx} after dataloader {entry.dataloader_idx} logged the same name, "
+            "so their values would be mixed. Give each dataloader its own name (e.g. "
+            f"f'{key}_{{dataloader_idx}}'), or keep add_dataloader_idx=True."
+        )
+
+    def _new_entry(
+        self,
+        name: str,
+        value: Any,
+        options: LogOptions,
+        suffix: str = "",
+        dataloader_idx: int | None = None,
+    ) -> _Entry:
         on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx = options
-        if reduce_fx not in REDUCE_FXS:
+        reduce_name = _reduce_name(name, reduce_fx)
+        metric = value if is_metric(value) else None
+        squeeze = False
+        if isinstance(value, torch.Tensor):
+            if value.numel() != 1:
+                raise ValueError(
+                    f"self.log({name!r}) got a tensor of shape {tuple(value.shape)}; only "
+                    "scalars can be logged. Reduce it first (e.g. `.mean()`), or log each "
+                    "element by name."
+                )
+            squeeze = value.dim() != 0
+        elif metric is None and not (
+            isinstance(value, numbers.Number) and not isinstance(value, complex)
+        ):
+            several = isinstance(value, Mapping) or hasattr(value, "items")
+            hint = " Use self.log_dict for a dict or a MetricCollection." if several else ""
             raise ValueError(
-                f"self.log({name!r}, reduce_fx={reduce_fx!r}) is not supported; use one of "
-                f"{', '.join(REDUCE_FXS)}."
-            )
-        if isinstance(value, torch.Tensor) and value.numel() != 1:
-            raise ValueError(
-                f"self.log({name!r}) got a tensor of shape {tuple(value.shape)}; only scalars "
-                "can be logged. Reduce it first (e.g. `.mean()`), or log each element by name."
-            )
-        if not isinstance(value, (torch.Tensor, float, int)):
-            raise TypeError(
-                f"self.log({name!r}) got a {type(value).__name__}; log a scalar tensor or number."
+                f"self.log({name!r}) got a {type(value).__name__}; log a one-element tensor, "
+                f"a number or a torchmetrics Metric.{hint}"
             )
         if not (on_step or on_epoch):
             raise ValueError(
-                f"self.log({name!r}, on_step=False, on_epoch=False) records nothing; set one "
-                "of them to True."
+                f"self.log({name!r}, on_step=False, on_epoch=False) is not useful: it records "
+                "nothing. Set on_step or on_epoch to True."
             )
-        entry = _Entry(options, on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx)
+        base = name[: len(name) - len(suffix)] if suffix else name
+        if "/dataloader_idx_" in base:
+            raise ValueError(
+                f"self.log({base!r}): names must not contain '/dataloader_idx_'; trainkit "
+                "appends it itself when there are several evaluation dataloaders. Log under "
+                "the plain name."
+            )
+        entry = _Entry(options, on_step, on_epoch, prog_bar, logger, sync_dist, reduce_name)
+        entry.base = base
+        entry.suffix = suffix
+        entry.dataloader_idx = dataloader_idx
+        entry.metric = metric
+        entry.squeeze = squeeze
         self.entries[name] = entry
         return entry
 
@@ -137,34 +266,46 @@ class MetricStore:
                 pass the same value at the same point, or the job hangs.
         """
         values: dict[str, Number] = {}
-        for name, entry in self.entries.items():
+        for entry in self.entries.values():
             if entry.step_value is None:
                 continue
             value = entry.step_value
-            if sync and entry.sync_dist:
+            if sync and entry.sync_dist and entry.metric is None:
                 value = self._all_reduce(as_tensor(value), entry.reduce_fx)
-            values[f"{name}_step" if entry.on_epoch else name] = value
+            values[entry.step_key] = value
         return values
 
     def epoch_values(self) -> dict[str, Number]:
         """The aggregates over the run, keyed ``name`` (or ``name_epoch`` when also per-step).
 
         ``sync_dist`` values are reduced across processes, so every process must
-        call this at the same point.
+        call this at the same point. Logged ``Metric`` objects are computed (they
+        sync themselves) and reset here, once per run of the store.
         """
+        self.epoch_reduced = True
         values: dict[str, Number] = {}
-        for name, entry in self.entries.items():
+        for entry in self.entries.values():
+            if entry.metric is not None and entry.on_epoch and entry.total is None:
+                # A Metric syncs its own state across processes in compute(); it
+                # starts afresh for the next epoch, as Lightning resets it.
+                entry.total = entry.metric.compute()
+                entry.metric.reset()
+                entry.weight = 1
+                entry.metric_reset = True
             if entry.total is None:
                 continue
             total: Number = entry.total
             weight: Number = entry.weight
+            if entry.metric is not None:
+                values[entry.epoch_key] = total
+                continue
             if entry.sync_dist:
                 op = "sum" if entry.reduce_fx in ("mean", "sum") else entry.reduce_fx
                 total = self._all_reduce(as_tensor(total), op)
                 if entry.reduce_fx == "mean":
                     weight = self._all_reduce(as_tensor(float(weight)), "sum")
             value = total / weight if entry.reduce_fx == "mean" else total
-            values[f"{name}_epoch" if entry.on_step else name] = value
+            values[entry.epoch_key] = value
         return values
 
     def names(self, *, prog_bar: bool | None = None, logger: bool | None = None) -> set[str]:
@@ -182,19 +323,32 @@ class MetricStore:
         }
 
     def reset(self) -> None:
-        """Forget everything (at the start of a new epoch or run)."""
+        """Forget everything (at the start of a new epoch or run).
+
+        Logged ``Metric`` objects not reset at their epoch's end are reset here.
+        """
+        for entry in self.entries.values():
+            if entry.metric is not None and not entry.metric_reset:
+                entry.metric.reset()
         self.entries.clear()
+        self.epoch_reduced = False
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything logged so far, so that a resumed epoch's means stay exact."""
+        """Everything logged so far, so that a resumed epoch's means stay exact.
+
+        Logged ``Metric`` objects are left out: their state is the Metric's own.
+        """
         return {
             name: {
-                "options": list(entry.options),
+                "options": [*entry.options[:5], entry.reduce_fx],
                 "step_value": entry.step_value,
                 "total": entry.total,
                 "weight": entry.weight,
+                "base": entry.base,
+                "suffix": entry.suffix,
             }
             for name, entry in self.entries.items()
+            if entry.metric is None
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -210,7 +364,10 @@ class MetricStore:
             entry.step_value = saved["step_value"]
             entry.total = saved["total"]
             entry.weight = int(saved["weight"])
+            entry.base = saved.get("base", name)
+            entry.suffix = saved.get("suffix", "")
             self.entries[name] = entry
+        self.epoch_reduced = False
 
 
 def display_names(store: MetricStore, *, prog_bar: bool | None, logger: bool | None) -> set[str]:
@@ -224,10 +381,10 @@ def display_names(store: MetricStore, *, prog_bar: bool | None, logger: bool | N
     keys: set[str] = set()
     for name in store.names(prog_bar=prog_bar, logger=logger):
         entry = store.entries[name]
-        if entry.on_step and entry.on_epoch:
-            keys.update((f"{name}_step", f"{name}_epoch"))
-        else:
-            keys.add(name)
+        if entry.on_step:
+            keys.add(entry.step_key)
+        if entry.on_epoch:
+            keys.add(entry.epoch_key)
     return keys
 
 
@@ -263,7 +420,11 @@ class Collectives(Protocol):
 
 
 # Logging contexts: where a self.log call lands and which defaults it gets.
-_CLOSED, _TRAIN_STEP, _TRAIN_EPOCH, _EVAL = 0, 1, 2, 3
+_CLOSED, _TRAIN_STEP, _TRAIN_EPOCH, _EVAL, _EVAL_EPOCH, _TRAIN_START = 0, 1, 2, 3, 4, 5
+_NOT_LOGGING = (
+    "values can only be logged while fit/validate/test runs, in a step or an epoch hook "
+    "(not in predict)"
+)
 
 
 class Results:
@@ -295,16 +456,28 @@ class Results:
         self.train = MetricStore(collectives.all_reduce)
         #: Values logged in the current (or last) evaluation run.
         self.eval = MetricStore(collectives.all_reduce)
+        # Values logged in on_train_start, before the first epoch's store exists.
+        self._start = MetricStore(collectives.all_reduce)
         #: The latest epoch results (training epochs and evaluation runs), by name.
         self.epoch_metrics: dict[str, Number] = {}
-        #: The latest value written to the loggers, by name.
-        self.logged_metrics: dict[str, float] = {}
+        #: The latest value written to the loggers, by name (0-dim CPU tensors, as
+        #: Lightning's ``trainer.logged_metrics``).
+        self.logged_metrics: dict[str, torch.Tensor] = {}
         #: The last training loss (undetached; backward has freed its graph).
         self.last_loss: torch.Tensor | None = None
         self._context = _CLOSED
         self._batch: Any = None
         self._suffix = ""
+        self._dataloader_idx: int | None = None
         self._recorder: LogRecorder | None = None
+        # Why self.log is refused now (closed context), for the error message.
+        self._closed_reason = _NOT_LOGGING
+        # The sanity check's results: callbacks see them while it runs; never kept.
+        self._sanity_values: dict[str, Number] = {}
+        # Evaluation step values are written at each dataloader's own batch count,
+        # which runs on through the evaluation runs of one fit/validate/test call.
+        self._eval_steps_owner: object = None
+        self._eval_steps: dict[int, int] = {}
 
     # -------------------------------------------------------- logging context
     def enter_training_step(self, batch: Any) -> None:
@@ -321,23 +494,75 @@ class Results:
         self._context = _TRAIN_EPOCH
         self._batch = None
 
+    def enter_training_epoch_end(self) -> None:
+        """The training epoch's batches are done: reduce its values, then log per epoch.
+
+        Callbacks and the Module's ``on_train_epoch_end`` then read this epoch's
+        values in ``callback_metrics`` (every process calls this: ``sync_dist``
+        values are reduced here).
+        """
+        self.enter_training_epoch()
+        self.update_epoch_metrics(self.train.epoch_values())
+
+    def reset_metrics(self) -> None:
+        """Forget the metrics of earlier runs (a new validate/test call starts afresh)."""
+        self.train.reset()
+        self.eval.reset()
+        self.epoch_metrics = {}
+        self.logged_metrics = {}
+        self.last_loss = None
+
+    def enter_training_start(self) -> None:
+        """``self.log`` now logs once, for ``on_train_start`` (see :meth:`end_training_start`)."""
+        self._context = _TRAIN_START
+        self._batch = None
+        self._start.reset()
+
+    def end_training_start(self, step: int, epoch: int) -> None:
+        """Keep what ``on_train_start`` logged for callbacks and write it to the loggers.
+
+        Args:
+            step: the global step to write it at.
+            epoch: the current epoch.
+        """
+        self._context = _CLOSED
+        if self._start.entries:
+            values = self._start.epoch_values()
+            self.update_epoch_metrics(values)
+            self.write(values, display_names(self._start, prog_bar=None, logger=True), step, epoch)
+
     def enter_evaluation(self, dataloader_idx: int | None = None, batch: Any = None) -> None:
         """``self.log`` now logs per epoch into the evaluation store.
 
         Args:
             dataloader_idx: with several dataloaders, the current one's index:
                 names get a ``/dataloader_idx_N`` suffix.
-            batch: the batch being evaluated (None in hooks outside a batch).
+            batch: the batch being evaluated (None in epoch hooks, outside a batch:
+                there, ``on_step=True`` is an error, as in training epoch hooks).
         """
-        self._context = _EVAL
+        self._context = _EVAL if batch is not None else _EVAL_EPOCH
         self._suffix = "" if dataloader_idx is None else f"/dataloader_idx_{dataloader_idx}"
+        self._dataloader_idx = dataloader_idx
         self._batch = batch
 
-    def close(self) -> None:
-        """``self.log`` is now an error (between runs, and in predict)."""
+    def close(self, hook: str | None = None) -> None:
+        """``self.log`` is now an error (between runs, in predict, in ``hook``).
+
+        Args:
+            hook: the hook that runs next, where logging is not allowed (named in
+                the error), e.g. "on_validation_end".
+        """
         self._context = _CLOSED
         self._batch = None
         self._suffix = ""
+        self._dataloader_idx = None
+        self._sanity_values = {}
+        self._closed_reason = (
+            _NOT_LOGGING
+            if hook is None
+            else f"{hook} cannot log: its values would reach no epoch's results. Log in "
+            "the epoch-end hook before it, or write to `self.logger` directly"
+        )
 
     @contextmanager
     def capture(self, recorder: LogRecorder) -> Iterator[None]:
@@ -359,14 +584,15 @@ class Results:
     def log(
         self,
         name: str,
-        value: Number,
+        value: Any,
         on_step: bool | None,
         on_epoch: bool | None,
         prog_bar: bool,
         logger: bool,
         sync_dist: bool,
-        reduce_fx: str,
+        reduce_fx: Any,
         batch_size: int | None,
+        add_dataloader_idx: bool = True,
     ) -> None:
         """Record one ``self.log`` call (see ``Module.log`` for the arguments).
 
@@ -383,51 +609,136 @@ class Results:
             store = self.train
             on_step = True if on_step is None else on_step
             on_epoch = False if on_epoch is None else on_epoch
-        elif context == _CLOSED:
-            raise RuntimeError(
-                f"self.log({name!r}) was called outside a training or evaluation step or "
-                "hook; values can only be logged while fit/validate/test runs (not in predict)."
-            )
-        else:
-            store = self.train if context == _TRAIN_EPOCH else self.eval
+        elif context == _EVAL:
+            store = self.eval
             on_step = False if on_step is None else on_step
             on_epoch = True if on_epoch is None else on_epoch
+        elif context == _CLOSED:
+            raise RuntimeError(f"self.log({name!r}) was refused: {self._closed_reason}.")
+        else:
+            store = (
+                self.train
+                if context == _TRAIN_EPOCH
+                else self.eval
+                if context == _EVAL_EPOCH
+                else self._start
+            )
+            if on_step or on_epoch is False:
+                raise ValueError(
+                    f"self.log({name!r}, on_step={on_step}, on_epoch={on_epoch}) was called in "
+                    "an epoch hook, where values are logged once per epoch: leave on_step and "
+                    "on_epoch at their defaults (on_step=False, on_epoch=True)."
+                )
+            on_step, on_epoch = False, True
         if batch_size is None:
             batch = self._batch
             batch_size = (
                 self._batch_size_of(batch)
-                if on_epoch and reduce_fx == "mean" and batch is not None
+                if on_epoch and batch is not None and (reduce_fx == "mean" or _is_mean(reduce_fx))
                 else 1
             )
         options = (on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx)
-        store.log(name + self._suffix, value, options, batch_size)
+        suffix = self._suffix if add_dataloader_idx else ""
+        store.log(name, value, options, batch_size, suffix, self._dataloader_idx)
 
     def update_epoch_metrics(self, values: Mapping[str, Number]) -> None:
         """Record epoch results, so callbacks (early stopping, schedulers) can read them.
+
+        A name logged both per step and per epoch is also kept under its plain
+        name, at its epoch value, so that callbacks can monitor the name as logged.
 
         Args:
             values: metric name to value.
         """
         self.epoch_metrics.update(values)
+        self.epoch_metrics.update(self._plain_names(values))
 
-    def write(self, values: Mapping[str, Number], keys: set[str], step: int, epoch: int) -> None:
+    def show_sanity_results(self, values: Mapping[str, Number]) -> None:
+        """Let callbacks see the sanity check's results until it ends; they are not kept.
+
+        Args:
+            values: the sanity check's epoch values.
+        """
+        self._sanity_values = {**values, **self._plain_names(values)}
+
+    def _plain_names(self, values: Mapping[str, Number]) -> dict[str, Number]:
+        plain: dict[str, Number] = {}
+        for store in (self.train, self.eval):
+            for entry in store.entries.values():
+                if entry.on_step and entry.on_epoch and entry.epoch_key in values:
+                    plain[entry.plain_key] = values[entry.epoch_key]
+        return plain
+
+    def evaluation_outputs(
+        self, values: Mapping[str, Number], count: int
+    ) -> list[dict[str, float]]:
+        """What ``validate()``/``test()`` return: one dict per dataloader.
+
+        Each holds the epoch values sent to loggers (``logger=True``) that its
+        dataloader logged, plus those logged outside any dataloader's batches
+        (epoch hooks), as floats.
+
+        Args:
+            values: the evaluation run's epoch values.
+            count: the number of dataloaders.
+        """
+        floats = to_floats(values)
+        outputs: list[dict[str, float]] = [{} for _ in range(count)]
+        for entry in self.eval.entries.values():
+            key = entry.epoch_key
+            if not entry.logger or not entry.on_epoch or key not in floats:
+                continue
+            index = entry.dataloader_idx
+            for i in range(count) if index is None else (index,):
+                outputs[i][key] = floats[key]
+        return outputs
+
+    def write(
+        self, values: Mapping[str, Number], keys: set[str], step: int, epoch: int | None
+    ) -> None:
         """Send the ``keys`` among ``values`` to every logger, from global rank 0 only.
 
         Args:
             values: metric name to value (tensors are read here).
             keys: the names to send (those logged with ``logger=True``).
             step: the global step to record them at.
-            epoch: the current epoch (written beside them as "epoch").
+            epoch: the current epoch (written beside them as "epoch"; None: not written).
         """
         if not self.loggers or not self._collectives.is_global_zero:
             return
         floats = to_floats(dict(values), keys)
         if not floats:
             return
-        floats["epoch"] = float(epoch)
-        self.logged_metrics.update(floats)
+        # trainer.logged_metrics holds what was logged; "epoch" goes to the loggers only.
+        self.logged_metrics.update({name: torch.tensor(value) for name, value in floats.items()})
+        if epoch is not None:
+            floats["epoch"] = float(epoch)
         for logger in self.loggers:
             logger.log_metrics(floats, step)
+
+    def write_evaluation_step(self, run: object, dataloader_idx: int | None) -> None:
+        """Write the evaluation batch's ``on_step`` values (every process reads; rank 0 writes).
+
+        They are written at the dataloader's count of evaluation batches in this
+        call of fit/validate/test (``run``), without an "epoch" value.
+
+        Args:
+            run: the run (a new one restarts the counts).
+            dataloader_idx: the dataloader the batch came from (None: the only one).
+        """
+        if run is not self._eval_steps_owner:
+            self._eval_steps_owner, self._eval_steps = run, {}
+        index = dataloader_idx or 0
+        step = self._eval_steps.get(index, 0)
+        self._eval_steps[index] = step + 1
+        keys = {
+            entry.step_key
+            for entry in self.eval.entries.values()
+            if entry.on_step and entry.logger and entry.dataloader_idx == dataloader_idx
+        }
+        if keys:
+            values = self.eval.step_values(sync=True)
+            self.write(values, keys, step, None)
 
     def write_step(self, step: int, epoch: int) -> None:
         """Write the training step values to the loggers (every process reads; rank 0 writes).
@@ -463,27 +774,40 @@ class Results:
     # ------------------------------------------------------------------ read
     @property
     def callback_metrics(self) -> dict[str, torch.Tensor]:
-        """Latest value of every logged metric (epoch results and current step values)."""
+        """Latest value of every logged metric (epoch results and current step values).
+
+        A name logged both per step and per epoch appears as ``name_step``,
+        ``name_epoch`` (once an epoch ended) and ``name``: the step value while
+        its training epoch runs, the epoch value once the epoch ends.
+        """
         values = dict(self.epoch_metrics)
-        values.update(self.train.step_values(sync=False))
+        values.update(self._sanity_values)
+        train = self.train
+        values.update(train.step_values(sync=False))
+        if not train.epoch_reduced:
+            for entry in train.entries.values():
+                if entry.on_step and entry.on_epoch and entry.step_value is not None:
+                    values[entry.plain_key] = entry.step_value
         return {name: as_tensor(value) for name, value in values.items()}
 
-    def progress_bar_metrics(self, *, fitting: bool) -> dict[str, float]:
+    def progress_bar_metrics(self, *, fitting: bool, running: bool = True) -> dict[str, float]:
         """The training loss and every ``prog_bar`` metric, as floats.
 
         Reading this synchronises with the device: the progress bar reads it only
-        when it redraws. The training loss is added as "loss" unless the user
-        already shows that same value.
+        when it redraws. While fit runs, the training loss is added as "loss"
+        unless the user already shows that same value.
 
         Args:
-            fitting: whether fit runs: training values count only then.
+            fitting: whether the run is (or the last run was) a fit: training values
+                count only then.
+            running: whether the run is still going (the "loss" entry is the bar's).
         """
         keys = display_names(self.eval, prog_bar=True, logger=None)
         if fitting:
             keys |= display_names(self.train, prog_bar=True, logger=None)
-        values = to_floats(self.callback_metrics, keys)
+        values = to_floats({**self.eval.step_values(sync=False), **self.callback_metrics}, keys)
         loss = self.last_loss
-        if fitting and loss is not None and "loss" not in values:
+        if fitting and running and loss is not None and "loss" not in values:
             shown = (
                 entry.step_value
                 for entry in self.train.entries.values()
@@ -511,7 +835,7 @@ class Results:
         self.train.load_state_dict(state.get("train_metrics", {}))
         self.epoch_metrics = dict(state.get("callback_metrics", {}))
 
-    def adopt(self, callback_metrics: Mapping[str, Number], logged: Mapping[str, float]) -> None:
+    def adopt(self, callback_metrics: Mapping[str, Number], logged: Mapping[str, Number]) -> None:
         """Take over another process's results (``ddp_spawn``: rank 0's, when it is done).
 
         Args:
@@ -519,7 +843,7 @@ class Results:
             logged: its logged metrics.
         """
         self.epoch_metrics.update(callback_metrics)
-        self.logged_metrics = dict(logged)
+        self.logged_metrics = {name: as_tensor(value) for name, value in logged.items()}
 
 
 def _accumulate(total: Number | None, value: Number, reduce_fx: str, weight: int) -> Number:
@@ -549,6 +873,49 @@ def _device_of(*values: Any) -> torch.device:
         if isinstance(value, torch.Tensor):
             return value.device
     return torch.device("cpu")
+
+
+def _is_mean(reduce_fx: Any) -> bool:
+    """Whether ``reduce_fx`` (not the string "mean") still means the mean."""
+    try:
+        return _REDUCTIONS.get(reduce_fx.lower() if isinstance(reduce_fx, str) else reduce_fx) == (
+            "mean"
+        )
+    except TypeError:
+        return False
+
+
+def _reduce_name(name: str, reduce_fx: Any) -> str:
+    """``reduce_fx`` as one of :data:`REDUCE_FXS`, or a clear error."""
+    try:
+        found = _REDUCTIONS.get(reduce_fx.lower() if isinstance(reduce_fx, str) else reduce_fx)
+    except TypeError:  # unhashable
+        found = None
+    if found is None:
+        shown = getattr(reduce_fx, "__name__", None) if callable(reduce_fx) else None
+        raise ValueError(
+            f"self.log({name!r}, reduce_fx={shown or repr(reduce_fx)}) is not supported; use one "
+            f"of {', '.join(REDUCE_FXS)} (a name, any case, or torch.mean, torch.sum, torch.max, "
+            "torch.min). For another reduction, log a torchmetrics Metric object, which "
+            "aggregates itself."
+        )
+    return found
+
+
+def is_metric(value: Any) -> bool:
+    """Whether ``value`` is a torchmetrics ``Metric`` (a ``MetricCollection`` is not).
+
+    Decided from the class's ancestry, so trainkit never imports torchmetrics.
+
+    Args:
+        value: anything passed to ``self.log``.
+    """
+    if not isinstance(value, torch.nn.Module):
+        return False
+    return any(
+        cls.__name__ == "Metric" and cls.__module__.split(".")[0] == "torchmetrics"
+        for cls in type(value).__mro__
+    )
 
 
 def _describe(options: LogOptions) -> str:

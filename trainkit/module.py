@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import inspect
 import os
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -342,75 +343,129 @@ class Module(HyperparametersMixin, nn.Module):
     def log(
         self,
         name: str,
-        value: torch.Tensor | float | int,
-        *,
+        value: Any,
+        prog_bar: bool = False,
+        logger: bool | None = None,
         on_step: bool | None = None,
         on_epoch: bool | None = None,
-        prog_bar: bool = False,
-        logger: bool = True,
+        reduce_fx: str | Callable[..., Any] = "mean",
+        enable_graph: bool = False,
         sync_dist: bool = False,
-        reduce_fx: str = "mean",
+        sync_dist_group: Any | None = None,
+        add_dataloader_idx: bool = True,
         batch_size: int | None = None,
+        metric_attribute: str | None = None,
+        rank_zero_only: bool = False,
     ) -> None:
-        """Log a scalar from inside a step or hook.
+        """Log a scalar (or a torchmetrics ``Metric``) from inside a step or hook.
 
         Values stay on the device; they are read only when a logger writes or the
         progress bar draws, so logging every step costs no device synchronisation.
+        The arguments are Lightning's, in Lightning's order.
+
+        Names: with ``on_step`` and ``on_epoch`` both True, loggers receive
+        ``name_step`` and ``name_epoch``, and callbacks also see ``name`` (the step
+        value during a training epoch, the epoch value after it). With several
+        evaluation dataloaders, names end in ``/dataloader_idx_N``.
 
         Args:
             name: the metric's name, e.g. ``"train/loss"``.
-            value: a scalar tensor or number.
-            on_step: record the per-step value (default: True in training, False in
-                evaluation).
-            on_epoch: accumulate over the epoch with ``reduce_fx`` (default: False in
-                training, True in evaluation).
+            value: a one-element tensor, a Python or NumPy number, or a torchmetrics
+                ``Metric`` (its forward value per step; ``compute()`` at the epoch's
+                end, after which it is reset).
             prog_bar: show it in the progress bar.
-            logger: send it to the loggers.
-            sync_dist: reduce it across processes when it is read.
-            reduce_fx: how epoch values combine: "mean" (weighted by batch size),
-                "sum", "max" or "min".
+            logger: send it to the loggers (None: True).
+            on_step: record the per-step value (default: True in training steps and
+                batch hooks, False in evaluation and in epoch hooks).
+            on_epoch: aggregate over the epoch with ``reduce_fx`` (default: False in
+                training steps and batch hooks, True in evaluation and epoch hooks).
+            reduce_fx: how epoch values combine: "mean" (weighted by batch size;
+                "avg" too), "sum", "max" or "min", in any case, or ``torch.mean``,
+                ``torch.sum``, ``torch.max``, ``torch.min``.
+            enable_graph: trainkit always logs detached values (True warns).
+            sync_dist: reduce it across processes when it is read (not applied to
+                ``Metric`` objects, which synchronise themselves).
+            sync_dist_group: trainkit reduces over all processes (a group warns).
+            add_dataloader_idx: with several evaluation dataloaders, append
+                ``/dataloader_idx_N`` to the name. If False, each dataloader must
+                log under its own name.
             batch_size: weight of this value in an epoch mean (default: inferred
                 from the batch).
+            metric_attribute: accepted for compatibility; trainkit needs no
+                attribute name to handle a logged ``Metric``.
+            rank_zero_only: whether only global rank 0 calls this (then, with several
+                processes, it cannot also be ``sync_dist``, which needs every one).
         """
+        if enable_graph or sync_dist_group is not None or (rank_zero_only and sync_dist):
+            _check_log_options(
+                self, name, enable_graph, sync_dist_group, rank_zero_only and sync_dist
+            )
         self.trainer.results.log(
-            name, value, on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx, batch_size
+            name,
+            value,
+            on_step,
+            on_epoch,
+            prog_bar,
+            logger is not False,
+            sync_dist,
+            reduce_fx,
+            batch_size,
+            add_dataloader_idx,
         )
 
     def log_dict(
         self,
-        dictionary: Mapping[str, torch.Tensor | float | int],
-        *,
+        dictionary: Mapping[str, Any] | Any,
+        prog_bar: bool = False,
+        logger: bool | None = None,
         on_step: bool | None = None,
         on_epoch: bool | None = None,
-        prog_bar: bool = False,
-        logger: bool = True,
+        reduce_fx: str | Callable[..., Any] = "mean",
+        enable_graph: bool = False,
         sync_dist: bool = False,
-        reduce_fx: str = "mean",
+        sync_dist_group: Any | None = None,
+        add_dataloader_idx: bool = True,
         batch_size: int | None = None,
+        rank_zero_only: bool = False,
     ) -> None:
         """Log every entry of ``dictionary`` with the same options as :meth:`log`.
 
         Args:
-            dictionary: metric name to value.
-            on_step: see :meth:`log`.
-            on_epoch: see :meth:`log`.
+            dictionary: metric name to value, or a torchmetrics ``MetricCollection``
+                (each of its metrics is logged under its name, prefix included).
             prog_bar: see :meth:`log`.
             logger: see :meth:`log`.
-            sync_dist: see :meth:`log`.
+            on_step: see :meth:`log`.
+            on_epoch: see :meth:`log`.
             reduce_fx: see :meth:`log`.
+            enable_graph: see :meth:`log`.
+            sync_dist: see :meth:`log`.
+            sync_dist_group: see :meth:`log`.
+            add_dataloader_idx: see :meth:`log`.
             batch_size: see :meth:`log`.
+            rank_zero_only: see :meth:`log`.
         """
-        for name, value in dictionary.items():
+        items = getattr(dictionary, "items", None)
+        if items is None:
+            raise TypeError(
+                f"self.log_dict() got a {type(dictionary).__name__}; pass a dict of name to "
+                "value (or a torchmetrics MetricCollection)."
+            )
+        for name, value in items():
             self.log(
                 name,
                 value,
-                on_step=on_step,
-                on_epoch=on_epoch,
                 prog_bar=prog_bar,
                 logger=logger,
-                sync_dist=sync_dist,
+                on_step=on_step,
+                on_epoch=on_epoch,
                 reduce_fx=reduce_fx,
+                enable_graph=enable_graph,
+                sync_dist=sync_dist,
+                sync_dist_group=sync_dist_group,
+                add_dataloader_idx=add_dataloader_idx,
                 batch_size=batch_size,
+                rank_zero_only=rank_zero_only,
             )
 
     # ------------------------------------------------------- steps (override)
@@ -1079,3 +1134,28 @@ def loss_from_output(output: Any, step_index: int) -> torch.Tensor:
             "torch.no_grad(), detached, or are all parameters frozen?)."
         )
     return loss
+
+
+def _check_log_options(
+    module: Module, name: str, enable_graph: bool, sync_dist_group: Any, rank_zero_sync: bool
+) -> None:
+    """``self.log`` options trainkit handles differently: a warning or an error saying why."""
+    if enable_graph:
+        warnings.warn(
+            f"self.log({name!r}, enable_graph=True): trainkit always logs detached values, so "
+            "that no autograd graph is kept alive; the value is logged without its graph.",
+            stacklevel=3,
+        )
+    if sync_dist_group is not None:
+        warnings.warn(
+            f"self.log({name!r}, sync_dist_group=...): trainkit reduces sync_dist values over "
+            "all processes, not over a group. Reduce over your group yourself before logging "
+            "if that differs.",
+            stacklevel=3,
+        )
+    if rank_zero_sync and module.trainer.strategy.world_size > 1:
+        raise ValueError(
+            f"self.log({name!r}, rank_zero_only=True, sync_dist=True): a value logged from "
+            "rank 0 only cannot be reduced across processes (the others would wait forever). "
+            "Drop one of the two."
+        )

@@ -42,12 +42,11 @@ from trainkit.data import (
     unshuffled,
     with_worker_seeding,
 )
-from trainkit.evaluate import run_evaluation, run_predict
+from trainkit.evaluate import format_results, run_evaluation, run_predict
 from trainkit.hooks import Hooks, RunContext, overrides
 from trainkit.launch import Launcher, select_launcher
 from trainkit.loggers import Logger, build_loggers
 from trainkit.loop import Fit, run_fit
-from trainkit.messages import format_results
 from trainkit.metrics import Results
 from trainkit.module import Module
 from trainkit.optim import LRSchedulerConfig, configured_optimizers
@@ -601,8 +600,9 @@ class Trainer(TrainerViews):
                 self.state.num_test_batches = totals
             results = run_evaluation(run, loaders, totals, "validation" if kind == "val" else fn)
             self.results.write_evaluation(step=self.global_step, epoch=self.current_epoch)
-            if verbose and self.is_global_zero:
-                print(format_results(fn, results), flush=True)
+            table = format_results(results, fn) if verbose and self.is_global_zero else ""
+            if table:
+                print(table, flush=True)
             return results
 
         return self._run(fn, model, datamodule, body)

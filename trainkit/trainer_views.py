@@ -168,16 +168,16 @@ class TrainerViews:
         return self.results.callback_metrics
 
     @property
-    def logged_metrics(self) -> dict[str, float]:
+    def logged_metrics(self) -> dict[str, torch.Tensor]:
         """The latest value written to the loggers, by name."""
         return self.results.logged_metrics
 
     @property
     def progress_bar_metrics(self) -> dict[str, float]:
-        """The training loss and every prog_bar metric, as floats (reading synchronises)."""
+        """Every prog_bar metric (and, while fit runs, the loss), as floats; kept after a run."""
         state = self.state
         return self.results.progress_bar_metrics(
-            fitting=state.fn == "fit" and state.status == "running"
+            fitting=state.fn == "fit", running=state.status == "running"
         )
 
     # ------------------------------------------------------------ processes

@@ -311,7 +311,7 @@ def test_predict_return_predictions_false_returns_none() -> None:
 def test_verbose_prints_the_results(capsys: pytest.CaptureFixture[str]) -> None:
     trainkit.Trainer(**QUIET).test(Classifier(), loader(blobs(32), 16))
     out = capsys.readouterr().out
-    assert "test results" in out and "test/acc" in out
+    assert "Test metric" in out and "test/acc" in out
     trainkit.Trainer(**QUIET).test(Classifier(), loader(blobs(32), 16), verbose=False)
     assert capsys.readouterr().out == ""
 
@@ -328,3 +328,11 @@ def test_fit_ckpt_path_is_reported(tmp_path: Path) -> None:
     resumed.fit(Classifier(), loader(blobs(64), 16), ckpt_path=path)
     assert resumed.ckpt_path == str(path) and resumed.current_epoch == 2
     assert math.isfinite(float(resumed.callback_metrics["train/loss"]))
+
+
+def test_progress_bar_metrics_are_kept_after_fit() -> None:
+    trainer = trainkit.Trainer(max_epochs=1, **QUIET)
+    fit_quietly(trainer, Classifier())
+    shown = trainer.progress_bar_metrics
+    assert set(shown) == {"train/loss", "val/acc"}  # the prog_bar values, no bar-only "loss"
+    assert shown["val/acc"] == pytest.approx(float(trainer.callback_metrics["val/acc"]))

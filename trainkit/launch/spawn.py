@@ -50,7 +50,7 @@ class SpawnResult:
     module_state: dict[str, torch.Tensor] = field(default_factory=dict)
     trainer_state: dict[str, Any] = field(default_factory=dict)
     callback_metrics: dict[str, Any] = field(default_factory=dict)
-    logged_metrics: dict[str, float] = field(default_factory=dict)
+    logged_metrics: dict[str, Any] = field(default_factory=dict)
     callback_states: list[dict[str, Any]] = field(default_factory=list)
     preempted: bool = False
 

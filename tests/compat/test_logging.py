@@ -1,0 +1,620 @@
+"""``self.log`` as Lightning 2.x documents it: names, defaults, values, returns.
+
+The data are the numbers 0..7 in batches of 4, so a batch's mean is 1.5 or 5.5
+and the epoch's mean is 3.5: every expected value below can be checked by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+import trainkit
+from trainkit.callbacks import EarlyStopping, ModelCheckpoint
+
+QUIET: dict[str, Any] = {
+    "logger": False,
+    "enable_progress_bar": False,
+    "enable_model_summary": False,
+    "enable_checkpointing": False,
+    "accelerator": "cpu",
+    "num_sanity_val_steps": 0,
+}
+
+
+def numbers(n: int = 8, batch_size: int = 4) -> DataLoader[Any]:
+    """The numbers 0..n-1 as one-feature rows, in order."""
+    return DataLoader(TensorDataset(torch.arange(n).float().unsqueeze(1)), batch_size=batch_size)
+
+
+class Logs(trainkit.Module):
+    """A one-weight model whose steps run the logging code they are given."""
+
+    def __init__(
+        self,
+        train: Callable[[trainkit.Module, torch.Tensor, int], None] | None = None,
+        val: Callable[[trainkit.Module, torch.Tensor, int, int], None] | None = None,
+    ) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(1, 1)
+        self.train_logs = train
+        self.val_logs = val
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x = batch[0]
+        if self.train_logs is not None:
+            self.train_logs(self, x, batch_idx)
+        return self.layer(x).sum()
+
+    def validation_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+        if self.val_logs is not None:
+            self.val_logs(self, batch[0], batch_idx, dataloader_idx)
+
+    def test_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+        self.validation_step(batch, batch_idx, dataloader_idx)
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=0.0)
+
+
+def floats(metrics: dict[str, Any]) -> dict[str, float]:
+    return {name: round(float(value), 4) for name, value in metrics.items()}
+
+
+# ------------------------------------------------------------ callback metrics
+def test_a_callbacks_on_validation_epoch_end_sees_this_epochs_value() -> None:
+    seen: list[float] = []
+
+    class Probe(trainkit.Callback):
+        def on_validation_epoch_end(self, trainer: Any, module: Any) -> None:
+            seen.append(float(trainer.callback_metrics["val_loss"]))
+
+    def val(module: trainkit.Module, x: torch.Tensor, batch_idx: int, idx: int) -> None:
+        module.log("val_loss", x.mean() + 10 * module.current_epoch)
+
+    trainer = trainkit.Trainer(max_epochs=3, callbacks=[Probe()], **QUIET)
+    trainer.fit(Logs(val=val), numbers(), numbers())
+    assert seen == [3.5, 13.5, 23.5]
+
+
+def test_step_and_epoch_in_validation_expose_the_plain_name_to_callbacks(tmp_path: Any) -> None:
+    def val(module: trainkit.Module, x: torch.Tensor, batch_idx: int, idx: int) -> None:
+        module.log("val_loss", x.mean(), on_step=True, on_epoch=True)
+
+    checkpoint = ModelCheckpoint(dirpath=tmp_path, monitor="val_loss", mode="min")
+    stopping = EarlyStopping(monitor="val_loss", patience=1)
+    trainer = trainkit.Trainer(
+        max_epochs=3, callbacks=[checkpoint, stopping], **{**QUIET, "enable_checkpointing": True}
+    )
+    trainer.fit(Logs(val=val), numbers(), numbers())
+    metrics = floats(trainer.callback_metrics)
+    assert metrics["val_loss"] == metrics["val_loss_epoch"] == 3.5
+    assert "val_loss_step" not in metrics  # evaluation step values are not for callbacks
+    assert trainer.current_epoch == 2  # stopped: no improvement after the first epoch
+    assert float(checkpoint.best_model_score) == 3.5  # type: ignore[arg-type]
+
+
+def test_step_and_epoch_in_training_plain_name_is_the_step_value_then_the_epoch_value() -> None:
+    during: list[dict[str, float]] = []
+
+    def train(module: trainkit.Module, x: torch.Tensor, batch_idx: int) -> None:
+        module.log("t", x.mean(), on_step=True, on_epoch=True, prog_bar=True)
+        during.append(floats(module.trainer.callback_metrics))
+
+    trainer = trainkit.Trainer(max_epochs=1, **{**QUIET, "logger": True}, log_every_n_steps=1)
+    trainer.fit(Logs(train=train), numbers())
+    assert during == [{"t": 1.5, "t_step": 1.5}, {"t": 5.5, "t_step": 5.5}]
+    assert floats(trainer.callback_metrics) == {"t": 3.5, "t_step": 5.5, "t_epoch": 3.5}
+    logged = floats(trainer.logged_metrics)
+    assert logged["t_step"] == 5.5 and logged["t_epoch"] == 3.5 and "t" not in logged
+
+
+# ----------------------------------------------------------- several loaders
+def _two_loader_val(module: trainkit.Module, x: torch.Tensor, batch_idx: int, idx: int) -> None:
+    module.log("v", x.mean() + 100 * idx, on_step=True, on_epoch=True, prog_bar=True)
+    module.log("w", x.mean())
+
+
+class EpochEndLogs(Logs):
+    def on_validation_epoch_end(self) -> None:
+        self.log("vend", 5.0)
+
+    def on_test_epoch_end(self) -> None:
+        self.log("vend", 5.0)
+
+
+def test_several_dataloaders_put_the_step_or_epoch_suffix_before_the_dataloader_suffix() -> None:
+    trainer = trainkit.Trainer(max_epochs=1, **QUIET)
+    trainer.fit(EpochEndLogs(val=_two_loader_val), numbers(), [numbers(), numbers()])
+    assert floats(trainer.callback_metrics) == {
+        "v/dataloader_idx_0": 3.5,
+        "v_epoch/dataloader_idx_0": 3.5,
+        "v/dataloader_idx_1": 103.5,
+        "v_epoch/dataloader_idx_1": 103.5,
+        "w/dataloader_idx_0": 3.5,
+        "w/dataloader_idx_1": 3.5,
+        "vend": 5.0,
+    }
+
+
+def test_validate_returns_one_dict_per_dataloader_with_the_hooks_values_in_each() -> None:
+    trainer = trainkit.Trainer(**QUIET)
+    results = trainer.validate(EpochEndLogs(val=_two_loader_val), [numbers(), numbers()])
+    assert results == [
+        {"v_epoch/dataloader_idx_0": 3.5, "w/dataloader_idx_0": 3.5, "vend": 5.0},
+        {"v_epoch/dataloader_idx_1": 103.5, "w/dataloader_idx_1": 3.5, "vend": 5.0},
+    ]
+
+
+def test_test_with_one_dataloader_returns_its_epoch_values_without_suffix() -> None:
+    trainer = trainkit.Trainer(**QUIET)
+    results = trainer.test(EpochEndLogs(val=_two_loader_val), numbers())
+    assert results == [{"v_epoch": 3.5, "w": 3.5, "vend": 5.0}]
+
+
+def test_validate_returns_only_values_sent_to_loggers() -> None:
+    def val(module: trainkit.Module, x: torch.Tensor, batch_idx: int, idx: int) -> None:
+        module.log("shown", x.mean(), logger=False, prog_bar=True)
+        module.log("kept", x.mean())
+
+    trainer = trainkit.Trainer(**QUIET)
+    assert trainer.validate(Logs(val=val), numbers()) == [{"kept": 3.5}]
+    assert floats(trainer.callback_metrics) == {"shown": 3.5, "kept": 3.5}
+
+
+def test_add_dataloader_idx_false_keeps_each_dataloaders_own_name() -> None:
+    def val(module: trainkit.Module, x: torch.Tensor, batch_idx: int, idx: int) -> None:
+        module.log(f"v{idx}", x.mean() + idx, add_dataloader_idx=False)
+
+    trainer = trainkit.Trainer(**QUIET)
+    assert trainer.validate(Logs(val=val), [numbers(), numbers()]) == [{"v0": 3.5}, {"v1": 4.5}]
+
+
+def test_add_dataloader_idx_false_with_one_name_for_two_dataloaders_is_an_error() -> None:
+    def val(module: trainkit.Module, x: torch.Tensor, batch_idx: int, idx: int) -> None:
+        module.log("v", x.mean(), add_dataloader_idx=False)
+
+    with pytest.raises(ValueError, match=r"dataloader 1 after dataloader 0 logged the same name"):
+        trainkit.Trainer(**QUIET).validate(Logs(val=val), [numbers(), numbers()])
+
+
+# ------------------------------------------------------------ hooks, defaults
+class HookLogs(Logs):
+    def on_train_epoch_end(self) -> None:
+        self.log("train_end", float(self.current_epoch))
+
+    def on_validation_epoch_end(self) -> None:
+        self.log("val_end", 2.0)
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self.log("batch_end", float(batch_idx))
+
+
+def test_defaults_per_hook_step_in_training_epoch_in_evaluation_and_epoch_hooks() -> None:
+    logged: list[dict[str, float]] = []
+
+    def train(module: trainkit.Module, x: torch.Tensor, batch_idx: int) -> None:
+        module.log("step_default", x.mean())
+
+    def val(module: trainkit.Module, x: torch.Tensor, batch_idx: int, idx: int) -> None:
+        module.log("val_default", x.mean())
+
+    class Probe(trainkit.Callback):
+        def on_train_batch_end(self, trainer: Any, *args: Any) -> None:
+            logged.append(floats(trainer.callback_metrics))
+
+    trainer = trainkit.Trainer(max_epochs=2, callbacks=[Probe()], **QUIET)
+    trainer.fit(HookLogs(train=train, val=val), numbers(), numbers())
+    # training_step and on_train_batch_end: per step, under the plain name.
+    assert [m["step_default"] for m in logged] == [1.5, 5.5] * 2
+    # validation_step and the epoch hooks: per epoch (no _step/_epoch names).
+    assert floats(trainer.callback_metrics) == {
+        "step_default": 5.5,
+        "batch_end": 1.0,
+        "val_default": 3.5,
+        "val_end": 2.0,
+        "train_end": 1.0,
+    }
+
+
+def test_on_step_true_in_an_epoch_hook_is_an_error() -> None:
+    class StepInEpochEnd(Logs):
+        def on_train_epoch_end(self) -> None:
+            self.log("x", 1.0, on_step=True)
+
+    with pytest.raises(ValueError, match="epoch hook, where values are logged once per epoch"):
+        trainkit.Trainer(max_epochs=1, **QUIET).fit(StepInEpochEnd(), numbers())
+
+
+def test_logging_in_on_validation_end_is_an_error() -> None:
+    class LogsAtEnd(Logs):
+        def on_validation_end(self) -> None:
+            self.log("x", 1.0)
+
+    with pytest.raises(RuntimeError, match="on_validation_end cannot log"):
+        trainkit.Trainer(**QUIET).validate(LogsAtEnd(), numbers())
+
+
+def test_logging_in_on_validation_start_and_epoch_start_is_per_epoch() -> None:
+    class LogsAtStart(Logs):
+        def on_validation_start(self) -> None:
+            self.log("start", 1.0)
+
+        def on_validation_epoch_start(self) -> None:
+            self.log("epoch_start", 2.0)
+
+    assert trainkit.Trainer(**QUIET).validate(LogsAtStart(), numbers()) == [
+        {"start": 1.0, "epoch_start": 2.0}
+    ]
+
+
+# ------------------------------------------------------------------- Metric
+def test_a_metric_logs_its_forward_value_per_step_and_compute_per_epoch_then_resets() -> None:
+    torchmetrics = pytest.importorskip("torchmetrics")
+    steps: list[float] = []
+
+    class MetricLogs(Logs):
+        def __init__(self) -> None:
+            super().__init__()
+            self.total = torchmetrics.SumMetric()
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            self.total(batch[0].sum())
+            self.log("total", self.total, on_step=True, on_epoch=True)
+            steps.append(float(self.trainer.callback_metrics["total_step"]))
+            return super().training_step(batch, batch_idx)
+
+    epochs: list[float] = []
+
+    class Probe(trainkit.Callback):
+        def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+            epochs.append(float(trainer.callback_metrics["total_epoch"]))
+
+    trainer = trainkit.Trainer(max_epochs=2, callbacks=[Probe()], **QUIET)
+    module = MetricLogs()
+    trainer.fit(module, numbers())
+    assert steps == [6.0, 22.0, 6.0, 22.0]  # each batch's own sum
+    assert epochs == [28.0, 28.0]  # compute() over the epoch, reset before the next
+    assert float(module.total.sum_value) == 0.0  # reset after the last epoch too
+
+
+def test_sync_dist_is_not_applied_to_a_metric() -> None:
+    torchmetrics = pytest.importorskip("torchmetrics")
+    from trainkit.metrics import MetricStore
+
+    calls: list[str] = []
+
+    def all_reduce(tensor: torch.Tensor, op: str) -> torch.Tensor:
+        calls.append(op)
+        return tensor
+
+    store = MetricStore(all_reduce)
+    metric = torchmetrics.MeanMetric()
+    metric(torch.tensor([1.0, 3.0]))
+    store.log("m", metric, (True, True, False, True, True, "mean"), 2)
+    assert floats(store.step_values(sync=True)) == {"m_step": 2.0}
+    assert floats(store.epoch_values()) == {"m_epoch": 2.0}
+    assert calls == []  # the Metric synchronises itself in compute()
+
+
+def test_log_dict_with_a_metric_collection_logs_each_metric_by_name() -> None:
+    torchmetrics = pytest.importorskip("torchmetrics")
+
+    class CollectionLogs(Logs):
+        def __init__(self) -> None:
+            super().__init__()
+            self.metrics = torchmetrics.MetricCollection(
+                {"sum": torchmetrics.SumMetric(), "max": torchmetrics.MaxMetric()}, prefix="val_"
+            )
+
+        def validation_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+            self.metrics.update(batch[0].flatten())
+            self.log_dict(self.metrics)
+
+    trainer = trainkit.Trainer(**QUIET)
+    assert trainer.validate(CollectionLogs(), numbers()) == [{"val_sum": 28.0, "val_max": 7.0}]
+
+
+# ---------------------------------------------------------------- reduce_fx
+@pytest.mark.parametrize(
+    ("reduce_fx", "expected"),
+    [
+        ("mean", 3.5),
+        ("MEAN", 3.5),
+        ("avg", 3.5),
+        (torch.mean, 3.5),
+        ("sum", 7.0),
+        (torch.sum, 7.0),
+        ("Max", 5.5),
+        (torch.max, 5.5),
+        ("min", 1.5),
+        (torch.min, 1.5),
+    ],
+)
+def test_reduce_fx_accepts_names_in_any_case_and_torch_functions(
+    reduce_fx: Any, expected: float
+) -> None:
+    def train(module: trainkit.Module, x: torch.Tensor, batch_idx: int) -> None:
+        module.log("x", x.mean(), on_step=False, on_epoch=True, reduce_fx=reduce_fx)
+
+    trainer = trainkit.Trainer(max_epochs=1, **QUIET)
+    trainer.fit(Logs(train=train), numbers())
+    assert floats(trainer.callback_metrics) == {"x": expected}
+
+
+def test_an_unsupported_reduce_fx_is_a_clear_error() -> None:
+    def train(module: trainkit.Module, x: torch.Tensor, batch_idx: int) -> None:
+        module.log("x", x.mean(), on_epoch=True, reduce_fx=torch.median)
+
+    with pytest.raises(ValueError, match=r"reduce_fx=median\) is not supported; use one of"):
+        trainkit.Trainer(max_epochs=1, **QUIET).fit(Logs(train=train), numbers())
+
+
+# ----------------------------------------------------------- keywords, values
+def test_batch_size_weights_the_epoch_mean() -> None:
+    def train(module: trainkit.Module, x: torch.Tensor, batch_idx: int) -> None:
+        module.log("x", x.mean(), on_step=False, on_epoch=True, batch_size=1 + 2 * batch_idx)
+
+    trainer = trainkit.Trainer(max_epochs=1, **QUIET)
+    trainer.fit(Logs(train=train), numbers())
+    assert floats(trainer.callback_metrics)["x"] == (1.5 * 1 + 5.5 * 3) / 4
+
+
+def test_logger_and_prog_bar_choose_where_a_value_goes() -> None:
+    def train(module: trainkit.Module, x: torch.Tensor, batch_idx: int) -> None:
+        # prog_bar as the third positional argument, as in Lightning's signature.
+        module.log("bar_only", x.mean(), True, logger=False)
+        module.log("log_only", x.mean(), rank_zero_only=True, metric_attribute=None)
+
+    trainer = trainkit.Trainer(max_epochs=1, **{**QUIET, "logger": True}, log_every_n_steps=1)
+    trainer.fit(Logs(train=train), numbers())
+    assert "bar_only" not in trainer.logged_metrics and trainer.logged_metrics["log_only"] == 5.5
+    assert set(floats(trainer.callback_metrics)) == {"bar_only", "log_only"}
+
+
+def test_log_dict_takes_the_same_keywords() -> None:
+    def train(module: trainkit.Module, x: torch.Tensor, batch_idx: int) -> None:
+        module.log_dict(
+            {"a": x.mean(), "b": x.max()},
+            prog_bar=True,
+            on_step=False,
+            on_epoch=True,
+            reduce_fx="sum",
+            batch_size=4,
+            add_dataloader_idx=False,
+        )
+
+    trainer = trainkit.Trainer(max_epochs=1, **QUIET)
+    trainer.fit(Logs(train=train), numbers())
+    assert floats(trainer.callback_metrics) == {"a": 7.0, "b": 10.0}
+
+
+@pytest.mark.parametrize(
+    "value", [3, 2.5, True, torch.tensor(2.5), torch.tensor([[2.5]])], ids=repr
+)
+def test_numbers_and_one_element_tensors_are_accepted(value: Any) -> None:
+    np = pytest.importorskip("numpy")
+
+    def train(module: trainkit.Module, x: torch.Tensor, batch_idx: int) -> None:
+        module.log("x", value)
+        module.log("np", np.float32(1.5))
+
+    trainer = trainkit.Trainer(max_epochs=1, **QUIET)
+    trainer.fit(Logs(train=train), numbers())
+    metrics = trainer.callback_metrics
+    assert float(metrics["x"]) == float(value) and metrics["x"].dim() == 0
+    assert float(metrics["np"]) == 1.5
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"a": 1.0}, r"got a dict; .* Use self.log_dict"),
+        (torch.nn.ModuleDict(), r"got a ModuleDict; .* Use self.log_dict"),
+        ("abc", r"got a str; log a one-element tensor, a number or a torchmetrics Metric"),
+        (torch.ones(3), r"tensor of shape \(3,\); only scalars can be logged"),
+    ],
+    ids=["dict", "ModuleDict", "str", "vector"],
+)
+def test_values_that_cannot_be_logged_are_errors(value: Any, message: str) -> None:
+    def train(module: trainkit.Module, x: torch.Tensor, batch_idx: int) -> None:
+        module.log("x", value)
+
+    with pytest.raises(ValueError, match=message):
+        trainkit.Trainer(max_epochs=1, **QUIET).fit(Logs(train=train), numbers())
+
+
+@pytest.mark.parametrize(
+    ("keywords", "message"),
+    [
+        ({"enable_graph": True}, "always logs detached values"),
+        ({"sync_dist_group": object()}, "reduces sync_dist values over all processes"),
+    ],
+    ids=["enable_graph", "sync_dist_group"],
+)
+def test_log_options_trainkit_handles_differently_warn_and_still_log(
+    keywords: dict[str, Any], message: str
+) -> None:
+    def train(module: trainkit.Module, x: torch.Tensor, batch_idx: int) -> None:
+        module.log("x", x.mean(), **keywords)
+
+    trainer = trainkit.Trainer(max_epochs=1, **QUIET)
+    with pytest.warns(UserWarning, match=message):
+        trainer.fit(Logs(train=train), numbers())
+    assert float(trainer.callback_metrics["x"]) == 5.5
+    assert not trainer.callback_metrics["x"].requires_grad
+
+
+# ---------------------------------------------------------- after the run
+def test_metrics_keep_their_last_values_after_fit_validate_and_test() -> None:
+    def val(module: trainkit.Module, x: torch.Tensor, batch_idx: int, idx: int) -> None:
+        module.log("v", x.mean(), prog_bar=True)
+
+    trainer = trainkit.Trainer(max_epochs=1, **{**QUIET, "logger": True})
+    trainer.fit(Logs(val=val), numbers(), numbers())
+    assert floats(trainer.callback_metrics)["v"] == 3.5
+    assert trainer.logged_metrics["v"] == 3.5
+    assert trainer.progress_bar_metrics == {"v": 3.5}
+    for run in (trainer.validate, trainer.test):
+        run(Logs(val=val), numbers(4, 2))  # the numbers 0..3: mean 1.5
+        assert floats(trainer.callback_metrics)["v"] == 1.5
+        assert trainer.logged_metrics["v"] == 1.5
+        assert trainer.progress_bar_metrics == {"v": 1.5}
+
+
+def test_evaluation_step_values_reach_loggers_at_each_dataloaders_batch_count(
+    tmp_path: Any,
+) -> None:
+    import csv
+
+    from trainkit.loggers import CSVLogger
+
+    logger = CSVLogger(tmp_path)
+    trainer = trainkit.Trainer(max_epochs=2, **{**QUIET, "logger": logger})
+    trainer.fit(Logs(val=_two_loader_val), numbers(), [numbers(), numbers()])
+    assert trainer.logged_metrics["v_step/dataloader_idx_1"] == 105.5
+    trainer.validate(Logs(val=_two_loader_val), [numbers(), numbers()])
+    (path,) = tmp_path.rglob("metrics.csv")
+    with open(path, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    for idx, offset in ((0, 0.0), (1, 100.0)):
+        key = f"v_step/dataloader_idx_{idx}"
+        written = [(int(r["step"]), float(r[key])) for r in rows if r.get(key)]
+        # fit: counts 0..3 over its two validation runs; validate starts again at 0.
+        low, high = 1.5 + offset, 5.5 + offset
+        assert written == [(0, low), (1, high), (2, low), (3, high), (0, low), (1, high)]
+        assert all(not r.get("epoch") for r in rows if r.get(key))
+
+
+def test_values_logged_in_on_train_start_reach_callbacks_and_loggers() -> None:
+    class StartLogs(Logs):
+        def on_train_start(self) -> None:
+            self.log("at_start", 3.0)
+
+    trainer = trainkit.Trainer(max_epochs=1, **{**QUIET, "logger": True})
+    trainer.fit(StartLogs(), numbers())
+    assert float(trainer.callback_metrics["at_start"]) == 3.0
+    assert trainer.logged_metrics["at_start"] == 3.0
+
+
+def test_the_progress_bar_shows_evaluation_step_and_epoch_values() -> None:
+    trainer = trainkit.Trainer(**QUIET)
+    trainer.validate(Logs(val=_two_loader_val), [numbers(), numbers()])
+    assert trainer.progress_bar_metrics == {
+        "v_step/dataloader_idx_0": 5.5,
+        "v_epoch/dataloader_idx_0": 3.5,
+        "v_step/dataloader_idx_1": 105.5,
+        "v_epoch/dataloader_idx_1": 103.5,
+    }
+
+
+def test_logged_metrics_hold_the_logged_names_only() -> None:
+    def train(module: trainkit.Module, x: torch.Tensor, batch_idx: int) -> None:
+        module.log("t", x.mean(), on_step=True, on_epoch=True)
+
+    trainer = trainkit.Trainer(max_epochs=1, **{**QUIET, "logger": True}, log_every_n_steps=1)
+    trainer.fit(Logs(train=train), numbers())
+    assert trainer.logged_metrics == {"t_step": 5.5, "t_epoch": 3.5}  # no "epoch" entry
+
+
+def test_the_modules_epoch_end_hooks_read_this_epochs_values() -> None:
+    seen: list[tuple[str, float]] = []
+
+    def train(module: trainkit.Module, x: torch.Tensor, batch_idx: int) -> None:
+        module.log(
+            "t", x.mean() + 10 * module.current_epoch, on_step=True, on_epoch=True, prog_bar=True
+        )
+
+    def val(module: trainkit.Module, x: torch.Tensor, batch_idx: int, idx: int) -> None:
+        module.log("v", x.mean() + 10 * module.current_epoch)
+
+    class Reads(Logs):
+        def on_train_epoch_end(self) -> None:
+            seen.append(("train", float(self.trainer.callback_metrics["t"])))
+            seen.append(("bar", self.trainer.progress_bar_metrics["t_epoch"]))
+
+        def on_validation_epoch_end(self) -> None:
+            seen.append(("val", float(self.trainer.callback_metrics["v"])))
+
+    trainkit.Trainer(max_epochs=2, **QUIET).fit(Reads(train=train, val=val), numbers(), numbers())
+    assert seen == [
+        ("val", 3.5),
+        ("train", 3.5),
+        ("bar", 3.5),
+        ("val", 13.5),
+        ("train", 13.5),
+        ("bar", 13.5),
+    ]
+
+
+def test_validate_and_test_start_with_no_earlier_metrics() -> None:
+    def train(module: trainkit.Module, x: torch.Tensor, batch_idx: int) -> None:
+        module.log("t", x.mean())
+
+    def val(module: trainkit.Module, x: torch.Tensor, batch_idx: int, idx: int) -> None:
+        module.log("v", x.mean())
+
+    trainer = trainkit.Trainer(max_epochs=1, **{**QUIET, "logger": True}, log_every_n_steps=1)
+    trainer.fit(Logs(train=train, val=val), numbers(), numbers())
+    assert set(trainer.callback_metrics) == {"t", "v"}
+    trainer.test(Logs(val=val), numbers())
+    assert set(trainer.callback_metrics) == {"v"} and set(trainer.logged_metrics) == {"v"}
+
+
+def test_logged_metrics_are_tensors_and_progress_bar_metrics_floats() -> None:
+    def train(module: trainkit.Module, x: torch.Tensor, batch_idx: int) -> None:
+        module.log("t", x.mean(), prog_bar=True)
+
+    trainer = trainkit.Trainer(max_epochs=1, **{**QUIET, "logger": True}, log_every_n_steps=1)
+    trainer.fit(Logs(train=train), numbers())
+    assert all(isinstance(v, torch.Tensor) for v in trainer.logged_metrics.values())
+    assert all(isinstance(v, torch.Tensor) for v in trainer.callback_metrics.values())
+    assert all(isinstance(v, float) for v in trainer.progress_bar_metrics.values())
+
+
+def test_a_name_with_a_dataloader_suffix_of_its_own_is_an_error() -> None:
+    def train(module: trainkit.Module, x: torch.Tensor, batch_idx: int) -> None:
+        module.log("x/dataloader_idx_0", x.mean())
+
+    with pytest.raises(ValueError, match="must not contain '/dataloader_idx_'"):
+        trainkit.Trainer(max_epochs=1, **QUIET).fit(Logs(train=train), numbers())
+
+
+def test_on_step_false_and_on_epoch_false_is_an_error() -> None:
+    def train(module: trainkit.Module, x: torch.Tensor, batch_idx: int) -> None:
+        module.log("x", x.mean(), on_step=False, on_epoch=False)
+
+    with pytest.raises(ValueError, match="is not useful"):
+        trainkit.Trainer(max_epochs=1, **QUIET).fit(Logs(train=train), numbers())
+
+
+def test_values_logged_in_on_train_start_are_written_once(tmp_path: Any) -> None:
+    from trainkit.loggers import CSVLogger
+
+    calls: list[tuple[dict[str, float], int]] = []
+
+    class Recorder(CSVLogger):
+        def log_metrics(self, metrics: Any, step: int) -> None:
+            calls.append((dict(metrics), step))
+
+    class StartLogs(Logs):
+        def on_train_start(self) -> None:
+            self.log("foo", 123)
+
+    trainer = trainkit.Trainer(max_epochs=2, **{**QUIET, "logger": Recorder(tmp_path)})
+    trainer.fit(StartLogs(), numbers(4))
+    assert calls == [({"foo": 123.0, "epoch": 0.0}, 0)]
+
+
+def test_the_results_table_has_a_row_per_metric_and_a_column_per_dataloader() -> None:
+    from trainkit.evaluate import format_results
+
+    table = format_results([{"b": 2.0, "a": 0.25}, {"c": 3.0}], "validate").splitlines()
+    assert table[0].split("    ") == ["Validate metric", "DataLoader 0", "DataLoader 1"]
+    assert set(table[1]) == {"-"}
+    assert [line.split() for line in table[2:]] == [["a", "0.25"], ["b", "2"], ["c", "3"]]
+    assert format_results([{}], "test") == ""
