@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
@@ -17,6 +18,7 @@ import torch
 from trainkit.data import batches
 from trainkit.hooks import RunContext
 from trainkit.metrics import Results
+from trainkit.module import fit_step_arguments, overrides
 
 #: The stage (``RunState.stage``) each evaluation runs as.
 _STAGES = {"validation": "validate", "test": "test"}
@@ -56,8 +58,9 @@ def run_evaluation(
     to_device = run.strategy.batch_to_device
     several = len(loaders) > 1
     check_dataloader_idx(step, f"{stage}_step", several)
+    step = fit_step_arguments(step, getattr(run.module, f"{stage}_step"))
     modes = {sub: sub.training for sub in run.module.modules()}
-    run.model.eval()
+    _set_mode(run, f"on_{stage}_model_eval")
     if state.fn in _STAGES.values():  # a validate()/test() call starts with no metrics
         results.reset_metrics()
     results.eval.reset()
@@ -71,7 +74,7 @@ def run_evaluation(
         hooks.call(f"on_{stage}_epoch_start")
         on_batch_start = hooks.caller(f"on_{stage}_batch_start")
         on_batch_end = hooks.caller(f"on_{stage}_batch_end")
-        with torch.inference_mode():
+        with _no_grad(run):
             for loader_idx, (loader, total) in enumerate(zip(loaders, totals, strict=True)):
                 index = loader_idx if several else None
                 extra = (loader_idx,) if several else ()
@@ -101,7 +104,21 @@ def run_evaluation(
         state.stage = outer_stage
         for sub, was_training in modes.items():
             sub.train(was_training)
+        _set_mode(run, f"on_{stage}_model_train", default=None)
     return results.evaluation_outputs(values, len(loaders))
+
+
+def _set_mode(run: RunContext, hook: str, default: str | None = "eval") -> None:
+    """The Module's ``on_*_model_eval``/``_train`` hook if it overrides it, else the default."""
+    if overrides(run.module, hook):
+        getattr(run.module, hook)()
+    elif default == "eval":
+        run.model.eval()
+
+
+def _no_grad(run: RunContext) -> AbstractContextManager[Any]:
+    """``torch.inference_mode``, or ``torch.no_grad`` with ``Trainer(inference_mode=False)``."""
+    return torch.inference_mode() if run.inference_mode else torch.no_grad()
 
 
 def _epoch_results(results: Results, sanity_checking: bool) -> dict[str, Any]:
@@ -129,12 +146,13 @@ def run_predict(
     to_device = run.strategy.batch_to_device
     several = len(loaders) > 1
     check_dataloader_idx(step, "predict_step", several)
-    run.model.eval()
+    step = fit_step_arguments(step, run.module.predict_step)
+    _set_mode(run, "on_predict_model_eval")
     run.state.stage = "predict"
     results: list[list[Any]] = []
     hooks.call("on_predict_start")
     hooks.call("on_predict_epoch_start")
-    with torch.inference_mode():
+    with _no_grad(run):
         for loader_idx, (loader, total) in enumerate(zip(loaders, totals, strict=True)):
             extra = (loader_idx,) if several else ()
             outputs: list[Any] = []

@@ -164,6 +164,8 @@ class RunContext:
     model: nn.Module
     #: A new context to enter around each step method (autocast), or None for none.
     forward_context: Callable[[], AbstractContextManager[Any] | None]
+    #: Evaluate under torch.inference_mode (False: torch.no_grad).
+    inference_mode: bool = True
 
     def step_context(self) -> AbstractContextManager[Any]:
         """The context around one step method (a shared null context when there is none)."""

@@ -424,6 +424,7 @@ class Trainer(TrainerViews):
                 module=model,
                 model=self.strategy.setup_module(model),
                 forward_context=precision.forward_context if precision else _no_context,
+                inference_mode=self.options.inference_mode,
             )
             with torch.autograd.set_detect_anomaly(self.hardware.detect_anomaly):
                 result = body(run)
