@@ -474,16 +474,18 @@ def epoch_batches(
         loader: the training dataloader.
         total: batches in the epoch.
         first: batches of this epoch already consumed.
-        start_rng: the epoch's starting random state (needed when ``first > 0``).
+        start_rng: the epoch's starting random state (for ``first > 0``; None, as
+            after resuming a Lightning checkpoint mid-epoch, draws a new order).
 
     Returns:
         The batches, and the random state the epoch's order is drawn from.
     """
-    if first == 0:
+    if first == 0 or start_rng is None:
         # Capture before iterating: creating the loader's iterator draws its seed.
         start = capture_data_rng(loader)
-        return batches(loader, total), start
-    assert start_rng is not None, "a mid-epoch checkpoint records the epoch's RNG"
+        if first == 0:
+            return batches(loader, total), start
+        start_rng = start  # no record of the epoch's order: skip into a new one
     resumed_rng = capture_data_rng(loader)
     restore_data_rng(loader, start_rng)
     iterator = batches(skip_batches(loader, first), total, start=first)
