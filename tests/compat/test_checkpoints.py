@@ -56,7 +56,9 @@ def _counts(ready: int, started: int, processed: int, completed: int) -> dict[st
     return {"ready": ready, "started": started, "processed": processed, "completed": completed}
 
 
-def _fit_loop(epochs: dict[str, int], batches: dict[str, int], total: dict[str, int], last: bool):  # type: ignore[no-untyped-def]
+def _fit_loop(
+    epochs: dict[str, int], batches: dict[str, int], total: dict[str, int], last: bool
+) -> dict[str, Any]:
     """Lightning 2.x's ``loops["fit_loop"]`` with the given epoch and batch progress."""
     steps = {"current": {"ready": 0, "completed": 0}, "total": {"ready": 0, "completed": 0}}
     zero = _counts(0, 0, 0, 0)
