@@ -411,7 +411,7 @@ def _first_line(error: BaseException) -> str:
 
 
 # ------------------------------------------------------------ a run's state
-def collect_state(trainer: Trainer) -> dict[str, Any]:
+def collect_state(trainer: Trainer, weights_only: bool = False) -> dict[str, Any]:
     """The full training state of ``trainer``'s run, as a weights-only-safe dict.
 
     Lightning's keys come first (so ``on_save_checkpoint`` hooks and tools that
@@ -419,6 +419,10 @@ def collect_state(trainer: Trainer) -> dict[str, Any]:
 
     Args:
         trainer: the running Trainer.
+        weights_only: leave out what only resuming training needs (optimizer,
+            LR scheduler and callback states, random states, logged metrics), as
+            Lightning's ``save_checkpoint(..., weights_only=True)`` does. Such a
+            file loads with ``load_from_checkpoint`` but cannot resume ``fit``.
 
     Returns:
         The checkpoint dict, after the Module's and the callbacks'
@@ -455,18 +459,26 @@ def collect_state(trainer: Trainer) -> dict[str, Any]:
         "config": None,  # the trainkit command's run config (its callback fills it in)
     }
     scaler = callback_states.get(_PRECISION_KEY, {}).get("scaler")
-    if scaler:
+    if scaler and not weights_only:
         # Where Lightning keeps the float16 loss scaler's state (its precision plugin's name).
         checkpoint[_PRECISION_KEY] = scaler
+    if weights_only:
+        for key in (*_RESUME_ONLY_KEYS, *trainer.results.state_dict()):
+            checkpoint.pop(key, None)
     if module.hparams:
         checkpoint[CHECKPOINT_HYPER_PARAMS_NAME] = "kwargs"
     checkpoint[CHECKPOINT_HYPER_PARAMS_KEY] = plain_hparams(module.hparams)
     if trainer.datamodule is not None:
         checkpoint["datamodule"] = trainer.datamodule.state_dict()
     module.on_save_checkpoint(checkpoint)
-    for callback in trainer.callbacks:
-        callback.on_save_checkpoint(trainer, module, checkpoint)
+    if not weights_only:  # as in Lightning, callbacks add nothing to a weights-only file
+        for callback in trainer.callbacks:
+            callback.on_save_checkpoint(trainer, module, checkpoint)
     return checkpoint
+
+
+#: What a weights-only checkpoint leaves out (see :func:`collect_state`).
+_RESUME_ONLY_KEYS = ("callbacks", "optimizer_states", "lr_schedulers", "rng", "loggers")
 
 
 def restore_state(trainer: Trainer, checkpoint: dict[str, Any], source: str) -> None:
@@ -541,7 +553,7 @@ def _restore_lightning_state(trainer: Trainer, checkpoint: dict[str, Any], sourc
     scaler = checkpoint.get(_PRECISION_KEY, checkpoint.get(_LEGACY_SCALER_KEY))
     if scaler:
         callback_states.setdefault(_PRECISION_KEY, {"scaler": scaler})
-    restored = set()
+    restored: set[str] = set()
     for callback in trainer.callbacks:
         key = callback.state_key
         if key not in callback_states:
@@ -664,26 +676,15 @@ def lightning_loops(
     per_epoch = int(batches_per_epoch) if math.isfinite(batches_per_epoch) else batch
     if batch > 0:  # during an epoch, as Lightning saves at on_train_batch_end
         epochs = _counts(epoch + 1, epoch + 1, epoch, epoch)
-        current, total, last = (
-            _counts(batch, batch, batch, batch - 1),
-            _counts(seen, seen, seen, seen - 1),
-            False,
-        )
+        current = _counts(batch, batch, batch, batch - 1)
+        total = _counts(seen, seen, seen, seen - 1)
     elif epoch > 0 and not finished:  # at an epoch's end, as Lightning saves at on_train_epoch_end
         epochs = _counts(epoch, epoch, epoch, epoch - 1)
-        current, total, last = (
-            _counts(per_epoch, per_epoch, per_epoch, per_epoch),
-            _counts(seen, seen, seen, seen),
-            True,
-        )
+        current, total = _counts(*[per_epoch] * 4), _counts(*[seen] * 4)
     else:  # before training, or after fit ended
-        done = per_epoch if epoch > 0 else 0
-        epochs = _counts(epoch, epoch, epoch, epoch)
-        current, total, last = (
-            _counts(done, done, done, done),
-            _counts(seen, seen, seen, seen),
-            (epoch > 0),
-        )
+        epochs = _counts(*[epoch] * 4)
+        current, total = _counts(*[per_epoch if epoch > 0 else 0] * 4), _counts(*[seen] * 4)
+    last = batch == 0 and epoch > 0
     zero = _counts(0, 0, 0, 0)
     automatic_steps, manual_steps = (steps, 0) if automatic else (0, steps)
     return {

@@ -450,3 +450,19 @@ def test_lightnings_keys_do_not_store_tensors_twice(tmp_path: Path) -> None:
     assert path.stat().st_size - without.stat().st_size < 4096
     # ... and the weights and optimizer state (~70 KB here) are in the file once.
     assert path.stat().st_size - tensors.stat().st_size < tensors.stat().st_size
+
+
+def test_a_weights_only_trainkit_checkpoint_keeps_what_lightning_keeps(tmp_path: Path) -> None:
+    model = Momentum(lr=0.2)
+    trainer = trainkit.Trainer(max_epochs=1, **QUIET)
+    trainer.fit(model, loader(blobs(64), 32))
+    checkpoint = checkpoint_io.collect_state(trainer, weights_only=True)
+    assert {"epoch", "global_step", "state_dict", "loops", "hyper_parameters"} <= set(checkpoint)
+    assert not {"optimizer_states", "lr_schedulers", "callbacks", "rng"} & set(checkpoint)
+    path = tmp_path / "weights.ckpt"
+    checkpoint_io.save_atomic(checkpoint, path)
+    _assert_same_weights(Momentum.load_from_checkpoint(path).state_dict(), model)
+    with pytest.raises(CheckpointError, match="save_weights_only=True"):
+        trainkit.Trainer(max_epochs=2, **QUIET).fit(
+            Momentum(), loader(blobs(64), 32), ckpt_path=path
+        )
