@@ -141,8 +141,18 @@ def load(path: str | os.PathLike[str], map_location: Any = "cpu") -> dict[str, A
         checkpoint = torch.load(file, map_location=map_location, weights_only=True)
     except _READ_ERRORS as error:
         size = file.stat().st_size
+        reason = _first_line(error).rstrip(".")
+        if "WeightsUnpickler error" in reason:
+            # Lightning files may hold hyperparameters that are objects (a Namespace, ...).
+            raise CheckpointError(
+                f"Checkpoint {file} ({size} bytes) cannot be read: {reason}. It stores "
+                "Python objects, and trainkit loads checkpoints with weights_only=True so that "
+                "no code from the file runs. If you trust the file, allow the class it names "
+                "with torch.serialization.add_safe_globals([...]) before loading, or re-save "
+                "the checkpoint with plain hyperparameters (numbers, strings, lists, dicts)."
+            ) from error
         raise CheckpointError(
-            f"Checkpoint {file} ({size} bytes) cannot be read: {_first_line(error)}. The file "
+            f"Checkpoint {file} ({size} bytes) cannot be read: {reason}. The file "
             "is truncated or damaged (for example, copied while being written), or is not a "
             "checkpoint; use another checkpoint, such as the previous one in its folder."
         ) from error
@@ -347,9 +357,9 @@ def init_arguments(
         ValueError: ``hparams_file`` is not a ``.yaml``/``.yml`` file.
     """
     saved: dict[str, Any] = {}
-    for key in _PAST_HYPER_PARAMS_KEYS:
-        saved.update(checkpoint.get(key) or {})
-    saved.update(checkpoint.get(CHECKPOINT_HYPER_PARAMS_KEY) or {})
+    for key in (*_PAST_HYPER_PARAMS_KEYS, CHECKPOINT_HYPER_PARAMS_KEY):
+        found = checkpoint.get(key) or {}
+        saved.update(vars(found) if isinstance(found, Namespace) else found)
     if hparams_file is not None:
         saved = load_hparams_file(hparams_file)
     saved.update(overrides)

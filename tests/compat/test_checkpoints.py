@@ -466,3 +466,14 @@ def test_a_weights_only_trainkit_checkpoint_keeps_what_lightning_keeps(tmp_path:
         trainkit.Trainer(max_epochs=2, **QUIET).fit(
             Momentum(), loader(blobs(64), 32), ckpt_path=path
         )
+
+
+def test_a_lightning_file_with_object_hparams_names_the_safe_way_to_load_it(tmp_path: Path) -> None:
+    from argparse import Namespace
+
+    path = tmp_path / "lightning.ckpt"
+    _lightning_file(path, hyper_parameters=Namespace(features=8, classes=3, lr=0.4))
+    with pytest.raises(CheckpointError, match=r"add_safe_globals"):
+        Momentum.load_from_checkpoint(path)
+    with torch.serialization.safe_globals([Namespace]):
+        assert Momentum.load_from_checkpoint(path).hparams.lr == 0.4
