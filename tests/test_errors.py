@@ -133,7 +133,7 @@ def test_more_devices_than_exist(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
-        ({"max_epochs": -1}, ValueError, r"max_epochs=-1 is invalid: it must be >= 0"),
+        ({"max_epochs": -2}, ValueError, r"max_epochs=-2 is invalid: it must be >= -1"),
         ({"max_steps": -5}, ValueError, r"max_steps=-5 is invalid"),
         ({"max_epochs": 2.5}, TypeError, "max_epochs must be an integer"),
         ({"limit_train_batches": 1.5}, ValueError, r"limit_train_batches=1.5 is a fraction"),

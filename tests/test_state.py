@@ -93,7 +93,13 @@ def test_the_trainer_reports_stage_and_status_as_a_run_goes() -> None:
     trainer = trainkit.Trainer(max_epochs=1, callbacks=[Probe()], **QUIET)
     model = Classifier()
     trainer.fit(model, loader(blobs(64), 32), loader(blobs(32), 32))
-    assert trainer.state.status == "finished" and trainer.state.fn is None
+    # After the run, fn names the run that ended and nothing runs (as in Lightning).
+    assert (trainer.state.fn, trainer.state.stage, trainer.state.status) == (
+        "fit",
+        None,
+        "finished",
+    )
+    assert trainer.state.finished and not trainer.interrupted
     trainer.test(model, loader(blobs(32), 32))
     assert seen == [
         ("fit", "sanity_check", "running"),
@@ -109,4 +115,4 @@ def test_the_trainer_reports_stage_and_status_as_a_run_goes() -> None:
 
     with pytest.raises(KeyboardInterrupt):
         trainer.fit(Broken(), loader(blobs(64), 32))
-    assert trainer.state.status == "interrupted"
+    assert trainer.state.status == "interrupted" and trainer.interrupted

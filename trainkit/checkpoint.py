@@ -476,7 +476,9 @@ def collect_state(trainer: Trainer, weights_only: bool = False) -> dict[str, Any
         for key in (*_RESUME_ONLY_KEYS, *trainer.results.state_dict()):
             checkpoint.pop(key, None)
     if module.hparams:
-        checkpoint[CHECKPOINT_HYPER_PARAMS_NAME] = "kwargs"
+        # "kwargs": the hyperparameters are __init__'s keyword arguments; a Module that
+        # saved one config dict records that argument's name (as Lightning does).
+        checkpoint[CHECKPOINT_HYPER_PARAMS_NAME] = getattr(module, "_hparams_name", "kwargs")
     checkpoint[CHECKPOINT_HYPER_PARAMS_KEY] = plain_hparams(module.hparams)
     if trainer.datamodule is not None:
         checkpoint["datamodule"] = trainer.datamodule.state_dict()

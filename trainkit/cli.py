@@ -205,7 +205,7 @@ def _run(command: str, config_path: str, overrides: list[str], print_only: bool)
         target = Path(trainer.log_dir) / "predictions.pt"
         target.parent.mkdir(parents=True, exist_ok=True)
         torch.save(predictions, target)
-        print(f"trainkit: {len(predictions)} prediction batches saved to {target}")
+        print(f"trainkit: {len(predictions or [])} prediction batches saved to {target}")
     return 0
 
 

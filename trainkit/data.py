@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import chain, islice, repeat
 from typing import Any, TypeVar
 
 import torch
-from torch.utils.data import DataLoader, IterableDataset, Sampler
+from torch.utils.data import DataLoader, IterableDataset, RandomSampler, Sampler, SequentialSampler
 
 from trainkit.module import Module, overrides
 from trainkit.seed import capture_rng_states, restore_rng_states, seed_worker, seeding_workers
@@ -282,6 +282,22 @@ def skip_batches(loader: Iterable[Any], skip: int) -> Iterable[Any]:
     if loader.batch_sampler is not None:
         return rebuild_dataloader(loader, batch_sampler=_SkipFirst(loader.batch_sampler, skip))
     return rebuild_dataloader(loader, sampler=_SkipFirst(loader.sampler, skip))
+
+
+def unshuffled(loader: Iterable[Any], warn: Callable[[str], None]) -> Iterable[Any]:
+    """``loader`` with its shuffling turned off (``overfit_batches`` trains on fixed batches).
+
+    Args:
+        loader: the training dataloader.
+        warn: prints a warning (rank 0) when shuffling is turned off.
+    """
+    if not isinstance(loader, DataLoader) or not isinstance(loader.sampler, RandomSampler):
+        return loader
+    warn(
+        "overfit_batches: the training dataloader shuffles; trainkit turns shuffling off so "
+        "that every epoch trains on the same batches."
+    )
+    return rebuild_dataloader(loader, sampler=SequentialSampler(loader.dataset))  # type: ignore[arg-type]
 
 
 def rebuild_dataloader(

@@ -15,6 +15,7 @@ values stay on the device (``trainkit.metrics``), and loggers are written every
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ from trainkit.hooks import RunContext
 from trainkit.optim import LRSchedulerConfig, step_scheduler
 from trainkit.options import LoopOptions
 from trainkit.preemption import Preemption, StopVote
+from trainkit.schedule import max_steps_reached, may_stop, val_check_batches, validation_due
 from trainkit.seed import isolated_rng
 from trainkit.step import Optimization
 
@@ -53,6 +55,12 @@ class Fit:
     save_last: Callable[[], None]
     #: Prints a warning from rank 0.
     warn: Callable[[str], None]
+    #: New training and validation dataloaders, every reload_dataloaders_every_n_epochs.
+    reload: Callable[[], tuple[Iterable[Any], list[Iterable[Any]]]] | None = None
+    #: The Module's ``lr_scheduler_step(scheduler, metric)``, when it overrides it.
+    step_scheduler: Callable[[Any, Any], None] | None = None
+    #: ``time.monotonic()`` past which training stops (max_time); set when training starts.
+    deadline: float = math.inf
 
 
 def run_fit(run: RunContext, fit: Fit) -> None:
@@ -62,7 +70,8 @@ def run_fit(run: RunContext, fit: Fit) -> None:
 
         if validating: sanity check (a few validation batches; random state untouched)
         on_train_start
-        while epoch < max_epochs and not stopping:
+        while epoch < max_epochs and not stopping (min_epochs/min_steps hold a stop back):
+            every reload_dataloaders_every_n_epochs: new dataloaders
             on_train_epoch_start
             remember the random state the epoch's shuffle starts from (resume uses it)
             for batch_idx, batch in loader (limited to limit_train_batches;
@@ -73,8 +82,9 @@ def run_fit(run: RunContext, fit: Fit) -> None:
                 on_train_batch_end
                 validate if due (val_check_interval, check_val_every_n_epoch)
                 resume point (unless the epoch's last batch or inside an accumulation window)
-                stop if global_step == max_steps or should_stop
+                stop if global_step == max_steps, max_time passed, or should_stop
             on_train_epoch_end; write epoch metrics; epoch-interval LR schedulers
+                (automatic optimization only: in manual optimization the user steps them)
             epoch += 1
             resume point
         on_train_end
@@ -90,19 +100,25 @@ def run_fit(run: RunContext, fit: Fit) -> None:
     state, options = run.state, fit.options
     if fit.validates and options.num_sanity_val_steps != 0:
         _sanity_check(run, fit)
+    if state.num_training_batches == 0:
+        return  # limit_train_batches=0: no training, and no epoch passes
     state.stage = "train"
     if not run.module.training:
         # Leave submodules the user put in eval mode (a frozen BatchNorm) alone;
         # only a model entirely in eval mode is switched to training.
         run.model.train()
     run.hooks.call("on_train_start")
+    fit.deadline = time.monotonic() + options.max_time_seconds
     max_epochs = options.resolved_max_epochs
     while not (
         state.epoch >= max_epochs
-        or _max_steps_reached(state.global_step, options)
-        or state.should_stop
+        or max_steps_reached(state.global_step, options)
+        or may_stop(state, options, fit.warn)
         or state.preempted
     ):
+        every = options.reload_dataloaders_every_n_epochs
+        if fit.reload is not None and every and state.epoch > 0 and state.epoch % every == 0:
+            fit.train_loader, fit.val_loaders = fit.reload()
         _train_epoch(run, fit)
         if state.preempted:
             break  # leave the epoch as saved: it is not over, and must not be marked so
@@ -118,7 +134,7 @@ def _train_epoch(run: RunContext, fit: Fit) -> None:
     loader = fit.train_loader
     set_sampler_epoch(loader, state.epoch)
     total = state.num_training_batches
-    val_every = _val_check_batches(run, fit, total)
+    val_every = val_check_batches(options, state.epoch, total, fit.validates)
     max_steps = options.max_steps if options.max_steps != -1 else math.inf
     optimization = fit.optimization
     step = optimization.automatic if run.module.automatic_optimization else optimization.manual
@@ -126,6 +142,7 @@ def _train_epoch(run: RunContext, fit: Fit) -> None:
     on_batch_start = hooks.optional("on_train_batch_start")
     on_batch_end = hooks.optional("on_train_batch_end")
     on_resume_point = hooks.optional("on_resume_point")
+    deadline = fit.deadline
     if state.batch_idx == 0:  # > 0 only when resuming in the middle of this epoch
         results.train.reset()
     results.enter_training_epoch()
@@ -145,13 +162,17 @@ def _train_epoch(run: RunContext, fit: Fit) -> None:
             on_batch_end(outputs, batch, batch_idx)
         results.enter_training_epoch()
         state.batch_idx = batch_idx + 1
-        if val_every is not None and _due(run, fit, val_every, batch_idx, is_last):
+        if val_every is not None and validation_due(options, state, val_every, batch_idx, is_last):
             _validate(run, fit)
         # Not after the epoch's last batch (its resume point follows the epoch's
         # end), nor inside an accumulation window (its gradients are not saved).
         if not is_last and optimization.stepped:
             _resume_point(run, fit, on_resume_point)
-        if state.global_step >= max_steps or state.should_stop:
+        if deadline != math.inf and time.monotonic() >= deadline:
+            state.should_stop = True  # max_time: stops like a callback's request
+        if state.global_step >= max_steps or (
+            state.should_stop and may_stop(state, options, _quiet)
+        ):
             break
 
 
@@ -165,9 +186,9 @@ def _end_epoch(run: RunContext, fit: Fit) -> None:
     results.update_epoch_metrics(results.train.epoch_values())
     hooks.call_callbacks("on_train_epoch_end")
     results.end_training_epoch(step=max(state.global_step - 1, 0), epoch=state.epoch)
-    for config in fit.epoch_schedulers:
+    for config in fit.epoch_schedulers if run.module.automatic_optimization else ():
         if (state.epoch + 1) % config.frequency == 0:
-            step_scheduler(config, results.callback_metrics, fit.warn)
+            step_scheduler(config, results.callback_metrics, fit.warn, fit.step_scheduler)
     results.close()
     state.epoch += 1
     state.batch_idx = 0
@@ -214,6 +235,10 @@ def _sanity_check(run: RunContext, fit: Fit) -> None:
         run.results.eval.reset()
 
 
+def _quiet(message: str) -> None:
+    return None  # the epoch-level check says it once
+
+
 def _validate(run: RunContext, fit: Fit) -> None:
     """A validation run inside fit; its metrics go to the loggers."""
     state = run.state
@@ -223,45 +248,3 @@ def _validate(run: RunContext, fit: Fit) -> None:
     run.results.write_evaluation(step=max(state.global_step - 1, 0), epoch=state.epoch)
     # Agree across processes, so that no rank leaves the loop alone.
     state.should_stop = run.strategy.reduce_boolean_decision(state.should_stop, all_=False)
-
-
-def _max_steps_reached(global_step: int, options: LoopOptions) -> bool:
-    return options.max_steps != -1 and global_step >= options.max_steps
-
-
-def _val_check_batches(run: RunContext, fit: Fit, total: float) -> int | None:
-    """Validate after every this many training batches (None: no validation this epoch)."""
-    options, epoch = fit.options, run.state.epoch
-    if not fit.validates:
-        return None
-    every_n_epochs = options.check_val_every_n_epoch
-    if every_n_epochs is not None and (epoch + 1) % every_n_epochs != 0:
-        return None
-    interval = options.val_check_interval
-    if isinstance(interval, int):
-        if every_n_epochs is not None and interval > total:
-            raise ValueError(
-                f"val_check_interval={interval} is larger than the {int(total)} training "
-                "batches of an epoch. Lower it, or pass check_val_every_n_epoch=None to count "
-                "batches across epochs."
-            )
-        return interval
-    if total == math.inf:
-        if interval != 1.0:
-            raise ValueError(
-                f"val_check_interval={interval} is a fraction of an epoch, but the training "
-                "dataloader has no length. Pass an integer number of batches."
-            )
-        return 0  # validate when the iterable ends (see _due)
-    return max(1, int(total * interval))
-
-
-def _due(run: RunContext, fit: Fit, every: int, batch_idx: int, is_last: bool) -> bool:
-    options, state = fit.options, run.state
-    if every == 0:  # a loader without length: at its end
-        return is_last
-    if options.check_val_every_n_epoch is None and isinstance(options.val_check_interval, int):
-        # Count batches across epochs.
-        state.batches_seen += 1
-        return state.batches_seen % every == 0
-    return (batch_idx + 1) % every == 0

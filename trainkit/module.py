@@ -6,10 +6,12 @@ changing the import.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
@@ -91,6 +93,9 @@ class Module(nn.Module):
         #: Set to False to step optimizers yourself in ``training_step``.
         self.automatic_optimization: bool = True
         self._hparams: AttributeDict = AttributeDict()
+        self._hparams_initial: AttributeDict = AttributeDict()
+        self._log_hyperparams = True
+        self._toggled: dict[int, bool] | None = None
         #: How the default forward runs the layers of configure_stages() (a strategy may
         #: split them).
         self.stage_split = StageSplit()
@@ -105,6 +110,55 @@ class Module(nn.Module):
                 "available inside fit/validate/test/predict."
             )
         return self._trainer
+
+    @trainer.setter
+    def trainer(self, trainer: Trainer | None) -> None:
+        # Also attaches the Module's own submodules that are Modules.
+        for module in self.modules():
+            if isinstance(module, Module):
+                module._trainer = trainer
+
+    @property
+    def logger(self) -> Any:
+        """The Trainer's first logger (None without a Trainer or loggers)."""
+        return self._trainer.logger if self._trainer is not None else None
+
+    @property
+    def loggers(self) -> list[Any]:
+        """The Trainer's loggers (empty without a Trainer)."""
+        return list(self._trainer.loggers) if self._trainer is not None else []
+
+    @property
+    def global_rank(self) -> int:
+        """This process's rank among all processes (0 without a Trainer)."""
+        return self._trainer.global_rank if self._trainer is not None else 0
+
+    @property
+    def local_rank(self) -> int:
+        """This process's rank on its machine (0 without a Trainer)."""
+        return self._trainer.local_rank if self._trainer is not None else 0
+
+    def print(self, *args: Any, **kwargs: Any) -> None:
+        """``print`` from global rank 0 only (every process runs the same code).
+
+        Args:
+            *args: passed to ``print``.
+            **kwargs: passed to ``print``.
+        """
+        if self._trainer is None or self._trainer.is_global_zero:
+            print(*args, **kwargs)
+
+    def freeze(self) -> None:
+        """Make every parameter untrainable and switch to eval mode."""
+        for parameter in self.parameters():
+            parameter.requires_grad = False
+        self.eval()
+
+    def unfreeze(self) -> None:
+        """Make every parameter trainable and switch to train mode."""
+        for parameter in self.parameters():
+            parameter.requires_grad = True
+        self.train()
 
     @property
     def device(self) -> torch.device:
@@ -132,16 +186,37 @@ class Module(nn.Module):
         """Hyperparameters recorded by :meth:`save_hyperparameters`."""
         return self._hparams
 
-    def save_hyperparameters(self, *names: str, ignore: list[str] | str | None = None) -> None:
+    @property
+    def hparams_initial(self) -> AttributeDict:
+        """The hyperparameters as :meth:`save_hyperparameters` recorded them (a copy)."""
+        return _copied(self._hparams_initial)
+
+    def save_hyperparameters(
+        self, *names: Any, ignore: list[str] | str | None = None, logger: bool = True
+    ) -> None:
         """Record the arguments of ``__init__`` as ``self.hparams``.
 
         Call it from your ``__init__``. The values are written to the loggers and
         saved in checkpoints, so a run can be rebuilt from them.
 
         Args:
-            *names: record only these arguments (default: all of them).
+            *names: record only these arguments (default: all of them); or one dict
+                (or ``argparse.Namespace``) to record as it is.
             ignore: arguments not to record (for example a large model passed in).
+            logger: write them to the loggers when fit starts.
         """
+        self._log_hyperparams = logger
+        if len(names) == 1 and not isinstance(names[0], str):
+            given = names[0]
+            values = given if isinstance(given, Mapping) else getattr(given, "__dict__", given)
+            if not isinstance(values, Mapping):
+                raise TypeError(
+                    "save_hyperparameters() takes argument names, or one dict or Namespace; "
+                    f"got {type(given).__name__}."
+                )
+            self._hparams.update(values)
+            self._hparams_initial = _copied(self._hparams)
+            return
         frame = inspect.currentframe()
         caller = frame.f_back if frame is not None else None
         if caller is None or caller.f_code.co_name != "__init__":
@@ -163,6 +238,7 @@ class Module(nn.Module):
         if isinstance(extra, Mapping):
             recorded.update({k: v for k, v in extra.items() if k not in ignored})
         self._hparams.update(recorded)
+        self._hparams_initial = _copied(self._hparams)
 
     @classmethod
     def load_from_checkpoint(
@@ -358,12 +434,13 @@ class Module(nn.Module):
             "`def test_step(self, batch, batch_idx)` to use Trainer.test."
         )
 
-    def predict_step(self, batch: Any, batch_idx: int) -> Any:
+    def predict_step(self, batch: Any, batch_idx: int = 0, dataloader_idx: int = 0) -> Any:
         """Return predictions for one batch. Default: ``self(batch)``.
 
         Args:
             batch: the batch, on the module's device.
             batch_idx: index of the batch within the loader.
+            dataloader_idx: index of the loader (with several).
         """
         return self(batch)
 
@@ -472,6 +549,177 @@ class Module(nn.Module):
             )
         self.trainer.optimization.backward(loss, *args, **kwargs)
 
+    def toggle_optimizer(self, optimizer: Any) -> None:
+        """Freeze every parameter that ``optimizer`` does not update (until untoggled).
+
+        With several optimizers (a GAN), it keeps one network's backward from
+        computing gradients for the other's parameters.
+
+        Args:
+            optimizer: the optimizer (or the one ``optimizers()`` returned) to train.
+        """
+        inner = getattr(optimizer, "optimizer", optimizer)
+        own = {id(p) for group in inner.param_groups for p in group["params"]}
+        saved: dict[int, bool] = {}
+        for parameter in self.parameters():
+            saved[id(parameter)] = parameter.requires_grad
+            if id(parameter) not in own:
+                parameter.requires_grad = False
+        self._toggled = saved
+
+    def untoggle_optimizer(self, optimizer: Any) -> None:
+        """Give back the ``requires_grad`` flags :meth:`toggle_optimizer` changed.
+
+        Args:
+            optimizer: the optimizer passed to :meth:`toggle_optimizer`.
+        """
+        saved = getattr(self, "_toggled", None) or {}
+        for parameter in self.parameters():
+            if id(parameter) in saved:
+                parameter.requires_grad = saved[id(parameter)]
+        self._toggled = None
+
+    @contextmanager
+    def toggled_optimizer(self, optimizer: Any) -> Iterator[None]:
+        """:meth:`toggle_optimizer` for the duration of a ``with`` block.
+
+        Args:
+            optimizer: the optimizer to train inside the block.
+        """
+        self.toggle_optimizer(optimizer)
+        try:
+            yield
+        finally:
+            self.untoggle_optimizer(optimizer)
+
+    def clip_gradients(
+        self,
+        optimizer: Any,
+        gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str | None = None,
+    ) -> None:
+        """Clip the gradients of ``optimizer``'s parameters (after unscaling).
+
+        Args:
+            optimizer: whose parameters to clip.
+            gradient_clip_val: the threshold (None: the Trainer's ``gradient_clip_val``;
+                no clipping when that is None too).
+            gradient_clip_algorithm: "norm" or "value" (None: the Trainer's).
+        """
+        trainer = self._trainer
+        if gradient_clip_val is None and trainer is not None:
+            gradient_clip_val = trainer.gradient_clip_val
+        if gradient_clip_algorithm is None:
+            gradient_clip_algorithm = trainer.gradient_clip_algorithm if trainer else "norm"
+        if gradient_clip_val is None or gradient_clip_val == 0:
+            return
+        inner = getattr(optimizer, "optimizer", optimizer)
+        params = [p for group in inner.param_groups for p in group["params"]]
+        if gradient_clip_algorithm == "norm":
+            torch.nn.utils.clip_grad_norm_(params, gradient_clip_val)
+        elif gradient_clip_algorithm == "value":
+            torch.nn.utils.clip_grad_value_(params, gradient_clip_val)
+        else:
+            raise ValueError(
+                f"gradient_clip_algorithm={gradient_clip_algorithm!r} must be 'norm' or 'value'."
+            )
+
+    def configure_gradient_clipping(
+        self,
+        optimizer: Any,
+        gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str | None = None,
+    ) -> None:
+        """Override to clip gradients your way; called before each optimizer step.
+
+        When overridden, it replaces the Trainer's clipping (``gradient_clip_val``):
+        call :meth:`clip_gradients` from it to clip.
+
+        Args:
+            optimizer: the optimizer about to step.
+            gradient_clip_val: the Trainer's ``gradient_clip_val``.
+            gradient_clip_algorithm: the Trainer's ``gradient_clip_algorithm``.
+        """
+        self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
+
+    def lr_scheduler_step(self, scheduler: Any, metric: Any) -> None:
+        """Step one LR scheduler (automatic optimization); override for custom schedulers.
+
+        Args:
+            scheduler: the scheduler.
+            metric: the monitored value, or None when the scheduler monitors nothing.
+        """
+        if metric is None:
+            scheduler.step()
+        else:
+            scheduler.step(metric)
+
+    def configure_callbacks(self) -> Any:
+        """Callbacks this model needs, added to the Trainer's for each run.
+
+        A returned callback replaces the Trainer's callbacks of the same type;
+        checkpointing callbacks run last.
+
+        Returns:
+            A callback or a list of callbacks (default: none).
+        """
+        return []
+
+    # ----------------------------------------------------------- export
+    def to_torchscript(
+        self, file_path: str | os.PathLike[str] | None = None, method: str = "script", **kwargs: Any
+    ) -> Any:
+        """The module compiled by TorchScript (``torch.jit.script`` or ``trace``), in eval mode.
+
+        Args:
+            file_path: also save it there.
+            method: "script" or "trace" (``trace`` runs ``example_input_array``
+                unless ``example_inputs`` is given).
+            **kwargs: passed to ``torch.jit.script`` / ``torch.jit.trace``.
+        """
+        mode = self.training
+        self.eval()
+        try:
+            if method == "script":
+                compiled = torch.jit.script(self, **kwargs)
+            elif method == "trace":
+                inputs = kwargs.pop("example_inputs", self.example_input_array)
+                if inputs is None:
+                    raise ValueError(
+                        "to_torchscript(method='trace') needs inputs: pass example_inputs=... "
+                        "or set self.example_input_array."
+                    )
+                compiled = torch.jit.trace(self, example_inputs=inputs, **kwargs)  # type: ignore[no-untyped-call]
+            else:
+                raise ValueError(f"method={method!r} must be 'script' or 'trace'.")
+        finally:
+            self.train(mode)
+        if file_path is not None:
+            torch.jit.save(compiled, os.fspath(file_path))
+        return compiled
+
+    def to_onnx(
+        self, file_path: str | os.PathLike[str], input_sample: Any = None, **kwargs: Any
+    ) -> None:
+        """Export the module to ONNX with ``torch.onnx.export`` (needs the ``onnx`` package).
+
+        Args:
+            file_path: the ``.onnx`` file to write.
+            input_sample: an input for the export (default: ``example_input_array``).
+            **kwargs: passed to ``torch.onnx.export``.
+        """
+        sample = input_sample if input_sample is not None else self.example_input_array
+        if sample is None:
+            raise ValueError(
+                "to_onnx needs an input: pass input_sample=... or set self.example_input_array."
+            )
+        mode = self.training
+        self.eval()
+        try:
+            torch.onnx.export(self, sample, os.fspath(file_path), **kwargs)  # type: ignore[arg-type]
+        finally:
+            self.train(mode)
+
     # ----------------------------------------------- optional data hooks
     def train_dataloader(self) -> Any:
         """Optional: the training dataloader, when none is passed to ``fit``."""
@@ -539,6 +787,26 @@ class Module(nn.Module):
             batch: the batch.
             batch_idx: index of the batch within the epoch.
         """
+
+    def on_validation_model_eval(self) -> None:
+        """Put the model in eval mode for validation (override to keep, say, dropout on)."""
+        self.eval()
+
+    def on_validation_model_train(self) -> None:
+        """Give the model back its training mode after validation inside fit."""
+        self.train()
+
+    def on_test_model_eval(self) -> None:
+        """Put the model in eval mode for testing."""
+        self.eval()
+
+    def on_test_model_train(self) -> None:
+        """Called after testing; trainkit restores each submodule's mode itself."""
+        self.train()
+
+    def on_predict_model_eval(self) -> None:
+        """Put the model in eval mode for prediction."""
+        self.eval()
 
     def on_validation_start(self) -> None:
         """Called when a validation run begins."""
@@ -641,6 +909,14 @@ class Module(nn.Module):
         """
 
 
+def _copied(hparams: Mapping[str, Any]) -> AttributeDict:
+    # A deep copy where the values allow one (a module passed in may not).
+    try:
+        return AttributeDict(copy.deepcopy(dict(hparams)))
+    except Exception:
+        return AttributeDict(hparams)
+
+
 def overrides(obj: object, name: str, base: type = Module) -> bool:
     """Whether ``obj``'s class overrides method ``name`` of ``base``.
 
@@ -655,7 +931,46 @@ def overrides(obj: object, name: str, base: type = Module) -> bool:
         >>> overrides(Net(), "training_step"), overrides(Net(), "validation_step")
         (True, False)
     """
+    if getattr(obj, name, None) is None:
+        return False  # a hook set to None counts as not defined
     return getattr(type(obj), name, None) is not getattr(base, name, None)
+
+
+def fit_step_arguments(step: Callable[..., Any], method: Callable[..., Any]) -> Callable[..., Any]:
+    """``step``, called with only as many positional arguments as ``method`` takes.
+
+    ``training_step(self, batch)`` without ``batch_idx`` is allowed (as in
+    Lightning): it is called with the batch alone. A step that takes them all is
+    returned as it is, so the common case costs nothing.
+
+    Args:
+        step: what runs the step (possibly through a strategy's wrapper).
+        method: the user's bound step method, whose signature decides.
+
+    Example:
+        >>> def training_step(batch):
+        ...     return batch
+        >>> fit_step_arguments(training_step, training_step)("b", 0, 0)
+        'b'
+    """
+    try:
+        parameters = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):  # no signature: pass everything
+        return step
+    kinds = [p.kind for p in parameters]
+    if inspect.Parameter.VAR_POSITIONAL in kinds:
+        return step
+    taken = sum(
+        kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        for kind in kinds
+    )
+    if taken >= 3:
+        return step
+
+    def called(*args: Any) -> Any:
+        return step(*args[:taken])
+
+    return called
 
 
 def loss_from_output(output: Any, step_index: int) -> torch.Tensor:

@@ -182,7 +182,10 @@ def _short(value: Any) -> str:
 
 
 def step_scheduler(
-    config: LRSchedulerConfig, metrics: Mapping[str, Any], warn: Callable[[str], None]
+    config: LRSchedulerConfig,
+    metrics: Mapping[str, Any],
+    warn: Callable[[str], None],
+    stepper: Callable[[Any, Any], None] | None = None,
 ) -> None:
     """Step one LR scheduler, passing it its monitored metric if it has one.
 
@@ -190,9 +193,14 @@ def step_scheduler(
         config: the scheduler and its settings.
         metrics: the callback metrics (where a monitored value is read).
         warn: prints a warning (rank 0), for a missing metric with ``strict=False``.
+        stepper: the Module's ``lr_scheduler_step(scheduler, metric)`` when it
+            overrides it (for schedulers without torch's ``step`` signature).
     """
     if config.monitor is None:
-        config.scheduler.step()
+        if stepper is not None:
+            stepper(config.scheduler, None)
+        else:
+            config.scheduler.step()
         return
     if config.monitor not in metrics:
         message = (
@@ -204,7 +212,11 @@ def step_scheduler(
             raise RuntimeError(message)
         warn(message + " (strict=False: skipping this scheduler step.)")
         return
-    config.scheduler.step(float(metrics[config.monitor]))
+    value = float(metrics[config.monitor])
+    if stepper is not None:
+        stepper(config.scheduler, value)
+    else:
+        config.scheduler.step(value)
 
 
 class ManagedOptimizer:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
+from datetime import timedelta
 from typing import Any
 
 from trainkit.messages import did_you_mean
@@ -94,6 +95,26 @@ class HardwareOptions:
     deterministic: bool = option(
         False, "Make torch use deterministic kernels (and fail on operations that have none)."
     )
+    num_nodes: int = option(
+        1,
+        "Machines in the job; a multi-node job is started by torchrun or SLURM, which tell "
+        "each process its place (see docs/multi-node.md).",
+    )
+    benchmark: bool | None = option(
+        None,
+        "Set torch.backends.cudnn.benchmark (None: leave it as it is, off when deterministic).",
+    )
+    sync_batchnorm: bool = option(
+        False, "Replace BatchNorm layers by SyncBatchNorm under multi-process strategies."
+    )
+    use_distributed_sampler: bool = option(
+        True,
+        "Give the dataloaders a DistributedSampler under data-parallel strategies (False: "
+        "the dataloaders split the data themselves).",
+    )
+    detect_anomaly: bool = option(
+        False, "Run fit under torch.autograd.detect_anomaly (slow; finds the op making NaNs)."
+    )
 
     def __post_init__(self) -> None:
         if self.accelerator not in ACCELERATORS:
@@ -111,6 +132,7 @@ class HardwareOptions:
                 raise ValueError(f"devices={devices} must be at least 1.")
         elif devices != "auto":
             raise TypeError(f"devices must be 'auto', an int or a list of ints, got {devices!r}.")
+        _check_int("num_nodes", self.num_nodes, minimum=1, hint="")
         timeout = self.process_group_timeout
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
             raise ValueError(
@@ -124,9 +146,27 @@ class LoopOptions:
     """How long to train, how much data to use, and when to validate and log."""
 
     max_epochs: int | None = option(
-        None, "Stop after this many epochs (None: no limit when max_steps is set, else 1000)."
+        None,
+        "Stop after this many epochs (-1: no limit; None: no limit when max_steps is set, "
+        "else 1000).",
+    )
+    min_epochs: int | None = option(
+        None, "Train at least this many epochs, even if a callback asks to stop earlier."
     )
     max_steps: int = option(-1, "Stop after this many optimizer steps (-1: no limit).")
+    min_steps: int | None = option(
+        None, "Train at least this many optimizer steps, even if a callback asks to stop."
+    )
+    max_time: str | dict[str, int] | None = option(
+        None,
+        "Stop after this much training time: 'DD:HH:MM:SS', or a dict such as "
+        "{'hours': 1, 'minutes': 30} (a datetime.timedelta works from Python).",
+    )
+    overfit_batches: int | float = option(
+        0.0,
+        "Train (and validate) on only this many batches (int) or this fraction (float) of the "
+        "training data, unshuffled, to check that the model can overfit them (0: off).",
+    )
     limit_train_batches: int | float = option(
         1.0, "Batches per training epoch: an int, or a float fraction of the dataloader."
     )
@@ -154,11 +194,30 @@ class LoopOptions:
         "Run n batches (True: 1) of each stage, one epoch, with no logging or checkpoints, to "
         "catch bugs fast.",
     )
+    reload_dataloaders_every_n_epochs: int = option(
+        0, "Ask the Module or DataModule for new dataloaders every n epochs (0: never)."
+    )
+    inference_mode: bool = option(
+        True,
+        "Evaluate and predict under torch.inference_mode (False: torch.no_grad, for code "
+        "that needs ordinary tensors out of evaluation).",
+    )
 
     def __post_init__(self) -> None:
         if self.max_epochs is not None:
-            _check_int("max_epochs", self.max_epochs, minimum=0, hint="or None for no limit")
+            _check_int("max_epochs", self.max_epochs, minimum=-1, hint="(-1 for no limit)")
         _check_int("max_steps", self.max_steps, minimum=-1, hint="(-1 for no limit)")
+        for name in ("min_epochs", "min_steps"):
+            if getattr(self, name) is not None:
+                _check_int(name, getattr(self, name), minimum=0, hint="or None")
+        max_time_seconds(self.max_time)
+        _check_limit("overfit_batches", self.overfit_batches)
+        _check_int(
+            "reload_dataloaders_every_n_epochs",
+            self.reload_dataloaders_every_n_epochs,
+            minimum=0,
+            hint="(0: never)",
+        )
         for name in (
             "limit_train_batches",
             "limit_val_batches",
@@ -203,10 +262,22 @@ class LoopOptions:
 
     @property
     def resolved_max_epochs(self) -> float:
-        """The epoch limit in force (``inf`` when only ``max_steps`` limits training)."""
+        """The epoch limit in force (``inf`` when only ``max_steps`` or ``max_time`` limits).
+
+        Example:
+            >>> LoopOptions(max_epochs=-1).resolved_max_epochs
+            inf
+        """
         if self.max_epochs is not None:
-            return float(self.max_epochs)
-        return math.inf if self.max_steps != -1 else float(DEFAULT_MAX_EPOCHS)
+            return math.inf if self.max_epochs == -1 else float(self.max_epochs)
+        if self.max_steps != -1 or self.max_time is not None:
+            return math.inf
+        return float(DEFAULT_MAX_EPOCHS)
+
+    @property
+    def max_time_seconds(self) -> float:
+        """The ``max_time`` limit in seconds (``inf``: none)."""
+        return max_time_seconds(self.max_time)
 
     def estimated_steps(self, batches: float, steps_in_epoch: Callable[[float, int], float]) -> int:
         """Optimizer steps a whole fit takes: each epoch's steps, capped by ``max_steps``.
@@ -240,7 +311,11 @@ class LoopOptions:
         """
         batches = self.fast_dev_run_batches
         if not batches:
-            return self
+            overfit = self.overfit_batches
+            if overfit == 0:
+                return self
+            # Train on the same few batches, and validate on them too.
+            return replace(self, limit_train_batches=overfit, limit_val_batches=overfit)
         return replace(
             self,
             max_epochs=1,
@@ -318,6 +393,46 @@ def canonical_precision(precision: str | int) -> str:
         ) from None
 
 
+def max_time_seconds(max_time: Any) -> float:
+    """Seconds in a ``max_time`` setting (``inf`` for None), or a clear error.
+
+    Args:
+        max_time: None, "DD:HH:MM:SS", a dict of ``datetime.timedelta`` keywords, or a
+            ``timedelta``.
+
+    Example:
+        >>> max_time_seconds("00:01:30:00"), max_time_seconds({"minutes": 2})
+        (5400.0, 120.0)
+    """
+    if max_time is None:
+        return math.inf
+    if isinstance(max_time, timedelta):
+        seconds = max_time.total_seconds()
+    elif isinstance(max_time, Mapping):
+        try:
+            seconds = timedelta(**max_time).total_seconds()
+        except TypeError as error:
+            raise ValueError(
+                f"max_time={dict(max_time)!r} is not a duration ({error}); use keys such as "
+                "'days', 'hours', 'minutes', 'seconds'."
+            ) from None
+    elif isinstance(max_time, str):
+        parts = max_time.split(":")
+        if len(parts) != 4 or not all(p.strip().isdigit() for p in parts):
+            raise ValueError(
+                f"max_time={max_time!r} must read 'DD:HH:MM:SS', e.g. '00:12:00:00' for 12 hours."
+            )
+        days, hours, minutes, secs = (int(p) for p in parts)
+        seconds = timedelta(days=days, hours=hours, minutes=minutes, seconds=secs).total_seconds()
+    else:
+        raise TypeError(
+            f"max_time must be 'DD:HH:MM:SS', a dict or a datetime.timedelta, got {max_time!r}."
+        )
+    if seconds <= 0:
+        raise ValueError(f"max_time={max_time!r} must be a positive duration.")
+    return seconds
+
+
 def accumulation_schedule(accumulate_grad_batches: int | Mapping[int, int]) -> dict[int, int]:
     """``{first_epoch: k}`` from an accumulation setting, checked, sorted by epoch.
 
@@ -363,6 +478,11 @@ class OutputOptions:
         True,
         "Add a ModelCheckpoint (the newest epoch and last.ckpt under "
         "<default_root_dir>/checkpoints) unless one is among the callbacks.",
+    )
+    barebones: bool = option(
+        False,
+        "Only train: no progress bar, model summary, checkpointing or loggers, whatever the "
+        "enable_* options and logger say (for measuring raw speed).",
     )
 
 

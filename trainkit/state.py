@@ -43,7 +43,7 @@ class RunState:
     """
 
     # ------------------------------------------------ status (not restored)
-    #: The entry point running: "fit", "validate", "test" or "predict" (None between runs).
+    #: The entry point running (or the last one run): "fit", "validate", "test", "predict".
     fn: str | None = _status(None)
     #: What runs now: "train", "sanity_check", "validate", "test" or "predict".
     stage: str | None = _status(None)
@@ -79,6 +79,11 @@ class RunState:
     epoch_start_rng: dict[str, Any] | None = None
     #: Identifies a training run across its resumes (saved in its checkpoints).
     lineage: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        """Whether the last run ended normally."""
+        return self.status == "finished"
 
     @property
     def sanity_checking(self) -> bool:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainkit.hooks import RunContext
-from trainkit.module import loss_from_output
+from trainkit.module import fit_step_arguments, loss_from_output, overrides
 from trainkit.optim import LRSchedulerConfig, ManagedOptimizer, step_scheduler
 
 if TYPE_CHECKING:
@@ -64,17 +64,26 @@ class Optimization:
     ) -> None:
         self.run = run
         self.optimizers = optimizers
-        self._step_schedulers = [c for c in schedulers if c.interval == "step"]
+        # In manual optimization the user steps the schedulers (as in Lightning).
+        automatic = run.module.automatic_optimization
+        self._step_schedulers = [c for c in schedulers if c.interval == "step" and automatic]
+        self._stepper = (
+            run.module.lr_scheduler_step if overrides(run.module, "lr_scheduler_step") else None
+        )
         self._log_every = log_every_n_steps
         self._warn = warn
         hooks, module = run.hooks, run.module
-        self._training_step = run.strategy.step_function(run.model, "training_step")
+        self._training_step = fit_step_arguments(
+            run.strategy.step_function(run.model, "training_step"), module.training_step
+        )
         self._no_sync = run.strategy.no_backward_sync
         # The slots, read once.
         precision = slots.precision
         self._forward_context = precision.forward_context if precision is not None else None
         self._scaler = precision.scaler if precision is not None else None
         self._clip = slots.clipping.clip if slots.clipping is not None else None
+        if overrides(module, "configure_gradient_clipping"):
+            self._clip = self._module_clipping  # the Module's hook replaces the Trainer's
         self._accumulation = slots.accumulation
         nonfinite = slots.nonfinite
         self._observe = nonfinite.observe if nonfinite is not None else None
@@ -95,7 +104,7 @@ class Optimization:
         self._window = 1  # micro-batches per step in this epoch
         self._batches = 0.0  # batches in this epoch
         self._divisor = 1  # what this micro-batch's loss is divided by
-        self._step_hook: Any = None
+        self._step_hooks: list[Any] = []
         if not module.automatic_optimization:
             if self._accumulation is not None and self._accumulation.accumulates:
                 raise ValueError(
@@ -104,14 +113,14 @@ class Optimization:
                     "decide when to step. Drop it, and call opt.step() every k batches in "
                     "training_step, dividing the loss by k."
                 )
-            # global_step counts the first optimizer's steps.
-            self._step_hook = optimizers[0].register_step_post_hook(self._count_step)
+            # global_step counts every optimizer's steps (as in Lightning).
+            self._step_hooks = [o.register_step_post_hook(self._count_step) for o in optimizers]
 
     def close(self) -> None:
         """Stop counting manual steps (at the end of the run)."""
-        if self._step_hook is not None:
-            self._step_hook.remove()
-            self._step_hook = None
+        for hook in self._step_hooks:
+            hook.remove()
+        self._step_hooks = []
 
     def start_epoch(self, epoch: int, batches: float) -> None:
         """Fix the accumulation window for ``epoch``.
@@ -177,7 +186,7 @@ class Optimization:
         # (written at the step the values were logged in).
         for config in self._step_schedulers:
             if steps_done % config.frequency == 0:
-                step_scheduler(config, self.run.results.callback_metrics, self._warn)
+                step_scheduler(config, self.run.results.callback_metrics, self._warn, self._stepper)
         if self._log_every and steps_done % self._log_every == 0:
             self.run.results.write_step(steps_done - 1, self.run.state.epoch)
 
@@ -198,6 +207,12 @@ class Optimization:
         if stepped and self._log_every and state.global_step % self._log_every == 0:
             run.results.write_step(before, state.epoch)
         return outputs
+
+    def _module_clipping(self, optimizer: torch.optim.Optimizer, module: Any) -> None:
+        trainer = module.trainer
+        module.configure_gradient_clipping(
+            optimizer, trainer.gradient_clip_val, trainer.gradient_clip_algorithm
+        )
 
     def _count_step(self, *_: Any) -> None:
         self.run.state.global_step += 1

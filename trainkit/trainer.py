@@ -25,13 +25,19 @@ import torch
 
 from trainkit import checkpoint as checkpoint_io
 from trainkit.callbacks.base import Callback
-from trainkit.callbacks.defaults import assemble_callbacks, last_checkpoint_paths, step_slots
+from trainkit.callbacks.defaults import (
+    assemble_callbacks,
+    last_checkpoint_paths,
+    merge_configured,
+    step_slots,
+)
 from trainkit.data import (
     DataModule,
     extract_batch_size,
     find_dataloaders,
     limit_batches,
     num_batches,
+    unshuffled,
     with_worker_seeding,
 )
 from trainkit.evaluate import run_evaluation, run_predict
@@ -48,26 +54,33 @@ from trainkit.seed import seed_everything, set_deterministic
 from trainkit.state import RunState
 from trainkit.step import Optimization
 from trainkit.strategies import Strategy, build_strategy, plan_devices
+from trainkit.trainer_views import TrainerViews
 
 T = TypeVar("T")
 Dataloaders = Iterable[Any] | list[Iterable[Any]]
 
 
-class Trainer:
+class Trainer(TrainerViews):
     """Trains, evaluates and runs a :class:`~trainkit.Module`.
 
     Every keyword but ``strategy``, ``callbacks`` and ``logger`` is an option of
     one of four groups, each documented field by field in ``trainkit.options``:
     :class:`~trainkit.options.HardwareOptions` (``accelerator``, ``devices``,
-    ``process_group_timeout``, ``seed``, ``deterministic``),
-    :class:`~trainkit.options.LoopOptions` (``max_epochs``, ``max_steps``,
-    ``limit_*_batches``, ``val_check_interval``, ``check_val_every_n_epoch``,
-    ``num_sanity_val_steps``, ``log_every_n_steps``, ``fast_dev_run``),
+    ``process_group_timeout``, ``seed``, ``deterministic``, ``num_nodes``,
+    ``benchmark``, ``sync_batchnorm``, ``use_distributed_sampler``,
+    ``detect_anomaly``), :class:`~trainkit.options.LoopOptions` (``max_epochs``,
+    ``min_epochs``, ``max_steps``, ``min_steps``, ``max_time``,
+    ``overfit_batches``, ``limit_*_batches``, ``val_check_interval``,
+    ``check_val_every_n_epoch``, ``num_sanity_val_steps``, ``log_every_n_steps``,
+    ``fast_dev_run``, ``reload_dataloaders_every_n_epochs``, ``inference_mode``),
     :class:`~trainkit.options.StepOptions` (``precision``, ``gradient_clip_val``,
     ``gradient_clip_algorithm``, ``accumulate_grad_batches``) and
     :class:`~trainkit.options.OutputOptions` (``default_root_dir``,
-    ``enable_progress_bar``, ``enable_model_summary``, ``enable_checkpointing``).
-    A bad value fails here, before anything runs, naming the fix.
+    ``enable_progress_bar``, ``enable_model_summary``, ``enable_checkpointing``,
+    ``barebones``). A bad value fails here, before anything runs, naming the fix.
+    The Lightning-named read-only views (``trainer.training``,
+    ``trainer.checkpoint_callback``, ``trainer.world_size``, ...) are in
+    ``trainkit/trainer_views.py``.
 
     Args:
         strategy: "auto", a strategy name ("single_device", "ddp", "ddp_spawn",
@@ -93,8 +106,17 @@ class Trainer:
         process_group_timeout: float = 1800.0,
         seed: int | None = None,
         deterministic: bool = False,
+        num_nodes: int = 1,
+        benchmark: bool | None = None,
+        sync_batchnorm: bool = False,
+        use_distributed_sampler: bool = True,
+        detect_anomaly: bool = False,
         max_epochs: int | None = None,
+        min_epochs: int | None = None,
         max_steps: int = -1,
+        min_steps: int | None = None,
+        max_time: str | dict[str, int] | timedelta | None = None,
+        overfit_batches: int | float = 0.0,
         limit_train_batches: int | float = 1.0,
         limit_val_batches: int | float = 1.0,
         limit_test_batches: int | float = 1.0,
@@ -104,6 +126,8 @@ class Trainer:
         num_sanity_val_steps: int = 2,
         log_every_n_steps: int = 50,
         fast_dev_run: bool | int = False,
+        reload_dataloaders_every_n_epochs: int = 0,
+        inference_mode: bool = True,
         precision: str | int = "32-true",
         gradient_clip_val: float | None = None,
         gradient_clip_algorithm: str = "norm",
@@ -112,6 +136,7 @@ class Trainer:
         enable_progress_bar: bool = True,
         enable_model_summary: bool = True,
         enable_checkpointing: bool = True,
+        barebones: bool = False,
         strategy: str | Strategy = "auto",
         callbacks: Callback | list[Callback] | None = None,
         logger: bool | Logger | list[Logger] | None = True,
@@ -131,6 +156,8 @@ class Trainer:
         if seed is not None:
             seed_everything(seed)
         set_deterministic(deterministic)
+        if benchmark is not None or deterministic:
+            torch.backends.cudnn.benchmark = bool(benchmark) and not deterministic
         timeout = timedelta(seconds=process_group_timeout)
         #: Starts this job's other processes, if this process must (see trainkit.launch).
         self.launcher: Launcher | None = None
@@ -144,11 +171,16 @@ class Trainer:
         self.default_root_dir = root or os.getcwd()
         self.fast_dev_run = self.options.fast_dev_run_batches
         self.callbacks = assemble_callbacks(
-            callbacks, self.step_options, self.output, fast_dev_run=bool(self.fast_dev_run)
+            callbacks,
+            self.step_options,
+            self.output,
+            fast_dev_run=bool(self.fast_dev_run),
+            barebones=barebones,
         )
         #: What the callbacks contribute to the training step (see trainkit.callbacks.slots).
         self.step_slots = step_slots(self.callbacks)
-        self.loggers = [] if self.fast_dev_run else build_loggers(logger, self.default_root_dir)
+        quiet = self.fast_dev_run or barebones
+        self.loggers = [] if quiet else build_loggers(logger, self.default_root_dir)
         #: Where the run is: counters, stage and status.
         self.state = RunState()
         #: Where ``self.log`` values go, and the metrics callbacks and loggers read.
@@ -158,8 +190,11 @@ class Trainer:
         #: The DataModule of the current run, if it has one.
         self.datamodule: DataModule | None = None
         self.preemption = Preemption()
+        #: The checkpoint the last entry point loaded (None: none).
+        self.ckpt_path: str | None = None
         self._module: Module | None = None
         self._optimization: Optimization | None = None
+        self._user_callbacks = self.callbacks
 
     # ---------------------------------------------------------------- entry points
     def fit(
@@ -191,57 +226,74 @@ class Trainer:
 
     def validate(
         self,
-        model: Module,
+        model: Module | None = None,
         dataloaders: Dataloaders | DataModule | None = None,
-        datamodule: DataModule | None = None,
         ckpt_path: str | os.PathLike[str] | None = None,
+        verbose: bool = True,
+        datamodule: DataModule | None = None,
     ) -> list[dict[str, float]]:
         """Run one validation epoch and return its metrics, one dict per dataloader.
 
         Args:
-            model: the Module to evaluate.
+            model: the Module to evaluate (None: the one the last ``fit`` trained).
             dataloaders: validation dataloader(s) (or a DataModule).
+            ckpt_path: load the weights first from this checkpoint, ``"best"`` (the
+                best checkpoint ModelCheckpoint kept) or ``"last"``; None keeps the
+                weights as they are, except after ``fit`` without a model, where the best
+                checkpoint is used (with a warning) when there is one.
+            verbose: print the results from rank 0.
             datamodule: a DataModule supplying ``val_dataloader`` instead.
-            ckpt_path: load the model's weights from this checkpoint first.
         """
-        return self._launch(self._evaluate, model, "validate", dataloaders, datamodule, ckpt_path)
+        return self._launch(
+            self._evaluate, model, "validate", dataloaders, datamodule, ckpt_path, verbose
+        )
 
     def test(
         self,
-        model: Module,
+        model: Module | None = None,
         dataloaders: Dataloaders | DataModule | None = None,
-        datamodule: DataModule | None = None,
         ckpt_path: str | os.PathLike[str] | None = None,
+        verbose: bool = True,
+        datamodule: DataModule | None = None,
     ) -> list[dict[str, float]]:
         """Run one test epoch and return its metrics, one dict per dataloader.
 
         Args:
-            model: the Module to evaluate.
+            model: the Module to evaluate (None: the one the last ``fit`` trained).
             dataloaders: test dataloader(s) (or a DataModule).
+            ckpt_path: as for :meth:`validate`.
+            verbose: print the results from rank 0.
             datamodule: a DataModule supplying ``test_dataloader`` instead.
-            ckpt_path: load the model's weights from this checkpoint first.
         """
-        return self._launch(self._evaluate, model, "test", dataloaders, datamodule, ckpt_path)
+        return self._launch(
+            self._evaluate, model, "test", dataloaders, datamodule, ckpt_path, verbose
+        )
 
     def predict(
         self,
-        model: Module,
+        model: Module | None = None,
         dataloaders: Dataloaders | DataModule | None = None,
         datamodule: DataModule | None = None,
+        return_predictions: bool | None = None,
         ckpt_path: str | os.PathLike[str] | None = None,
-    ) -> list[Any]:
+    ) -> list[Any] | None:
         """Run ``predict_step`` over the data and return the predictions.
 
         Args:
-            model: the Module.
+            model: the Module (None: the one the last ``fit`` trained).
             dataloaders: prediction dataloader(s) (or a DataModule).
             datamodule: a DataModule supplying ``predict_dataloader`` instead.
-            ckpt_path: load the model's weights from this checkpoint first.
+            return_predictions: keep and return the predictions (default: True);
+                False returns None and keeps nothing (for writers in callbacks).
+            ckpt_path: as for :meth:`validate`.
 
         Returns:
             One entry per batch; with several dataloaders, one such list per loader.
         """
-        return self._launch(self._evaluate, model, "predict", dataloaders, datamodule, ckpt_path)
+        outputs = self._launch(
+            self._evaluate, model, "predict", dataloaders, datamodule, ckpt_path, False
+        )
+        return None if return_predictions is False else outputs
 
     # ------------------------------------------------------------ state (public)
     @property
@@ -260,51 +312,6 @@ class Trainer:
                 "self.manual_backward() from training_step or a training hook."
             )
         return self._optimization
-
-    @property
-    def current_epoch(self) -> int:
-        """The current epoch, counted from 0."""
-        return self.state.epoch
-
-    @property
-    def global_step(self) -> int:
-        """Optimizer steps taken so far."""
-        return self.state.global_step
-
-    @property
-    def max_epochs(self) -> int | None:
-        """The ``max_epochs`` option."""
-        return self.options.max_epochs
-
-    @property
-    def max_steps(self) -> int:
-        """The ``max_steps`` option."""
-        return self.options.max_steps
-
-    @property
-    def log_every_n_steps(self) -> int:
-        """Step metrics are written to loggers every this many optimizer steps."""
-        return self.options.log_every_n_steps
-
-    @property
-    def num_training_batches(self) -> float:
-        """Batches per training epoch (after ``limit_train_batches``; inf when unknown)."""
-        return self.state.num_training_batches
-
-    @property
-    def num_val_batches(self) -> list[float]:
-        """Batches run from each validation dataloader."""
-        return self.state.num_val_batches
-
-    @property
-    def num_test_batches(self) -> list[float]:
-        """Batches run from each test dataloader."""
-        return self.state.num_test_batches
-
-    @property
-    def num_predict_batches(self) -> list[float]:
-        """Batches run from each prediction dataloader."""
-        return self.state.num_predict_batches
 
     @property
     def estimated_stepping_batches(self) -> int:
@@ -326,44 +333,14 @@ class Trainer:
         self.state.should_stop = value
 
     @property
-    def sanity_checking(self) -> bool:
-        """True while the pre-training validation sanity check runs."""
-        return self.state.sanity_checking
-
-    @property
     def preempted(self) -> bool:
         """True after fit stopped because of a preemption signal."""
         return self.state.preempted
 
     @property
-    def is_global_zero(self) -> bool:
-        """Whether this process is global rank 0 (the one that logs and writes)."""
-        return self.strategy.is_global_zero
-
-    @property
-    def logger(self) -> Logger | None:
-        """The first logger, or None."""
-        return self.loggers[0] if self.loggers else None
-
-    @property
     def log_dir(self) -> str:
         """The first logger's folder, or ``default_root_dir`` without loggers."""
         return self.loggers[0].log_dir if self.loggers else self.default_root_dir
-
-    @property
-    def callback_metrics(self) -> dict[str, torch.Tensor]:
-        """Latest value of every logged metric (epoch results and current step values)."""
-        return self.results.callback_metrics
-
-    @property
-    def logged_metrics(self) -> dict[str, float]:
-        """The latest value written to the loggers, by name."""
-        return self.results.logged_metrics
-
-    @property
-    def progress_bar_metrics(self) -> dict[str, float]:
-        """The training loss and every prog_bar metric, as floats (reading synchronises)."""
-        return self.results.progress_bar_metrics(fitting=self.state.fn == "fit")
 
     @property
     def train_metrics(self) -> Any:
@@ -400,8 +377,20 @@ class Trainer:
     def _last_checkpoint_paths(self) -> list[Path]:
         return last_checkpoint_paths(self.callbacks, self.default_root_dir)
 
+    def _best_checkpoint_path(self) -> str:
+        callback = self.checkpoint_callback
+        if callback is None or not callback.best_model_path:
+            raise ValueError(
+                "ckpt_path='best' needs a ModelCheckpoint that has saved a checkpoint in this "
+                "Trainer's fit; pass a checkpoint path instead, or fit first."
+            )
+        return str(callback.best_model_path)
+
     def _load_weights(self, model: Module, ckpt_path: str | os.PathLike[str] | None) -> None:
+        if ckpt_path is not None and os.fspath(ckpt_path) == "best":
+            ckpt_path = self._best_checkpoint_path()
         resolved = checkpoint_io.resolve_path(ckpt_path, self._last_checkpoint_paths(), self.warn)
+        self.ckpt_path = str(resolved) if resolved is not None else None
         if resolved is None:
             return
         checkpoint = self.strategy.load_checkpoint(resolved)
@@ -432,7 +421,8 @@ class Trainer:
         state.fn, state.stage, state.status = fn, None, "running"
         state.should_stop = False
         self._module = model
-        model._trainer = self
+        model.trainer = self
+        self._configure_callbacks(model)
         hooks = Hooks(self, model, self.callbacks)
         ending = "success"  # what the loggers are told when the run ends
         if fn == "fit":
@@ -448,6 +438,8 @@ class Trainer:
             model.setup(fn)
             for callback in self.callbacks:
                 callback.setup(self, model, fn)
+            if self.hardware.sync_batchnorm and self.strategy.world_size > 1:
+                _convert_sync_batchnorm(model, self.strategy.root_device)
             precision = self.step_slots.precision
             run = RunContext(
                 state=state,
@@ -458,7 +450,8 @@ class Trainer:
                 model=self.strategy.setup_module(model),
                 forward_context=precision.forward_context if precision else _no_context,
             )
-            result = body(run)
+            with torch.autograd.set_detect_anomaly(self.hardware.detect_anomaly):
+                result = body(run)
             state.status = "finished"
             return result
         except BaseException as exception:
@@ -481,7 +474,17 @@ class Trainer:
                 self._optimization.close()
             self.preemption.uninstall()
             self.results.close()
-            self.state.fn = self.state.stage = None
+            self.state.stage = None
+
+    def _configure_callbacks(self, model: Module) -> None:
+        # Module.configure_callbacks() joins the Trainer's callbacks for this run.
+        configured = model.configure_callbacks() if overrides(model, "configure_callbacks") else []
+        if isinstance(configured, Callback):
+            configured = [configured]
+        merged = merge_configured(self._user_callbacks, list(configured or []))
+        if merged is not self.callbacks:
+            self.callbacks = merged
+            self.step_slots = step_slots(merged)
 
     def _fit(
         self,
@@ -511,17 +514,17 @@ class Trainer:
             ckpt_path, self._last_checkpoint_paths(), self.warn
         )
         checkpoint = self.strategy.load_checkpoint(resume_from) if resume_from else None
-        (train_loader,) = self._loaders("train", model, train_dataloaders, datamodule, True)
-        val_loaders = self._loaders("val", model, val_dataloaders, datamodule, False)
+        self.ckpt_path = str(resume_from) if resume_from else None
         state.start_fit(lineage=uuid.uuid4().hex)
-        state.num_training_batches = limit_batches(
-            num_batches(train_loader), options.limit_train_batches, "limit_train_batches"
-        )
+
+        def load_dataloaders() -> tuple[Iterable[Any], list[Iterable[Any]]]:
+            return self._fit_loaders(model, train_dataloaders, val_dataloaders, datamodule)
+
+        train_loader, val_loaders = load_dataloaders()
         batch_size = getattr(train_loader, "batch_size", None)
         state.samples_per_step = (
             batch_size * self.strategy.data_parallel_size if batch_size else None
         )
-        state.num_val_batches = _totals(val_loaders, options.limit_val_batches, "limit_val_batches")
         validates = any(total > 0 for total in state.num_val_batches) and overrides(
             model, "validation_step"
         )
@@ -534,7 +537,7 @@ class Trainer:
         )
         if checkpoint is not None:
             checkpoint_io.restore_state(self, checkpoint, str(resume_from))
-        if self.is_global_zero and model.hparams:
+        if self.is_global_zero and model.hparams and model._log_hyperparams:
             for logger in self.loggers:
                 logger.log_hyperparams(dict(model.hparams))
         run.hooks.call("on_fit_start")
@@ -549,29 +552,66 @@ class Trainer:
             vote=StopVote(self.strategy.agree_max) if self.strategy.world_size > 1 else None,
             save_last=self._save_last,
             warn=self.warn,
+            reload=load_dataloaders if options.reload_dataloaders_every_n_epochs else None,
+            step_scheduler=(
+                model.lr_scheduler_step if overrides(model, "lr_scheduler_step") else None
+            ),
         )
         run_fit(run, fit)
         self.strategy.on_fit_end()
         run.hooks.call("on_fit_end")
 
-    def _evaluate(
+    def _fit_loaders(
         self,
         model: Module,
+        train_dataloaders: Iterable[Any] | None,
+        val_dataloaders: Dataloaders | None,
+        datamodule: DataModule | None,
+    ) -> tuple[Iterable[Any], list[Iterable[Any]]]:
+        # The training and validation loaders, and how many batches of each run.
+        options, state = self.options, self.state
+        (train,) = self._loaders("train", model, train_dataloaders, datamodule, True)
+        if options.overfit_batches:
+            train = unshuffled(train, self.warn)
+        val = self._loaders("val", model, val_dataloaders, datamodule, False)
+        state.num_training_batches = limit_batches(
+            num_batches(train), options.limit_train_batches, "limit_train_batches"
+        )
+        state.num_val_batches = _totals(val, options.limit_val_batches, "limit_val_batches")
+        return train, val
+
+    def _evaluate(
+        self,
+        model: Module | None,
         fn: str,
         dataloaders: Dataloaders | DataModule | None,
         datamodule: DataModule | None,
         ckpt_path: str | os.PathLike[str] | None,
+        verbose: bool,
     ) -> Any:
         kind = {"validate": "val", "test": "test", "predict": "predict"}[fn]
         if isinstance(dataloaders, DataModule):
             dataloaders, datamodule = None, dataloaders
+        if model is None:
+            model = self._fitted_module(fn)
+            if dataloaders is None and datamodule is None:
+                datamodule = self.datamodule
+            best = self.checkpoint_callback.best_model_path if self.checkpoint_callback else ""
+            if ckpt_path is None and best:
+                ckpt_path = "best"
+                self.warn(
+                    f"trainer.{fn}() without a model uses the best checkpoint of the last "
+                    "fit; pass ckpt_path='best', 'last' or a path to choose (and silence "
+                    "this), or pass the model to use its current weights."
+                )
+        trained = model
 
         def body(run: RunContext) -> Any:
-            self._load_weights(model, ckpt_path)
-            loaders = self._loaders(kind, model, dataloaders, datamodule, True)
-            if fn == "validate" and not overrides(model, "validation_step"):
+            self._load_weights(trained, ckpt_path)
+            loaders = self._loaders(kind, trained, dataloaders, datamodule, True)
+            if fn == "validate" and not overrides(trained, "validation_step"):
                 raise NotImplementedError(
-                    f"{type(model).__name__} has no validation_step(); define it to validate."
+                    f"{type(trained).__name__} has no validation_step(); define it to validate."
                 )
             option = f"limit_{kind}_batches"
             totals = _totals(loaders, getattr(self.options, option), option)
@@ -585,9 +625,20 @@ class Trainer:
                 self.state.num_test_batches = totals
             results = run_evaluation(run, loaders, totals, "validation" if kind == "val" else fn)
             self.results.write_evaluation(step=self.global_step, epoch=self.current_epoch)
+            if verbose and self.is_global_zero:
+                print(format_results(fn, results), flush=True)
             return results
 
         return self._run(fn, model, datamodule, body)
+
+    def _fitted_module(self, fn: str) -> Module:
+        # validate/test/predict without a model: the one the last run used.
+        if self._module is None:
+            raise ValueError(
+                f"trainer.{fn}() needs a model: pass one, e.g. trainer.{fn}(model, "
+                "dataloaders), or call it after trainer.fit(model, ...) on this Trainer."
+            )
+        return self._module
 
     def _loaders(
         self,
@@ -613,8 +664,42 @@ def _group(options: type[OptionsT], given: dict[str, Any]) -> OptionsT:
     return options(**{field.name: given[field.name] for field in fields(options)})  # type: ignore[arg-type]
 
 
+def format_results(fn: str, results: list[dict[str, float]]) -> str:
+    """The metrics ``validate``/``test`` return, as the text they print with ``verbose``.
+
+    Args:
+        fn: "validate" or "test".
+        results: one dict of metrics per dataloader.
+
+    Example:
+        >>> print(format_results("test", [{"test/acc": 0.5}]))
+        test results
+          test/acc  0.5
+    """
+    lines = []
+    for index, metrics in enumerate(results):
+        title = f"{fn} results" + (f" (dataloader {index})" if len(results) > 1 else "")
+        width = max((len(name) for name in metrics), default=0)
+        lines.append(title)
+        lines += [f"  {name:<{width}}  {value:.6g}" for name, value in sorted(metrics.items())]
+    return "\n".join(lines)
+
+
 def _no_context() -> None:
     return None
+
+
+def _convert_sync_batchnorm(model: Module, device: torch.device) -> None:
+    # SyncBatchNorm in place of each BatchNorm child (torch runs it on accelerators only).
+    if not any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.modules()):
+        return
+    if device.type == "cpu":
+        raise ValueError(
+            "sync_batchnorm=True: torch's SyncBatchNorm runs on CUDA devices only, and this "
+            "run is on CPU. Drop sync_batchnorm, or run on GPUs."
+        )
+    for name, child in list(model.named_children()):
+        setattr(model, name, torch.nn.SyncBatchNorm.convert_sync_batchnorm(child))  # type: ignore[no-untyped-call]
 
 
 def _totals(loaders: list[Iterable[Any]], limit: int | float, name: str) -> list[float]:

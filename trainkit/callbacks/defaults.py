@@ -10,12 +10,14 @@ the user passed their own.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 from trainkit.callbacks.accumulation import GradientAccumulation
 from trainkit.callbacks.base import Callback
 from trainkit.callbacks.checkpoint import ModelCheckpoint
 from trainkit.callbacks.clipping import GradientClipping
+from trainkit.callbacks.early_stopping import EarlyStopping
 from trainkit.callbacks.model_summary import ModelSummary
 from trainkit.callbacks.nonfinite import NonFiniteLoss
 from trainkit.callbacks.precision import MixedPrecision
@@ -31,6 +33,7 @@ def assemble_callbacks(
     output: OutputOptions,
     *,
     fast_dev_run: bool,
+    barebones: bool = False,
 ) -> list[Callback]:
     """The Trainer's callbacks, in the order their hooks run.
 
@@ -43,6 +46,7 @@ def assemble_callbacks(
         step: the step options (precision, clipping, accumulation shorthands).
         output: which default callbacks are enabled.
         fast_dev_run: a fast dev run adds no model summary and no checkpointing.
+        barebones: add no model summary, checkpointing or progress bar.
     """
     if isinstance(callbacks, Callback):
         callbacks = [callbacks]
@@ -53,6 +57,14 @@ def assemble_callbacks(
                 f"callbacks must be trainkit.Callback instances, got {type(callback).__name__}."
             )
         _refuse_old_step_hooks(callback)
+    if not output.enable_checkpointing and _has(user, ModelCheckpoint):
+        # Lightning refuses this combination; trainkit keeps the user's callback.
+        warnings.warn(
+            "Trainer(enable_checkpointing=False) only turns off the default ModelCheckpoint: "
+            "the ModelCheckpoint in callbacks still saves.",
+            stacklevel=3,
+        )
+    quiet = fast_dev_run or barebones
     # Every run watches the loss for NaN, unless a user's callback already does.
     watched = step_slots(user).nonfinite is not None
     front: list[Callback] = _take(user, NonFiniteLoss) or ([] if watched else [NonFiniteLoss()])
@@ -71,14 +83,33 @@ def assemble_callbacks(
                 max_value=None if by_norm else step.gradient_clip_val,
             )
         )
-    if output.enable_model_summary and not fast_dev_run and not _has(user, ModelSummary):
+    if output.enable_model_summary and not quiet and not _has(user, ModelSummary):
         front.append(ModelSummary())
-    if output.enable_checkpointing and not fast_dev_run and not _has(user, ModelCheckpoint):
+    if output.enable_checkpointing and not quiet and not _has(user, ModelCheckpoint):
         back.append(ModelCheckpoint())
     built = front + user + back
-    if output.enable_progress_bar and not _has(user, TQDMProgressBar):
+    if output.enable_progress_bar and not barebones and not _has(user, TQDMProgressBar):
         built.append(TQDMProgressBar())
     return built
+
+
+def merge_configured(callbacks: list[Callback], configured: list[Callback]) -> list[Callback]:
+    """The Trainer's callbacks with those of ``Module.configure_callbacks()`` merged in.
+
+    A configured callback replaces the Trainer's callbacks of its type;
+    checkpointing callbacks stay last, so they see what the others logged.
+
+    Args:
+        callbacks: the Trainer's callbacks.
+        configured: what ``configure_callbacks`` returned.
+    """
+    if not configured:
+        return callbacks
+    kinds = {type(callback) for callback in configured}
+    kept = [callback for callback in callbacks if type(callback) not in kinds]
+    merged = kept + list(configured)
+    checkpoints = [callback for callback in merged if isinstance(callback, ModelCheckpoint)]
+    return [c for c in merged if not isinstance(c, ModelCheckpoint)] + checkpoints
 
 
 def step_slots(callbacks: list[Callback]) -> StepSlots:
@@ -102,10 +133,36 @@ def last_checkpoint_paths(callbacks: list[Callback], default_root_dir: str) -> l
     """
     paths = [
         Path(callback.last_checkpoint_path(default_root_dir))
-        for callback in callbacks
-        if isinstance(callback, ModelCheckpoint)
+        for callback in checkpoint_callbacks(callbacks)
     ]
     return paths or [Path(default_root_dir) / "checkpoints" / "last.ckpt"]
+
+
+def checkpoint_callbacks(callbacks: list[Callback]) -> list[ModelCheckpoint]:
+    """The ModelCheckpoint callbacks among ``callbacks``.
+
+    Args:
+        callbacks: the Trainer's callbacks.
+    """
+    return [callback for callback in callbacks if isinstance(callback, ModelCheckpoint)]
+
+
+def early_stopping_callbacks(callbacks: list[Callback]) -> list[EarlyStopping]:
+    """The EarlyStopping callbacks among ``callbacks``.
+
+    Args:
+        callbacks: the Trainer's callbacks.
+    """
+    return [callback for callback in callbacks if isinstance(callback, EarlyStopping)]
+
+
+def progress_bar_callback(callbacks: list[Callback]) -> TQDMProgressBar | None:
+    """The progress bar among ``callbacks``, or None.
+
+    Args:
+        callbacks: the Trainer's callbacks.
+    """
+    return next((c for c in callbacks if isinstance(c, TQDMProgressBar)), None)
 
 
 # The step hooks of trainkit 0.1's first releases, replaced by the step's slots.

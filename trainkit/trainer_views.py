@@ -1,0 +1,309 @@
+"""The Trainer's read-only views: its options, the run's state, ranks and callbacks, by name.
+
+Ported code reads ``trainer.max_epochs``, ``trainer.training``,
+``trainer.checkpoint_callback`` or ``trainer.world_size`` as Lightning names
+them. Each such name is a property here that reads the object owning the
+value (the option groups, the run state, the strategy, the callback list);
+nothing here stores anything. The Trainer (``trainkit/trainer.py``) inherits
+these views and keeps the entry points and the set-up.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from trainkit.callbacks import defaults
+
+if TYPE_CHECKING:
+    from trainkit.callbacks.base import Callback
+    from trainkit.loggers import Logger
+    from trainkit.metrics import Results
+    from trainkit.module import Module
+    from trainkit.options import HardwareOptions, LoopOptions, OutputOptions, StepOptions
+    from trainkit.state import RunState
+    from trainkit.strategies import Strategy
+
+
+class TrainerViews:
+    """Lightning-named, read-only properties of a Trainer."""
+
+    # Set by the Trainer's constructor.
+    hardware: HardwareOptions
+    options: LoopOptions
+    step_options: StepOptions
+    output: OutputOptions
+    state: RunState
+    results: Results
+    strategy: Strategy
+    callbacks: list[Callback]
+    loggers: list[Logger]
+    _module: Module | None
+
+    # ------------------------------------------------------------ the run
+    @property
+    def current_epoch(self) -> int:
+        """The current epoch, counted from 0."""
+        return self.state.epoch
+
+    @property
+    def global_step(self) -> int:
+        """Optimizer steps taken so far (every optimizer's, in manual optimization)."""
+        return self.state.global_step
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether the last run ended by an exception or Ctrl-C."""
+        return self.state.status == "interrupted"
+
+    @property
+    def training(self) -> bool:
+        """Whether training batches run now."""
+        return self.state.stage == "train"
+
+    @property
+    def sanity_checking(self) -> bool:
+        """True while the pre-training validation sanity check runs."""
+        return self.state.stage == "sanity_check"
+
+    @property
+    def validating(self) -> bool:
+        """Whether validation runs now (inside fit or from ``validate``)."""
+        return self.state.stage == "validate"
+
+    @property
+    def testing(self) -> bool:
+        """Whether ``test`` runs now."""
+        return self.state.stage == "test"
+
+    @property
+    def predicting(self) -> bool:
+        """Whether ``predict`` runs now."""
+        return self.state.stage == "predict"
+
+    @property
+    def lightning_module(self) -> Module | None:
+        """The user's Module of the current (or last) run; Lightning's name."""
+        return self._module
+
+    @property
+    def num_training_batches(self) -> float:
+        """Batches per training epoch (after ``limit_train_batches``; inf when unknown)."""
+        return self.state.num_training_batches
+
+    @property
+    def num_val_batches(self) -> list[float]:
+        """Batches run from each validation dataloader."""
+        return self.state.num_val_batches
+
+    @property
+    def num_sanity_val_batches(self) -> list[float]:
+        """Batches the sanity check runs from each validation dataloader."""
+        limit = self.options.num_sanity_val_steps
+        return [t if limit == -1 else min(t, limit) for t in self.state.num_val_batches]
+
+    @property
+    def num_test_batches(self) -> list[float]:
+        """Batches run from each test dataloader."""
+        return self.state.num_test_batches
+
+    @property
+    def num_predict_batches(self) -> list[float]:
+        """Batches run from each prediction dataloader."""
+        return self.state.num_predict_batches
+
+    # ------------------------------------------------------------ metrics
+    @property
+    def callback_metrics(self) -> dict[str, torch.Tensor]:
+        """Latest value of every logged metric (epoch results and current step values)."""
+        return self.results.callback_metrics
+
+    @property
+    def logged_metrics(self) -> dict[str, float]:
+        """The latest value written to the loggers, by name."""
+        return self.results.logged_metrics
+
+    @property
+    def progress_bar_metrics(self) -> dict[str, float]:
+        """The training loss and every prog_bar metric, as floats (reading synchronises)."""
+        state = self.state
+        return self.results.progress_bar_metrics(
+            fitting=state.fn == "fit" and state.status == "running"
+        )
+
+    # ------------------------------------------------------------ processes
+    @property
+    def global_rank(self) -> int:
+        """This process's rank among all processes."""
+        return self.strategy.global_rank
+
+    @property
+    def local_rank(self) -> int:
+        """This process's rank on its machine."""
+        return self.strategy.local_rank
+
+    @property
+    def node_rank(self) -> int:
+        """This machine's rank in the job (from torchrun or SLURM; 0 on one machine)."""
+        for name in ("NODE_RANK", "GROUP_RANK", "SLURM_NODEID"):
+            if os.environ.get(name, "").isdigit():
+                return int(os.environ[name])
+        return 0
+
+    @property
+    def world_size(self) -> int:
+        """The number of processes in the job."""
+        return self.strategy.world_size
+
+    @property
+    def num_nodes(self) -> int:
+        """The ``num_nodes`` option: machines in the job."""
+        return self.hardware.num_nodes
+
+    @property
+    def num_devices(self) -> int:
+        """Devices each machine runs on."""
+        return max(1, self.strategy.world_size // self.hardware.num_nodes)
+
+    @property
+    def device_ids(self) -> list[int]:
+        """This process's device indices (``[local_rank]`` for a process per device)."""
+        device = self.strategy.root_device
+        return [device.index if device.index is not None else self.strategy.local_rank]
+
+    @property
+    def is_global_zero(self) -> bool:
+        """Whether this process is global rank 0 (the one that logs and writes)."""
+        return self.strategy.is_global_zero
+
+    # ------------------------------------------------------------ callbacks
+    @property
+    def checkpoint_callbacks(self) -> list[Any]:
+        """Every ModelCheckpoint among the callbacks."""
+        return defaults.checkpoint_callbacks(self.callbacks)
+
+    @property
+    def checkpoint_callback(self) -> Any:
+        """The first ModelCheckpoint, or None."""
+        found = self.checkpoint_callbacks
+        return found[0] if found else None
+
+    @property
+    def early_stopping_callbacks(self) -> list[Any]:
+        """Every EarlyStopping among the callbacks."""
+        return defaults.early_stopping_callbacks(self.callbacks)
+
+    @property
+    def early_stopping_callback(self) -> Any:
+        """The first EarlyStopping, or None."""
+        found = self.early_stopping_callbacks
+        return found[0] if found else None
+
+    @property
+    def progress_bar_callback(self) -> Any:
+        """The progress bar callback, or None."""
+        return defaults.progress_bar_callback(self.callbacks)
+
+    # ------------------------------------------------------------ loggers
+    @property
+    def logger(self) -> Logger | None:
+        """The first logger, or None."""
+        return self.loggers[0] if self.loggers else None
+
+    # ------------------------------------------------------------ options
+    @property
+    def max_epochs(self) -> int | None:
+        """The ``max_epochs`` option."""
+        return self.options.max_epochs
+
+    @property
+    def min_epochs(self) -> int | None:
+        """The ``min_epochs`` option."""
+        return self.options.min_epochs
+
+    @property
+    def max_steps(self) -> int:
+        """The ``max_steps`` option."""
+        return self.options.max_steps
+
+    @property
+    def min_steps(self) -> int | None:
+        """The ``min_steps`` option."""
+        return self.options.min_steps
+
+    @property
+    def limit_train_batches(self) -> int | float:
+        """The ``limit_train_batches`` option (after ``overfit_batches``)."""
+        return self.options.limit_train_batches
+
+    @property
+    def limit_val_batches(self) -> int | float:
+        """The ``limit_val_batches`` option (after ``overfit_batches``)."""
+        return self.options.limit_val_batches
+
+    @property
+    def limit_test_batches(self) -> int | float:
+        """The ``limit_test_batches`` option."""
+        return self.options.limit_test_batches
+
+    @property
+    def limit_predict_batches(self) -> int | float:
+        """The ``limit_predict_batches`` option."""
+        return self.options.limit_predict_batches
+
+    @property
+    def overfit_batches(self) -> int | float:
+        """The ``overfit_batches`` option."""
+        return self.options.overfit_batches
+
+    @property
+    def val_check_interval(self) -> int | float:
+        """The ``val_check_interval`` option."""
+        return self.options.val_check_interval
+
+    @property
+    def check_val_every_n_epoch(self) -> int | None:
+        """The ``check_val_every_n_epoch`` option."""
+        return self.options.check_val_every_n_epoch
+
+    @property
+    def num_sanity_val_steps(self) -> int:
+        """The ``num_sanity_val_steps`` option."""
+        return self.options.num_sanity_val_steps
+
+    @property
+    def log_every_n_steps(self) -> int:
+        """Step metrics are written to loggers every this many optimizer steps."""
+        return self.options.log_every_n_steps
+
+    @property
+    def reload_dataloaders_every_n_epochs(self) -> int:
+        """The ``reload_dataloaders_every_n_epochs`` option."""
+        return self.options.reload_dataloaders_every_n_epochs
+
+    @property
+    def accumulate_grad_batches(self) -> int | dict[int, int]:
+        """The ``accumulate_grad_batches`` option."""
+        return self.step_options.accumulate_grad_batches
+
+    @property
+    def gradient_clip_val(self) -> float | None:
+        """The ``gradient_clip_val`` option."""
+        return self.step_options.gradient_clip_val
+
+    @property
+    def gradient_clip_algorithm(self) -> str:
+        """The ``gradient_clip_algorithm`` option."""
+        return self.step_options.gradient_clip_algorithm
+
+    @property
+    def precision(self) -> str:
+        """The precision's canonical name, e.g. "32-true" or "bf16-mixed"."""
+        return self.step_options.canonical_precision
+
+    @property
+    def enable_validation(self) -> bool:
+        """Whether fit may validate (``limit_val_batches`` is not 0)."""
+        return self.options.limit_val_batches != 0
