@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
-import yaml
 from torch import nn
 
 from trainkit.io import atomic_write, fsync_folder
@@ -398,6 +397,8 @@ def load_hparams_file(path: str | os.PathLike[str]) -> dict[str, Any]:
             "files (not .csv); convert the file to YAML, or pass the values as keyword "
             "arguments to load_from_checkpoint."
         )
+    import yaml  # only here: importing trainkit does not load yaml
+
     loaded = yaml.safe_load(file.read_text()) or {}
     if not isinstance(loaded, dict):
         raise ValueError(
