@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import chain, islice, repeat
@@ -22,7 +23,7 @@ from typing import Any, TypeVar
 import torch
 from torch.utils.data import DataLoader, IterableDataset, RandomSampler, Sampler, SequentialSampler
 
-from trainkit.module import Module, overrides
+from trainkit.module import HyperparametersMixin, Module, overrides
 from trainkit.seed import capture_rng_states, restore_rng_states, seed_worker, seeding_workers
 
 T = TypeVar("T")
@@ -31,7 +32,7 @@ T = TypeVar("T")
 EvalDataloaders = DataLoader[Any] | list[DataLoader[Any]] | tuple[DataLoader[Any], ...]
 
 
-class DataModule:
+class DataModule(HyperparametersMixin):
     """Groups the data of a project: download, splits and dataloaders.
 
     Override the methods you need. ``prepare_data`` runs once per node (for
@@ -50,6 +51,67 @@ class DataModule:
         >>> len(dm.train_dataloader())
         2
     """
+
+    #: The Trainer running this DataModule (None outside fit/validate/test/predict).
+    trainer: Any = None
+
+    def __init__(self) -> None:
+        self.trainer = None
+
+    @classmethod
+    def from_datasets(
+        cls,
+        train_dataset: Any = None,
+        val_dataset: Any = None,
+        test_dataset: Any = None,
+        predict_dataset: Any = None,
+        batch_size: int = 1,
+        num_workers: int = 0,
+        **dataloader_kwargs: Any,
+    ) -> DataModule:
+        """A DataModule serving the given datasets (each may also be a list or dict of them).
+
+        The training loader shuffles; the others do not.
+
+        Args:
+            train_dataset: the training dataset(s).
+            val_dataset: the validation dataset(s).
+            test_dataset: the test dataset(s).
+            predict_dataset: the prediction dataset(s).
+            batch_size: the batch size of every loader.
+            num_workers: worker processes of every loader.
+            **dataloader_kwargs: other ``DataLoader`` arguments.
+
+        Example:
+            >>> dm = DataModule.from_datasets(list(range(10)), batch_size=4)
+            >>> len(dm.train_dataloader())
+            3
+        """
+
+        def loaders(dataset: Any, shuffle: bool) -> Any:
+            if isinstance(dataset, Mapping):
+                return {key: loaders(value, shuffle) for key, value in dataset.items()}
+            if isinstance(dataset, (list, tuple)) and dataset and _is_dataset(dataset[0]):
+                return [loaders(item, shuffle) for item in dataset]
+            return DataLoader(
+                dataset,
+                batch_size=batch_size,
+                shuffle=shuffle and not isinstance(dataset, IterableDataset),
+                num_workers=num_workers,
+                **dataloader_kwargs,
+            )
+
+        datamodule = cls()
+        given = {
+            "train_dataloader": (train_dataset, True),
+            "val_dataloader": (val_dataset, False),
+            "test_dataloader": (test_dataset, False),
+            "predict_dataloader": (predict_dataset, False),
+        }
+        for name, (dataset, shuffle) in given.items():
+            if dataset is not None:
+                setattr(datamodule, name, functools.partial(loaders, dataset, shuffle))
+        return datamodule
 
     def prepare_data(self) -> None:
         """Download or write data to disk. Called once per node, before ``setup``."""
@@ -103,6 +165,13 @@ class DataModule:
         Args:
             state_dict: the saved state.
         """
+
+
+def _is_dataset(value: Any) -> bool:
+    # A dataset (not a sample): a torch Dataset, or anything with __getitem__ and __len__.
+    return isinstance(value, torch.utils.data.Dataset) or (
+        hasattr(value, "__getitem__") and hasattr(value, "__len__") and not isinstance(value, str)
+    )
 
 
 def move_data_to_device(batch: T, device: torch.device) -> T:
@@ -552,3 +621,23 @@ def restore_data_rng(loader: Iterable[Any], states: dict[str, Any]) -> None:
     restore_rng_states(states["global"])
     for generator, saved in zip(loader_generators(loader), states["generators"], strict=True):
         generator.set_state(saved)
+
+
+def one_or_list(loaders: list[Iterable[Any]]) -> Any:
+    """One loader alone, several as a list (Lightning's shape of ``trainer.val_dataloaders``).
+
+    Args:
+        loaders: the prepared dataloaders.
+    """
+    return loaders[0] if len(loaders) == 1 else loaders
+
+
+def batch_totals(loaders: list[Iterable[Any]], limit: int | float, name: str) -> list[float]:
+    """Batches to run from each loader under a ``limit_*_batches`` option.
+
+    Args:
+        loaders: the prepared dataloaders.
+        limit: the option's value.
+        name: the option's name, for messages.
+    """
+    return [limit_batches(num_batches(dl), limit, name) for dl in loaders]

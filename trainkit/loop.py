@@ -152,7 +152,7 @@ def _train_epoch(run: RunContext, fit: Fit) -> None:
         loader, total, state.batch_idx, state.epoch_start_rng
     )
     for batch_idx, batch, is_last in epoch:
-        state.batch_idx = batch_idx
+        state.batch_idx, state.is_last_batch = batch_idx, is_last
         batch = to_device(batch)
         results.enter_training_step(batch)
         if on_batch_start is not None and on_batch_start(batch, batch_idx) == -1:

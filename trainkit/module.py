@@ -41,6 +41,86 @@ class AttributeDict(dict[str, Any]):
         self[key] = value
 
 
+class HyperparametersMixin:
+    """``save_hyperparameters``, ``hparams`` and ``hparams_initial`` (Module and DataModule).
+
+    The values are created on first use, so a subclass that skips
+    ``super().__init__()`` still works.
+    """
+
+    _hparams: AttributeDict | None = None
+    _hparams_initial: AttributeDict | None = None
+    _log_hyperparams: bool = True
+
+    @property
+    def hparams(self) -> AttributeDict:
+        """Hyperparameters recorded by :meth:`save_hyperparameters`."""
+        found: AttributeDict | None = getattr(self, "_hparams", None)
+        if found is None:
+            found = AttributeDict()
+            self._hparams = found
+        return found
+
+    @property
+    def logs_hyperparams(self) -> bool:
+        """Whether fit writes the hyperparameters to the loggers (``logger=`` of the above)."""
+        return self._log_hyperparams
+
+    @property
+    def hparams_initial(self) -> AttributeDict:
+        """The hyperparameters as :meth:`save_hyperparameters` recorded them (a copy)."""
+        return _copied(getattr(self, "_hparams_initial", None) or {})
+
+    def save_hyperparameters(
+        self, *names: Any, ignore: list[str] | str | None = None, logger: bool = True
+    ) -> None:
+        """Record the arguments of ``__init__`` as ``self.hparams``.
+
+        Call it from your ``__init__``. The values are written to the loggers and
+        saved in checkpoints, so a run can be rebuilt from them.
+
+        Args:
+            *names: record only these arguments (default: all of them); or one dict
+                (or ``argparse.Namespace``) to record as it is.
+            ignore: arguments not to record (for example a large model passed in).
+            logger: write them to the loggers when fit starts.
+        """
+        self._log_hyperparams = logger
+        if len(names) == 1 and not isinstance(names[0], str):
+            given = names[0]
+            values = given if isinstance(given, Mapping) else getattr(given, "__dict__", given)
+            if not isinstance(values, Mapping):
+                raise TypeError(
+                    "save_hyperparameters() takes argument names, or one dict or Namespace; "
+                    f"got {type(given).__name__}."
+                )
+            self.hparams.update(values)
+            self._hparams_initial = _copied(self.hparams)
+            return
+        frame = inspect.currentframe()
+        caller = frame.f_back if frame is not None else None
+        if caller is None or caller.f_code.co_name != "__init__":
+            raise RuntimeError("save_hyperparameters() must be called from your class's __init__.")
+        # Read the arguments of the __init__ that called us (not type(self).__init__:
+        # a subclass may take other arguments, or none).
+        code, init_locals = caller.f_code, caller.f_locals
+        count = code.co_argcount + code.co_kwonlyargcount
+        arg_names = list(code.co_varnames[1:count])  # skip self
+        var_keyword = None
+        if code.co_flags & inspect.CO_VARKEYWORDS:
+            var_keyword = code.co_varnames[count + bool(code.co_flags & inspect.CO_VARARGS)]
+        ignored = {ignore} if isinstance(ignore, str) else set(ignore or ())
+        recorded: dict[str, Any] = {}
+        for name in arg_names:
+            if name in init_locals and name not in ignored and (not names or name in names):
+                recorded[name] = init_locals[name]
+        extra = init_locals.get(var_keyword) if var_keyword else None
+        if isinstance(extra, Mapping):
+            recorded.update({k: v for k, v in extra.items() if k not in ignored})
+        self.hparams.update(recorded)
+        self._hparams_initial = _copied(self.hparams)
+
+
 class StageSplit:
     """What the default ``forward`` of a listed model runs: its layers in order, or a split.
 
@@ -55,7 +135,7 @@ class StageSplit:
         self.runner: nn.Module | None = None
 
 
-class Module(nn.Module):
+class Module(HyperparametersMixin, nn.Module):
     """Base class for models trained by :class:`trainkit.Trainer`.
 
     Subclass it, define ``forward``, ``training_step`` and ``configure_optimizers``
@@ -87,14 +167,30 @@ class Module(nn.Module):
     #: The type of the saved hyperparameters, when they are not a plain dict.
     CHECKPOINT_HYPER_PARAMS_TYPE = "hparams_type"
 
+    # What TorchScript must not compile (to_torchscript).
+    __jit_ignored_attributes__: list[str] = ["example_input_array"]
+    __jit_unused_properties__: list[str] = [
+        "trainer",
+        "logger",
+        "loggers",
+        "global_rank",
+        "local_rank",
+        "device",
+        "dtype",
+        "global_step",
+        "current_epoch",
+        "hparams",
+        "hparams_initial",
+        "logs_hyperparams",
+    ]
+
+    _exporting = False  # True while to_torchscript / to_onnx runs
+
     def __init__(self) -> None:
         super().__init__()
         self._trainer: Trainer | None = None
         #: Set to False to step optimizers yourself in ``training_step``.
         self.automatic_optimization: bool = True
-        self._hparams: AttributeDict = AttributeDict()
-        self._hparams_initial: AttributeDict = AttributeDict()
-        self._log_hyperparams = True
         self._toggled: dict[int, bool] | None = None
         #: How the default forward runs the layers of configure_stages() (a strategy may
         #: split them).
@@ -104,12 +200,12 @@ class Module(nn.Module):
     @property
     def trainer(self) -> Trainer:
         """The Trainer running this module (an error outside fit/validate/test/predict)."""
-        if self._trainer is None:
+        if self._trainer is None and not self._exporting:
             raise RuntimeError(
                 f"{type(self).__name__} is not attached to a Trainer. `self.trainer` is "
                 "available inside fit/validate/test/predict."
             )
-        return self._trainer
+        return self._trainer  # type: ignore[return-value]  # None only while exporting
 
     @trainer.setter
     def trainer(self, trainer: Trainer | None) -> None:
@@ -137,6 +233,42 @@ class Module(nn.Module):
     def local_rank(self) -> int:
         """This process's rank on its machine (0 without a Trainer)."""
         return self._trainer.local_rank if self._trainer is not None else 0
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The floating-point type of the module's parameters (float32 without any)."""
+        for parameter in self.parameters():
+            if parameter.is_floating_point():
+                return parameter.dtype
+        return torch.float32
+
+    def all_gather(self, data: Any, group: Any = None, sync_grads: bool = False) -> Any:
+        """Gather ``data`` (a tensor, or tensors in lists/dicts) from every process.
+
+        Each tensor comes back stacked along a new first dimension, one entry per
+        process; in a single process it comes back as it is (as in Lightning).
+
+        Args:
+            data: a tensor or a collection of tensors, the same shapes on every process.
+            group: not supported (all processes take part); must be None.
+            sync_grads: not supported; must be False (the result carries no gradient).
+        """
+        if group is not None or sync_grads:
+            raise ValueError(
+                "all_gather(group=..., sync_grads=True) is not supported by trainkit: gather "
+                "over all processes without gradients, or call torch.distributed yourself."
+            )
+        trainer = self._trainer
+        if trainer is None or trainer.world_size == 1:
+            return data
+        gather = trainer.strategy.all_gather
+        if isinstance(data, torch.Tensor):
+            return gather(data)
+        if isinstance(data, Mapping):
+            return {key: self.all_gather(value) for key, value in data.items()}
+        if isinstance(data, (list, tuple)):
+            return type(data)(self.all_gather(value) for value in data)
+        return gather(torch.as_tensor(data, device=self.device))
 
     def print(self, *args: Any, **kwargs: Any) -> None:
         """``print`` from global rank 0 only (every process runs the same code).
@@ -180,65 +312,6 @@ class Module(nn.Module):
     def current_epoch(self) -> int:
         """The current epoch, counted from 0 (0 when not attached to a Trainer)."""
         return self._trainer.current_epoch if self._trainer is not None else 0
-
-    @property
-    def hparams(self) -> AttributeDict:
-        """Hyperparameters recorded by :meth:`save_hyperparameters`."""
-        return self._hparams
-
-    @property
-    def hparams_initial(self) -> AttributeDict:
-        """The hyperparameters as :meth:`save_hyperparameters` recorded them (a copy)."""
-        return _copied(self._hparams_initial)
-
-    def save_hyperparameters(
-        self, *names: Any, ignore: list[str] | str | None = None, logger: bool = True
-    ) -> None:
-        """Record the arguments of ``__init__`` as ``self.hparams``.
-
-        Call it from your ``__init__``. The values are written to the loggers and
-        saved in checkpoints, so a run can be rebuilt from them.
-
-        Args:
-            *names: record only these arguments (default: all of them); or one dict
-                (or ``argparse.Namespace``) to record as it is.
-            ignore: arguments not to record (for example a large model passed in).
-            logger: write them to the loggers when fit starts.
-        """
-        self._log_hyperparams = logger
-        if len(names) == 1 and not isinstance(names[0], str):
-            given = names[0]
-            values = given if isinstance(given, Mapping) else getattr(given, "__dict__", given)
-            if not isinstance(values, Mapping):
-                raise TypeError(
-                    "save_hyperparameters() takes argument names, or one dict or Namespace; "
-                    f"got {type(given).__name__}."
-                )
-            self._hparams.update(values)
-            self._hparams_initial = _copied(self._hparams)
-            return
-        frame = inspect.currentframe()
-        caller = frame.f_back if frame is not None else None
-        if caller is None or caller.f_code.co_name != "__init__":
-            raise RuntimeError("save_hyperparameters() must be called from your Module's __init__.")
-        # Read the arguments of the __init__ that called us (not type(self).__init__:
-        # a subclass may take other arguments, or none).
-        code, init_locals = caller.f_code, caller.f_locals
-        count = code.co_argcount + code.co_kwonlyargcount
-        arg_names = list(code.co_varnames[1:count])  # skip self
-        var_keyword = None
-        if code.co_flags & inspect.CO_VARKEYWORDS:
-            var_keyword = code.co_varnames[count + bool(code.co_flags & inspect.CO_VARARGS)]
-        ignored = {ignore} if isinstance(ignore, str) else set(ignore or ())
-        recorded: dict[str, Any] = {}
-        for name in arg_names:
-            if name in init_locals and name not in ignored and (not names or name in names):
-                recorded[name] = init_locals[name]
-        extra = init_locals.get(var_keyword) if var_keyword else None
-        if isinstance(extra, Mapping):
-            recorded.update({k: v for k, v in extra.items() if k not in ignored})
-        self._hparams.update(recorded)
-        self._hparams_initial = _copied(self._hparams)
 
     @classmethod
     def load_from_checkpoint(
@@ -642,6 +715,49 @@ class Module(nn.Module):
         """
         self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
+    def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        """Run the backward pass of ``loss`` (already scaled); override to change how.
+
+        Args:
+            loss: the loss to differentiate.
+            *args: passed to ``Tensor.backward``.
+            **kwargs: passed to ``Tensor.backward``.
+        """
+        loss.backward(*args, **kwargs)  # type: ignore[no-untyped-call]
+
+    def optimizer_step(
+        self,
+        epoch: int,
+        batch_idx: int,
+        optimizer: Any,
+        optimizer_closure: Callable[[], Any] | None = None,
+    ) -> None:
+        """Step the optimizer (automatic optimization); override to adjust, e.g. LR warm-up.
+
+        The batch's forward and backward have run already when this is called, so
+        ``optimizer_closure`` only returns the loss (it is there so that
+        ``optimizer.step(closure=optimizer_closure)`` keeps working).
+        ``optimizer.step()`` still runs the Trainer's step: unscaling, clipping, the
+        gradient scaler.
+
+        Args:
+            epoch: the current epoch.
+            batch_idx: the batch's index in the epoch.
+            optimizer: the optimizer to step.
+            optimizer_closure: returns the batch's loss.
+        """
+        optimizer.step(closure=optimizer_closure)
+
+    def optimizer_zero_grad(self, epoch: int, batch_idx: int, optimizer: Any) -> None:
+        """Clear the gradients after a step (automatic optimization); override to change how.
+
+        Args:
+            epoch: the current epoch.
+            batch_idx: the batch's index in the epoch.
+            optimizer: the optimizer that stepped.
+        """
+        optimizer.zero_grad()
+
     def lr_scheduler_step(self, scheduler: Any, metric: Any) -> None:
         """Step one LR scheduler (automatic optimization); override for custom schedulers.
 
@@ -679,6 +795,7 @@ class Module(nn.Module):
         """
         mode = self.training
         self.eval()
+        self._exporting = True  # TorchScript reads every attribute, self.trainer included
         try:
             if method == "script":
                 compiled = torch.jit.script(self, **kwargs)
@@ -693,6 +810,7 @@ class Module(nn.Module):
             else:
                 raise ValueError(f"method={method!r} must be 'script' or 'trace'.")
         finally:
+            self._exporting = False
             self.train(mode)
         if file_path is not None:
             torch.jit.save(compiled, os.fspath(file_path))
@@ -715,9 +833,11 @@ class Module(nn.Module):
             )
         mode = self.training
         self.eval()
+        self._exporting = True
         try:
             torch.onnx.export(self, sample, os.fspath(file_path), **kwargs)  # type: ignore[arg-type]
         finally:
+            self._exporting = False
             self.train(mode)
 
     # ----------------------------------------------- optional data hooks
@@ -933,6 +1053,8 @@ def overrides(obj: object, name: str, base: type = Module) -> bool:
     """
     if getattr(obj, name, None) is None:
         return False  # a hook set to None counts as not defined
+    if name in getattr(obj, "__dict__", {}):
+        return True  # set on the instance (DataModule.from_datasets)
     return getattr(type(obj), name, None) is not getattr(base, name, None)
 
 

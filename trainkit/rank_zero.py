@@ -17,29 +17,55 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def global_rank() -> int:
-    """This process's global rank, from torchrun's or SLURM's variables (0 if neither)."""
-    return int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")))
+    """This process's global rank (``rank_zero_only.rank``)."""
+    return rank_zero_only.rank
 
 
-def rank_zero_only(function: F) -> F:
-    """Decorate ``function`` so that it runs on global rank 0 and returns None elsewhere.
+class _RankZeroOnly:
+    """The ``rank_zero_only`` decorator; its ``rank`` attribute overrides the environment.
 
-    Args:
-        function: the function.
-
-    Example:
-        >>> @rank_zero_only
-        ... def hello():
-        ...     return "hello from rank 0"
-        >>> hello()
-        'hello from rank 0'
+    ``rank_zero_only.rank`` reads the rank from torchrun's or SLURM's variables
+    (0 if neither); assigning it fixes the rank instead (tests pretend to be
+    another rank that way; None goes back to the environment).
     """
 
-    @functools.wraps(function)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return function(*args, **kwargs) if global_rank() == 0 else None
+    def __init__(self) -> None:
+        self._rank: int | None = None
 
-    return wrapper  # type: ignore[return-value]
+    @property
+    def rank(self) -> int:
+        """This process's global rank."""
+        if self._rank is not None:
+            return self._rank
+        return int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")))
+
+    @rank.setter
+    def rank(self, rank: int | None) -> None:
+        self._rank = rank
+
+    def __call__(self, function: F) -> F:
+        """Decorate ``function`` so that it runs on global rank 0 and returns None elsewhere.
+
+        Args:
+            function: the function.
+
+        Example:
+            >>> @rank_zero_only
+            ... def hello():
+            ...     return "hello from rank 0"
+            >>> hello()
+            'hello from rank 0'
+        """
+
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return function(*args, **kwargs) if global_rank() == 0 else None
+
+        return wrapper  # type: ignore[return-value]
+
+
+#: Decorates a function to run on global rank 0 only (see :class:`_RankZeroOnly`).
+rank_zero_only = _RankZeroOnly()
 
 
 @rank_zero_only

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import os
 import random
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import torch
 
+from trainkit.rank_zero import rank_zero_print
 
-def seed_everything(seed: int, workers: bool = False) -> int:
+
+def seed_everything(
+    seed: int | str | None = None, workers: bool = False, verbose: bool = False
+) -> int:
     """Seed Python's, NumPy's (when installed) and torch's random generators.
 
     Every process gets the same streams (so models start identical on every rank).
@@ -21,8 +26,12 @@ def seed_everything(seed: int, workers: bool = False) -> int:
     the same on every run.
 
     Args:
-        seed: the seed, an integer in [0, 2**32 - 1].
+        seed: the seed, an integer in [0, 2**32 - 1] (a string of digits is read as one).
+            None takes it from the ``TRAINKIT_GLOBAL_SEED`` environment variable (which
+            this function sets, so processes started later inherit it), else 0 with a
+            warning.
         workers: seed DataLoader workers per rank and worker.
+        verbose: print the seed used.
 
     Returns:
         The seed.
@@ -33,8 +42,26 @@ def seed_everything(seed: int, workers: bool = False) -> int:
         >>> _ = seed_everything(7); bool(torch.equal(a, torch.rand(1)))
         True
     """
+    if seed is None:
+        found = os.environ.get("TRAINKIT_GLOBAL_SEED")
+        if found is None:
+            warnings.warn(
+                "seed_everything(): no seed given or found; seeding with 0.", stacklevel=2
+            )
+            seed = 0
+        elif not found.strip().isdigit():
+            raise ValueError(
+                f"TRAINKIT_GLOBAL_SEED={found!r} is not a seed; set it to an integer in "
+                "[0, 2**32 - 1], or pass seed_everything(seed)."
+            )
+        else:
+            seed = int(found)
+    if isinstance(seed, str) and seed.strip().isdigit():
+        seed = int(seed)
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
         raise ValueError(f"seed must be an integer in [0, 2**32 - 1], got {seed!r}.")
+    if verbose:
+        rank_zero_print(f"trainkit: seed set to {seed}")
     os.environ["TRAINKIT_GLOBAL_SEED"] = str(seed)
     if workers:
         os.environ["TRAINKIT_SEED_WORKERS"] = "1"

@@ -15,6 +15,7 @@ the run stands (``TrainerStatus``: initializing, running, finished, interrupted)
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from enum import Enum
 from typing import Any
 
 #: The entry points (Lightning's TrainerFn).
@@ -23,6 +24,34 @@ FNS = ("fit", "validate", "test", "predict")
 STAGES = ("train", "sanity_check", "validate", "test", "predict")
 #: How the run stands (Lightning's TrainerStatus).
 STATUSES = ("initializing", "running", "finished", "interrupted")
+
+
+class TrainerFn(str, Enum):
+    """The entry points, as Lightning names them; equal to the strings ``RunState.fn`` holds."""
+
+    FITTING = "fit"
+    VALIDATING = "validate"
+    TESTING = "test"
+    PREDICTING = "predict"
+
+
+class RunningStage(str, Enum):
+    """What runs now, as Lightning names it; equal to the strings ``RunState.stage`` holds."""
+
+    TRAINING = "train"
+    SANITY_CHECKING = "sanity_check"
+    VALIDATING = "validate"
+    TESTING = "test"
+    PREDICTING = "predict"
+
+
+class TrainerStatus(str, Enum):
+    """How the run stands, as Lightning names it; equal to ``RunState.status``'s strings."""
+
+    INITIALIZING = "initializing"
+    RUNNING = "running"
+    FINISHED = "finished"
+    INTERRUPTED = "interrupted"
 
 
 def _status(default: Any) -> Any:
@@ -51,6 +80,8 @@ class RunState:
     status: str = _status("initializing")
     #: True after fit stopped for a preemption signal (a checkpoint was saved first).
     preempted: bool = _status(False)
+    #: Whether the training batch running now is the epoch's last.
+    is_last_batch: bool = _status(False)
     #: Batches per training epoch (after limit_train_batches; inf when unknown).
     num_training_batches: float = _status(0.0)
     #: Batches run from each validation dataloader in the current validation run.

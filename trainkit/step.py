@@ -7,14 +7,15 @@ Automatic optimization, one batch (:meth:`Optimization.automatic`)::
         with autocast:                         precision slot
             loss = training_step(batch, batch_idx)
         on_before_backward(loss); watch loss   nonfinite slot
-        backward(scale(loss / window))         accumulation + precision slots
+        backward(scale(loss / window))         accumulation + precision slots (Module.backward)
         on_after_backward
     if steps:
         unscale gradients                      precision slot (float16)
         on_before_optimizer_step
         clip gradients                         clipping slot
         optimizer.step() unless vetoed         nonfinite slot; the scaler steps float16
-        on_before_zero_grad; zero_grad(set_to_none=True)
+                                               (through Module.optimizer_step if overridden)
+        on_before_zero_grad; zero_grad(set_to_none=True)   (Module.optimizer_zero_grad)
         global_step += 1; step-interval LR schedulers; every n steps: log
 
 Manual optimization runs ``training_step`` under autocast and gives the user
@@ -39,6 +40,21 @@ from trainkit.optim import LRSchedulerConfig, ManagedOptimizer, step_scheduler
 
 if TYPE_CHECKING:
     from trainkit.callbacks.slots import StepSlots
+
+
+class ComputedLoss:
+    """The closure a Module's ``optimizer_step`` receives: the loss, already back-propagated.
+
+    Args:
+        loss: the batch's loss.
+    """
+
+    def __init__(self, loss: torch.Tensor) -> None:
+        self.loss = loss
+
+    def __call__(self) -> torch.Tensor:
+        """The loss (nothing is recomputed)."""
+        return self.loss
 
 
 class Optimization:
@@ -94,6 +110,12 @@ class Optimization:
         self._on_after_backward = hooks.optional("on_after_backward")
         self._on_before_optimizer_step = hooks.optional("on_before_optimizer_step")
         self._on_before_zero_grad = hooks.optional("on_before_zero_grad")
+        # The Module's own optimizer_step / optimizer_zero_grad / backward, when it has them.
+        self._user_step = module.optimizer_step if overrides(module, "optimizer_step") else None
+        self._user_zero_grad = (
+            module.optimizer_zero_grad if overrides(module, "optimizer_zero_grad") else None
+        )
+        self._user_backward = module.backward if overrides(module, "backward") else None
         #: What ``Module.optimizers()`` returns in manual optimization.
         self.managed_optimizers = [
             ManagedOptimizer(optimizer, self.step_optimizer, self.zero_grad)
@@ -161,8 +183,15 @@ class Optimization:
                 output, loss = self._forward_backward(batch, batch_idx)
         if steps:
             optimizer = self.optimizers[0]
-            self.step_optimizer(optimizer)
-            self.zero_grad(optimizer)
+            if self._user_step is None:
+                self.step_optimizer(optimizer)
+            else:
+                managed = self.managed_optimizers[0]
+                self._user_step(state.epoch, batch_idx, managed, ComputedLoss(loss))
+            if self._user_zero_grad is None:
+                self.zero_grad(optimizer)
+            else:
+                self._user_zero_grad(state.epoch, batch_idx, self.managed_optimizers[0])
             state.global_step += 1
             self._after_step(state.global_step)
         return dict(output) if isinstance(output, dict) else {"loss": loss}
@@ -234,7 +263,10 @@ class Optimization:
             loss = loss / self._divisor
         if self._scaler is not None:
             loss = self._scaler.scale(loss)
-        loss.backward(*args, **kwargs)  # type: ignore[no-untyped-call]
+        if self._user_backward is None:
+            loss.backward(*args, **kwargs)  # type: ignore[no-untyped-call]
+        else:
+            self._user_backward(loss, *args, **kwargs)
         if self._on_after_backward is not None:
             self._on_after_backward()
 
@@ -248,6 +280,8 @@ class Optimization:
             closure: a closure for optimizers that need one (LBFGS).
         """
         scaler = self._scaler
+        if type(closure) is ComputedLoss:
+            closure = None  # the batch's backward has run: nothing to re-evaluate
         if closure is not None and (scaler is not None or self._veto is not None):
             raise ValueError(
                 "optimizer.step(closure) cannot be combined with a step that may be skipped "

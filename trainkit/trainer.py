@@ -33,10 +33,12 @@ from trainkit.callbacks.defaults import (
 )
 from trainkit.data import (
     DataModule,
+    batch_totals,
     extract_batch_size,
     find_dataloaders,
     limit_batches,
     num_batches,
+    one_or_list,
     unshuffled,
     with_worker_seeding,
 )
@@ -45,6 +47,7 @@ from trainkit.hooks import Hooks, RunContext, overrides
 from trainkit.launch import Launcher, select_launcher
 from trainkit.loggers import Logger, build_loggers
 from trainkit.loop import Fit, run_fit
+from trainkit.messages import format_results
 from trainkit.metrics import Results
 from trainkit.module import Module
 from trainkit.optim import LRSchedulerConfig, configured_optimizers
@@ -54,6 +57,7 @@ from trainkit.seed import seed_everything, set_deterministic
 from trainkit.state import RunState
 from trainkit.step import Optimization
 from trainkit.strategies import Strategy, build_strategy, plan_devices
+from trainkit.strategies.wrapping import convert_sync_batchnorm
 from trainkit.trainer_views import TrainerViews
 
 T = TypeVar("T")
@@ -190,6 +194,11 @@ class Trainer(TrainerViews):
         #: The DataModule of the current run, if it has one.
         self.datamodule: DataModule | None = None
         self.preemption = Preemption()
+        #: The dataloaders of the current (or last) run, as the strategy prepared them.
+        self.train_dataloader: Iterable[Any] | None = None
+        self.val_dataloaders: Any = None
+        self.test_dataloaders: Any = None
+        self.predict_dataloaders: Any = None
         #: The checkpoint the last entry point loaded (None: none).
         self.ckpt_path: str | None = None
         self._module: Module | None = None
@@ -313,40 +322,6 @@ class Trainer(TrainerViews):
             )
         return self._optimization
 
-    @property
-    def estimated_stepping_batches(self) -> int:
-        """Optimizer steps the whole fit will take, for schedules such as OneCycleLR.
-
-        Available from ``configure_optimizers`` on: the training dataloader's length
-        (after ``limit_train_batches``) times the epochs, capped by ``max_steps``.
-        """
-        steps_in_epoch = self.step_slots.steps_in_epoch  # one per accumulation window
-        return self.options.estimated_steps(self.state.num_training_batches, steps_in_epoch)
-
-    @property
-    def should_stop(self) -> bool:
-        """Set to True to stop training after the current batch."""
-        return self.state.should_stop
-
-    @should_stop.setter
-    def should_stop(self, value: bool) -> None:
-        self.state.should_stop = value
-
-    @property
-    def preempted(self) -> bool:
-        """True after fit stopped because of a preemption signal."""
-        return self.state.preempted
-
-    @property
-    def log_dir(self) -> str:
-        """The first logger's folder, or ``default_root_dir`` without loggers."""
-        return self.loggers[0].log_dir if self.loggers else self.default_root_dir
-
-    @property
-    def train_metrics(self) -> Any:
-        """The values logged in the current training epoch (the results store's)."""
-        return self.results.train
-
     def warn(self, message: str) -> None:
         """Emit a warning from global rank 0 only.
 
@@ -430,6 +405,7 @@ class Trainer(TrainerViews):
         try:
             self.strategy.setup_environment()
             if datamodule is not None:
+                datamodule.trainer = self
                 # Downloads happen once per node; the other ranks wait for them.
                 if self.strategy.local_rank == 0:
                     datamodule.prepare_data()
@@ -439,7 +415,7 @@ class Trainer(TrainerViews):
             for callback in self.callbacks:
                 callback.setup(self, model, fn)
             if self.hardware.sync_batchnorm and self.strategy.world_size > 1:
-                _convert_sync_batchnorm(model, self.strategy.root_device)
+                convert_sync_batchnorm(model, self.strategy.root_device)
             precision = self.step_slots.precision
             run = RunContext(
                 state=state,
@@ -479,9 +455,7 @@ class Trainer(TrainerViews):
     def _configure_callbacks(self, model: Module) -> None:
         # Module.configure_callbacks() joins the Trainer's callbacks for this run.
         configured = model.configure_callbacks() if overrides(model, "configure_callbacks") else []
-        if isinstance(configured, Callback):
-            configured = [configured]
-        merged = merge_configured(self._user_callbacks, list(configured or []))
+        merged = merge_configured(self._user_callbacks, configured)
         if merged is not self.callbacks:
             self.callbacks = merged
             self.step_slots = step_slots(merged)
@@ -521,6 +495,7 @@ class Trainer(TrainerViews):
             return self._fit_loaders(model, train_dataloaders, val_dataloaders, datamodule)
 
         train_loader, val_loaders = load_dataloaders()
+        self.train_dataloader, self.val_dataloaders = train_loader, one_or_list(val_loaders)
         batch_size = getattr(train_loader, "batch_size", None)
         state.samples_per_step = (
             batch_size * self.strategy.data_parallel_size if batch_size else None
@@ -537,7 +512,7 @@ class Trainer(TrainerViews):
         )
         if checkpoint is not None:
             checkpoint_io.restore_state(self, checkpoint, str(resume_from))
-        if self.is_global_zero and model.hparams and model._log_hyperparams:
+        if self.is_global_zero and model.hparams and model.logs_hyperparams:
             for logger in self.loggers:
                 logger.log_hyperparams(dict(model.hparams))
         run.hooks.call("on_fit_start")
@@ -577,7 +552,7 @@ class Trainer(TrainerViews):
         state.num_training_batches = limit_batches(
             num_batches(train), options.limit_train_batches, "limit_train_batches"
         )
-        state.num_val_batches = _totals(val, options.limit_val_batches, "limit_val_batches")
+        state.num_val_batches = batch_totals(val, options.limit_val_batches, "limit_val_batches")
         return train, val
 
     def _evaluate(
@@ -614,7 +589,8 @@ class Trainer(TrainerViews):
                     f"{type(trained).__name__} has no validation_step(); define it to validate."
                 )
             option = f"limit_{kind}_batches"
-            totals = _totals(loaders, getattr(self.options, option), option)
+            totals = batch_totals(loaders, getattr(self.options, option), option)
+            setattr(self, f"{kind}_dataloaders", one_or_list(loaders))
             if fn == "predict":
                 self.state.num_predict_batches = totals
                 outputs = run_predict(run, loaders, totals)
@@ -649,6 +625,8 @@ class Trainer(TrainerViews):
         required: bool,
     ) -> list[Iterable[Any]]:
         found = find_dataloaders(kind, given, model, datamodule, required=required)
+        if not self.hardware.use_distributed_sampler:
+            return [with_worker_seeding(dl) for dl in found]  # the loaders split the data
         return [
             with_worker_seeding(self.strategy.prepare_dataloader(dl, training=kind == "train"))
             for dl in found
@@ -664,43 +642,5 @@ def _group(options: type[OptionsT], given: dict[str, Any]) -> OptionsT:
     return options(**{field.name: given[field.name] for field in fields(options)})  # type: ignore[arg-type]
 
 
-def format_results(fn: str, results: list[dict[str, float]]) -> str:
-    """The metrics ``validate``/``test`` return, as the text they print with ``verbose``.
-
-    Args:
-        fn: "validate" or "test".
-        results: one dict of metrics per dataloader.
-
-    Example:
-        >>> print(format_results("test", [{"test/acc": 0.5}]))
-        test results
-          test/acc  0.5
-    """
-    lines = []
-    for index, metrics in enumerate(results):
-        title = f"{fn} results" + (f" (dataloader {index})" if len(results) > 1 else "")
-        width = max((len(name) for name in metrics), default=0)
-        lines.append(title)
-        lines += [f"  {name:<{width}}  {value:.6g}" for name, value in sorted(metrics.items())]
-    return "\n".join(lines)
-
-
 def _no_context() -> None:
     return None
-
-
-def _convert_sync_batchnorm(model: Module, device: torch.device) -> None:
-    # SyncBatchNorm in place of each BatchNorm child (torch runs it on accelerators only).
-    if not any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.modules()):
-        return
-    if device.type == "cpu":
-        raise ValueError(
-            "sync_batchnorm=True: torch's SyncBatchNorm runs on CUDA devices only, and this "
-            "run is on CPU. Drop sync_batchnorm, or run on GPUs."
-        )
-    for name, child in list(model.named_children()):
-        setattr(model, name, torch.nn.SyncBatchNorm.convert_sync_batchnorm(child))  # type: ignore[no-untyped-call]
-
-
-def _totals(loaders: list[Iterable[Any]], limit: int | float, name: str) -> list[float]:
-    return [limit_batches(num_batches(dl), limit, name) for dl in loaders]

@@ -19,6 +19,7 @@ from trainkit.callbacks import defaults
 
 if TYPE_CHECKING:
     from trainkit.callbacks.base import Callback
+    from trainkit.callbacks.slots import StepSlots
     from trainkit.loggers import Logger
     from trainkit.metrics import Results
     from trainkit.module import Module
@@ -40,6 +41,8 @@ class TrainerViews:
     strategy: Strategy
     callbacks: list[Callback]
     loggers: list[Logger]
+    step_slots: StepSlots
+    default_root_dir: str
     _module: Module | None
 
     # ------------------------------------------------------------ the run
@@ -52,6 +55,11 @@ class TrainerViews:
     def global_step(self) -> int:
         """Optimizer steps taken so far (every optimizer's, in manual optimization)."""
         return self.state.global_step
+
+    @property
+    def is_last_batch(self) -> bool:
+        """Whether the training batch running now is the epoch's last."""
+        return self.state.is_last_batch
 
     @property
     def interrupted(self) -> bool:
@@ -89,6 +97,11 @@ class TrainerViews:
         return self._module
 
     @property
+    def model(self) -> Module | None:
+        """The user's Module of the current (or last) run."""
+        return self._module
+
+    @property
     def num_training_batches(self) -> float:
         """Batches per training epoch (after ``limit_train_batches``; inf when unknown)."""
         return self.state.num_training_batches
@@ -113,6 +126,40 @@ class TrainerViews:
     def num_predict_batches(self) -> list[float]:
         """Batches run from each prediction dataloader."""
         return self.state.num_predict_batches
+
+    @property
+    def estimated_stepping_batches(self) -> int:
+        """Optimizer steps the whole fit will take, for schedules such as OneCycleLR.
+
+        Available from ``configure_optimizers`` on: the training dataloader's length
+        (after ``limit_train_batches``) times the epochs, capped by ``max_steps``.
+        """
+        steps_in_epoch = self.step_slots.steps_in_epoch  # one per accumulation window
+        return self.options.estimated_steps(self.state.num_training_batches, steps_in_epoch)
+
+    @property
+    def should_stop(self) -> bool:
+        """Set to True to stop training after the current batch."""
+        return self.state.should_stop
+
+    @should_stop.setter
+    def should_stop(self, value: bool) -> None:
+        self.state.should_stop = value
+
+    @property
+    def preempted(self) -> bool:
+        """True after fit stopped because of a preemption signal."""
+        return self.state.preempted
+
+    @property
+    def log_dir(self) -> str:
+        """The first logger's folder, or ``default_root_dir`` without loggers."""
+        return self.loggers[0].log_dir if self.loggers else self.default_root_dir
+
+    @property
+    def train_metrics(self) -> Any:
+        """The values logged in the current training epoch (the results store's)."""
+        return self.results.train
 
     # ------------------------------------------------------------ metrics
     @property

@@ -93,7 +93,9 @@ def assemble_callbacks(
     return built
 
 
-def merge_configured(callbacks: list[Callback], configured: list[Callback]) -> list[Callback]:
+def merge_configured(
+    callbacks: list[Callback], configured: Callback | list[Callback] | None
+) -> list[Callback]:
     """The Trainer's callbacks with those of ``Module.configure_callbacks()`` merged in.
 
     A configured callback replaces the Trainer's callbacks of its type;
@@ -101,8 +103,10 @@ def merge_configured(callbacks: list[Callback], configured: list[Callback]) -> l
 
     Args:
         callbacks: the Trainer's callbacks.
-        configured: what ``configure_callbacks`` returned.
+        configured: what ``configure_callbacks`` returned (a callback or a list).
     """
+    if isinstance(configured, Callback):
+        configured = [configured]
     if not configured:
         return callbacks
     kinds = {type(callback) for callback in configured}

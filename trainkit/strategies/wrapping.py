@@ -1,4 +1,5 @@
-"""Running the user's step methods through a wrapper (DDP, DataParallel), and unwrapping it.
+"""Running the user's step methods through a wrapper (DDP, DataParallel), unwrapping it, and
+SyncBatchNorm.
 
 Wrappers such as ``DistributedDataParallel`` do their work (preparing gradient
 synchronisation, scattering a batch) in ``forward``. :class:`StepModule` lets a
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
@@ -40,3 +42,21 @@ def unwrap(module: nn.Module) -> nn.Module:
     if isinstance(module, (DistributedDataParallel, nn.DataParallel)):
         module = module.module
     return module.module if isinstance(module, StepModule) else module
+
+
+def convert_sync_batchnorm(model: nn.Module, device: torch.device) -> None:
+    """Replace each BatchNorm of ``model`` by SyncBatchNorm (``Trainer(sync_batchnorm=True)``).
+
+    Args:
+        model: the user's module, changed in place.
+        device: where the run computes (torch runs SyncBatchNorm on accelerators only).
+    """
+    if not any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.modules()):
+        return
+    if device.type == "cpu":
+        raise ValueError(
+            "sync_batchnorm=True: torch's SyncBatchNorm runs on CUDA devices only, and this "
+            "run is on CPU. Drop sync_batchnorm, or run on GPUs."
+        )
+    for name, child in list(model.named_children()):
+        setattr(model, name, torch.nn.SyncBatchNorm.convert_sync_batchnorm(child))  # type: ignore[no-untyped-call]

@@ -1,0 +1,330 @@
+"""Lightning's documented Trainer properties, arguments and entry points, under trainkit."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import trainkit
+from trainkit.callbacks import EarlyStopping, ModelCheckpoint, TQDMProgressBar
+from trainkit.state import RunningStage, TrainerFn, TrainerStatus
+
+from ..helpers import QUIET, Classifier, blobs, loader
+
+
+def fit_quietly(trainer: trainkit.Trainer, model: trainkit.Module, n: int = 64) -> None:
+    trainer.fit(model, loader(blobs(n), 16), loader(blobs(32), 16))
+
+
+# ----------------------------------------------------------------- state
+def test_state_during_and_after_fit() -> None:
+    seen: dict[str, Any] = {}
+
+    class Probe(Classifier):
+        def on_train_start(self) -> None:
+            t = self.trainer
+            seen["train"] = (t.state.fn, t.state.stage, t.state.status, t.training, t.validating)
+
+        def on_validation_start(self) -> None:
+            t = self.trainer
+            seen.setdefault("val", (t.state.stage, t.sanity_checking, t.validating, t.training))
+
+    trainer = trainkit.Trainer(max_epochs=1, **QUIET)
+    fit_quietly(trainer, Probe())
+    assert seen["train"] == ("fit", "train", "running", True, False)
+    assert seen["val"] == ("sanity_check", True, False, False)
+    assert trainer.state.fn == TrainerFn.FITTING and trainer.state.stage is None
+    assert trainer.state.status == TrainerStatus.FINISHED and trainer.state.finished
+    assert not trainer.interrupted and not trainer.training
+    assert RunningStage.TRAINING == "train"
+
+
+def test_state_after_validate_test_predict() -> None:
+    trainer = trainkit.Trainer(**QUIET)
+    model = Classifier()
+    trainer.validate(model, loader(blobs(32), 16), verbose=False)
+    assert (trainer.state.fn, trainer.state.stage) == ("validate", None)
+    trainer.test(model, loader(blobs(32), 16), verbose=False)
+    assert trainer.state.fn == "test"
+    trainer.predict(model, loader(blobs(32), 16))
+    assert trainer.state.fn == "predict" and trainer.state.finished
+
+
+def test_an_exception_leaves_the_trainer_interrupted() -> None:
+    class Broken(Classifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            raise RuntimeError("boom")
+
+    trainer = trainkit.Trainer(max_epochs=1, **QUIET)
+    with pytest.raises(RuntimeError, match="boom"):
+        fit_quietly(trainer, Broken())
+    assert trainer.interrupted and trainer.state.status == "interrupted"
+
+
+# ------------------------------------------------------------ properties
+def test_process_and_option_properties_on_one_device(tmp_path: Path) -> None:
+    trainer = trainkit.Trainer(
+        max_epochs=3,
+        min_epochs=1,
+        max_steps=100,
+        min_steps=2,
+        val_check_interval=0.5,
+        check_val_every_n_epoch=2,
+        num_sanity_val_steps=1,
+        limit_train_batches=0.5,
+        accumulate_grad_batches=2,
+        gradient_clip_val=1.5,
+        reload_dataloaders_every_n_epochs=2,
+        default_root_dir=tmp_path,
+        logger=False,
+        enable_progress_bar=False,
+    )
+    assert (trainer.global_rank, trainer.local_rank, trainer.node_rank) == (0, 0, 0)
+    assert (trainer.world_size, trainer.num_devices, trainer.num_nodes) == (1, 1, 1)
+    assert trainer.is_global_zero and trainer.device_ids == [0]
+    assert (trainer.max_epochs, trainer.min_epochs, trainer.max_steps, trainer.min_steps) == (
+        3,
+        1,
+        100,
+        2,
+    )
+    assert (trainer.val_check_interval, trainer.check_val_every_n_epoch) == (0.5, 2)
+    assert (trainer.num_sanity_val_steps, trainer.limit_train_batches) == (1, 0.5)
+    assert (trainer.accumulate_grad_batches, trainer.gradient_clip_val) == (2, 1.5)
+    assert trainer.reload_dataloaders_every_n_epochs == 2
+    assert trainer.precision == "32-true" and trainer.default_root_dir == str(tmp_path)
+    assert trainer.log_dir == str(tmp_path)  # no logger: the root folder
+    assert trainer.current_epoch == 0 and trainer.global_step == 0
+
+
+def test_callback_properties(tmp_path: Path) -> None:
+    stop = EarlyStopping(monitor="val/loss")
+    best = ModelCheckpoint(dirpath=tmp_path, monitor="val/loss")
+    trainer = trainkit.Trainer(callbacks=[stop, best], logger=False, default_root_dir=tmp_path)
+    assert trainer.checkpoint_callback is best and trainer.checkpoint_callbacks == [best]
+    assert trainer.early_stopping_callback is stop
+    assert trainer.early_stopping_callbacks == [stop]
+    assert isinstance(trainer.progress_bar_callback, TQDMProgressBar)
+    bare = trainkit.Trainer(**QUIET)
+    assert bare.checkpoint_callback is None and bare.early_stopping_callback is None
+    assert bare.progress_bar_callback is None
+
+
+def test_batch_counts_and_estimated_stepping_batches() -> None:
+    counts: dict[str, Any] = {}
+
+    class Probe(Classifier):
+        def configure_optimizers(self) -> Any:
+            counts["estimated"] = self.trainer.estimated_stepping_batches
+            return super().configure_optimizers()
+
+        def validation_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+            super().validation_step(batch, batch_idx)
+
+    trainer = trainkit.Trainer(max_epochs=3, accumulate_grad_batches=2, **QUIET)
+    trainer.fit(Probe(), loader(blobs(96), 16), [loader(blobs(32), 16), loader(blobs(48), 16)])
+    assert counts["estimated"] == 9  # 6 batches / 2 per step, 3 epochs
+    assert trainer.num_training_batches == 6 and trainer.num_val_batches == [2, 3]
+    assert trainer.num_sanity_val_batches == [2, 2]
+    assert trainer.global_step == 9
+
+
+# ------------------------------------------------------------- arguments
+def test_min_epochs_holds_back_a_stop_request() -> None:
+    class StopAtOnce(trainkit.Callback):
+        def on_train_epoch_end(self, trainer: trainkit.Trainer, module: Any) -> None:
+            trainer.should_stop = True
+
+    trainer = trainkit.Trainer(max_epochs=5, min_epochs=3, callbacks=[StopAtOnce()], **QUIET)
+    with pytest.warns(UserWarning, match="min_epochs=3"):
+        fit_quietly(trainer, Classifier())
+    assert trainer.current_epoch == 3 and trainer.global_step == 12
+
+
+def test_min_steps_holds_back_a_stop_request_within_the_epoch() -> None:
+    class StopEveryBatch(trainkit.Callback):
+        def on_train_batch_end(self, trainer: trainkit.Trainer, *args: Any) -> None:
+            trainer.should_stop = True
+
+    trainer = trainkit.Trainer(max_epochs=5, min_steps=6, callbacks=[StopEveryBatch()], **QUIET)
+    fit_quietly(trainer, Classifier())
+    assert trainer.global_step == 6 and trainer.current_epoch == 2
+
+
+def test_max_epochs_minus_one_means_no_epoch_limit() -> None:
+    trainer = trainkit.Trainer(max_epochs=-1, max_steps=10, **QUIET)
+    fit_quietly(trainer, Classifier())
+    # 4 batches an epoch: the stop in the third epoch still ends it (as in Lightning)
+    assert trainer.max_epochs == -1 and trainer.global_step == 10 and trainer.current_epoch == 3
+
+
+@pytest.mark.parametrize("max_time", ["00:00:00:01", {"seconds": 1}, timedelta(seconds=1)])
+def test_max_time_stops_training(max_time: Any) -> None:
+    class Slow(Classifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            import time
+
+            time.sleep(0.05)
+            return super().training_step(batch, batch_idx)
+
+    trainer = trainkit.Trainer(max_epochs=1000, max_time=max_time, **QUIET)
+    fit_quietly(trainer, Slow())
+    # 1 s of 50 ms steps: far fewer than 1000 epochs of 4 steps
+    assert 1 <= trainer.global_step < 4 * 1000 and trainer.state.finished
+
+
+def test_max_time_is_checked() -> None:
+    with pytest.raises(ValueError, match="DD:HH:MM:SS"):
+        trainkit.Trainer(max_time="1 hour")
+
+
+def test_limit_train_batches_zero_skips_training() -> None:
+    epochs: list[int] = []
+
+    class Probe(Classifier):
+        def on_train_epoch_start(self) -> None:
+            epochs.append(self.current_epoch)
+
+    trainer = trainkit.Trainer(max_epochs=3, limit_train_batches=0, **QUIET)
+    fit_quietly(trainer, Probe())
+    assert epochs == [] and trainer.current_epoch == 0 and trainer.global_step == 0
+
+
+def test_overfit_batches_uses_the_same_few_batches_unshuffled() -> None:
+    firsts: list[torch.Tensor] = []
+
+    class Probe(Classifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            if batch_idx == 0:
+                firsts.append(batch[0][0].clone())
+            return super().training_step(batch, batch_idx)
+
+    trainer = trainkit.Trainer(max_epochs=2, overfit_batches=2, **QUIET)
+    with pytest.warns(UserWarning, match="shuffling off"):
+        trainer.fit(Probe(), loader(blobs(64), 16, shuffle=True), loader(blobs(64), 16))
+    assert trainer.num_training_batches == 2 and trainer.num_val_batches == [2]
+    assert trainer.global_step == 4 and torch.equal(firsts[0], firsts[1])
+
+
+def test_reload_dataloaders_every_n_epochs() -> None:
+    asked: list[int] = []
+
+    class Reloading(Classifier):
+        def train_dataloader(self) -> Any:
+            asked.append(self.current_epoch)
+            return loader(blobs(32), 16)
+
+    trainer = trainkit.Trainer(max_epochs=4, reload_dataloaders_every_n_epochs=2, **QUIET)
+    trainer.fit(Reloading())
+    assert asked == [0, 2]
+
+
+def test_barebones_turns_off_the_extras(tmp_path: Path) -> None:
+    trainer = trainkit.Trainer(barebones=True, max_epochs=1, default_root_dir=tmp_path)
+    assert trainer.loggers == [] and trainer.checkpoint_callback is None
+    assert trainer.progress_bar_callback is None
+    fit_quietly(trainer, Classifier())
+    assert not any(tmp_path.iterdir())
+
+
+def test_detect_anomaly_finds_the_op_making_nans() -> None:
+    class Nan(Classifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            x, _ = batch
+            return torch.sqrt(self(x).sum() * 0 - 1)  # NaN in backward and forward
+
+    trainer = trainkit.Trainer(max_epochs=1, detect_anomaly=True, **QUIET)
+    with pytest.raises(Exception, match=r"(?i)nan|anomal"):
+        fit_quietly(trainer, Nan())
+
+
+def test_sync_batchnorm_on_cpu_processes_is_refused() -> None:
+    from trainkit.strategies.wrapping import convert_sync_batchnorm
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2))
+    with pytest.raises(ValueError, match="CUDA devices only"):
+        convert_sync_batchnorm(model, torch.device("cpu"))
+    plain = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    convert_sync_batchnorm(plain, torch.device("cpu"))  # nothing to convert: fine
+
+
+def test_enable_checkpointing_false_adds_no_checkpoint(tmp_path: Path) -> None:
+    trainer = trainkit.Trainer(
+        max_epochs=1, enable_checkpointing=False, logger=False, default_root_dir=tmp_path
+    )
+    fit_quietly(trainer, Classifier())
+    assert trainer.checkpoint_callback is None and not (tmp_path / "checkpoints").exists()
+
+
+def test_inference_mode_and_benchmark_are_options() -> None:
+    trainer = trainkit.Trainer(inference_mode=False, benchmark=True, **QUIET)
+    assert trainer.options.inference_mode is False
+    assert torch.backends.cudnn.benchmark is True
+    trainkit.Trainer(benchmark=False, **QUIET)
+    assert torch.backends.cudnn.benchmark is False
+
+
+# ----------------------------------------------------------- entry points
+def test_evaluate_after_fit_without_a_model_uses_the_best_checkpoint(tmp_path: Path) -> None:
+    trainer = trainkit.Trainer(
+        max_epochs=2,
+        callbacks=[ModelCheckpoint(dirpath=tmp_path, monitor="val/loss", save_top_k=1)],
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    )
+    fit_quietly(trainer, Classifier())
+    best = trainer.checkpoint_callback.best_model_path
+    assert best
+    with pytest.warns(UserWarning, match="best checkpoint"):
+        results = trainer.validate(dataloaders=loader(blobs(32), 16), verbose=False)
+    assert trainer.ckpt_path == best and set(results[0]) >= {"val/loss", "val/acc"}
+    trainer.test(dataloaders=loader(blobs(32), 16), ckpt_path="best", verbose=False)
+    assert trainer.ckpt_path == best
+    trainer.test(dataloaders=loader(blobs(32), 16), ckpt_path="last", verbose=False)
+    assert trainer.ckpt_path is not None and trainer.ckpt_path.endswith("last.ckpt")
+    predictions = trainer.predict(dataloaders=loader(blobs(32), 16), ckpt_path=best)
+    assert predictions is not None and len(predictions) == 2
+
+
+def test_evaluate_without_a_model_or_a_fit_says_what_to_pass() -> None:
+    with pytest.raises(ValueError, match=r"trainer.validate\(\) needs a model"):
+        trainkit.Trainer(**QUIET).validate(dataloaders=loader(blobs(32), 16))
+
+
+def test_ckpt_path_best_without_a_checkpoint_callback_is_an_error() -> None:
+    with pytest.raises(ValueError, match="ckpt_path='best' needs a ModelCheckpoint"):
+        trainkit.Trainer(**QUIET).test(Classifier(), loader(blobs(32), 16), ckpt_path="best")
+
+
+def test_predict_return_predictions_false_returns_none() -> None:
+    trainer = trainkit.Trainer(**QUIET)
+    assert trainer.predict(Classifier(), loader(blobs(32), 16), return_predictions=False) is None
+
+
+def test_verbose_prints_the_results(capsys: pytest.CaptureFixture[str]) -> None:
+    trainkit.Trainer(**QUIET).test(Classifier(), loader(blobs(32), 16))
+    out = capsys.readouterr().out
+    assert "test results" in out and "test/acc" in out
+    trainkit.Trainer(**QUIET).test(Classifier(), loader(blobs(32), 16), verbose=False)
+    assert capsys.readouterr().out == ""
+
+
+def test_fit_ckpt_path_is_reported(tmp_path: Path) -> None:
+    trainer = trainkit.Trainer(max_epochs=1, **QUIET)
+    fit_quietly(trainer, Classifier())
+    path = tmp_path / "a.ckpt"
+    trainer.save_checkpoint(path)
+    again = trainkit.Trainer(max_epochs=2, **QUIET)
+    fit_quietly(again, Classifier())
+    assert again.ckpt_path is None
+    resumed = trainkit.Trainer(max_epochs=2, **QUIET)
+    resumed.fit(Classifier(), loader(blobs(64), 16), ckpt_path=path)
+    assert resumed.ckpt_path == str(path) and resumed.current_epoch == 2
+    assert math.isfinite(float(resumed.callback_metrics["train/loss"]))

@@ -1,0 +1,42 @@
+"""Lightning's names for trainkit's classes: porting is changing the import.
+
+Replace ``import lightning.pytorch as pl`` (or ``import lightning as L``) with
+``import trainkit.lightning as pl`` and ``from lightning.pytorch.callbacks import
+...`` with ``from trainkit.lightning.callbacks import ...``::
+
+    import trainkit.lightning as L
+
+    class Net(L.LightningModule): ...
+
+    trainer = L.Trainer(max_epochs=3, callbacks=[L.callbacks.EarlyStopping("val_loss")])
+
+The classes are trainkit's own (``L.LightningModule is trainkit.Module``); what
+trainkit does differently from Lightning is listed in docs/porting.md, and a
+Lightning name trainkit does not have fails on import with a message saying so.
+"""
+
+from __future__ import annotations
+
+from trainkit.callbacks.base import Callback
+from trainkit.data import DataModule as LightningDataModule
+from trainkit.lightning import callbacks, loggers, utilities
+from trainkit.module import Module as LightningModule
+from trainkit.seed import seed_everything
+from trainkit.state import RunningStage, TrainerFn, TrainerStatus
+from trainkit.trainer import Trainer
+from trainkit.version import __version__
+
+__all__ = [
+    "Callback",
+    "LightningDataModule",
+    "LightningModule",
+    "RunningStage",
+    "Trainer",
+    "TrainerFn",
+    "TrainerStatus",
+    "__version__",
+    "callbacks",
+    "loggers",
+    "seed_everything",
+    "utilities",
+]

@@ -1,0 +1,17 @@
+"""Lightning's ``lightning.pytorch.utilities`` names that trainkit provides."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainkit.lightning._missing import missing
+from trainkit.module import AttributeDict
+from trainkit.rank_zero import rank_zero_only, rank_zero_warn
+from trainkit.rank_zero import rank_zero_print as rank_zero_info
+from trainkit.seed import seed_everything
+
+__all__ = ["AttributeDict", "rank_zero_info", "rank_zero_only", "rank_zero_warn", "seed_everything"]
+
+
+def __getattr__(name: str) -> Any:
+    raise missing(__name__, name, __all__)
