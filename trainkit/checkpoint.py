@@ -55,6 +55,8 @@ CHECKPOINT_HYPER_PARAMS_KEY = "hyper_parameters"
 CHECKPOINT_HYPER_PARAMS_NAME = "hparams_name"
 #: The type of the saved hyperparameters, when they are not a plain dict.
 CHECKPOINT_HYPER_PARAMS_TYPE = "hparams_type"
+#: Prefixes the hyperparameter keys for a DataModule's (``datamodule_hyper_parameters``).
+DATAMODULE_PREFIX = "datamodule_"
 #: The key that marks a file as a Lightning checkpoint (and the version that wrote it).
 LIGHTNING_VERSION_KEY = "pytorch-lightning_version"
 #: The Lightning checkpoint layout trainkit's files follow, written under
@@ -334,6 +336,7 @@ def init_arguments(
     checkpoint: Mapping[str, Any],
     overrides: Mapping[str, Any],
     hparams_file: str | os.PathLike[str] | None = None,
+    prefix: str = "",
 ) -> dict[str, Any]:
     """The ``__init__`` arguments that rebuild a Module from ``checkpoint``.
 
@@ -348,6 +351,8 @@ def init_arguments(
         checkpoint: a loaded checkpoint (trainkit's or Lightning's).
         overrides: keyword arguments that replace saved values.
         hparams_file: a YAML file whose hyperparameters replace the saved ones.
+        prefix: ``"datamodule_"`` for a DataModule's hyperparameters (saved under
+            ``datamodule_hyper_parameters`` and ``datamodule_hparams_name``).
 
     Returns:
         The keyword arguments to call the class with.
@@ -356,7 +361,8 @@ def init_arguments(
         ValueError: ``hparams_file`` is not a ``.yaml``/``.yml`` file.
     """
     saved: dict[str, Any] = {}
-    for key in (*_PAST_HYPER_PARAMS_KEYS, CHECKPOINT_HYPER_PARAMS_KEY):
+    past = () if prefix else _PAST_HYPER_PARAMS_KEYS
+    for key in (*past, prefix + CHECKPOINT_HYPER_PARAMS_KEY):
         found = checkpoint.get(key) or {}
         saved.update(vars(found) if isinstance(found, Namespace) else found)
     if hparams_file is not None:
@@ -366,9 +372,9 @@ def init_arguments(
     names = [p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     takes_any = any(p.kind is p.VAR_KEYWORD for p in parameters)
     arguments: dict[str, Any] = dict(saved)
-    name = checkpoint.get(CHECKPOINT_HYPER_PARAMS_NAME)
+    name = checkpoint.get(prefix + CHECKPOINT_HYPER_PARAMS_NAME)
     if name and name in names:
-        kind = str(checkpoint.get(CHECKPOINT_HYPER_PARAMS_TYPE) or "")
+        kind = str(checkpoint.get(prefix + CHECKPOINT_HYPER_PARAMS_TYPE) or "")
         arguments = {
             **overrides,
             name: Namespace(**saved) if "namespace" in kind.lower() else saved,
@@ -481,8 +487,16 @@ def collect_state(trainer: Trainer, weights_only: bool = False) -> dict[str, Any
         # saved one config dict records that argument's name (as Lightning does).
         checkpoint[CHECKPOINT_HYPER_PARAMS_NAME] = getattr(module, "_hparams_name", "kwargs")
     checkpoint[CHECKPOINT_HYPER_PARAMS_KEY] = plain_hparams(module.hparams)
-    if trainer.datamodule is not None:
-        checkpoint["datamodule"] = trainer.datamodule.state_dict()
+    datamodule = trainer.datamodule
+    if datamodule is not None:
+        checkpoint["datamodule"] = datamodule.state_dict()
+        if datamodule.hparams:
+            # Lightning's keys for a DataModule's hyperparameters (DataModule.load_from_checkpoint).
+            name = getattr(datamodule, "_hparams_name", "kwargs")
+            checkpoint[DATAMODULE_PREFIX + CHECKPOINT_HYPER_PARAMS_NAME] = name
+            checkpoint[DATAMODULE_PREFIX + CHECKPOINT_HYPER_PARAMS_KEY] = plain_hparams(
+                datamodule.hparams
+            )
     module.on_save_checkpoint(checkpoint)
     if not weights_only:  # as in Lightning, callbacks add nothing to a weights-only file
         for callback in trainer.callbacks:

@@ -477,3 +477,45 @@ def test_a_lightning_file_with_object_hparams_names_the_safe_way_to_load_it(tmp_
         Momentum.load_from_checkpoint(path)
     with torch.serialization.safe_globals([Namespace]):
         assert Momentum.load_from_checkpoint(path).hparams.lr == 0.4
+
+
+class SizedData(BlobData):
+    """BlobData that records its batch size as a hyperparameter and has a state."""
+
+    def __init__(self, batch_size: int = 32) -> None:
+        super().__init__(batch_size)
+        self.save_hyperparameters()
+        self.restored: dict[str, Any] | None = None
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"position": 3}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.restored = state_dict
+
+
+def test_datamodule_hyperparameters_are_saved_and_rebuild_it(tmp_path: Path) -> None:
+    checkpoints = ModelCheckpoint(dirpath=tmp_path, save_top_k=-1)
+    trainer = trainkit.Trainer(
+        max_epochs=1, **{**QUIET, "enable_checkpointing": True}, callbacks=[checkpoints]
+    )
+    trainer.fit(Momentum(), datamodule=SizedData(batch_size=16))
+    (path,) = tmp_path.glob("epoch=0-*.ckpt")
+    checkpoint = load(path)
+    assert checkpoint["datamodule_hyper_parameters"] == {"batch_size": 16}
+    assert checkpoint["datamodule_hparams_name"] == "kwargs"
+    data = SizedData.load_from_checkpoint(path)
+    assert data.batch_size == 16 and data.restored == {"position": 3}
+    assert SizedData.load_from_checkpoint(path, batch_size=8).batch_size == 8
+
+
+def test_datamodule_load_from_checkpoint_reads_a_lightning_file(tmp_path: Path) -> None:
+    path = tmp_path / "lightning.ckpt"
+    _lightning_file(
+        path,
+        datamodule_hparams_name="kwargs",
+        datamodule_hyper_parameters={"batch_size": 4},
+        **{SizedData.__qualname__: {"position": 9}},
+    )
+    data = SizedData.load_from_checkpoint(path)
+    assert data.batch_size == 4 and data.restored == {"position": 9}
