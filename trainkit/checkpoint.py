@@ -4,6 +4,16 @@ A checkpoint is a dict of tensors and plain containers (see
 :meth:`trainkit.Trainer.save_checkpoint` for its keys), so it loads with
 ``torch.load(weights_only=True)``: loading a checkpoint never runs code from it.
 
+The file is also a Lightning 2.x checkpoint: its top-level keys include
+Lightning's (``epoch``, ``global_step``, ``pytorch-lightning_version``,
+``state_dict``, ``loops``, ``callbacks``, ``optimizer_states``,
+``lr_schedulers``, ``hparams_name``, ``hyper_parameters``), so tools that read
+Lightning checkpoints read trainkit's. trainkit's own entries (``loop``, ``rng``,
+the logged metrics, ...) sit beside them and give the exact resume; no tensor
+is stored twice. Files written by Lightning load too (:func:`load`), through
+``Module.load_from_checkpoint`` and ``Trainer.fit(ckpt_path=...)``
+(:func:`restore_state`).
+
 Writes are atomic (``trainkit.io.atomic_write``): the file is written to a
 temporary name in the same folder, flushed and fsynced, then renamed over the
 target with ``os.replace``. A process killed mid-save leaves the previous file
@@ -13,10 +23,14 @@ half-written checkpoint under the real name.
 
 from __future__ import annotations
 
+import inspect
+import math
 import os
 import pickle
 import shutil
+import warnings
 import zipfile
+from argparse import Namespace
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +48,20 @@ if TYPE_CHECKING:
 #: Marks a dict as a trainkit checkpoint; bumped when the layout changes.
 FORMAT = "trainkit-checkpoint"
 FORMAT_VERSION = 1
+
+#: Where a checkpoint keeps the Module's hyperparameters (the ``__init__`` arguments).
+CHECKPOINT_HYPER_PARAMS_KEY = "hyper_parameters"
+#: The name the hyperparameters were saved under ("kwargs" for ``save_hyperparameters()``).
+CHECKPOINT_HYPER_PARAMS_NAME = "hparams_name"
+#: The type of the saved hyperparameters, when they are not a plain dict.
+CHECKPOINT_HYPER_PARAMS_TYPE = "hparams_type"
+#: Prefixes the hyperparameter keys for a DataModule's (``datamodule_hyper_parameters``).
+DATAMODULE_PREFIX = "datamodule_"
+#: The key that marks a file as a Lightning checkpoint (and the version that wrote it).
+LIGHTNING_VERSION_KEY = "pytorch-lightning_version"
+#: The Lightning checkpoint layout trainkit's files follow, written under
+#: :data:`LIGHTNING_VERSION_KEY` so that Lightning's tools apply no migration to them.
+LIGHTNING_FORMAT_VERSION = "2.6.0"
 
 
 # What torch.load raises for truncated, corrupt or foreign files (a truncated
@@ -88,16 +116,24 @@ def link_atomic(source: str | os.PathLike[str], path: str | os.PathLike[str]) ->
 
 
 def load(path: str | os.PathLike[str], map_location: Any = "cpu") -> dict[str, Any]:
-    """Load a trainkit checkpoint safely (``weights_only=True``).
+    """Load a trainkit or Lightning checkpoint safely (``weights_only=True``).
+
+    A Lightning 2.x file (one with a ``pytorch-lightning_version`` entry) is
+    returned as Lightning wrote it; :func:`is_lightning_checkpoint` tells the two
+    apart.
 
     Args:
         path: the checkpoint file.
         map_location: where tensors are loaded (CPU by default; the Trainer moves
             the state to the right devices when it restores it).
 
+    Returns:
+        The checkpoint dict.
+
     Raises:
-        CheckpointError: the file is missing, truncated or corrupt, or not a
-            trainkit checkpoint. The message names the file and the problem.
+        CheckpointError: the file is missing, truncated or corrupt, or neither a
+            trainkit nor a Lightning checkpoint. The message names the file and
+            the problem.
     """
     file = Path(path)
     if not file.is_file():
@@ -106,16 +142,35 @@ def load(path: str | os.PathLike[str], map_location: Any = "cpu") -> dict[str, A
         checkpoint = torch.load(file, map_location=map_location, weights_only=True)
     except _READ_ERRORS as error:
         size = file.stat().st_size
+        reason = _first_line(error).rstrip(".")
+        if "WeightsUnpickler error" in reason:
+            # Lightning files may hold hyperparameters that are objects (a Namespace, ...).
+            raise CheckpointError(
+                f"Checkpoint {file} ({size} bytes) cannot be read: {reason}. It stores "
+                "Python objects, and trainkit loads checkpoints with weights_only=True so that "
+                "no code from the file runs. If you trust the file, allow the class it names "
+                "with torch.serialization.add_safe_globals([...]) before loading, or re-save "
+                "the checkpoint with plain hyperparameters (numbers, strings, lists, dicts)."
+            ) from error
         raise CheckpointError(
-            f"Checkpoint {file} ({size} bytes) cannot be read: {_first_line(error)}. The file "
+            f"Checkpoint {file} ({size} bytes) cannot be read: {reason}. The file "
             "is truncated or damaged (for example, copied while being written), or is not a "
             "checkpoint; use another checkpoint, such as the previous one in its folder."
         ) from error
+    if is_lightning_checkpoint(checkpoint):
+        if not isinstance(checkpoint.get("state_dict"), Mapping):
+            raise CheckpointError(
+                f"{file} is a Lightning checkpoint without the model's 'state_dict'; it "
+                "cannot be loaded into a Module. Use a checkpoint written by ModelCheckpoint "
+                "or Trainer.save_checkpoint."
+            )
+        return dict(checkpoint)
     if not isinstance(checkpoint, dict) or checkpoint.get("format") != FORMAT:
         kind = type(checkpoint).__name__
         raise CheckpointError(
             f"{file} is not a trainkit checkpoint (it holds a {kind} without the "
-            f"'format': '{FORMAT}' entry). To load plain weights, use "
+            f"'format': '{FORMAT}' entry, and is not a Lightning checkpoint either: it has "
+            f"no '{LIGHTNING_VERSION_KEY}' entry). To load plain weights, use "
             "module.load_state_dict(torch.load(path, weights_only=True))."
         )
     if checkpoint.get("format_version", 0) > FORMAT_VERSION:
@@ -125,6 +180,32 @@ def load(path: str | os.PathLike[str], map_location: Any = "cpu") -> dict[str, A
             "upgrade trainkit to load it."
         )
     return checkpoint
+
+
+def is_lightning_checkpoint(checkpoint: object) -> bool:
+    """Whether ``checkpoint`` was written by Lightning (not by trainkit).
+
+    trainkit's own files carry Lightning's keys too; its ``format`` entry tells
+    them apart.
+
+    Args:
+        checkpoint: a loaded checkpoint.
+
+    Returns:
+        True for a dict with a ``pytorch-lightning_version`` entry and no trainkit
+        ``format`` entry.
+
+    Example:
+        >>> is_lightning_checkpoint({"pytorch-lightning_version": "2.4.0", "state_dict": {}})
+        True
+        >>> is_lightning_checkpoint({"format": FORMAT, "pytorch-lightning_version": "2.6.0"})
+        False
+    """
+    return (
+        isinstance(checkpoint, dict)
+        and checkpoint.get("format") != FORMAT
+        and LIGHTNING_VERSION_KEY in checkpoint
+    )
 
 
 def resolve_path(
@@ -169,13 +250,18 @@ def peek(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     return {"lineage": checkpoint.get("lineage"), "global_step": loop.get("global_step", 0)}
 
 
-def load_module_state(module: nn.Module, state: Mapping[str, torch.Tensor], source: str) -> None:
+def load_module_state(
+    module: nn.Module, state: Mapping[str, torch.Tensor], source: str, strict: bool = True
+) -> None:
     """Load ``state`` into ``module``, or explain every key that does not fit.
 
     Args:
         module: the model to load into.
         state: a state dict.
         source: where the state came from, for the message (a file name).
+        strict: with False, missing and unexpected keys are allowed (a warning
+            lists them) and the keys that match are loaded; mis-shaped keys are
+            an error either way.
 
     Raises:
         CheckpointError: listing missing, unexpected and mis-shaped keys.
@@ -188,7 +274,7 @@ def load_module_state(module: nn.Module, state: Mapping[str, torch.Tensor], sour
         for key in set(own) & set(state)
         if isinstance(state[key], torch.Tensor) and state[key].shape != own[key].shape
     )
-    if missing or unexpected or mis_shaped:
+    if mis_shaped or (strict and (missing or unexpected)):
         lines = [f"The checkpoint {source} does not fit {type(module).__name__}:"]
         for title, keys in (
             ("missing", missing),
@@ -202,7 +288,14 @@ def load_module_state(module: nn.Module, state: Mapping[str, torch.Tensor], sour
             "saved it (Module.load_from_checkpoint does this from the saved hparams)."
         )
         raise CheckpointError("\n".join(lines))
-    module.load_state_dict(state)
+    for title, keys in (("missing from", missing), ("not in the model but in", unexpected)):
+        if keys:
+            warnings.warn(
+                f"strict=False: keys {title} the checkpoint {source} were skipped: "
+                f"{', '.join(_clip(keys))}.",
+                stacklevel=2,
+            )
+    module.load_state_dict(state, strict=strict)
 
 
 def plain_hparams(hparams: Mapping[str, Any]) -> dict[str, Any]:
@@ -234,6 +327,93 @@ def plain_value(value: Any) -> Any:
     return repr(value)
 
 
+#: Where Lightning versions before 1.0 kept the hyperparameters.
+_PAST_HYPER_PARAMS_KEYS = ("hparams", "module_arguments")
+
+
+def init_arguments(
+    init: Callable[..., Any],
+    checkpoint: Mapping[str, Any],
+    overrides: Mapping[str, Any],
+    hparams_file: str | os.PathLike[str] | None = None,
+    prefix: str = "",
+) -> dict[str, Any]:
+    """The ``__init__`` arguments that rebuild a Module from ``checkpoint``.
+
+    The saved hyperparameters (or those in ``hparams_file``), updated by
+    ``overrides``. When they were saved under one argument's name
+    (``hparams_name``, for a Module that takes a single config dict or
+    Namespace), they become that argument. Unless ``__init__`` takes
+    ``**kwargs``, only the names it accepts are kept.
+
+    Args:
+        init: the class's ``__init__``.
+        checkpoint: a loaded checkpoint (trainkit's or Lightning's).
+        overrides: keyword arguments that replace saved values.
+        hparams_file: a YAML file whose hyperparameters replace the saved ones.
+        prefix: ``"datamodule_"`` for a DataModule's hyperparameters (saved under
+            ``datamodule_hyper_parameters`` and ``datamodule_hparams_name``).
+
+    Returns:
+        The keyword arguments to call the class with.
+
+    Raises:
+        ValueError: ``hparams_file`` is not a ``.yaml``/``.yml`` file.
+    """
+    saved: dict[str, Any] = {}
+    past = () if prefix else _PAST_HYPER_PARAMS_KEYS
+    for key in (*past, prefix + CHECKPOINT_HYPER_PARAMS_KEY):
+        found = checkpoint.get(key) or {}
+        saved.update(vars(found) if isinstance(found, Namespace) else found)
+    if hparams_file is not None:
+        saved = load_hparams_file(hparams_file)
+    saved.update(overrides)
+    parameters = list(inspect.signature(init).parameters.values())[1:]  # skip self
+    names = [p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in parameters)
+    arguments: dict[str, Any] = dict(saved)
+    name = checkpoint.get(prefix + CHECKPOINT_HYPER_PARAMS_NAME)
+    if name and name in names:
+        kind = str(checkpoint.get(prefix + CHECKPOINT_HYPER_PARAMS_TYPE) or "")
+        arguments = {
+            **overrides,
+            name: Namespace(**saved) if "namespace" in kind.lower() else saved,
+        }
+    if not takes_any:
+        arguments = {key: value for key, value in arguments.items() if key in names}
+    return arguments
+
+
+def load_hparams_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Hyperparameters from a YAML file (as loggers write ``hparams.yaml``).
+
+    Args:
+        path: a ``.yaml`` or ``.yml`` file holding a mapping.
+
+    Returns:
+        The mapping.
+
+    Raises:
+        ValueError: the file is not YAML or does not hold a mapping.
+    """
+    file = Path(path)
+    if file.suffix.lower() not in (".yaml", ".yml"):
+        raise ValueError(
+            f"hparams_file={str(file)!r}: trainkit reads hyperparameters from .yaml or .yml "
+            "files (not .csv); convert the file to YAML, or pass the values as keyword "
+            "arguments to load_from_checkpoint."
+        )
+    import yaml  # only here: importing trainkit does not load yaml
+
+    loaded = yaml.safe_load(file.read_text()) or {}
+    if not isinstance(loaded, dict):
+        raise ValueError(
+            f"hparams_file {file} holds a {type(loaded).__name__}, not a mapping of "
+            "hyperparameter names to values."
+        )
+    return {str(key): value for key, value in loaded.items()}
+
+
 def _clip(keys: list[str], limit: int = 10) -> list[str]:
     return keys if len(keys) <= limit else [*keys[:limit], f"... ({len(keys) - limit} more)"]
 
@@ -248,56 +428,122 @@ def _first_line(error: BaseException) -> str:
 
 
 # ------------------------------------------------------------ a run's state
-def collect_state(trainer: Trainer) -> dict[str, Any]:
+def collect_state(trainer: Trainer, weights_only: bool = False) -> dict[str, Any]:
     """The full training state of ``trainer``'s run, as a weights-only-safe dict.
+
+    Lightning's keys come first (so ``on_save_checkpoint`` hooks and tools that
+    read Lightning checkpoints find them), then trainkit's own.
 
     Args:
         trainer: the running Trainer.
+        weights_only: leave out what only resuming training needs (optimizer,
+            LR scheduler and callback states, random states, logged metrics), as
+            Lightning's ``save_checkpoint(..., weights_only=True)`` does. Such a
+            file loads with ``load_from_checkpoint`` but cannot resume ``fit``.
+
+    Returns:
+        The checkpoint dict, after the Module's and the callbacks'
+        ``on_save_checkpoint`` hooks have seen it.
     """
     module = trainer.module
+    state = trainer.state
+    finished = state.status != "running"
+    callback_states = {cb.state_key: cb.state_dict() for cb in trainer.callbacks}
     checkpoint: dict[str, Any] = {
+        # Lightning's layout (a Lightning 2.x tool reads these).
+        "epoch": _lightning_epoch(state.epoch, state.batch_idx, finished),
+        "global_step": state.global_step,
+        LIGHTNING_VERSION_KEY: LIGHTNING_FORMAT_VERSION,
+        "state_dict": module.state_dict(),
+        "loops": lightning_loops(
+            state.state_dict(), state.num_training_batches, module.automatic_optimization, finished
+        ),
+        "callbacks": callback_states,
+        "optimizer_states": [optimizer.state_dict() for optimizer in trainer.optimizers],
+        "lr_schedulers": [c.scheduler.state_dict() for c in trainer.lr_scheduler_configs],
+        # trainkit's own: what the exact resume needs beyond Lightning's keys.
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "versions": {"trainkit": __version__, "torch": str(torch.__version__)},
-        "lineage": trainer.state.lineage,
-        "loop": trainer.state.state_dict(),
+        "lineage": state.lineage,
+        "loop": state.state_dict(),
         "rng": capture_rng_states(),
-        "state_dict": module.state_dict(),
-        "optimizer_states": [optimizer.state_dict() for optimizer in trainer.optimizers],
-        "lr_schedulers": [c.scheduler.state_dict() for c in trainer.lr_scheduler_configs],
-        "callbacks": {cb.state_key: cb.state_dict() for cb in trainer.callbacks},
         **trainer.results.state_dict(),
         # Only rank 0 logs: reading a logger's version elsewhere would claim a folder.
         "loggers": [logger.state_dict() for logger in trainer.loggers]
         if trainer.is_global_zero
         else [],
-        "hyper_parameters": plain_hparams(module.hparams),
         "config": None,  # the trainkit command's run config (its callback fills it in)
     }
-    if trainer.datamodule is not None:
-        checkpoint["datamodule"] = trainer.datamodule.state_dict()
+    scaler = callback_states.get(_PRECISION_KEY, {}).get("scaler")
+    if scaler and not weights_only:
+        # Where Lightning keeps the float16 loss scaler's state (its precision plugin's name).
+        checkpoint[_PRECISION_KEY] = scaler
+    if weights_only:
+        for key in (*_RESUME_ONLY_KEYS, *trainer.results.state_dict()):
+            checkpoint.pop(key, None)
+    if module.hparams:
+        # "kwargs": the hyperparameters are __init__'s keyword arguments; a Module that
+        # saved one config dict records that argument's name (as Lightning does).
+        checkpoint[CHECKPOINT_HYPER_PARAMS_NAME] = getattr(module, "_hparams_name", "kwargs")
+    checkpoint[CHECKPOINT_HYPER_PARAMS_KEY] = plain_hparams(module.hparams)
+    datamodule = trainer.datamodule
+    if datamodule is not None:
+        checkpoint["datamodule"] = datamodule.state_dict()
+        if datamodule.hparams:
+            # Lightning's keys for a DataModule's hyperparameters (DataModule.load_from_checkpoint).
+            name = getattr(datamodule, "_hparams_name", "kwargs")
+            checkpoint[DATAMODULE_PREFIX + CHECKPOINT_HYPER_PARAMS_NAME] = name
+            checkpoint[DATAMODULE_PREFIX + CHECKPOINT_HYPER_PARAMS_KEY] = plain_hparams(
+                datamodule.hparams
+            )
     module.on_save_checkpoint(checkpoint)
-    for callback in trainer.callbacks:
-        callback.on_save_checkpoint(trainer, module, checkpoint)
+    if not weights_only:  # as in Lightning, callbacks add nothing to a weights-only file
+        for callback in trainer.callbacks:
+            callback.on_save_checkpoint(trainer, module, checkpoint)
     return checkpoint
+
+
+#: What a weights-only checkpoint leaves out (see :func:`collect_state`).
+_RESUME_ONLY_KEYS = ("callbacks", "optimizer_states", "lr_schedulers", "rng", "loggers")
 
 
 def restore_state(trainer: Trainer, checkpoint: dict[str, Any], source: str) -> None:
     """Put ``trainer``'s run back in the state ``checkpoint`` was saved in.
 
+    A trainkit checkpoint resumes exactly (data position, random states, logged
+    metrics, loggers). A Lightning checkpoint restores the weights, optimizers,
+    LR schedulers, the callbacks whose ``state_key`` matches, the float16
+    loss scaler, the DataModule's state and the counters; saved at an epoch's
+    end it resumes at the next epoch, saved mid-epoch it continues at the next
+    batch of a newly drawn order (with a warning: see :func:`lightning_progress`).
+
     Args:
         trainer: the Trainer, set up for fit (module, optimizers, callbacks).
         checkpoint: a loaded checkpoint.
         source: where it came from, for messages.
+
+    Raises:
+        CheckpointError: the checkpoint does not fit the model or the optimizers.
     """
     module = trainer.module
     module.on_load_checkpoint(checkpoint)
     for callback in trainer.callbacks:
         callback.on_load_checkpoint(trainer, module, checkpoint)
     load_module_state(module, checkpoint["state_dict"], source)
+    if "optimizer_states" not in checkpoint:
+        raise CheckpointError(
+            f"The checkpoint {source} holds only the model's weights (it was saved with "
+            "save_weights_only=True), so training cannot resume from it. Load the weights "
+            "with Module.load_from_checkpoint and call fit without ckpt_path, or resume from "
+            "a full checkpoint."
+        )
     _load_each("optimizer", trainer.optimizers, checkpoint["optimizer_states"], source)
     schedulers = [config.scheduler for config in trainer.lr_scheduler_configs]
-    _load_each("LR scheduler", schedulers, checkpoint["lr_schedulers"], source)
+    _load_each("LR scheduler", schedulers, checkpoint.get("lr_schedulers", []), source)
+    if is_lightning_checkpoint(checkpoint):
+        _restore_lightning_state(trainer, checkpoint, source)
+        return
     callback_states = checkpoint.get("callbacks", {})
     for callback in trainer.callbacks:
         if callback.state_key in callback_states:
@@ -318,6 +564,213 @@ def restore_state(trainer: Trainer, checkpoint: dict[str, Any], source: str) -> 
     if trainer.datamodule is not None and "datamodule" in checkpoint:
         trainer.datamodule.load_state_dict(checkpoint["datamodule"])
     restore_rng_states(checkpoint["rng"])
+
+
+# ------------------------------------------------------- Lightning's layout
+#: The key of the float16 loss scaler's state: trainkit's MixedPrecision callback's
+#: ``state_key``, and where Lightning's precision plugin keeps it.
+_PRECISION_KEY = "MixedPrecision"
+#: Where Lightning 1.x kept the loss scaler's state.
+_LEGACY_SCALER_KEY = "native_amp_scaling_state"
+
+
+def _restore_lightning_state(trainer: Trainer, checkpoint: dict[str, Any], source: str) -> None:
+    """The part of :func:`restore_state` that reads what only Lightning's files hold."""
+    callback_states = dict(checkpoint.get("callbacks") or {})
+    scaler = checkpoint.get(_PRECISION_KEY, checkpoint.get(_LEGACY_SCALER_KEY))
+    if scaler:
+        callback_states.setdefault(_PRECISION_KEY, {"scaler": scaler})
+    restored: set[str] = set()
+    for callback in trainer.callbacks:
+        key = callback.state_key
+        if key not in callback_states:
+            continue
+        restored.add(key)
+        try:
+            callback.load_state_dict(dict(callback_states[key]))
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            trainer.warn(
+                f"The Lightning checkpoint {source} holds a state for {key} that it cannot "
+                f"read ({type(error).__name__}: {error}); that callback starts afresh."
+            )
+    ignored = sorted(set(callback_states) - restored)
+    if ignored:
+        trainer.warn(
+            f"The Lightning checkpoint {source} holds the state of callbacks this Trainer "
+            f"does not have: {ignored}; their state is ignored. To restore it, pass "
+            "callbacks whose state_key matches (the same class and arguments)."
+        )
+    progress = lightning_progress(checkpoint)
+    state = trainer.state
+    for name in ("epoch", "global_step", "batch_idx", "batches_seen"):
+        setattr(state, name, progress[name])
+    state.should_stop = False
+    state.epoch_start_rng = None  # a Lightning file has no record of the epoch's order
+    if progress["batch_idx"] > 0:
+        trainer.warn(
+            f"The Lightning checkpoint {source} was saved {progress['batch_idx']} batches "
+            f"into epoch {progress['epoch']}. trainkit continues that epoch at batch "
+            f"{progress['batch_idx']} of a newly drawn order, so with a shuffling dataloader "
+            "some samples of the epoch are seen twice and others not at all, and the random "
+            "state is not the saved run's (Lightning files do not record the data order). "
+            "For an exact resume, resume from a checkpoint saved at an epoch's end or from "
+            "one written by trainkit."
+        )
+    elif "loops" not in checkpoint:
+        trainer.warn(
+            f"The Lightning checkpoint {source} has no 'loops' entry (loop progress); "
+            f"assuming it was saved at the end of epoch {progress['epoch'] - 1}, training "
+            f"continues at epoch {progress['epoch']}."
+        )
+    datamodule = trainer.datamodule
+    if datamodule is not None and type(datamodule).__qualname__ in checkpoint:
+        datamodule.load_state_dict(checkpoint[type(datamodule).__qualname__])
+
+
+def lightning_progress(checkpoint: Mapping[str, Any]) -> dict[str, int]:
+    """Where a Lightning checkpoint resumes, in trainkit's counters.
+
+    Lightning's fit-loop progress says whether the file was saved at an epoch's
+    end (training continues at the next epoch) or during one (it continues at
+    the next batch). Without it, the file is taken as saved at an epoch's end,
+    ModelCheckpoint's default.
+
+    Args:
+        checkpoint: a checkpoint written by Lightning.
+
+    Returns:
+        ``epoch``, ``batch_idx`` (batches of that epoch already run),
+        ``global_step`` and ``batches_seen`` (training batches run in all).
+
+    Example:
+        >>> lightning_progress({"epoch": 3, "global_step": 40})
+        {'epoch': 4, 'batch_idx': 0, 'global_step': 40, 'batches_seen': 40}
+    """
+    global_step = int(checkpoint.get("global_step", 0))
+    fit = (checkpoint.get("loops") or {}).get("fit_loop")
+    if not fit:
+        epoch = int(checkpoint.get("epoch", 0)) + 1
+        return {
+            "epoch": epoch,
+            "batch_idx": 0,
+            "global_step": global_step,
+            "batches_seen": global_step,
+        }
+    epochs = fit["epoch_progress"]["current"]
+    batches = fit["epoch_loop.batch_progress"]
+    epoch = int(epochs["processed"])
+    batch_idx = 0
+    mid_epoch = int(epochs["started"]) > epoch
+    if mid_epoch and not batches.get("is_last_batch", False):
+        batch_idx = int(batches["current"]["processed"])
+    elif mid_epoch:
+        epoch += 1  # saved after the epoch's last batch: the epoch is done
+    return {
+        "epoch": epoch,
+        "batch_idx": batch_idx,
+        "global_step": global_step,
+        "batches_seen": int(batches["total"]["processed"]),
+    }
+
+
+def _lightning_epoch(epoch: int, batch_idx: int, finished: bool) -> int:
+    # Lightning's "epoch" is its current_epoch: during fit, a file saved at an
+    # epoch's end names that epoch (trainkit's counter already names the next).
+    return epoch - 1 if epoch > 0 and batch_idx == 0 and not finished else epoch
+
+
+def lightning_loops(
+    loop_state: Mapping[str, Any], batches_per_epoch: float, automatic: bool, finished: bool
+) -> dict[str, Any]:
+    """Lightning's ``loops`` entry for a run at ``loop_state``, so Lightning resumes there.
+
+    Lightning's fit-loop progress is rebuilt from trainkit's counters: the epoch,
+    the batch position and the global step. Counters trainkit does not keep
+    (optimizer steps within the current epoch, scheduler steps, validation
+    batches) are derived from those or zero.
+
+    Args:
+        loop_state: a :class:`~trainkit.state.RunState`'s ``state_dict()``.
+        batches_per_epoch: training batches in an epoch (inf when unknown).
+        automatic: whether the Module uses automatic optimization.
+        finished: whether fit has ended (Lightning then counts the last epoch done).
+
+    Returns:
+        A dict shaped like the ``loops`` entry of a Lightning 2.x checkpoint.
+    """
+    epoch, batch = int(loop_state["epoch"]), int(loop_state["batch_idx"])
+    seen, steps = int(loop_state["batches_seen"]), int(loop_state["global_step"])
+    per_epoch = int(batches_per_epoch) if math.isfinite(batches_per_epoch) else batch
+    if batch > 0:  # during an epoch, as Lightning saves at on_train_batch_end
+        epochs = _counts(epoch + 1, epoch + 1, epoch, epoch)
+        current = _counts(batch, batch, batch, batch - 1)
+        total = _counts(seen, seen, seen, seen - 1)
+    elif epoch > 0 and not finished:  # at an epoch's end, as Lightning saves at on_train_epoch_end
+        epochs = _counts(epoch, epoch, epoch, epoch - 1)
+        current, total = _counts(*[per_epoch] * 4), _counts(*[seen] * 4)
+    else:  # before training, or after fit ended
+        epochs = _counts(*[epoch] * 4)
+        current, total = _counts(*[per_epoch if epoch > 0 else 0] * 4), _counts(*[seen] * 4)
+    last = batch == 0 and epoch > 0
+    zero = _counts(0, 0, 0, 0)
+    automatic_steps, manual_steps = (steps, 0) if automatic else (0, steps)
+    return {
+        "fit_loop": {
+            "state_dict": {},
+            "epoch_progress": {"current": epochs, "total": dict(epochs)},
+            "epoch_loop.state_dict": {"_batches_that_stepped": steps},
+            "epoch_loop.batch_progress": {
+                "current": current,
+                "total": total,
+                "is_last_batch": last,
+            },
+            "epoch_loop.scheduler_progress": _steps(0, 0),
+            "epoch_loop.automatic_optimization.state_dict": {},
+            "epoch_loop.automatic_optimization.optim_progress": {
+                "optimizer": {
+                    "step": _steps(0, automatic_steps),
+                    "zero_grad": {
+                        "current": {"ready": 0, "started": 0, "completed": 0},
+                        "total": {
+                            "ready": automatic_steps,
+                            "started": automatic_steps,
+                            "completed": automatic_steps,
+                        },
+                    },
+                }
+            },
+            "epoch_loop.manual_optimization.state_dict": {},
+            "epoch_loop.manual_optimization.optim_step_progress": _steps(0, manual_steps),
+            "epoch_loop.val_loop.state_dict": {},
+            "epoch_loop.val_loop.batch_progress": {
+                "current": zero,
+                "total": dict(zero),
+                "is_last_batch": False,
+            },
+        },
+        **{
+            name: {
+                "state_dict": {},
+                "batch_progress": {
+                    "current": dict(zero),
+                    "total": dict(zero),
+                    "is_last_batch": False,
+                },
+            }
+            for name in ("validate_loop", "test_loop", "predict_loop")
+        },
+    }
+
+
+def _counts(ready: int, started: int, processed: int, completed: int) -> dict[str, int]:
+    return {"ready": ready, "started": started, "processed": processed, "completed": completed}
+
+
+def _steps(current: int, total: int) -> dict[str, dict[str, int]]:
+    return {
+        "current": {"ready": current, "completed": current},
+        "total": {"ready": total, "completed": total},
+    }
 
 
 def _batches_to_skip(loop_state: dict[str, Any], current: int | None, source: str) -> int:

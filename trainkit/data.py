@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import chain, islice, repeat
 from typing import Any, TypeVar
@@ -27,6 +28,7 @@ from trainkit.module import HyperparametersMixin, Module, overrides
 from trainkit.seed import capture_rng_states, restore_rng_states, seed_worker, seeding_workers
 
 T = TypeVar("T")
+DataModuleT = TypeVar("DataModuleT", bound="DataModule")
 
 # DataLoader, a list of them, or a dict of them (the dict's keys name the loaders).
 EvalDataloaders = DataLoader[Any] | list[DataLoader[Any]] | tuple[DataLoader[Any], ...]
@@ -165,6 +167,44 @@ class DataModule(HyperparametersMixin):
         Args:
             state_dict: the saved state.
         """
+
+    @classmethod
+    def load_from_checkpoint(
+        cls: type[DataModuleT],
+        checkpoint_path: str | os.PathLike[str],
+        map_location: Any = "cpu",
+        hparams_file: str | os.PathLike[str] | None = None,
+        **kwargs: Any,
+    ) -> DataModuleT:
+        """Build the DataModule from a checkpoint's DataModule hyperparameters.
+
+        Reads trainkit's and Lightning 2.x's files: the hyperparameters saved under
+        ``datamodule_hyper_parameters`` (``save_hyperparameters()`` in your
+        ``__init__``), updated by ``kwargs``; then the state Lightning saved
+        under the class's name, if any, goes to :meth:`load_state_dict`.
+
+        Args:
+            checkpoint_path: a checkpoint file (trainkit's or Lightning's).
+            map_location: where to load tensors (CPU by default), as for ``torch.load``.
+            hparams_file: a ``.yaml`` file whose hyperparameters replace the saved ones.
+            **kwargs: ``__init__`` arguments that replace the saved ones.
+
+        Returns:
+            The DataModule.
+        """
+        from trainkit.checkpoint import DATAMODULE_PREFIX, init_arguments, load
+
+        checkpoint = load(checkpoint_path, map_location=map_location)
+        arguments = init_arguments(
+            cls.__init__, checkpoint, kwargs, hparams_file, prefix=DATAMODULE_PREFIX
+        )
+        datamodule = cls(**arguments)
+        saved = checkpoint.get(cls.__qualname__)
+        if saved is None and checkpoint.get("format") is not None:
+            saved = checkpoint.get("datamodule") or None  # where trainkit keeps it
+        if saved is not None:
+            datamodule.load_state_dict(saved)
+        return datamodule
 
 
 def _is_dataset(value: Any) -> bool:
@@ -559,16 +599,18 @@ def epoch_batches(
         loader: the training dataloader.
         total: batches in the epoch.
         first: batches of this epoch already consumed.
-        start_rng: the epoch's starting random state (needed when ``first > 0``).
+        start_rng: the epoch's starting random state (for ``first > 0``; None, as
+            after resuming a Lightning checkpoint mid-epoch, draws a new order).
 
     Returns:
         The batches, and the random state the epoch's order is drawn from.
     """
-    if first == 0:
+    if first == 0 or start_rng is None:
         # Capture before iterating: creating the loader's iterator draws its seed.
         start = capture_data_rng(loader)
-        return batches(loader, total), start
-    assert start_rng is not None, "a mid-epoch checkpoint records the epoch's RNG"
+        if first == 0:
+            return batches(loader, total), start
+        start_rng = start  # no record of the epoch's order: skip into a new one
     resumed_rng = capture_data_rng(loader)
     restore_data_rng(loader, start_rng)
     iterator = batches(skip_batches(loader, first), total, start=first)

@@ -160,6 +160,13 @@ class Module(HyperparametersMixin, nn.Module):
         0.05
     """
 
+    #: Where checkpoints keep the hyperparameters (as in Lightning).
+    CHECKPOINT_HYPER_PARAMS_KEY = "hyper_parameters"
+    #: The name the hyperparameters were saved under.
+    CHECKPOINT_HYPER_PARAMS_NAME = "hparams_name"
+    #: The type of the saved hyperparameters, when they are not a plain dict.
+    CHECKPOINT_HYPER_PARAMS_TYPE = "hparams_type"
+
     # What TorchScript must not compile (to_torchscript).
     __jit_ignored_attributes__: list[str] = ["example_input_array"]
     __jit_unused_properties__: list[str] = [
@@ -311,22 +318,50 @@ class Module(HyperparametersMixin, nn.Module):
         cls: type[ModuleT],
         checkpoint_path: str | os.PathLike[str],
         map_location: Any = "cpu",
-        **overrides: Any,
+        hparams_file: str | os.PathLike[str] | None = None,
+        strict: bool | None = None,
+        weights_only: bool | None = None,
+        **kwargs: Any,
     ) -> ModuleT:
         """Build the module from a checkpoint's hyperparameters and load its weights.
 
+        Reads checkpoints written by trainkit and by Lightning 2.x. The module is
+        built with the saved hyperparameters (``save_hyperparameters()``), updated
+        by ``kwargs``; then ``on_load_checkpoint(checkpoint)`` runs and the
+        weights are loaded. Unlike Lightning, the module is returned in eval mode.
+
         Args:
-            checkpoint_path: a checkpoint written by trainkit.
-            map_location: where to load the tensors (CPU by default).
-            **overrides: ``__init__`` arguments that replace the saved ones.
+            checkpoint_path: a checkpoint file (trainkit's or Lightning's).
+            map_location: where to load the tensors (CPU by default): a device,
+                a string, a dict or a function, as for ``torch.load``. The module
+                is moved to the device its weights are loaded on.
+            hparams_file: a ``.yaml`` file whose hyperparameters replace the saved ones.
+            strict: whether every key of the checkpoint's and the module's
+                ``state_dict`` must match (default: the module's ``strict_loading``,
+                or True). With False, unmatched keys are skipped with a warning.
+            weights_only: trainkit always loads with ``weights_only=True`` (no
+                code from the file runs); False is refused with a warning.
+            **kwargs: ``__init__`` arguments that replace the saved ones.
 
         Returns:
             The module, in eval mode, ready for inference.
-        """
-        from trainkit.checkpoint import load, load_module_state
 
+        Raises:
+            CheckpointError: the file is missing, damaged, or does not fit.
+            TypeError: the class cannot be built from the saved hyperparameters.
+            ValueError: ``strict`` contradicts the module's ``strict_loading``.
+        """
+        from trainkit.checkpoint import init_arguments, load, load_module_state
+
+        if weights_only is False:
+            warnings.warn(
+                "load_from_checkpoint(weights_only=False): trainkit always loads checkpoints "
+                "with weights_only=True, so no code stored in the file runs; a file that "
+                "needs unpickling of arbitrary objects cannot be loaded.",
+                stacklevel=2,
+            )
         checkpoint = load(checkpoint_path, map_location=map_location)
-        arguments = {**checkpoint.get("hyper_parameters", {}), **overrides}
+        arguments = init_arguments(cls.__init__, checkpoint, kwargs, hparams_file)
         try:
             module = cls(**arguments)
         except TypeError as error:
@@ -335,8 +370,27 @@ class Module(HyperparametersMixin, nn.Module):
                 f"checkpoint {checkpoint_path} saved these hyperparameters; pass the missing "
                 "or renamed ones as keyword overrides, e.g. load_from_checkpoint(path, x=...)."
             ) from error
+        own_strict = getattr(module, "strict_loading", None)
+        if own_strict is not None and strict is not None and strict != own_strict:
+            raise ValueError(
+                f"load_from_checkpoint(..., strict={strict!r}) contradicts "
+                f"{cls.__name__}.strict_loading={own_strict!r}; set the same value for both, "
+                "or leave strict out."
+            )
+        strict = (own_strict if own_strict is not None else True) if strict is None else strict
         module.on_load_checkpoint(checkpoint)
-        load_module_state(module, checkpoint["state_dict"], str(checkpoint_path))
+        state = checkpoint["state_dict"]
+        load_module_state(module, state, str(checkpoint_path), strict=bool(strict))
+        device = next((t.device for t in state.values() if isinstance(t, torch.Tensor)), None)
+        if device is None:
+            warnings.warn(f"The checkpoint {checkpoint_path} holds no parameters.", stacklevel=2)
+        else:
+            module.to(device)
+        warnings.warn(
+            f"{cls.__name__}.load_from_checkpoint returns the module in eval mode (Lightning "
+            "returns it in train mode); call .train() on it to train it further.",
+            stacklevel=2,
+        )
         return module.eval()
 
     # --------------------------------------------------------------- logging
