@@ -51,6 +51,8 @@ class HyperparametersMixin:
     _hparams: AttributeDict | None = None
     _hparams_initial: AttributeDict | None = None
     _log_hyperparams: bool = True
+    #: The ``__init__`` argument the hyperparameters came in as one dict ("kwargs": none).
+    _hparams_name: str = "kwargs"
 
     @property
     def hparams(self) -> AttributeDict:
@@ -96,6 +98,13 @@ class HyperparametersMixin:
                 )
             self.hparams.update(values)
             self._hparams_initial = _copied(self.hparams)
+            # The __init__ argument that held them: load_from_checkpoint passes them back so.
+            frame = inspect.currentframe()
+            caller = frame.f_back if frame is not None else None
+            if caller is not None:
+                held = [k for k, v in caller.f_locals.items() if v is given and k != "self"]
+                if held:
+                    self._hparams_name = held[0]
             return
         frame = inspect.currentframe()
         caller = frame.f_back if frame is not None else None

@@ -331,7 +331,7 @@ class Trainer(TrainerViews):
             warnings.warn(message, stacklevel=2)
 
     # ------------------------------------------------------------ checkpoints
-    def save_checkpoint(self, path: str | os.PathLike[str]) -> None:
+    def save_checkpoint(self, path: str | os.PathLike[str], weights_only: bool = False) -> None:
         """Save the full training state to ``path`` (atomically; global rank 0 writes).
 
         The checkpoint holds the model, optimizers, LR schedulers, the run's state
@@ -342,8 +342,11 @@ class Trainer(TrainerViews):
 
         Args:
             path: the file to write.
+            weights_only: keep only the weights and hyperparameters (what Lightning's
+                weights-only file keeps); such a file loads, but does not resume.
         """
-        self.strategy.save_checkpoint(checkpoint_io.collect_state(self), path)
+        state = checkpoint_io.collect_state(self, weights_only=weights_only)
+        self.strategy.save_checkpoint(state, path)
 
     def _save_last(self) -> None:
         self.save_checkpoint(self._last_checkpoint_paths()[0])
@@ -454,8 +457,7 @@ class Trainer(TrainerViews):
 
     def _configure_callbacks(self, model: Module) -> None:
         # Module.configure_callbacks() joins the Trainer's callbacks for this run.
-        configured = model.configure_callbacks() if overrides(model, "configure_callbacks") else []
-        merged = merge_configured(self._user_callbacks, configured)
+        merged = merge_configured(self._user_callbacks, model.configure_callbacks())
         if merged is not self.callbacks:
             self.callbacks = merged
             self.step_slots = step_slots(merged)
