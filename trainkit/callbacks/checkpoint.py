@@ -100,6 +100,7 @@ class ModelCheckpoint(Callback):
             every epoch.
         enable_version_counter: accepted for compatibility; trainkit always adds
             ``-v1``, ``-v2``... instead of overwriting another run's file.
+        save_on_exception: must be False (trainkit saves only at resume points).
 
     Attributes:
         best_model_path: the best scored file ("" before the first).
@@ -143,9 +144,17 @@ class ModelCheckpoint(Callback):
         every_n_epochs: int | None = None,
         save_on_train_epoch_end: bool | None = None,
         enable_version_counter: bool = True,
+        save_on_exception: bool = False,
     ) -> None:
         if mode not in ("min", "max"):
             raise ValueError(f'ModelCheckpoint(mode={mode!r}) must be "min" or "max".')
+        if save_on_exception:
+            raise ValueError(
+                "ModelCheckpoint(save_on_exception=True) is not supported: trainkit saves only "
+                "where training resumes exactly, which the middle of a failing step is not. "
+                "Resume from the last saved checkpoint (ckpt_path='last'); on SIGTERM trainkit "
+                "saves last.ckpt at the next resume point by itself."
+            )
         if not isinstance(save_top_k, int) or save_top_k < -1:
             raise ValueError(
                 f"ModelCheckpoint(save_top_k={save_top_k!r}) must be -1 (keep all), 0 "
@@ -209,7 +218,7 @@ class ModelCheckpoint(Callback):
         # Without a monitor the newest files are kept: path -> the step it was saved at.
         self._newest: dict[str, int] = {}
         self._due = False
-        self._last_due = False
+        self._saved_this_fit = False
         self._last_save_time = time.monotonic()
         self._last_saved_step = -1
         self._warned: set[str] = set()
@@ -238,6 +247,7 @@ class ModelCheckpoint(Callback):
         if self.dirpath is None:
             self.dirpath = os.path.join(trainer.default_root_dir, "checkpoints")
         self._last_save_time = time.monotonic()
+        self._saved_this_fit = False
 
     def on_fit_start(self, trainer: Trainer, module: Module) -> None:
         """After a resume, remove this lineage's files from the interrupted run's future."""
@@ -269,21 +279,18 @@ class ModelCheckpoint(Callback):
 
     def on_resume_point(self, trainer: Trainer, module: Module) -> None:
         """Save if a save is due (once per global step)."""
-        due, last_due = self._due, self._last_due
-        self._due = self._last_due = False
-        if trainer.global_step == self._last_saved_step:
-            return
-        if due:
+        due, self._due = self._due, False
+        if due and trainer.global_step != self._last_saved_step:
             self.save(trainer)
-        elif last_due and self.save_last:
+
+    def on_train_end(self, trainer: Trainer, module: Module) -> None:
+        """Write ``last.ckpt`` if ``save_last`` asks for it and nothing was saved in this fit."""
+        if self.save_last and not self._saved_this_fit:
             self._save_last(trainer, None, self._monitor_candidates(trainer))
-            self._last_saved_step = trainer.global_step
 
     def _epoch_due(self, trainer: Trainer) -> None:
         if self.every_n_epochs and (trainer.current_epoch + 1) % self.every_n_epochs == 0:
             self._due = True
-        # last.ckpt follows every epoch end (or validation), whatever the schedule.
-        self._last_due = True
 
     def _saves_on_train_epoch_end(self, trainer: Trainer) -> bool:
         if self._save_on_train_epoch_end is not None:
@@ -395,6 +402,7 @@ class ModelCheckpoint(Callback):
             self._save_last(trainer, written, candidates)
         self._last_save_time = time.monotonic()
         self._last_saved_step = step
+        self._saved_this_fit = True
 
     def _monitor_candidates(self, trainer: Trainer) -> dict[str, Any]:
         candidates: dict[str, Any] = dict(trainer.callback_metrics)
