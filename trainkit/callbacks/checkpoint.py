@@ -189,9 +189,7 @@ class ModelCheckpoint(Callback):
             )
         if every_n_train_steps is None and every_n_epochs is None and seconds is None:
             every_n_epochs = 1
-        self.dirpath = (
-            os.path.realpath(os.path.expanduser(os.fspath(dirpath))) if dirpath else None
-        )
+        self.dirpath = os.path.realpath(os.path.expanduser(os.fspath(dirpath))) if dirpath else None
         self.filename = filename
         self.monitor = monitor
         self.verbose = verbose
