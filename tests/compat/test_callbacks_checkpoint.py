@@ -276,3 +276,14 @@ def test_verbose_says_what_is_saved(tmp_path: Path, capsys: pytest.CaptureFixtur
     out = capsys.readouterr().out
     assert "Epoch 0, global step 2: 'val_score' reached 0.50000 (best 0.50000)" in out
     assert "Epoch 2, global step 6: 'val_score' was not in top 1" in out
+
+
+def test_check_monitor_top_k_and_to_yaml(tmp_path: Path) -> None:
+    callback = ModelCheckpoint(monitor="val_score", save_top_k=2, save_last=False)
+    trainer = _fit(tmp_path, callback)
+    assert callback.check_monitor_top_k(trainer, torch.tensor(0.2))
+    assert not callback.check_monitor_top_k(trainer, torch.tensor(0.6))
+    assert not callback.check_monitor_top_k(trainer, None)
+    callback.to_yaml()
+    text = (tmp_path / "checkpoints" / "best_k_models.yaml").read_text()
+    assert "epoch=0-step=2.ckpt: 0.5" in text and "epoch=1-step=4.ckpt: 0.3" in text

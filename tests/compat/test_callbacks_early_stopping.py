@@ -132,3 +132,8 @@ def test_state_key_names_monitor_and_mode() -> None:
     assert EarlyStopping(monitor="val_loss").state_key == (
         "EarlyStopping{'monitor': 'val_loss', 'mode': 'min'}"
     )
+
+
+def test_monitor_op_follows_mode() -> None:
+    assert EarlyStopping(monitor="val_loss").monitor_op is torch.lt
+    assert EarlyStopping(monitor="val_loss", mode="max").monitor_op is torch.gt

@@ -88,3 +88,19 @@ def test_on_exception_receives_the_exception() -> None:
     with pytest.raises(ValueError, match="boom"):
         trainer.fit(Failing(), loader(blobs(32), 32))
     assert len(seen) == 1 and str(seen[0]) == "boom"
+
+
+def test_the_trainer_can_find_its_checkpoint_early_stopping_and_bar_callbacks() -> None:
+    from trainkit.callbacks import EarlyStopping, TQDMProgressBar
+    from trainkit.callbacks.defaults import (
+        checkpoint_callbacks,
+        early_stopping_callbacks,
+        progress_bar_callback,
+    )
+
+    checkpoint, stopper, bar = ModelCheckpoint(), EarlyStopping("val_loss"), TQDMProgressBar()
+    callbacks: list[Callback] = [Counter("x"), checkpoint, stopper, bar]
+    assert checkpoint_callbacks(callbacks) == [checkpoint]
+    assert early_stopping_callbacks(callbacks) == [stopper]
+    assert progress_bar_callback(callbacks) is bar
+    assert progress_bar_callback([]) is None

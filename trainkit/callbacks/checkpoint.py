@@ -495,6 +495,39 @@ class ModelCheckpoint(Callback):
             epoch, step = int(candidates["epoch"]), int(candidates["step"])
             print(f"Epoch {epoch:d}, global step {step:d}: {what}", flush=True)
 
+    def check_monitor_top_k(self, trainer: Trainer, current: torch.Tensor | None = None) -> bool:
+        """Whether a checkpoint scoring ``current`` would enter the top k.
+
+        Args:
+            trainer: the running Trainer (unused; Lightning's signature).
+            current: the monitored value; None never ranks.
+
+        Returns:
+            True when it would be kept.
+        """
+        if current is None or self.save_top_k == 0:
+            return False
+        return self._ranks(_as_score(current))
+
+    def to_yaml(self, filepath: str | os.PathLike[str] | None = None) -> None:
+        """Write ``best_k_models`` (path -> score) to a YAML file.
+
+        Args:
+            filepath: where; default ``<dirpath>/best_k_models.yaml``.
+        """
+        import yaml  # only this method needs it
+
+        if filepath is None:
+            if self.dirpath is None:
+                raise ValueError(
+                    "ModelCheckpoint.to_yaml() needs a filepath before the folder is known "
+                    "(pass dirpath=..., or call it after fit starts)."
+                )
+            filepath = os.path.join(self.dirpath, "best_k_models.yaml")
+        scores = {path: float(value) for path, value in self.best_k_models.items()}
+        with open(filepath, "w") as handle:
+            yaml.dump(scores, handle)
+
     def _ranks(self, score: torch.Tensor) -> bool:
         if self.save_top_k == -1 or len(self.best_k_models) < self.save_top_k:
             return True

@@ -117,6 +117,16 @@ class EarlyStopping(Callback):
         self._warned_missing = False
         self._warned_no_validation = False
 
+    #: Lightning's comparison per mode (improvement when ``monitor_op(current, best)``).
+    mode_dict = {"min": torch.lt, "max": torch.gt}
+    #: How messages write "better than" per mode.
+    order_dict = {"min": "<", "max": ">"}
+
+    @property
+    def monitor_op(self) -> Any:
+        """``torch.lt`` for mode "min", ``torch.gt`` for "max"."""
+        return self.mode_dict[self.mode]
+
     @property
     def state_key(self) -> str:
         """Includes monitor and mode, so two EarlyStopping callbacks can coexist."""
