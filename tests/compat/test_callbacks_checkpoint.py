@@ -287,3 +287,9 @@ def test_check_monitor_top_k_and_to_yaml(tmp_path: Path) -> None:
     callback.to_yaml()
     text = (tmp_path / "checkpoints" / "best_k_models.yaml").read_text()
     assert "epoch=0-step=2.ckpt: 0.5" in text and "epoch=1-step=4.ckpt: 0.3" in text
+
+
+def test_fast_dev_run_saves_nothing(tmp_path: Path) -> None:
+    callback = ModelCheckpoint()
+    _fit(tmp_path, callback, fast_dev_run=True)
+    assert _names(tmp_path / "checkpoints") == []

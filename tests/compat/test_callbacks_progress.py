@@ -112,3 +112,23 @@ def test_refresh_rate_leave_and_process_position() -> None:
 def test_a_bar_read_before_it_exists_says_so() -> None:
     with pytest.raises(TypeError, match="has not been created yet"):
         _ = TQDMProgressBar().train_progress_bar
+
+
+def test_bars_come_from_the_init_tqdm_factories(tmp_path: Path) -> None:
+    made: list[str] = []
+
+    class Recording(TQDMProgressBar):
+        def init_train_tqdm(self) -> Any:
+            made.append("train")
+            return super().init_train_tqdm()
+
+        def init_validation_tqdm(self) -> Any:
+            made.append("validation")
+            bar = super().init_validation_tqdm()
+            bar.set_description("My validation")
+            return bar
+
+    bar = Recording(plain=False)
+    trainer = _trainer(tmp_path, bar, Probe(bar), num_sanity_val_steps=0)
+    trainer.fit(Classifier(), loader(blobs(64), 32), loader(blobs(32), 32))
+    assert made == ["train", "validation"]

@@ -278,12 +278,14 @@ class ModelCheckpoint(Callback):
     def on_resume_point(self, trainer: Trainer, module: Module) -> None:
         """Save if a save is due (once per global step)."""
         due, self._due = self._due, False
+        if getattr(trainer, "fast_dev_run", False):
+            return  # a fast dev run checks the code; it saves nothing
         if due and trainer.global_step != self._last_saved_step:
             self.save(trainer)
 
     def on_train_end(self, trainer: Trainer, module: Module) -> None:
         """Write ``last.ckpt`` if ``save_last`` asks for it and nothing was saved in this fit."""
-        if self.save_last and not self._saved_this_fit:
+        if self.save_last and not self._saved_this_fit and not getattr(trainer, "fast_dev_run", 0):
             self._save_last(trainer, None, self._monitor_candidates(trainer))
 
     def _epoch_due(self, trainer: Trainer) -> None:

@@ -331,10 +331,9 @@ class TQDMProgressBar(Callback):
         desc = f"Epoch {trainer.current_epoch}"
         if self._train_bar is None:
             # With leave=False one bar lives across epochs, like Lightning's default.
-            self._train_bar = self._new_bar(desc, total, position=0, leave=True)
-        else:
-            self._train_bar.reset(total=total)
-            self._train_bar.set_description(desc, refresh=False)
+            self._train_bar = self.init_train_tqdm()
+        self._train_bar.reset(total=total)
+        self._train_bar.set_description(desc, refresh=False)
 
     def on_train_batch_end(
         self, trainer: Trainer, module: Module, outputs: Any, batch: Any, batch_idx: int
@@ -385,7 +384,7 @@ class TQDMProgressBar(Callback):
         self._close_train_bar()
 
     # --------------------------------------------------------- evaluation
-    def _start_eval(self, trainer: Trainer, desc: str, counts: list[float]) -> None:
+    def _start_eval(self, trainer: Trainer, stage: str, counts: list[float]) -> None:
         self._eval_active = trainer.is_global_zero and self._enabled
         if not self._eval_active:
             return
@@ -394,12 +393,41 @@ class TQDMProgressBar(Callback):
         self._eval_last_draw = time.monotonic()
         if self.is_plain:
             return
-        nested = self._train_bar is not None
         self._close_eval_bar()
+        factories = {
+            "sanity": self.init_sanity_tqdm,
+            "validation": self.init_validation_tqdm,
+            "test": self.init_test_tqdm,
+            "predict": self.init_predict_tqdm,
+        }
+        self._eval_bar = factories[stage]()
+        self._eval_bar.reset(total=_total(counts))
+
+    # The bars' factories: override one to change how that bar looks (Lightning's names).
+    def init_train_tqdm(self) -> Any:
+        """A new training bar (kept across epochs; its total is set each epoch)."""
+        return self._new_bar("Training", None, position=0, leave=True)
+
+    def init_sanity_tqdm(self) -> Any:
+        """A new sanity-check bar."""
+        return self._new_bar("Sanity Checking", None, **self._eval_placement())
+
+    def init_validation_tqdm(self) -> Any:
+        """A new validation bar (below the training bar, gone when done, while fitting)."""
+        return self._new_bar("Validation", None, **self._eval_placement())
+
+    def init_test_tqdm(self) -> Any:
+        """A new test bar."""
+        return self._new_bar("Testing", None, **self._eval_placement())
+
+    def init_predict_tqdm(self) -> Any:
+        """A new predict bar."""
+        return self._new_bar("Predicting", None, **self._eval_placement())
+
+    def _eval_placement(self) -> dict[str, Any]:
         # Nested under the training bar it disappears when done; alone it stays.
-        self._eval_bar = self._new_bar(
-            desc, _total(counts), position=1 if nested else 0, leave=not nested
-        )
+        nested = self._train_bar is not None
+        return {"position": 1 if nested else 0, "leave": not nested}
 
     def _eval_batch_end(self) -> None:
         if not self._eval_active:
@@ -437,13 +465,13 @@ class TQDMProgressBar(Callback):
     def on_validation_start(self, trainer: Trainer, module: Module) -> None:
         """Start the validation (or sanity-check) bar."""
         if trainer.sanity_checking:
-            desc = "Sanity Checking"
+            stage = "sanity"
         else:
-            desc = "Validation"
+            stage = "validation"
             if self._train_active and not self.is_plain:
                 # Show the full epoch on the training bar while validation runs.
                 self._draw(self._train_bar, self._train_position, self.get_metrics(trainer, module))
-        self._start_eval(trainer, desc, trainer.num_val_batches)
+        self._start_eval(trainer, stage, trainer.num_val_batches)
 
     def on_validation_batch_end(
         self,
@@ -474,7 +502,7 @@ class TQDMProgressBar(Callback):
 
     def on_test_start(self, trainer: Trainer, module: Module) -> None:
         """Start the test bar."""
-        self._start_eval(trainer, "Testing", trainer.num_test_batches)
+        self._start_eval(trainer, "test", trainer.num_test_batches)
 
     def on_test_batch_end(
         self,
@@ -494,7 +522,7 @@ class TQDMProgressBar(Callback):
 
     def on_predict_start(self, trainer: Trainer, module: Module) -> None:
         """Start the predict bar."""
-        self._start_eval(trainer, "Predicting", trainer.num_predict_batches)
+        self._start_eval(trainer, "predict", trainer.num_predict_batches)
 
     def on_predict_batch_end(
         self,
