@@ -95,9 +95,7 @@ class ModelCheckpoint(Callback):
         every_n_epochs: save every n epochs (the default, n=1, when no other
             schedule is given; 0: never by epoch).
         save_on_train_epoch_end: check the epoch schedule at the end of the
-            training epoch (True) or after each validation run (False). None: at
-            the training epoch's end, unless validation runs within epochs or not
-            every epoch.
+            training epoch (True or None) or after each validation run (False).
         enable_version_counter: accepted for compatibility; trainkit always adds
             ``-v1``, ``-v2``... instead of overwriting another run's file.
         save_on_exception: must be False (trainkit saves only at resume points).
@@ -293,14 +291,10 @@ class ModelCheckpoint(Callback):
             self._due = True
 
     def _saves_on_train_epoch_end(self, trainer: Trainer) -> bool:
-        if self._save_on_train_epoch_end is not None:
-            return self._save_on_train_epoch_end
-        options = getattr(trainer, "options", None)
-        if getattr(options, "check_val_every_n_epoch", 1) != 1:
-            return False
-        if sum(getattr(trainer, "num_val_batches", None) or [0]) == 0:
-            return True
-        return bool(getattr(options, "val_check_interval", 1.0) == 1.0)
+        # None keeps trainkit's rule: the epoch schedule is checked at the epoch's end,
+        # also when validation runs within epochs (Lightning then checks after each
+        # validation run; pass save_on_train_epoch_end=False for that).
+        return self._save_on_train_epoch_end is not False
 
     # ---------------------------------------------------------------- names
     def format_checkpoint_name(
