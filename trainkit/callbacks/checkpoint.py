@@ -282,8 +282,17 @@ class ModelCheckpoint(Callback):
             self.save(trainer)
 
     def on_train_end(self, trainer: Trainer, module: Module) -> None:
-        """Write ``last.ckpt`` if ``save_last`` asks for it and nothing was saved in this fit."""
-        if self.save_last and not self._saved_this_fit and not getattr(trainer, "fast_dev_run", 0):
+        """Write ``last.ckpt`` if ``save_last`` asks for it and nothing was saved in this fit.
+
+        A preempted run has saved ``last.ckpt`` at its resume point already; saving
+        again here would record the stop, and the resumed run would stop at once.
+        """
+        if (
+            self.save_last
+            and not self._saved_this_fit
+            and not getattr(trainer, "fast_dev_run", 0)
+            and not getattr(trainer, "preempted", False)
+        ):
             self._save_last(trainer, None, self._monitor_candidates(trainer))
 
     def _epoch_due(self, trainer: Trainer) -> None:
