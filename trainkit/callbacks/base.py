@@ -46,6 +46,27 @@ class Callback:
         """
         return type(self).__qualname__
 
+    def _generate_state_key(self, **kwargs: Any) -> str:
+        """A ``state_key`` from the class name and the arguments that tell instances apart.
+
+        Args:
+            kwargs: the distinguishing arguments, e.g. ``monitor="val/loss"``.
+
+        Returns:
+            For example ``"MyCallback{'monitor': 'val/loss'}"``.
+
+        Example:
+            >>> class Counter(Callback):
+            ...     def __init__(self, what: str) -> None:
+            ...         self.what = what
+            ...     @property
+            ...     def state_key(self) -> str:
+            ...         return self._generate_state_key(what=self.what)
+            >>> Counter("batches").state_key
+            "Counter{'what': 'batches'}"
+        """
+        return f"{type(self).__qualname__}{kwargs!r}"
+
     def uses_hook(self, name: str) -> bool:
         """Whether this instance needs hook ``name`` called (True by default).
 

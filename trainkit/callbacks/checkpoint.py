@@ -1,10 +1,12 @@
 """ModelCheckpoint: save the training state on a schedule, keep the best k, and ``last``.
 
-Saving happens only at *resume points* (see ``Callback.on_resume_point``): the
-schedule hooks (``on_train_batch_end``, ``on_train_epoch_end``) only note that a
-save is due, and the save follows at the next resume point, once that batch's
-validation or that epoch's end is complete. Every checkpoint therefore resumes
-exactly.
+The arguments, attributes and file names follow Lightning's ``ModelCheckpoint``
+(see docs/porting.md for where trainkit differs). Saving happens only at
+*resume points* (see ``Callback.on_resume_point``): the schedule hooks
+(``on_train_batch_end``, ``on_train_epoch_end``, ``on_validation_end``) only note
+that a save is due, and the save follows at the next resume point, once that
+batch's validation or that epoch's end is complete. Every checkpoint therefore
+resumes exactly.
 
 Bookkeeping rules (they survive resume, because they are saved in each
 checkpoint):
@@ -29,18 +31,40 @@ import time
 import warnings
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
+
+import torch
 
 from trainkit.callbacks.base import Callback
-from trainkit.checkpoint import link_atomic, peek
+from trainkit.checkpoint import collect_state, link_atomic, peek
 
 if TYPE_CHECKING:
     from trainkit.module import Module
     from trainkit.trainer import Trainer
 
+# A template field: "{name}" or "{name:spec}"; names may hold "/" (val/loss).
 _FIELD = re.compile(r"\{([^{}:]+)(:[^{}]*)?\}")
 EXTENSION = ".ckpt"
 LAST = "last"
+
+# What a weights-only checkpoint keeps of the full training state.
+_WEIGHTS_ONLY_KEYS = (
+    "format",
+    "format_version",
+    "versions",
+    "lineage",
+    "loop",
+    "state_dict",
+    "hyper_parameters",
+    "config",
+)
+
+
+def _as_score(value: Any) -> torch.Tensor:
+    """A metric value as a detached 0-d CPU tensor (how scores are kept, as in Lightning)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu").reshape(())
+    return torch.tensor(float(value))
 
 
 class ModelCheckpoint(Callback):
@@ -49,47 +73,101 @@ class ModelCheckpoint(Callback):
     Args:
         dirpath: folder for the files (default ``<default_root_dir>/checkpoints``).
         filename: a template over ``epoch``, ``step`` and logged metrics, e.g.
-            ``"{epoch}-{val/acc:.4f}"``, rendered as ``epoch=3-val_acc=0.9712``
-            (names are inserted, and ``/`` becomes ``_``). Default ``"{epoch}-{step}"``.
-        monitor: the metric that ranks checkpoints (None: the newest rank best).
-        mode: "min" or "max": which values of ``monitor`` are better.
+            ``"{epoch}-{val_loss:.2f}"``, rendered as ``epoch=3-val_loss=0.97``
+            (with ``auto_insert_metric_name``). Default ``"{epoch}-{step}"``. A
+            ``/`` in a name becomes ``_`` (``val/acc`` -> ``val_acc``): the file
+            stays in ``dirpath``. A name not logged is written as 0.
+        monitor: the metric that ranks checkpoints; any logged value, or
+            "epoch"/"step". None: no ranking, the newest checkpoints are kept.
+        verbose: print what is saved and why (rank 0).
+        save_last: also keep ``last.ckpt``, the newest state (for
+            ``ckpt_path="last"``); "link" has the same meaning (trainkit always
+            links when it can). None or False: no ``last.ckpt``.
         save_top_k: how many scored files to keep (-1: all, 0: none besides last).
-        save_last: also keep ``last.ckpt``, the newest state (for ``ckpt_path="last"``).
-        every_n_train_steps: save every n optimizer steps.
-        every_n_epochs: save every n epochs (the default, n=1, when no other
-            schedule is given).
+        save_weights_only: write only the model's weights and counters (such a
+            file cannot resume training).
+        mode: "min" or "max": which values of ``monitor`` are better.
+        auto_insert_metric_name: write ``name=value`` for each template field;
+            False writes the value alone.
+        every_n_train_steps: save every n optimizer steps (0 or None: off).
         train_time_interval: save when this much time (a ``timedelta`` or seconds)
             has passed since the last save.
+        every_n_epochs: save every n epochs (the default, n=1, when no other
+            schedule is given; 0: never by epoch).
+        save_on_train_epoch_end: check the epoch schedule at the end of the
+            training epoch (True or None) or after each validation run (False).
+        enable_version_counter: accepted for compatibility; trainkit always adds
+            ``-v1``, ``-v2``... instead of overwriting another run's file.
+        save_on_exception: must be False (trainkit saves only at resume points).
+
+    Attributes:
+        best_model_path: the best scored file ("" before the first).
+        best_model_score: its score (a tensor), None before the first.
+        best_k_models: scored file -> score, the files kept.
+        kth_best_model_path: the worst of the kept files once ``save_top_k`` are kept.
+        kth_value: its score (a tensor; +inf/-inf before).
+        current_score: the score of the latest file saved.
+        last_model_path: where ``last.ckpt`` was last written.
 
     Example:
         >>> checkpoint = ModelCheckpoint(monitor="val/acc", mode="max", save_top_k=2)
+        >>> checkpoint.format_checkpoint_name({"epoch": 1, "step": 20, "val/acc": 0.5})
+        'epoch=1-step=20.ckpt'
     """
+
+    #: Joins the parts of a file name (prefix, fields, version).
+    CHECKPOINT_JOIN_CHAR = "-"
+    #: Between a field's name and its value.
+    CHECKPOINT_EQUALS_CHAR = "="
+    #: The name (a template too) of the newest checkpoint.
+    CHECKPOINT_NAME_LAST = LAST
+    #: Every checkpoint file's extension.
+    FILE_EXTENSION = EXTENSION
+    #: The first version suffix given to a name already taken.
+    STARTING_VERSION = 1
 
     def __init__(
         self,
         dirpath: str | os.PathLike[str] | None = None,
         filename: str | None = None,
         monitor: str | None = None,
-        mode: str = "min",
+        verbose: bool = False,
+        save_last: bool | Literal["link"] | None = True,
         save_top_k: int = 1,
-        save_last: bool = True,
+        save_weights_only: bool = False,
+        mode: str = "min",
+        auto_insert_metric_name: bool = True,
         every_n_train_steps: int | None = None,
-        every_n_epochs: int | None = None,
         train_time_interval: timedelta | float | None = None,
+        every_n_epochs: int | None = None,
+        save_on_train_epoch_end: bool | None = None,
+        enable_version_counter: bool = True,
+        save_on_exception: bool = False,
     ) -> None:
         if mode not in ("min", "max"):
             raise ValueError(f'ModelCheckpoint(mode={mode!r}) must be "min" or "max".')
+        if save_on_exception:
+            raise ValueError(
+                "ModelCheckpoint(save_on_exception=True) is not supported: trainkit saves only "
+                "where training resumes exactly, which the middle of a failing step is not. "
+                "Resume from the last saved checkpoint (ckpt_path='last'); on SIGTERM trainkit "
+                "saves last.ckpt at the next resume point by itself."
+            )
         if not isinstance(save_top_k, int) or save_top_k < -1:
             raise ValueError(
                 f"ModelCheckpoint(save_top_k={save_top_k!r}) must be -1 (keep all), 0 "
                 "(keep none besides last) or a positive number."
             )
+        if save_last not in (True, False, None, "link"):
+            raise ValueError(f'ModelCheckpoint(save_last={save_last!r}) must be a bool or "link".')
         for name, value in (
             ("every_n_train_steps", every_n_train_steps),
             ("every_n_epochs", every_n_epochs),
         ):
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise ValueError(f"ModelCheckpoint({name}={value!r}) must be a positive integer.")
+            if value is not None and (not isinstance(value, int) or value < 0):
+                raise ValueError(
+                    f"ModelCheckpoint({name}={value!r}) must be 0 (off) or a positive integer."
+                )
         seconds = (
             train_time_interval.total_seconds()
             if isinstance(train_time_interval, timedelta)
@@ -99,48 +177,65 @@ class ModelCheckpoint(Callback):
             raise ValueError(
                 f"ModelCheckpoint(train_time_interval={train_time_interval!r}) must be positive."
             )
-        schedules = [v for v in (every_n_train_steps, every_n_epochs, seconds) if v is not None]
+        schedules = [
+            v for v in (every_n_train_steps, every_n_epochs, seconds) if v is not None and v != 0
+        ]
         if len(schedules) > 1:
             raise ValueError(
                 "ModelCheckpoint takes one of every_n_train_steps, every_n_epochs and "
                 "train_time_interval; use two ModelCheckpoint callbacks for two schedules."
             )
-        if not schedules:
+        if every_n_train_steps is None and every_n_epochs is None and seconds is None:
             every_n_epochs = 1
-        self.dirpath = os.fspath(dirpath) if dirpath is not None else None
-        self.filename = filename or "{epoch}-{step}"
+        self.dirpath = os.path.realpath(os.path.expanduser(os.fspath(dirpath))) if dirpath else None
+        self.filename = filename
         self.monitor = monitor
+        self.verbose = verbose
         self.mode = mode
         self.save_top_k = save_top_k
-        self.save_last = save_last
-        self.every_n_train_steps = every_n_train_steps
-        self.every_n_epochs = every_n_epochs
+        self.save_last: bool | Literal["link"] = save_last or False
+        self.save_weights_only = save_weights_only
+        self.auto_insert_metric_name = auto_insert_metric_name
+        self.every_n_train_steps = every_n_train_steps or 0
+        self.every_n_epochs = every_n_epochs or 0
         self.train_time_interval = seconds
+        self._train_time_interval = train_time_interval
+        self._save_on_train_epoch_end = save_on_train_epoch_end
+        self._enable_version_counter = enable_version_counter
 
         #: Scored files this lineage keeps: path -> score.
-        self.best_k_models: dict[str, float] = {}
+        self.best_k_models: dict[str, torch.Tensor] = {}
         self.best_model_path = ""
-        self.best_model_score: float | None = None
+        self.best_model_score: torch.Tensor | None = None
+        self.kth_best_model_path = ""
+        self.kth_value = torch.tensor(math.inf if mode == "min" else -math.inf)
+        self.current_score: torch.Tensor | None = None
         self.last_model_path = ""
+        # Without a monitor the newest files are kept: path -> the step it was saved at.
+        self._newest: dict[str, int] = {}
         self._due = False
+        self._saved_this_fit = False
         self._last_save_time = time.monotonic()
         self._last_saved_step = -1
-        self._warned_missing: set[str] = set()
+        self._warned: set[str] = set()
 
     @property
     def state_key(self) -> str:
-        return (
-            f"ModelCheckpoint{{'monitor': {self.monitor!r}, 'mode': {self.mode!r}, "
-            f"'every_n_train_steps': {self.every_n_train_steps}, "
-            f"'every_n_epochs': {self.every_n_epochs}, "
-            f"'train_time_interval': {self.train_time_interval}}}"
-        )
+        """The class name and the arguments that tell two ModelCheckpoints apart."""
+        arguments = {
+            "monitor": self.monitor,
+            "mode": self.mode,
+            "every_n_train_steps": self.every_n_train_steps,
+            "every_n_epochs": self.every_n_epochs,
+            "train_time_interval": self._train_time_interval,
+        }
+        return type(self).__qualname__ + repr(arguments)
 
     # ------------------------------------------------------------- schedule
     def uses_hook(self, name: str) -> bool:
         # Only a step or time schedule needs to look at every batch.
         if name == "on_train_batch_end":
-            return self.every_n_train_steps is not None or self.train_time_interval is not None
+            return bool(self.every_n_train_steps) or self.train_time_interval is not None
         return True
 
     def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
@@ -148,6 +243,7 @@ class ModelCheckpoint(Callback):
         if self.dirpath is None:
             self.dirpath = os.path.join(trainer.default_root_dir, "checkpoints")
         self._last_save_time = time.monotonic()
+        self._saved_this_fit = False
 
     def on_fit_start(self, trainer: Trainer, module: Module) -> None:
         """After a resume, remove this lineage's files from the interrupted run's future."""
@@ -167,14 +263,114 @@ class ModelCheckpoint(Callback):
 
     def on_train_epoch_end(self, trainer: Trainer, module: Module) -> None:
         """Note an epoch-based save; it happens at the resume point after the epoch."""
+        if self._saves_on_train_epoch_end(trainer):
+            self._epoch_due(trainer)
+
+    def on_validation_end(self, trainer: Trainer, module: Module) -> None:
+        """Note an epoch-based save after validation when that is where it is checked."""
+        fitting = getattr(getattr(trainer, "state", None), "fn", "fit") == "fit"
+        if trainer.sanity_checking or not fitting or self._saves_on_train_epoch_end(trainer):
+            return
+        self._epoch_due(trainer)
+
+    def on_resume_point(self, trainer: Trainer, module: Module) -> None:
+        """Save if a save is due (once per global step)."""
+        due, self._due = self._due, False
+        if getattr(trainer, "fast_dev_run", False):
+            return  # a fast dev run checks the code; it saves nothing
+        if due and trainer.global_step != self._last_saved_step:
+            self.save(trainer)
+
+    def on_train_end(self, trainer: Trainer, module: Module) -> None:
+        """Write ``last.ckpt`` if ``save_last`` asks for it and nothing was saved in this fit.
+
+        A preempted run has saved ``last.ckpt`` at its resume point already; saving
+        again here would record the stop, and the resumed run would stop at once.
+        """
+        if (
+            self.save_last
+            and not self._saved_this_fit
+            and not getattr(trainer, "fast_dev_run", 0)
+            and not getattr(trainer, "preempted", False)
+        ):
+            self._save_last(trainer, None, self._monitor_candidates(trainer))
+
+    def _epoch_due(self, trainer: Trainer) -> None:
         if self.every_n_epochs and (trainer.current_epoch + 1) % self.every_n_epochs == 0:
             self._due = True
 
-    def on_resume_point(self, trainer: Trainer, module: Module) -> None:
-        """Save if a save is due."""
-        if self._due:
-            self._due = False
-            self.save(trainer)
+    def _saves_on_train_epoch_end(self, trainer: Trainer) -> bool:
+        # None keeps trainkit's rule: the epoch schedule is checked at the epoch's end,
+        # also when validation runs within epochs (Lightning then checks after each
+        # validation run; pass save_on_train_epoch_end=False for that).
+        return self._save_on_train_epoch_end is not False
+
+    # ---------------------------------------------------------------- names
+    def format_checkpoint_name(
+        self,
+        metrics: dict[str, Any],
+        filename: str | None = None,
+        ver: int | None = None,
+        prefix: str | None = None,
+    ) -> str:
+        """The file a checkpoint with these ``metrics`` is saved to.
+
+        Args:
+            metrics: values for the template's fields (``epoch``, ``step``, metrics).
+            filename: a template to use instead of ``self.filename``.
+            ver: a version, appended as ``-v<ver>``.
+            prefix: text put before the name, joined with ``-``.
+
+        Returns:
+            The path in ``dirpath`` (just the file name while ``dirpath`` is unset).
+
+        Example:
+            >>> ModelCheckpoint(filename="{epoch}-{val_loss:.2f}").format_checkpoint_name(
+            ...     {"epoch": 1, "val_loss": 0.5}
+            ... )
+            'epoch=1-val_loss=0.50.ckpt'
+        """
+        name = self._render(filename or self.filename, metrics)
+        if prefix:
+            name = self.CHECKPOINT_JOIN_CHAR.join([prefix, name])
+        if ver is not None:
+            name = self.CHECKPOINT_JOIN_CHAR.join([name, f"v{ver}"])
+        name += self.FILE_EXTENSION
+        return os.path.join(self.dirpath, name) if self.dirpath else name
+
+    def _render(self, template: str | None, metrics: dict[str, Any]) -> str:
+        template = template or self.CHECKPOINT_JOIN_CHAR.join(["{epoch}", "{step}"])
+
+        def render(match: re.Match[str]) -> str:
+            name, spec = match.group(1).strip(), (match.group(2) or "")[1:]
+            value = metrics.get(name)
+            if value is None:
+                self._warn_once(
+                    name,
+                    f"ModelCheckpoint filename {template!r} uses {name!r}, which was not "
+                    f"logged (logged: {sorted(metrics)}); it is written as 0.",
+                )
+                value = 0
+            shown = format(value, spec)
+            if self.auto_insert_metric_name:
+                return f"{name}{self.CHECKPOINT_EQUALS_CHAR}{shown}"
+            return shown
+
+        name = _FIELD.sub(render, template)
+        if "/" in name:
+            # A "/" would put the file in a subfolder of dirpath (as Lightning does);
+            # trainkit keeps every file in dirpath, where top-k and last can manage it.
+            self._warn_once(
+                "/",
+                f"ModelCheckpoint writes {name!r} as {name.replace('/', '_')!r}: trainkit "
+                "keeps every checkpoint in dirpath, so '/' in a file name becomes '_'.",
+            )
+        return name.replace("/", "_")
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            warnings.warn(message, stacklevel=4)
 
     # ---------------------------------------------------------------- saving
     def last_checkpoint_path(self, default_root_dir: str) -> str:
@@ -183,8 +379,10 @@ class ModelCheckpoint(Callback):
         Args:
             default_root_dir: the Trainer's root folder (used until setup fixes ``dirpath``).
         """
+        if self.last_model_path and self.CHECKPOINT_NAME_LAST != LAST:
+            return self.last_model_path
         folder = self.dirpath or os.path.join(default_root_dir, "checkpoints")
-        return os.path.join(folder, LAST + EXTENSION)
+        return os.path.join(folder, self.CHECKPOINT_NAME_LAST + self.FILE_EXTENSION)
 
     def save(self, trainer: Trainer) -> None:
         """Save now: a scored file if it ranks in the top k, and ``last.ckpt``.
@@ -195,69 +393,157 @@ class ModelCheckpoint(Callback):
             trainer: the running Trainer.
         """
         assert self.dirpath is not None, "setup() fixes the folder before any save"
-        metrics = {name: float(value) for name, value in trainer.callback_metrics.items()}
+        candidates = self._monitor_candidates(trainer)
         step = trainer.global_step
+        written: str | None = None
+        if self.save_top_k != 0:
+            if self.monitor is None:
+                written = self._save_newest(trainer, candidates)
+            else:
+                written = self._save_scored(trainer, candidates)
+        if self.save_last:
+            self._save_last(trainer, written, candidates)
+        self._last_save_time = time.monotonic()
+        self._last_saved_step = step
+        self._saved_this_fit = True
+
+    def _monitor_candidates(self, trainer: Trainer) -> dict[str, Any]:
+        candidates: dict[str, Any] = dict(trainer.callback_metrics)
         # At the resume point after an epoch's end the counter already names the
         # next epoch; the file belongs to the one that just finished.
         epoch = trainer.current_epoch
         if trainer.state.batch_idx == 0 and epoch > 0:
             epoch -= 1
-        score = self._score(metrics, step)
-        written: str | None = None
-        if score is not None and self._ranks(score):
-            path = self._free_path(trainer, self._format(epoch, step, metrics))
-            self.best_k_models[path] = score
-            evicted = self._evict()
-            self._update_best()
-            if trainer.is_global_zero:
-                # Remove first: a crash between the two steps leaves k - 1 files, never k + 1.
-                for old in evicted:
-                    Path(old).unlink(missing_ok=True)
-            trainer.save_checkpoint(path)
-            written = path
-        if self.save_last:
-            last = self.last_checkpoint_path(trainer.default_root_dir)
-            self.last_model_path = last
-            if written is not None:
-                if trainer.is_global_zero:
-                    link_atomic(written, last)
-                trainer.strategy.barrier("last_checkpoint")
-            else:
-                trainer.save_checkpoint(last)
-        self._last_save_time = time.monotonic()
-        self._last_saved_step = step
+        candidates.setdefault("epoch", torch.tensor(epoch))
+        candidates.setdefault("step", torch.tensor(trainer.global_step))
+        return candidates
 
-    def _score(self, metrics: dict[str, float], step: int) -> float | None:
-        if self.monitor is None:
-            return float(step)  # without a metric, newer ranks better
-        value = metrics.get(self.monitor)
-        if value is None or math.isnan(value):
-            if self.monitor not in self._warned_missing:
-                self._warned_missing.add(self.monitor)
-                warnings.warn(
-                    f"ModelCheckpoint(monitor={self.monitor!r}) found no value for it at step "
-                    f"{step} (logged: {sorted(metrics)}); no scored checkpoint was saved. Log "
-                    "it with self.log, or fix the name.",
-                    stacklevel=2,
-                )
+    def _save_newest(self, trainer: Trainer, candidates: dict[str, Any]) -> str:
+        path = self._free_path(trainer, self.format_checkpoint_name(candidates))
+        self._newest[path] = trainer.global_step
+        evicted: list[str] = []
+        while self.save_top_k != -1 and len(self._newest) > self.save_top_k:
+            oldest = min(self._newest, key=lambda p: self._newest[p])
+            del self._newest[oldest]
+            evicted.append(oldest)
+        self.best_model_path = path
+        self._print(trainer, candidates, f"saving model to {path!r}")
+        self._write(trainer, path, evicted)
+        return path
+
+    def _save_scored(self, trainer: Trainer, candidates: dict[str, Any]) -> str | None:
+        assert self.monitor is not None
+        value = candidates.get(self.monitor)
+        step = trainer.global_step
+        if value is None:
+            self._warn_once(
+                f"monitor:{self.monitor}",
+                f"ModelCheckpoint(monitor={self.monitor!r}) found no value for it at step "
+                f"{step} (logged: {sorted(candidates)}); no scored checkpoint was saved. Log "
+                "it with self.log, or fix the name.",
+            )
             return None
-        return value
+        score = _as_score(value)
+        if torch.isnan(score):
+            # A NaN never ranks: it counts as the worst possible score.
+            score = torch.tensor(math.inf if self.mode == "min" else -math.inf)
+        if not self._ranks(score):
+            self._print(trainer, candidates, f"{self.monitor!r} was not in top {self.save_top_k}")
+            return None
+        path = self._free_path(trainer, self.format_checkpoint_name(candidates))
+        self.current_score = score
+        self.best_k_models[path] = score
+        evicted = self._evict()
+        self._update_best()
+        k = len(self.best_k_models) if self.save_top_k == -1 else self.save_top_k
+        self._print(
+            trainer,
+            candidates,
+            f"{self.monitor!r} reached {float(score):0.5f} (best "
+            f"{float(self.best_model_score or score):0.5f}), saving model to {path!r} as top {k}",
+        )
+        self._write(trainer, path, evicted)
+        return path
 
-    def _ranks(self, score: float) -> bool:
-        if self.save_top_k == 0:
+    def _write(self, trainer: Trainer, path: str, evicted: list[str]) -> None:
+        if trainer.is_global_zero:
+            # Remove first: a crash between the two steps leaves k - 1 files, never k + 1.
+            for old in evicted:
+                if old != path:
+                    Path(old).unlink(missing_ok=True)
+        if self.save_weights_only:
+            state = collect_state(trainer)
+            weights = {key: state[key] for key in _WEIGHTS_ONLY_KEYS if key in state}
+            trainer.strategy.save_checkpoint(weights, path)
+        else:
+            trainer.save_checkpoint(path)
+
+    def _save_last(self, trainer: Trainer, written: str | None, candidates: dict[str, Any]) -> None:
+        if self.CHECKPOINT_NAME_LAST == LAST:
+            last = self.last_checkpoint_path(trainer.default_root_dir)
+        else:
+            last = self.format_checkpoint_name(candidates, filename=self.CHECKPOINT_NAME_LAST)
+        previous, self.last_model_path = self.last_model_path, last
+        if written is not None:
+            if trainer.is_global_zero:
+                link_atomic(written, last)
+            trainer.strategy.barrier("last_checkpoint")
+        else:
+            self._write(trainer, last, [])
+        if previous and previous != last and trainer.is_global_zero:
+            keep = set(self.best_k_models) | set(self._newest)
+            if previous not in keep:
+                Path(previous).unlink(missing_ok=True)
+
+    def _print(self, trainer: Trainer, candidates: dict[str, Any], what: str) -> None:
+        if self.verbose and trainer.is_global_zero:
+            epoch, step = int(candidates["epoch"]), int(candidates["step"])
+            print(f"Epoch {epoch:d}, global step {step:d}: {what}", flush=True)
+
+    def check_monitor_top_k(self, trainer: Trainer, current: torch.Tensor | None = None) -> bool:
+        """Whether a checkpoint scoring ``current`` would enter the top k.
+
+        Args:
+            trainer: the running Trainer (unused; Lightning's signature).
+            current: the monitored value; None never ranks.
+
+        Returns:
+            True when it would be kept.
+        """
+        if current is None or self.save_top_k == 0:
             return False
+        return self._ranks(_as_score(current))
+
+    def to_yaml(self, filepath: str | os.PathLike[str] | None = None) -> None:
+        """Write ``best_k_models`` (path -> score) to a YAML file.
+
+        Args:
+            filepath: where; default ``<dirpath>/best_k_models.yaml``.
+        """
+        import yaml  # only this method needs it
+
+        if filepath is None:
+            if self.dirpath is None:
+                raise ValueError(
+                    "ModelCheckpoint.to_yaml() needs a filepath before the folder is known "
+                    "(pass dirpath=..., or call it after fit starts)."
+                )
+            filepath = os.path.join(self.dirpath, "best_k_models.yaml")
+        scores = {path: float(value) for path, value in self.best_k_models.items()}
+        with open(filepath, "w") as handle:
+            yaml.dump(scores, handle)
+
+    def _ranks(self, score: torch.Tensor) -> bool:
         if self.save_top_k == -1 or len(self.best_k_models) < self.save_top_k:
             return True
         return self._is_better(score, self._worst()[1])
 
-    def _is_better(self, score: float, other: float) -> bool:
-        maximise = self.monitor is None or self.mode == "max"
-        return score > other if maximise else score < other
+    def _is_better(self, score: torch.Tensor, other: torch.Tensor) -> bool:
+        return bool(score > other) if self.mode == "max" else bool(score < other)
 
-    def _worst(self) -> tuple[str, float]:
-        maximise = self.monitor is None or self.mode == "max"
-        pick = min if maximise else max
-        path = pick(self.best_k_models, key=lambda p: self.best_k_models[p])
+    def _worst(self) -> tuple[str, torch.Tensor]:
+        pick = min if self.mode == "max" else max
+        path = pick(self.best_k_models, key=lambda p: float(self.best_k_models[p]))
         return path, self.best_k_models[path]
 
     def _evict(self) -> list[str]:
@@ -272,55 +558,36 @@ class ModelCheckpoint(Callback):
         if not self.best_k_models:
             self.best_model_path, self.best_model_score = "", None
             return
-        maximise = self.monitor is None or self.mode == "max"
-        pick = max if maximise else min
-        self.best_model_path = pick(self.best_k_models, key=lambda p: self.best_k_models[p])
+        pick = max if self.mode == "max" else min
+        self.best_model_path = pick(self.best_k_models, key=lambda p: float(self.best_k_models[p]))
         self.best_model_score = self.best_k_models[self.best_model_path]
-
-    def _format(self, epoch: int, step: int, metrics: dict[str, float]) -> str:
-        values: dict[str, float] = {**metrics, "epoch": epoch, "step": step}
-
-        def render(match: re.Match[str]) -> str:
-            name, spec = match.group(1).strip(), match.group(2) or ""
-            value = values.get(name, math.nan)
-            if name not in values and name not in self._warned_missing:
-                self._warned_missing.add(name)
-                warnings.warn(
-                    f"ModelCheckpoint filename {self.filename!r} uses {name!r}, which was not "
-                    f"logged (logged: {sorted(metrics)}); it is written as nan.",
-                    stacklevel=3,
-                )
-            shown = (
-                format(int(value), spec[1:])
-                if name in ("epoch", "step")
-                else (format(value, spec[1:]) if spec else f"{value}")
-            )
-            return f"{name.replace('/', '_')}={shown}"
-
-        name = _FIELD.sub(render, self.filename).replace("/", "_")
-        assert self.dirpath is not None
-        return os.path.join(self.dirpath, name + EXTENSION)
+        if self.save_top_k != -1 and len(self.best_k_models) >= self.save_top_k:
+            self.kth_best_model_path, self.kth_value = self._worst()
+        elif self.save_top_k == -1:
+            # Keeping all: the "k-th best" is the worst kept, as every file is top k.
+            self.kth_best_model_path, self.kth_value = self._worst()
 
     def _free_path(self, trainer: Trainer, path: str) -> str:
         """``path``, unless another run's file is there: then ``path-v1``, ``-v2``..."""
-        candidate, version = path, 0
-        while os.path.exists(candidate) and candidate not in self.best_k_models:
+        ours = set(self.best_k_models) | set(self._newest)
+        candidate, version = path, self.STARTING_VERSION - 1
+        while os.path.exists(candidate) and candidate not in ours:
             info = peek(candidate)
             if info is not None and info["lineage"] == trainer.state.lineage:
                 break  # our own (a stale file from before a resume): replace it
             version += 1
-            stem = path[: -len(EXTENSION)]
-            candidate = f"{stem}-v{version}{EXTENSION}"
+            stem = path[: -len(self.FILE_EXTENSION)]
+            candidate = f"{stem}{self.CHECKPOINT_JOIN_CHAR}v{version}{self.FILE_EXTENSION}"
         return candidate
 
     def _remove_future_files(self, trainer: Trainer) -> None:
         if not trainer.is_global_zero or self.dirpath is None or not os.path.isdir(self.dirpath):
             return
         last = os.path.abspath(self.last_checkpoint_path(trainer.default_root_dir))
-        kept = {os.path.abspath(p) for p in self.best_k_models}
+        kept = {os.path.abspath(p) for p in [*self.best_k_models, *self._newest]}
         for entry in os.scandir(self.dirpath):
             path = os.path.abspath(entry.path)
-            if not entry.name.endswith(EXTENSION) or path == last or path in kept:
+            if not entry.name.endswith(self.FILE_EXTENSION) or path == last or path in kept:
                 continue
             info = peek(path)
             if (
@@ -332,32 +599,52 @@ class ModelCheckpoint(Callback):
 
     # ----------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
+        """What Lightning's ModelCheckpoint stores, plus trainkit's resume bookkeeping."""
         return {
-            "dirpath": self.dirpath,
             "monitor": self.monitor,
-            "best_k_models": dict(self.best_k_models),
-            "best_model_path": self.best_model_path,
             "best_model_score": self.best_model_score,
+            "best_model_path": self.best_model_path,
+            "current_score": self.current_score,
+            "dirpath": self.dirpath,
+            "best_k_models": dict(self.best_k_models),
+            "kth_best_model_path": self.kth_best_model_path,
+            "kth_value": self.kth_value,
             "last_model_path": self.last_model_path,
+            "newest_models": dict(self._newest),
             "last_saved_step": self._last_saved_step,
         }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore the top-k table when the checkpoint belongs to this folder.
 
+        From another folder only ``best_model_path`` is restored: the top-k
+        table starts afresh, and nothing in the old folder is deleted.
+
         Args:
             state_dict: what :meth:`state_dict` returned.
         """
-        if state_dict.get("dirpath") != self.dirpath:
+        self.best_model_path = state_dict.get("best_model_path", self.best_model_path)
+        if state_dict.get("dirpath", self.dirpath) != self.dirpath:
             warnings.warn(
                 f"ModelCheckpoint: the checkpoint's files are in {state_dict.get('dirpath')}, "
                 f"this run saves to {self.dirpath}; starting a new top-k table (nothing in "
-                "the old folder will be deleted).",
+                "the old folder will be deleted). Only best_model_path is restored.",
                 stacklevel=2,
             )
             return
-        self.best_k_models = dict(state_dict["best_k_models"])
-        self.best_model_path = state_dict["best_model_path"]
-        self.best_model_score = state_dict["best_model_score"]
-        self.last_model_path = state_dict["last_model_path"]
+
+        def score(value: Any) -> torch.Tensor | None:
+            return None if value is None else _as_score(value)
+
+        self.best_k_models = {
+            path: _as_score(value) for path, value in state_dict.get("best_k_models", {}).items()
+        }
+        self.best_model_score = score(state_dict.get("best_model_score"))
+        self.current_score = score(state_dict.get("current_score"))
+        self.kth_best_model_path = state_dict.get("kth_best_model_path", "")
+        kth = score(state_dict.get("kth_value"))
+        if kth is not None:
+            self.kth_value = kth
+        self.last_model_path = state_dict.get("last_model_path", "")
+        self._newest = dict(state_dict.get("newest_models", {}))
         self._last_saved_step = state_dict.get("last_saved_step", -1)

@@ -143,30 +143,40 @@ def last_checkpoint_paths(callbacks: list[Callback], default_root_dir: str) -> l
 
 
 def checkpoint_callbacks(callbacks: list[Callback]) -> list[ModelCheckpoint]:
-    """The ModelCheckpoint callbacks among ``callbacks``.
+    """The ModelCheckpoint callbacks among ``callbacks`` (``Trainer.checkpoint_callbacks``).
 
     Args:
         callbacks: the Trainer's callbacks.
+
+    Returns:
+        Each ModelCheckpoint, in order (the first is ``Trainer.checkpoint_callback``).
     """
     return [callback for callback in callbacks if isinstance(callback, ModelCheckpoint)]
 
 
 def early_stopping_callbacks(callbacks: list[Callback]) -> list[EarlyStopping]:
-    """The EarlyStopping callbacks among ``callbacks``.
+    """The EarlyStopping callbacks among ``callbacks`` (``Trainer.early_stopping_callbacks``).
 
     Args:
         callbacks: the Trainer's callbacks.
+
+    Returns:
+        Each EarlyStopping, in order (the first is ``Trainer.early_stopping_callback``).
     """
     return [callback for callback in callbacks if isinstance(callback, EarlyStopping)]
 
 
 def progress_bar_callback(callbacks: list[Callback]) -> TQDMProgressBar | None:
-    """The progress bar among ``callbacks``, or None.
+    """The progress bar among ``callbacks``, or None (``Trainer.progress_bar_callback``).
 
     Args:
         callbacks: the Trainer's callbacks.
+
+    Returns:
+        The first TQDMProgressBar, or None without one.
     """
-    return next((c for c in callbacks if isinstance(c, TQDMProgressBar)), None)
+    bars = [callback for callback in callbacks if isinstance(callback, TQDMProgressBar)]
+    return bars[0] if bars else None
 
 
 # The step hooks of trainkit 0.1's first releases, replaced by the step's slots.

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import math
 import warnings
+from enum import Enum
 from typing import TYPE_CHECKING, Any
+
+import torch
 
 from trainkit.callbacks.base import Callback
 from trainkit.messages import did_you_mean
@@ -21,6 +24,16 @@ if TYPE_CHECKING:
     from trainkit.trainer import Trainer
 
 _MODES = ("min", "max")
+
+
+class EarlyStoppingReason(Enum):
+    """Why EarlyStopping stopped training (``EarlyStopping.stopping_reason_code``)."""
+
+    NOT_STOPPED = 0
+    STOPPING_THRESHOLD = 1
+    DIVERGENCE_THRESHOLD = 2
+    PATIENCE_EXHAUSTED = 3
+    NON_FINITE_METRIC = 4
 
 
 class EarlyStopping(Callback):
@@ -36,13 +49,20 @@ class EarlyStopping(Callback):
             after validation.
         strict: raise when ``monitor`` is missing from the logged metrics; when
             False, warn once and skip the check.
-        verbose: print improvements and the reason for stopping (rank 0).
+        verbose: print improvements and the reason for stopping (rank 0, or every
+            rank with its rank in front when ``log_rank_zero_only`` is False).
+        check_finite: stop when the monitored value is NaN or infinite.
+        stopping_threshold: stop as soon as the value is this good or better.
+        divergence_threshold: stop as soon as the value is this bad or worse.
+        log_rank_zero_only: with ``verbose``, print from global rank 0 only.
 
     Attributes:
         wait_count: checks since the last improvement.
-        best_score: the best value seen so far (+inf / -inf before the first).
+        best_score: the best value seen so far, a tensor (+inf / -inf before the first).
         stopped_epoch: the epoch in which training was stopped, or None.
-        stopping_reason: why training was stopped, or None.
+        stopping_reason: why training was stopped (a message), or None.
+        stopping_reason_message: the same message (Lightning's name for it).
+        stopping_reason_code: the kind of reason, an :class:`EarlyStoppingReason`.
 
     Example:
         >>> stopper = EarlyStopping(monitor="val/loss", mode="min", patience=5)
@@ -59,6 +79,10 @@ class EarlyStopping(Callback):
         check_on_train_epoch_end: bool | None = None,
         strict: bool = True,
         verbose: bool = False,
+        check_finite: bool = True,
+        stopping_threshold: float | None = None,
+        divergence_threshold: float | None = None,
+        log_rank_zero_only: bool = False,
     ) -> None:
         if mode not in _MODES:
             raise ValueError(
@@ -79,14 +103,29 @@ class EarlyStopping(Callback):
         self.check_on_train_epoch_end = check_on_train_epoch_end
         self.strict = strict
         self.verbose = verbose
+        self.check_finite = check_finite
+        self.stopping_threshold = stopping_threshold
+        self.divergence_threshold = divergence_threshold
+        self.log_rank_zero_only = log_rank_zero_only
 
         self.wait_count = 0
-        self.best_score = math.inf if mode == "min" else -math.inf
+        self.best_score = torch.tensor(math.inf if mode == "min" else -math.inf)
         self.stopped_epoch: int | None = None
         self.stopping_reason: str | None = None
+        self.stopping_reason_code = EarlyStoppingReason.NOT_STOPPED
         self._fitting = True
         self._warned_missing = False
         self._warned_no_validation = False
+
+    #: Lightning's comparison per mode (improvement when ``monitor_op(current, best)``).
+    mode_dict = {"min": torch.lt, "max": torch.gt}
+    #: How messages write "better than" per mode.
+    order_dict = {"min": "<", "max": ">"}
+
+    @property
+    def monitor_op(self) -> Any:
+        """``torch.lt`` for mode "min", ``torch.gt`` for "max"."""
+        return self.mode_dict[self.mode]
 
     @property
     def state_key(self) -> str:
@@ -101,6 +140,8 @@ class EarlyStopping(Callback):
             "best_score": self.best_score,
             "stopped_epoch": self.stopped_epoch,
             "patience": self.patience,
+            "stopping_reason": self.stopping_reason_code.value,
+            "stopping_reason_message": self.stopping_reason,
         }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -110,10 +151,18 @@ class EarlyStopping(Callback):
             state_dict: what :meth:`state_dict` returned when the checkpoint was saved.
         """
         self.wait_count = int(state_dict["wait_count"])
-        self.best_score = float(state_dict["best_score"])
+        self.best_score = torch.tensor(float(state_dict["best_score"]))
         stopped = state_dict["stopped_epoch"]
         self.stopped_epoch = None if stopped is None else int(stopped)
         self.patience = int(state_dict["patience"])
+        code = state_dict.get("stopping_reason", EarlyStoppingReason.NOT_STOPPED.value)
+        self.stopping_reason_code = EarlyStoppingReason(code)
+        self.stopping_reason = state_dict.get("stopping_reason_message")
+
+    @property
+    def stopping_reason_message(self) -> str | None:
+        """Why training was stopped, or None (the same text as ``stopping_reason``)."""
+        return self.stopping_reason
 
     # ---------------------------------------------------------------- hooks
     def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
@@ -147,43 +196,76 @@ class EarlyStopping(Callback):
     # ---------------------------------------------------------------- logic
     def _improved(self, current: float) -> bool:
         if self.mode == "min":
-            return current < self.best_score - self.min_delta
-        return current > self.best_score + self.min_delta
+            return current < float(self.best_score) - self.min_delta
+        return current > float(self.best_score) + self.min_delta
+
+    def _better_or_equal(self, current: float, threshold: float) -> bool:
+        return current < threshold if self.mode == "min" else current > threshold
 
     def _check(self, trainer: Trainer) -> None:
+        if getattr(trainer, "fast_dev_run", False):
+            return
         value = trainer.callback_metrics.get(self.monitor)
         if value is None:
             self._missing(trainer)
             return
         current = float(value)
-        if not math.isfinite(current):
+        order = "<" if self.mode == "min" else ">"
+        if self.check_finite and not math.isfinite(current):
             self._stop(
                 trainer,
+                EarlyStoppingReason.NON_FINITE_METRIC,
                 f"Monitored metric {self.monitor} = {current} is not finite. "
-                f"Previous best score: {self.best_score:.6g}. Stopping training.",
+                f"Previous best score: {float(self.best_score):.6g}. Stopping training.",
             )
-            return
-        if self._improved(current):
-            if self.verbose and trainer.is_global_zero:
-                print(f"EarlyStopping: {self.monitor} improved to {current:.6g}.", flush=True)
-            self.best_score = current
-            self.wait_count = 0
-            return
-        self.wait_count += 1
-        if self.wait_count >= self.patience:
+        elif self.stopping_threshold is not None and self._better_or_equal(
+            current, self.stopping_threshold
+        ):
             self._stop(
                 trainer,
-                f"Monitored metric {self.monitor} did not improve in the last "
-                f"{self.wait_count} checks. Best score: {self.best_score:.6g}. "
-                "Stopping training.",
+                EarlyStoppingReason.STOPPING_THRESHOLD,
+                f"Stopping threshold reached: {self.monitor} = {current} {order} "
+                f"{self.stopping_threshold}. Stopping training.",
             )
+        elif self.divergence_threshold is not None and self._better_or_equal(
+            -current, -self.divergence_threshold
+        ):
+            self._stop(
+                trainer,
+                EarlyStoppingReason.DIVERGENCE_THRESHOLD,
+                f"Divergence threshold reached: {self.monitor} = {current} {order} "
+                f"{self.divergence_threshold}. Stopping training.",
+            )
+        elif self._improved(current):
+            self._info(trainer, f"EarlyStopping: {self.monitor} improved to {current:.6g}.")
+            self.best_score = torch.tensor(current)
+            self.wait_count = 0
+        else:
+            self.wait_count += 1
+            if self.wait_count >= self.patience:
+                self._stop(
+                    trainer,
+                    EarlyStoppingReason.PATIENCE_EXHAUSTED,
+                    f"Monitored metric {self.monitor} did not improve in the last "
+                    f"{self.wait_count} checks. Best score: {float(self.best_score):.6g}. "
+                    "Stopping training.",
+                )
 
-    def _stop(self, trainer: Trainer, reason: str) -> None:
+    def _stop(self, trainer: Trainer, code: EarlyStoppingReason, reason: str) -> None:
         trainer.should_stop = True
         self.stopped_epoch = trainer.current_epoch
         self.stopping_reason = reason
-        if self.verbose and trainer.is_global_zero:
-            print(f"EarlyStopping: {reason}", flush=True)
+        self.stopping_reason_code = code
+        self._info(trainer, f"EarlyStopping: {reason}")
+
+    def _info(self, trainer: Trainer, message: str) -> None:
+        if not self.verbose:
+            return
+        world_size = getattr(trainer, "world_size", 1)
+        if world_size > 1 and not self.log_rank_zero_only:
+            print(f"[rank: {getattr(trainer, 'global_rank', 0)}] {message}", flush=True)
+        elif trainer.is_global_zero:
+            print(message, flush=True)
 
     def _missing(self, trainer: Trainer) -> None:
         available = sorted(trainer.callback_metrics)

@@ -1,9 +1,13 @@
-"""LearningRateMonitor: log each optimizer's learning rate (and momentum) to the loggers.
+"""LearningRateMonitor: log each optimizer's learning rate (and momentum, weight decay).
 
-Names follow Lightning's so dashboards carry over: ``lr-<OptimizerClass>``, a
-``/pg<i>`` suffix per parameter group when an optimizer has several, and the
-scheduler's ``name`` when the user gave one. Names are worked out once, when
-training starts; a logging step only reads ``param_groups``.
+Names follow Lightning's: ``lr-<OptimizerClass>``, the scheduler's ``name`` when
+the user gave one, a ``/<group name>`` suffix for a parameter group with a
+``name`` key, and ``-momentum`` / ``-weight_decay`` after the learning rate's
+name. Two differences from Lightning, kept for dashboards written by earlier
+trainkit releases: unnamed parameter groups are ``/pg0``, ``/pg1``... (Lightning
+counts from 1), and optimizers of the same class are ``-0``, ``-1``... (Lightning
+leaves the first unnumbered). Names are worked out once, when training starts; a
+logging step only reads ``param_groups``.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ class _Tracked:
     optimizer: torch.optim.Optimizer
     lr_names: list[str]
     momentum_names: list[str]
+    weight_decay_names: list[str]
     interval: str  # "step" or "epoch"
 
 
@@ -52,16 +57,28 @@ class LearningRateMonitor(Callback):
             interval and logs optimizers without a scheduler at epoch start.
         log_momentum: also log ``momentum`` (or Adam's ``betas[0]``) as
             ``<name>-momentum``.
+        log_weight_decay: also log each group's ``weight_decay`` as
+            ``<name>-weight_decay``.
 
     Attributes:
         lrs: every learning rate logged so far, by metric name.
         momentums: every momentum logged so far, by metric name.
+        last_momentum_values: the latest momentum logged, by metric name.
+        last_weight_decay_values: the latest weight decay logged, by metric name.
+
+    Raises:
+        RuntimeError: when training starts without a logger to write to.
 
     Example:
         >>> monitor = LearningRateMonitor(logging_interval="step")
     """
 
-    def __init__(self, logging_interval: str | None = None, log_momentum: bool = False) -> None:
+    def __init__(
+        self,
+        logging_interval: str | None = None,
+        log_momentum: bool = False,
+        log_weight_decay: bool = False,
+    ) -> None:
         if logging_interval not in _INTERVALS:
             raise ValueError(
                 f"LearningRateMonitor(logging_interval={logging_interval!r}) is not "
@@ -69,24 +86,33 @@ class LearningRateMonitor(Callback):
             )
         self.logging_interval = logging_interval
         self.log_momentum = log_momentum
+        self.log_weight_decay = log_weight_decay
         self.lrs: dict[str, list[float]] = {}
         self.momentums: dict[str, list[float]] = {}
+        self.last_momentum_values: dict[str, float] = {}
+        self.last_weight_decay_values: dict[str, float] = {}
         self._step_entries: list[_Tracked] = []
         self._epoch_entries: list[_Tracked] = []
         self._last_logged_step = -1
 
     # ---------------------------------------------------------------- hooks
     def on_fit_start(self, trainer: Trainer, module: Module) -> None:
-        """Warn when there is no logger to write to."""
+        """Warn when there is no logger to write to (training then stops when it starts)."""
         if trainer.is_global_zero and not trainer.loggers:
             warnings.warn(
-                "LearningRateMonitor has no logger to write to, so nothing will be "
-                "logged. Pass a logger, e.g. Trainer(logger=...), or remove the callback.",
+                "LearningRateMonitor has no logger to write to; training stops with an "
+                "error when it starts. Pass a logger, e.g. Trainer(logger=...), or remove "
+                "the callback.",
                 stacklevel=2,
             )
 
     def on_train_start(self, trainer: Trainer, module: Module) -> None:
         """Work out the metric names once, now that optimizers and schedulers exist."""
+        if not trainer.loggers:
+            raise RuntimeError(
+                "Cannot use `LearningRateMonitor` callback with `Trainer` that has no logger. "
+                "Pass a logger, e.g. Trainer(logger=True), or remove the callback."
+            )
         self._step_entries = []
         self._epoch_entries = []
         self._last_logged_step = -1
@@ -132,6 +158,11 @@ class LearningRateMonitor(Callback):
                     if momentum is not None:
                         metrics[entry.momentum_names[i]] = momentum
                         self.momentums[entry.momentum_names[i]].append(momentum)
+                        self.last_momentum_values[entry.momentum_names[i]] = momentum
+                if entry.weight_decay_names:
+                    decay = float(group.get("weight_decay", 0.0))
+                    metrics[entry.weight_decay_names[i]] = decay
+                    self.last_weight_decay_values[entry.weight_decay_names[i]] = decay
         for logger in trainer.loggers:
             logger.log_metrics(metrics, step=trainer.global_step)
 
@@ -168,9 +199,9 @@ class LearningRateMonitor(Callback):
 
     def _entry(self, optimizer: torch.optim.Optimizer, base: str, interval: str) -> _Tracked:
         groups = optimizer.param_groups
-        suffixes = [""]
+        # A group's own "name" key, if the user set one, reads better than pg<i>.
+        suffixes = [f"/{groups[0]['name']}" if "name" in groups[0] else ""]
         if len(groups) > 1:
-            # A group's own "name" key, if the user set one, reads better than pg<i>.
             suffixes = [f"/{group.get('name', f'pg{i}')}" for i, group in enumerate(groups)]
         lr_names = [base + suffix for suffix in suffixes]
         momentum_names: list[str] = []
@@ -181,5 +212,6 @@ class LearningRateMonitor(Callback):
                     f"no 'momentum' or 'betas', so {base}-momentum is not logged.",
                     stacklevel=3,
                 )
-            momentum_names = [f"{base}-momentum{suffix}" for suffix in suffixes]
-        return _Tracked(optimizer, lr_names, momentum_names, interval)
+            momentum_names = [f"{name}-momentum" for name in lr_names]
+        decay_names = [f"{name}-weight_decay" for name in lr_names] if self.log_weight_decay else []
+        return _Tracked(optimizer, lr_names, momentum_names, decay_names, interval)

@@ -64,7 +64,7 @@ def summarize(module: torch.nn.Module, max_depth: int = 1) -> str:
 
     Example:
         >>> model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU())
-        >>> print(summarize(model).splitlines()[-2])
+        >>> print(summarize(model).splitlines()[-4])
         2.1 K     Total params
     """
     if max_depth < -1:
@@ -103,6 +103,12 @@ def summarize(module: torch.nn.Module, max_depth: int = 1) -> str:
         (human_readable_count(trainable + frozen), "Total params"),
         (f"{size_mb:,.3f}", "Total estimated model params size (MB)"),
     ]
+    # Every submodule below the root, in train or in eval mode (as Lightning counts).
+    modes = [submodule.training for name, submodule in module.named_modules() if name]
+    totals += [
+        (str(sum(modes)), "Modules in train mode"),
+        (str(len(modes) - sum(modes)), "Modules in eval mode"),
+    ]
     lines.extend(f"{value:<10}{label}" for value, label in totals)
     if trainable_lazy or frozen_lazy:
         where = ", ".join(lazy_modules) if lazy_modules else type(module).__name__
@@ -123,7 +129,7 @@ class ModelSummary(Callback):
 
     Args:
         max_depth: how deep to list submodules (1: direct children; -1: all;
-            0: totals only).
+            0: no summary).
 
     Example:
         >>> summary = ModelSummary(max_depth=2)
@@ -132,12 +138,12 @@ class ModelSummary(Callback):
     def __init__(self, max_depth: int = 1) -> None:
         if max_depth < -1:
             raise ValueError(
-                f"ModelSummary(max_depth={max_depth}) must be -1 (all levels), 0 (totals "
-                "only) or a positive depth."
+                f"ModelSummary(max_depth={max_depth}) must be -1 (all levels), 0 (no "
+                "summary) or a positive depth."
             )
         self.max_depth = max_depth
 
     def on_fit_start(self, trainer: Trainer, module: Module) -> None:
-        """Print the table for the user's module."""
-        if trainer.is_global_zero:
+        """Print the table for the user's module (nothing when ``max_depth`` is 0)."""
+        if self.max_depth != 0 and trainer.is_global_zero:
             print(summarize(module, self.max_depth), flush=True)

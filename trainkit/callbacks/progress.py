@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 _DEFAULT_MININTERVAL = 0.1
 
 
-def format_metrics(metrics: Mapping[str, float]) -> dict[str, str]:
+def format_metrics(metrics: Mapping[str, Any]) -> dict[str, str]:
     """Format metric values with 4 significant digits, training loss first.
 
     Args:
@@ -44,13 +44,21 @@ def format_metrics(metrics: Mapping[str, float]) -> dict[str, str]:
         {'loss': '0.1235', 'acc': '0.9123'}
     """
     ordered = sorted(metrics.items(), key=lambda item: item[0] != "loss")
-    return {name: f"{value:.4g}" for name, value in ordered}
+    return {
+        name: f"{value:.4g}" if isinstance(value, float) else str(value) for name, value in ordered
+    }
 
 
 def _total(counts: float | list[float]) -> int | None:
     """A tqdm ``total`` from batch counts: None when unknown (infinite)."""
     total = sum(counts) if isinstance(counts, list) else counts
     return None if math.isinf(total) else int(total)
+
+
+def _sum(counts: float | list[float]) -> int | float:
+    """A batch total as an int, or ``inf`` when unknown."""
+    total = sum(counts) if isinstance(counts, list) else counts
+    return total if math.isinf(total) else int(total)
 
 
 def _join(parts: list[str], metrics: Mapping[str, str]) -> str:
@@ -70,6 +78,8 @@ class TQDMProgressBar(Callback):
             bar is reused across epochs and stays after the last one.
         plain: force plain-line mode (True) or bars (False); None decides once, at
             setup, from whether stdout is a terminal.
+        process_position: the terminal line of the first bar (bars below other
+            programs' bars).
 
     Example:
         >>> bar = TQDMProgressBar(print_every_n_steps=100)
@@ -81,6 +91,7 @@ class TQDMProgressBar(Callback):
         print_every_n_steps: int = 50,
         leave: bool = False,
         plain: bool | None = None,
+        process_position: int = 0,
     ) -> None:
         if refresh_rate < 1:
             raise ValueError(
@@ -94,6 +105,9 @@ class TQDMProgressBar(Callback):
         self.refresh_rate = refresh_rate
         self.print_every_n_steps = print_every_n_steps
         self.leave = leave
+        self._process_position = process_position
+        self._enabled = True
+        self._trainer: Any = None
         self._plain_override = plain
         self._plain: bool | None = None
 
@@ -109,6 +123,130 @@ class TQDMProgressBar(Callback):
         self._eval_pending = 0
         self._eval_position = 0
         self._eval_last_draw = 0.0
+
+    # ------------------------------------------------------ public state
+    @property
+    def process_position(self) -> int:
+        """The terminal line of the first bar."""
+        return self._process_position
+
+    @property
+    def is_enabled(self) -> bool:
+        """Whether the bar draws (or prints) anything."""
+        return self._enabled
+
+    @property
+    def is_disabled(self) -> bool:
+        """Whether the bar is switched off (see :meth:`disable`)."""
+        return not self._enabled
+
+    def enable(self) -> None:
+        """Switch the bar back on."""
+        self._enabled = True
+
+    def disable(self) -> None:
+        """Switch the bar off: its hooks draw and print nothing (a rank other than 0's)."""
+        self._enabled = False
+
+    @property
+    def trainer(self) -> Trainer:
+        """The Trainer this bar belongs to (known from ``setup`` on)."""
+        if self._trainer is None:
+            raise TypeError(
+                f"The progress bar {type(self).__name__} is not attached to a Trainer yet; "
+                "pass it in Trainer(callbacks=[...]) and read this during a run."
+            )
+        return self._trainer  # type: ignore[no-any-return]
+
+    @property
+    def total_train_batches(self) -> int | float:
+        """Training batches in an epoch (``inf`` for an iterable without a length)."""
+        return self.trainer.num_training_batches
+
+    @property
+    def total_val_batches(self) -> int | float:
+        """Validation batches in a validation run, over every dataloader."""
+        return _sum(self.trainer.num_val_batches)
+
+    @property
+    def total_test_batches(self) -> int | float:
+        """Test batches in a test run, over every dataloader."""
+        return _sum(self.trainer.num_test_batches)
+
+    @property
+    def total_predict_batches(self) -> int | float:
+        """Predict batches in a predict run, over every dataloader."""
+        return _sum(self.trainer.num_predict_batches)
+
+    @property
+    def train_progress_bar(self) -> Any:
+        """The tqdm bar of training (while training runs, outside plain mode)."""
+        return self._bar(self._train_bar, "train")
+
+    @property
+    def val_progress_bar(self) -> Any:
+        """The tqdm bar of validation (while it runs, outside plain mode)."""
+        return self._bar(self._eval_bar, "validation")
+
+    @property
+    def test_progress_bar(self) -> Any:
+        """The tqdm bar of testing (while it runs, outside plain mode)."""
+        return self._bar(self._eval_bar, "test")
+
+    @property
+    def predict_progress_bar(self) -> Any:
+        """The tqdm bar of prediction (while it runs, outside plain mode)."""
+        return self._bar(self._eval_bar, "predict")
+
+    def _bar(self, bar: Any, stage: str) -> Any:
+        if bar is None:
+            mode = " (this bar prints plain lines: stdout is not a terminal)" if self._plain else ""
+            raise TypeError(
+                f"The {type(self).__name__} {stage} bar has not been created yet{mode}; "
+                "read it while that stage runs."
+            )
+        return bar
+
+    def get_metrics(self, trainer: Trainer, pl_module: Module) -> dict[str, Any]:
+        """What the bar shows: the logger's version as ``v_num``, then ``progress_bar_metrics``.
+
+        Override it to change what is shown (for example to drop ``v_num``).
+
+        Args:
+            trainer: the running Trainer.
+            pl_module: the user's Module.
+
+        Returns:
+            Name to value (numbers, or a version string).
+        """
+        shown: dict[str, Any] = {}
+        versions = []
+        for logger in getattr(trainer, "loggers", None) or []:
+            version = getattr(logger, "version", None)
+            if version is not None and version not in versions:
+                versions.append(version)
+        if versions:
+            version = versions[0] if len(versions) == 1 else "_".join(map(str, versions))
+            # Long version strings (dates, hashes) show their last 4 characters.
+            shown["v_num"] = version[-4:] if isinstance(version, str) else version
+        shown.update(trainer.progress_bar_metrics)
+        return shown
+
+    def print(self, *args: Any, sep: str = " ", **kwargs: Any) -> None:
+        """Print a message without breaking the active bar.
+
+        Args:
+            args: what to print.
+            sep: the separator between ``args``.
+            kwargs: passed on to ``tqdm.write``/``print`` (``end``, ``file``).
+        """
+        bar = self._eval_bar if self._eval_bar is not None else self._train_bar
+        if bar is None:
+            print(*args, sep=sep, **kwargs)
+            return
+        from tqdm.auto import tqdm
+
+        tqdm.write(sep.join(map(str, args)), **kwargs)
 
     # ------------------------------------------------------------ helpers
     @property
@@ -127,7 +265,7 @@ class TQDMProgressBar(Callback):
         bar = tqdm(
             desc=desc,
             total=total,
-            position=position,
+            position=position + self._process_position,
             leave=leave,
             dynamic_ncols=True,
             file=sys.stdout,
@@ -136,7 +274,7 @@ class TQDMProgressBar(Callback):
         return bar
 
     @staticmethod
-    def _draw(bar: Any, position: int, metrics: Mapping[str, float] | None) -> None:
+    def _draw(bar: Any, position: int, metrics: Mapping[str, Any] | None) -> None:
         # Setting n and refreshing once draws exactly one frame; bar.update() would
         # apply tqdm's own throttle a second time and might skip this frame.
         if metrics is not None:
@@ -163,6 +301,7 @@ class TQDMProgressBar(Callback):
             module: the user's Module.
             stage: one of "fit", "validate", "test", "predict".
         """
+        self._trainer = trainer
         self._plain = None
         _ = self.is_plain
 
@@ -180,7 +319,7 @@ class TQDMProgressBar(Callback):
     # ----------------------------------------------------------- training
     def on_train_epoch_start(self, trainer: Trainer, module: Module) -> None:
         """Start (or reset) the training bar for this epoch."""
-        self._train_active = trainer.is_global_zero
+        self._train_active = trainer.is_global_zero and self._enabled
         if not self._train_active:
             return
         self._train_pending = 0
@@ -192,10 +331,9 @@ class TQDMProgressBar(Callback):
         desc = f"Epoch {trainer.current_epoch}"
         if self._train_bar is None:
             # With leave=False one bar lives across epochs, like Lightning's default.
-            self._train_bar = self._new_bar(desc, total, position=0, leave=True)
-        else:
-            self._train_bar.reset(total=total)
-            self._train_bar.set_description(desc, refresh=False)
+            self._train_bar = self.init_train_tqdm()
+        self._train_bar.reset(total=total)
+        self._train_bar.set_description(desc, refresh=False)
 
     def on_train_batch_end(
         self, trainer: Trainer, module: Module, outputs: Any, batch: Any, batch_idx: int
@@ -207,7 +345,7 @@ class TQDMProgressBar(Callback):
         self._train_position = batch_idx + 1
         if self._plain:  # resolved at epoch start
             if self._train_position % self.print_every_n_steps == 0:
-                self._print_train_line(trainer)
+                self._print_train_line(trainer, module)
             return
         self._train_pending += 1
         if self._train_pending < self.refresh_rate:
@@ -217,22 +355,22 @@ class TQDMProgressBar(Callback):
             return
         self._train_pending = 0
         self._train_last_draw = now
-        self._draw(self._train_bar, self._train_position, trainer.progress_bar_metrics)
+        self._draw(self._train_bar, self._train_position, self.get_metrics(trainer, module))
 
-    def _print_train_line(self, trainer: Trainer) -> None:
+    def _print_train_line(self, trainer: Trainer, module: Module) -> None:
         total = trainer.num_training_batches
         step = f"step {self._train_position}"
         if not math.isinf(total):
             step += f"/{int(total)}"
         parts = [f"epoch {trainer.current_epoch}", step]
-        print(_join(parts, format_metrics(trainer.progress_bar_metrics)), flush=True)
+        print(_join(parts, format_metrics(self.get_metrics(trainer, module))), flush=True)
 
     def on_train_epoch_end(self, trainer: Trainer, module: Module) -> None:
         """Bring the bar to its final count with the epoch's final metrics."""
         if not self._train_active:
             return
         self._train_active = False
-        metrics = trainer.progress_bar_metrics
+        metrics = self.get_metrics(trainer, module)
         if self.is_plain:
             parts = [f"epoch {trainer.current_epoch}", f"end ({self._train_position} batches)"]
             print(_join(parts, format_metrics(metrics)), flush=True)
@@ -246,8 +384,8 @@ class TQDMProgressBar(Callback):
         self._close_train_bar()
 
     # --------------------------------------------------------- evaluation
-    def _start_eval(self, trainer: Trainer, desc: str, counts: list[float]) -> None:
-        self._eval_active = trainer.is_global_zero
+    def _start_eval(self, trainer: Trainer, stage: str, counts: list[float]) -> None:
+        self._eval_active = trainer.is_global_zero and self._enabled
         if not self._eval_active:
             return
         self._eval_pending = 0
@@ -255,12 +393,41 @@ class TQDMProgressBar(Callback):
         self._eval_last_draw = time.monotonic()
         if self.is_plain:
             return
-        nested = self._train_bar is not None
         self._close_eval_bar()
+        factories = {
+            "sanity": self.init_sanity_tqdm,
+            "validation": self.init_validation_tqdm,
+            "test": self.init_test_tqdm,
+            "predict": self.init_predict_tqdm,
+        }
+        self._eval_bar = factories[stage]()
+        self._eval_bar.reset(total=_total(counts))
+
+    # The bars' factories: override one to change how that bar looks (Lightning's names).
+    def init_train_tqdm(self) -> Any:
+        """A new training bar (kept across epochs; its total is set each epoch)."""
+        return self._new_bar("Training", None, position=0, leave=True)
+
+    def init_sanity_tqdm(self) -> Any:
+        """A new sanity-check bar."""
+        return self._new_bar("Sanity Checking", None, **self._eval_placement())
+
+    def init_validation_tqdm(self) -> Any:
+        """A new validation bar (below the training bar, gone when done, while fitting)."""
+        return self._new_bar("Validation", None, **self._eval_placement())
+
+    def init_test_tqdm(self) -> Any:
+        """A new test bar."""
+        return self._new_bar("Testing", None, **self._eval_placement())
+
+    def init_predict_tqdm(self) -> Any:
+        """A new predict bar."""
+        return self._new_bar("Predicting", None, **self._eval_placement())
+
+    def _eval_placement(self) -> dict[str, Any]:
         # Nested under the training bar it disappears when done; alone it stays.
-        self._eval_bar = self._new_bar(
-            desc, _total(counts), position=1 if nested else 0, leave=not nested
-        )
+        nested = self._train_bar is not None
+        return {"position": 1 if nested else 0, "leave": not nested}
 
     def _eval_batch_end(self) -> None:
         if not self._eval_active:
@@ -279,13 +446,13 @@ class TQDMProgressBar(Callback):
         self._eval_last_draw = now
         self._draw(self._eval_bar, self._eval_position, None)
 
-    def _end_eval(self, trainer: Trainer, label: str, show_metrics: bool) -> None:
+    def _end_eval(self, trainer: Trainer, module: Module, label: str, show_metrics: bool) -> None:
         if not self._eval_active:
             return
         self._eval_active = False
         if self.is_plain:
             if show_metrics:
-                metrics = dict(trainer.progress_bar_metrics)
+                metrics = self.get_metrics(trainer, module)
                 # "loss" is the latest training loss, not an evaluation result.
                 metrics.pop("loss", None)
                 print(_join([label], format_metrics(metrics)), flush=True)
@@ -298,13 +465,13 @@ class TQDMProgressBar(Callback):
     def on_validation_start(self, trainer: Trainer, module: Module) -> None:
         """Start the validation (or sanity-check) bar."""
         if trainer.sanity_checking:
-            desc = "Sanity Checking"
+            stage = "sanity"
         else:
-            desc = "Validation"
+            stage = "validation"
             if self._train_active and not self.is_plain:
                 # Show the full epoch on the training bar while validation runs.
-                self._draw(self._train_bar, self._train_position, trainer.progress_bar_metrics)
-        self._start_eval(trainer, desc, trainer.num_val_batches)
+                self._draw(self._train_bar, self._train_position, self.get_metrics(trainer, module))
+        self._start_eval(trainer, stage, trainer.num_val_batches)
 
     def on_validation_batch_end(
         self,
@@ -324,18 +491,18 @@ class TQDMProgressBar(Callback):
             if self.is_plain:
                 # Sanity-check results are not real metrics; a log line would mislead.
                 self._eval_active = False
-            self._end_eval(trainer, "sanity check", show_metrics=False)
+            self._end_eval(trainer, module, "sanity check", show_metrics=False)
             return
         label = f"validation | epoch {trainer.current_epoch}"
-        self._end_eval(trainer, label, show_metrics=True)
+        self._end_eval(trainer, module, label, show_metrics=True)
         if self._train_bar is not None:
             self._train_bar.set_postfix(
-                ordered_dict=format_metrics(trainer.progress_bar_metrics), refresh=True
+                ordered_dict=format_metrics(self.get_metrics(trainer, module)), refresh=True
             )
 
     def on_test_start(self, trainer: Trainer, module: Module) -> None:
         """Start the test bar."""
-        self._start_eval(trainer, "Testing", trainer.num_test_batches)
+        self._start_eval(trainer, "test", trainer.num_test_batches)
 
     def on_test_batch_end(
         self,
@@ -351,11 +518,11 @@ class TQDMProgressBar(Callback):
 
     def on_test_end(self, trainer: Trainer, module: Module) -> None:
         """Close the test bar; in plain mode print the test metrics."""
-        self._end_eval(trainer, "test", show_metrics=True)
+        self._end_eval(trainer, module, "test", show_metrics=True)
 
     def on_predict_start(self, trainer: Trainer, module: Module) -> None:
         """Start the predict bar."""
-        self._start_eval(trainer, "Predicting", trainer.num_predict_batches)
+        self._start_eval(trainer, "predict", trainer.num_predict_batches)
 
     def on_predict_batch_end(
         self,
@@ -371,4 +538,4 @@ class TQDMProgressBar(Callback):
 
     def on_predict_end(self, trainer: Trainer, module: Module) -> None:
         """Close the predict bar; in plain mode print how many batches ran."""
-        self._end_eval(trainer, "predict", show_metrics=False)
+        self._end_eval(trainer, module, "predict", show_metrics=False)
