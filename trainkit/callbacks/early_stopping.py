@@ -73,15 +73,15 @@ class EarlyStopping(Callback):
     def __init__(
         self,
         monitor: str,
-        mode: str = "min",
-        patience: int = 3,
         min_delta: float = 0.0,
-        check_on_train_epoch_end: bool | None = None,
-        strict: bool = True,
+        patience: int = 3,
         verbose: bool = False,
+        mode: str = "min",
+        strict: bool = True,
         check_finite: bool = True,
         stopping_threshold: float | None = None,
         divergence_threshold: float | None = None,
+        check_on_train_epoch_end: bool | None = None,
         log_rank_zero_only: bool = False,
     ) -> None:
         if mode not in _MODES:
