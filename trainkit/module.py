@@ -570,14 +570,18 @@ class Module(HyperparametersMixin, nn.Module):
             "`def test_step(self, batch, batch_idx)` to use Trainer.test."
         )
 
-    def predict_step(self, batch: Any, batch_idx: int = 0, dataloader_idx: int = 0) -> Any:
+    def predict_step(self, *args: Any, **kwargs: Any) -> Any:
         """Return predictions for one batch. Default: ``self(batch)``.
 
+        Called as ``predict_step(batch, batch_idx)``, with ``dataloader_idx`` as a
+        third argument when there are several dataloaders. Override it with the
+        arguments you need (``(self, batch)`` alone works too).
+
         Args:
-            batch: the batch, on the module's device.
-            batch_idx: index of the batch within the loader.
-            dataloader_idx: index of the loader (with several).
+            *args: ``batch`` (on the module's device), ``batch_idx``, ``dataloader_idx``.
+            **kwargs: the same, by name.
         """
+        batch = args[0] if args else kwargs["batch"]
         return self(batch)
 
     def configure_optimizers(self) -> Any:
