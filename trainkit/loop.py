@@ -172,8 +172,10 @@ def _train_epoch(run: RunContext, fit: Fit) -> None:
             _resume_point(run, fit, on_resume_point)
         if deadline != math.inf and time.monotonic() >= deadline:
             state.should_stop = True  # max_time: stops like a callback's request
-        if state.global_step >= max_steps or (
-            state.should_stop and may_stop(state, options, _quiet)
+        if (
+            state.global_step >= max_steps
+            or state.preempted  # a signal stops whatever min_epochs says
+            or (state.should_stop and may_stop(state, options, _quiet))
         ):
             break
 

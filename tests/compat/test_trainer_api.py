@@ -336,3 +336,28 @@ def test_progress_bar_metrics_are_kept_after_fit() -> None:
     shown = trainer.progress_bar_metrics
     assert set(shown) == {"train/loss", "val/acc"}  # the prog_bar values, no bar-only "loss"
     assert shown["val/acc"] == pytest.approx(float(trainer.callback_metrics["val/acc"]))
+
+
+def test_a_preemption_signal_stops_even_before_min_epochs(tmp_path: Path) -> None:
+    import os
+    import signal
+
+    class SignalAtStep3(trainkit.Callback):
+        def on_train_batch_end(self, trainer: trainkit.Trainer, *args: Any) -> None:
+            if trainer.global_step == 3:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    trainer = trainkit.Trainer(
+        max_epochs=10,
+        min_epochs=5,
+        callbacks=[SignalAtStep3()],
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    )
+    with pytest.raises(SystemExit):
+        fit_quietly(trainer, Classifier())
+    # saved at the resume point after the signal, and stopped there
+    assert trainer.preempted and trainer.global_step == 3
+    assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
