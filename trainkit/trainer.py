@@ -291,8 +291,8 @@ class Trainer(TrainerViews):
             model: the Module (None: the one the last ``fit`` trained).
             dataloaders: prediction dataloader(s) (or a DataModule).
             datamodule: a DataModule supplying ``predict_dataloader`` instead.
-            return_predictions: keep and return the predictions (default: True);
-                False returns None and keeps nothing (for writers in callbacks).
+            return_predictions: return the predictions (default: True); False returns
+                None (for runs whose callbacks write the predictions themselves).
             ckpt_path: as for :meth:`validate`.
 
         Returns:
