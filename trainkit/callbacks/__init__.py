@@ -5,17 +5,21 @@ from trainkit.callbacks.base import Callback
 from trainkit.callbacks.checkpoint import ModelCheckpoint
 from trainkit.callbacks.clipping import GradientClipping
 from trainkit.callbacks.early_stopping import EarlyStopping
+from trainkit.callbacks.lambda_callback import LambdaCallback
 from trainkit.callbacks.lr_monitor import LearningRateMonitor
 from trainkit.callbacks.model_summary import ModelSummary
 from trainkit.callbacks.nonfinite import NonFiniteLoss, NonFiniteLossError
 from trainkit.callbacks.precision import MixedPrecision
+from trainkit.callbacks.prediction_writer import BasePredictionWriter
 from trainkit.callbacks.progress import TQDMProgressBar
 
 __all__ = [
+    "BasePredictionWriter",
     "Callback",
     "EarlyStopping",
     "GradientAccumulation",
     "GradientClipping",
+    "LambdaCallback",
     "LearningRateMonitor",
     "MixedPrecision",
     "ModelCheckpoint",

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from trainkit.callbacks import (
+    BasePredictionWriter,
     Callback,
     EarlyStopping,
     GradientAccumulation,
     GradientClipping,
+    LambdaCallback,
     LearningRateMonitor,
     MixedPrecision,
     ModelCheckpoint,
@@ -19,10 +21,12 @@ from trainkit.callbacks import (
 from trainkit.lightning._missing import missing
 
 __all__ = [
+    "BasePredictionWriter",
     "Callback",
     "EarlyStopping",
     "GradientAccumulation",
     "GradientClipping",
+    "LambdaCallback",
     "LearningRateMonitor",
     "MixedPrecision",
     "ModelCheckpoint",

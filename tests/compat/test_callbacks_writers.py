@@ -1,0 +1,72 @@
+"""LambdaCallback and BasePredictionWriter, as Lightning documents them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+import trainkit
+from trainkit.callbacks import BasePredictionWriter, LambdaCallback
+
+from ..helpers import QUIET, Classifier, blobs, loader
+
+
+def test_lambda_callback_calls_the_given_functions() -> None:
+    seen: list[tuple[str, int]] = []
+    callback = LambdaCallback(
+        on_train_epoch_end=lambda trainer, module: seen.append(("epoch", trainer.current_epoch)),
+        on_fit_end=lambda trainer, module: seen.append(("end", trainer.global_step)),
+    )
+    trainer = trainkit.Trainer(max_epochs=2, callbacks=[callback], **QUIET)
+    trainer.fit(Classifier(), loader(blobs(64), 16))
+    assert seen == [("epoch", 0), ("epoch", 1), ("end", 8)]
+    with pytest.raises(ValueError, match="not a callback hook"):
+        LambdaCallback(on_nothing=print)
+
+
+class Collect(BasePredictionWriter):
+    def __init__(self, interval: str) -> None:
+        super().__init__(interval)
+        self.batches: list[tuple[int, int, torch.Tensor]] = []
+        self.at_end: Any = None
+
+    def write_on_batch_end(
+        self,
+        trainer: Any,
+        pl_module: Any,
+        prediction: Any,
+        batch_indices: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int,
+    ) -> None:
+        self.batches.append((dataloader_idx, batch_idx, prediction))
+
+    def write_on_epoch_end(
+        self, trainer: Any, pl_module: Any, predictions: Any, batch_indices: Any
+    ) -> None:
+        self.at_end = predictions
+
+
+def test_prediction_writer_per_batch_and_at_the_end() -> None:
+    writer = Collect("batch_and_epoch")
+    trainer = trainkit.Trainer(callbacks=[writer], **QUIET)
+    returned = trainer.predict(Classifier(), loader(blobs(48), 16), return_predictions=False)
+    assert returned is None
+    assert [(d, b) for d, b, _ in writer.batches] == [(0, 0), (0, 1), (0, 2)]
+    assert len(writer.at_end) == 3 and torch.equal(writer.at_end[0], writer.batches[0][2])
+
+
+def test_prediction_writer_with_several_dataloaders() -> None:
+    class Two(Classifier):
+        def predict_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> Any:
+            return super().predict_step(batch, batch_idx)
+
+    writer = Collect("epoch")
+    trainer = trainkit.Trainer(callbacks=[writer], **QUIET)
+    trainer.predict(Two(), [loader(blobs(32), 16), loader(blobs(16), 16)])
+    assert writer.batches == [] and [len(p) for p in writer.at_end] == [2, 1]
+    with pytest.raises(ValueError, match="write_interval"):
+        BasePredictionWriter("step")

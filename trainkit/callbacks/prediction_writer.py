@@ -1,0 +1,105 @@
+"""BasePredictionWriter: write predictions as ``predict`` makes them, or at its end."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from trainkit.callbacks.base import Callback
+
+if TYPE_CHECKING:
+    from trainkit.module import Module
+    from trainkit.trainer import Trainer
+
+_INTERVALS = ("batch", "epoch", "batch_and_epoch")
+
+
+class BasePredictionWriter(Callback):
+    """Subclass it and override ``write_on_batch_end`` and/or ``write_on_epoch_end``.
+
+    With ``trainer.predict(..., return_predictions=False)`` nothing is handed
+    back, so writing per batch keeps memory flat over a large prediction run.
+    ``batch_indices`` is always None: trainkit does not track which dataset
+    indices make up a batch.
+
+    Args:
+        write_interval: "batch" (after each batch), "epoch" (once, with every
+            prediction) or "batch_and_epoch".
+    """
+
+    def __init__(self, write_interval: str = "batch") -> None:
+        if write_interval not in _INTERVALS:
+            raise ValueError(
+                f"write_interval={write_interval!r} must be one of {list(_INTERVALS)}."
+            )
+        self.interval = write_interval
+        self._predictions: dict[int, list[Any]] = {}
+
+    def write_on_batch_end(
+        self,
+        trainer: Trainer,
+        pl_module: Module,
+        prediction: Any,
+        batch_indices: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int,
+    ) -> None:
+        """Write one batch's prediction (override it for ``write_interval`` "batch").
+
+        Args:
+            trainer: the Trainer.
+            pl_module: the Module.
+            prediction: what ``predict_step`` returned for the batch.
+            batch_indices: None (not tracked).
+            batch: the batch.
+            batch_idx: its index in the dataloader.
+            dataloader_idx: the dataloader's index.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} writes per batch: define write_on_batch_end."
+        )
+
+    def write_on_epoch_end(
+        self, trainer: Trainer, pl_module: Module, predictions: Any, batch_indices: Any
+    ) -> None:
+        """Write every prediction (override it for ``write_interval`` "epoch").
+
+        Args:
+            trainer: the Trainer.
+            pl_module: the Module.
+            predictions: one list of batch predictions per dataloader (the list
+                itself with one dataloader).
+            batch_indices: None (not tracked).
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} writes at the end: define write_on_epoch_end."
+        )
+
+    def on_predict_epoch_start(self, trainer: Trainer, module: Module) -> None:
+        """Start collecting this run's predictions (epoch interval)."""
+        self._predictions = {}
+
+    def on_predict_batch_end(
+        self,
+        trainer: Trainer,
+        module: Module,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        """Write the batch's prediction, or keep it for the end."""
+        if self.interval in ("batch", "batch_and_epoch"):
+            self.write_on_batch_end(
+                trainer, module, outputs, None, batch, batch_idx, dataloader_idx
+            )
+        if self.interval in ("epoch", "batch_and_epoch"):
+            self._predictions.setdefault(dataloader_idx, []).append(outputs)
+
+    def on_predict_epoch_end(self, trainer: Trainer, module: Module) -> None:
+        """Write every prediction (epoch interval)."""
+        if self.interval in ("epoch", "batch_and_epoch"):
+            per_loader = [self._predictions[k] for k in sorted(self._predictions)]
+            predictions = per_loader[0] if len(per_loader) == 1 else per_loader
+            self.write_on_epoch_end(trainer, module, predictions, None)
+        self._predictions = {}
