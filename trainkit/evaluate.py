@@ -132,7 +132,7 @@ def _epoch_results(results: Results, sanity_checking: bool) -> dict[str, Any]:
 
 
 def run_predict(
-    run: RunContext, loaders: list[Iterable[Any]], totals: list[float]
+    run: RunContext, loaders: list[Iterable[Any]], totals: list[float], keep: bool = True
 ) -> list[list[Any]]:
     """Run ``predict_step`` over every loader; return each loader's list of outputs.
 
@@ -140,6 +140,8 @@ def run_predict(
         run: the run's context.
         loaders: the prepared dataloaders.
         totals: batches to run from each loader.
+        keep: keep the outputs (False: each is dropped once the hooks have seen it,
+            so memory stays flat; the lists come back empty).
     """
     hooks = run.hooks
     step = run.strategy.step_function(run.model, "predict_step")
@@ -161,7 +163,8 @@ def run_predict(
                 hooks.call("on_predict_batch_start", batch, batch_idx, loader_idx)
                 with run.step_context():
                     prediction = step(batch, batch_idx, *extra)
-                outputs.append(prediction)
+                if keep:
+                    outputs.append(prediction)
                 hooks.call("on_predict_batch_end", prediction, batch, batch_idx, loader_idx)
             results.append(outputs)
     hooks.call("on_predict_epoch_end")

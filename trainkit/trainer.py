@@ -291,17 +291,17 @@ class Trainer(TrainerViews):
             model: the Module (None: the one the last ``fit`` trained).
             dataloaders: prediction dataloader(s) (or a DataModule).
             datamodule: a DataModule supplying ``predict_dataloader`` instead.
-            return_predictions: return the predictions (default: True); False returns
-                None (for runs whose callbacks write the predictions themselves).
+            return_predictions: return the predictions (default: True); False keeps
+                none and returns None (callbacks write them: BasePredictionWriter).
             ckpt_path: as for :meth:`validate`.
 
         Returns:
             One entry per batch; with several dataloaders, one such list per loader.
         """
-        outputs = self._launch(
-            self._evaluate, model, "predict", dataloaders, datamodule, ckpt_path, False
+        keep = return_predictions is not False
+        return self._launch(  # type: ignore[no-any-return]
+            self._evaluate, model, "predict", dataloaders, datamodule, ckpt_path, False, keep
         )
-        return None if return_predictions is False else outputs
 
     # ------------------------------------------------------------ state (public)
     @property
@@ -347,9 +347,6 @@ class Trainer(TrainerViews):
         """
         state = checkpoint_io.collect_state(self, weights_only=weights_only)
         self.strategy.save_checkpoint(state, path)
-
-    def _save_last(self) -> None:
-        self.save_checkpoint(self._last_checkpoint_paths()[0])
 
     def _last_checkpoint_paths(self) -> list[Path]:
         return last_checkpoint_paths(self.callbacks, self.default_root_dir)
@@ -527,7 +524,7 @@ class Trainer(TrainerViews):
             epoch_schedulers=[c for c in configs if c.interval == "epoch"],
             preemption=self.preemption,
             vote=StopVote(self.strategy.agree_max) if self.strategy.world_size > 1 else None,
-            save_last=self._save_last,
+            save_last=lambda: self.save_checkpoint(self._last_checkpoint_paths()[0]),
             warn=self.warn,
             reload=load_dataloaders if options.reload_dataloaders_every_n_epochs else None,
             step_scheduler=(
@@ -565,6 +562,7 @@ class Trainer(TrainerViews):
         datamodule: DataModule | None,
         ckpt_path: str | os.PathLike[str] | None,
         verbose: bool,
+        keep: bool = True,
     ) -> Any:
         kind = {"validate": "val", "test": "test", "predict": "predict"}[fn]
         if isinstance(dataloaders, DataModule):
@@ -595,7 +593,9 @@ class Trainer(TrainerViews):
             setattr(self, f"{kind}_dataloaders", one_or_list(loaders))
             if fn == "predict":
                 self.state.num_predict_batches = totals
-                outputs = run_predict(run, loaders, totals)
+                outputs = run_predict(run, loaders, totals, keep)
+                if not keep:
+                    return None
                 return outputs[0] if len(outputs) == 1 else outputs
             if fn == "validate":
                 self.state.num_val_batches = totals

@@ -70,3 +70,26 @@ def test_prediction_writer_with_several_dataloaders() -> None:
     assert writer.batches == [] and [len(p) for p in writer.at_end] == [2, 1]
     with pytest.raises(ValueError, match="write_interval"):
         BasePredictionWriter("step")
+
+
+def test_return_predictions_false_keeps_nothing() -> None:
+    import weakref
+
+    alive: list[weakref.ref[torch.Tensor]] = []
+
+    held_at_end: list[bool] = []
+
+    class Tracked(Classifier):
+        def predict_step(self, batch: Any, batch_idx: int) -> Any:
+            prediction = super().predict_step(batch, batch_idx)
+            alive.append(weakref.ref(prediction))
+            return prediction
+
+        def on_predict_end(self) -> None:
+            held_at_end.extend(ref() is not None for ref in alive)
+
+    trainer = trainkit.Trainer(**QUIET)
+    assert trainer.predict(Tracked(), loader(blobs(64), 16), return_predictions=False) is None
+    # while predict ran, no earlier batch's prediction was held on to (the last
+    # one is still in the loop's hands when on_predict_end runs)
+    assert held_at_end[:3] == [False] * 3
