@@ -488,7 +488,7 @@ class Trainer(TrainerViews):
         )
         checkpoint = self.strategy.load_checkpoint(resume_from) if resume_from else None
         self.ckpt_path = str(resume_from) if resume_from else None
-        state.start_fit(lineage=uuid.uuid4().hex)
+        state.start_fit(lineage=self.strategy.broadcast(uuid.uuid4().hex))  # one per job
 
         def load_dataloaders() -> tuple[Iterable[Any], list[Iterable[Any]]]:
             return self._fit_loaders(model, train_dataloaders, val_dataloaders, datamodule)
