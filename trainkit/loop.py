@@ -23,10 +23,15 @@ from typing import Any
 from trainkit.data import epoch_batches, set_sampler_epoch
 from trainkit.evaluate import run_evaluation
 from trainkit.hooks import RunContext
-from trainkit.optim import LRSchedulerConfig, step_scheduler
 from trainkit.options import LoopOptions
 from trainkit.preemption import Preemption, StopVote
-from trainkit.schedule import max_steps_reached, may_stop, val_check_batches, validation_due
+from trainkit.schedule import (
+    max_steps_reached,
+    may_stop,
+    sanity_batches,
+    val_check_batches,
+    validation_due,
+)
 from trainkit.seed import isolated_rng
 from trainkit.step import Optimization
 
@@ -45,8 +50,6 @@ class Fit:
     validates: bool
     #: The optimization step.
     optimization: Optimization
-    #: Schedulers stepped after every epoch (step-interval ones are the step's).
-    epoch_schedulers: list[LRSchedulerConfig]
     #: Catches preemption signals.
     preemption: Preemption
     #: Agrees across processes whether to stop for a preemption signal (None: one process).
@@ -57,8 +60,6 @@ class Fit:
     warn: Callable[[str], None]
     #: New training and validation dataloaders, every reload_dataloaders_every_n_epochs.
     reload: Callable[[], tuple[Iterable[Any], list[Iterable[Any]]]] | None = None
-    #: The Module's ``lr_scheduler_step(scheduler, metric)``, when it overrides it.
-    step_scheduler: Callable[[Any, Any], None] | None = None
     #: ``time.monotonic()`` past which training stops (max_time); set when training starts.
     deadline: float = math.inf
 
@@ -190,9 +191,7 @@ def _end_epoch(run: RunContext, fit: Fit) -> None:
     results.update_epoch_metrics(results.train.epoch_values())
     hooks.call_callbacks("on_train_epoch_end")
     results.end_training_epoch(step=max(state.global_step - 1, 0), epoch=state.epoch)
-    for config in fit.epoch_schedulers if run.module.automatic_optimization else ():
-        if (state.epoch + 1) % config.frequency == 0:
-            step_scheduler(config, results.callback_metrics, fit.warn, fit.step_scheduler)
+    fit.optimization.end_epoch(state.epoch)
     results.close()
     state.epoch += 1
     state.batch_idx = 0
@@ -226,7 +225,7 @@ def _sanity_check(run: RunContext, fit: Fit) -> None:
     """A few validation batches before training, to catch bugs before a long epoch."""
     state, limit = run.state, fit.options.num_sanity_val_steps
     full = state.num_val_batches
-    state.num_val_batches = [t if limit == -1 else min(t, limit) for t in full]
+    state.num_val_batches = sanity_batches(full, limit)
     state.stage = "sanity_check"
     try:
         run.hooks.call("on_sanity_check_start")

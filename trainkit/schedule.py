@@ -28,6 +28,20 @@ def max_steps_reached(global_step: int, options: LoopOptions) -> bool:
     return options.max_steps != -1 and global_step >= options.max_steps
 
 
+def sanity_batches(totals: list[float], limit: int) -> list[float]:
+    """Batches the sanity check runs from each validation loader (``num_sanity_val_steps``).
+
+    Args:
+        totals: batches in each validation loader.
+        limit: ``num_sanity_val_steps`` (-1: all).
+
+    Example:
+        >>> sanity_batches([5.0, 1.0], 2)
+        [2, 1.0]
+    """
+    return [t if limit == -1 else min(t, limit) for t in totals]
+
+
 def may_stop(state: RunState, options: LoopOptions, say: Callable[[str], None]) -> bool:
     """Whether a stop was requested and ``min_epochs``/``min_steps`` allow it now.
 

@@ -81,8 +81,9 @@ class Optimization:
         self.run = run
         self.optimizers = optimizers
         # In manual optimization the user steps the schedulers (as in Lightning).
-        automatic = run.module.automatic_optimization
-        self._step_schedulers = [c for c in schedulers if c.interval == "step" and automatic]
+        stepped = schedulers if run.module.automatic_optimization else []
+        self._step_schedulers = [c for c in stepped if c.interval == "step"]
+        self._epoch_schedulers = [c for c in stepped if c.interval == "epoch"]
         self._stepper = (
             run.module.lr_scheduler_step if overrides(run.module, "lr_scheduler_step") else None
         )
@@ -218,6 +219,16 @@ class Optimization:
                 step_scheduler(config, self.run.results.callback_metrics, self._warn, self._stepper)
         if self._log_every and steps_done % self._log_every == 0:
             self.run.results.write_step(steps_done - 1, self.run.state.epoch)
+
+    def end_epoch(self, epoch: int) -> None:
+        """Step the epoch-interval LR schedulers due after ``epoch`` (automatic optimization).
+
+        Args:
+            epoch: the epoch that just ended, counted from 0.
+        """
+        for config in self._epoch_schedulers:
+            if (epoch + 1) % config.frequency == 0:
+                step_scheduler(config, self.run.results.callback_metrics, self._warn, self._stepper)
 
     # --------------------------------------------------------------- manual
     def manual(self, batch: Any, batch_idx: int, is_last: bool) -> Any:

@@ -521,15 +521,11 @@ class Trainer(TrainerViews):
             val_loaders=val_loaders,
             validates=validates,
             optimization=self._optimization,
-            epoch_schedulers=[c for c in configs if c.interval == "epoch"],
             preemption=self.preemption,
             vote=StopVote(self.strategy.agree_max) if self.strategy.world_size > 1 else None,
             save_last=lambda: self.save_checkpoint(self._last_checkpoint_paths()[0]),
             warn=self.warn,
             reload=load_dataloaders if options.reload_dataloaders_every_n_epochs else None,
-            step_scheduler=(
-                model.lr_scheduler_step if overrides(model, "lr_scheduler_step") else None
-            ),
         )
         run_fit(run, fit)
         self.strategy.on_fit_end()

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainkit.callbacks import defaults
+from trainkit.schedule import sanity_batches
 
 if TYPE_CHECKING:
     from trainkit.callbacks.base import Callback
@@ -114,8 +115,7 @@ class TrainerViews:
     @property
     def num_sanity_val_batches(self) -> list[float]:
         """Batches the sanity check runs from each validation dataloader."""
-        limit = self.options.num_sanity_val_steps
-        return [t if limit == -1 else min(t, limit) for t in self.state.num_val_batches]
+        return sanity_batches(self.state.num_val_batches, self.options.num_sanity_val_steps)
 
     @property
     def num_test_batches(self) -> list[float]:

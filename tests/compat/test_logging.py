@@ -16,14 +16,9 @@ from torch.utils.data import DataLoader, TensorDataset
 import trainkit
 from trainkit.callbacks import EarlyStopping, ModelCheckpoint
 
-QUIET: dict[str, Any] = {
-    "logger": False,
-    "enable_progress_bar": False,
-    "enable_model_summary": False,
-    "enable_checkpointing": False,
-    "accelerator": "cpu",
-    "num_sanity_val_steps": 0,
-}
+from .. import helpers
+
+QUIET: dict[str, Any] = {**helpers.QUIET, "num_sanity_val_steps": 0}
 
 
 def numbers(n: int = 8, batch_size: int = 4) -> DataLoader[Any]:

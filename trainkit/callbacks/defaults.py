@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import TypeVar
 
 from trainkit.callbacks.accumulation import GradientAccumulation
 from trainkit.callbacks.base import Callback
@@ -112,8 +113,8 @@ def merge_configured(
     kinds = {type(callback) for callback in configured}
     kept = [callback for callback in callbacks if type(callback) not in kinds]
     merged = kept + list(configured)
-    checkpoints = [callback for callback in merged if isinstance(callback, ModelCheckpoint)]
-    return [c for c in merged if not isinstance(c, ModelCheckpoint)] + checkpoints
+    checkpoints = checkpoint_callbacks(merged)
+    return [c for c in merged if c not in checkpoints] + checkpoints
 
 
 def step_slots(callbacks: list[Callback]) -> StepSlots:
@@ -151,7 +152,7 @@ def checkpoint_callbacks(callbacks: list[Callback]) -> list[ModelCheckpoint]:
     Returns:
         Each ModelCheckpoint, in order (the first is ``Trainer.checkpoint_callback``).
     """
-    return [callback for callback in callbacks if isinstance(callback, ModelCheckpoint)]
+    return _of_type(callbacks, ModelCheckpoint)
 
 
 def early_stopping_callbacks(callbacks: list[Callback]) -> list[EarlyStopping]:
@@ -163,7 +164,7 @@ def early_stopping_callbacks(callbacks: list[Callback]) -> list[EarlyStopping]:
     Returns:
         Each EarlyStopping, in order (the first is ``Trainer.early_stopping_callback``).
     """
-    return [callback for callback in callbacks if isinstance(callback, EarlyStopping)]
+    return _of_type(callbacks, EarlyStopping)
 
 
 def progress_bar_callback(callbacks: list[Callback]) -> TQDMProgressBar | None:
@@ -175,7 +176,7 @@ def progress_bar_callback(callbacks: list[Callback]) -> TQDMProgressBar | None:
     Returns:
         The first TQDMProgressBar, or None without one.
     """
-    bars = [callback for callback in callbacks if isinstance(callback, TQDMProgressBar)]
+    bars = _of_type(callbacks, TQDMProgressBar)
     return bars[0] if bars else None
 
 
@@ -205,11 +206,19 @@ def _refuse_old_step_hooks(callback: Callback) -> None:
 
 def _take(user: list[Callback], kind: type[Callback]) -> list[Callback]:
     # Step callbacks move to the front, keeping the order among them.
-    found = [callback for callback in user if isinstance(callback, kind)]
+    found = _of_type(user, kind)
     for callback in found:
         user.remove(callback)
     return found
 
 
 def _has(callbacks: list[Callback], kind: type[Callback]) -> bool:
-    return any(isinstance(callback, kind) for callback in callbacks)
+    return bool(_of_type(callbacks, kind))
+
+
+CallbackT = TypeVar("CallbackT", bound=Callback)
+
+
+def _of_type(callbacks: list[Callback], kind: type[CallbackT]) -> list[CallbackT]:
+    # The callbacks of one kind (subclasses included), in order.
+    return [callback for callback in callbacks if isinstance(callback, kind)]
