@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 import torch
 
@@ -9,7 +12,7 @@ from trainkit.metrics import MetricStore, display_names, to_floats
 
 
 def store() -> MetricStore:
-    return MetricStore(lambda tensor, op: tensor)
+    return MetricStore(lambda values, point, always=False: [v for _, v, _ in values], "training")
 
 
 def opts(
@@ -60,6 +63,15 @@ def test_the_logged_tensor_is_never_modified_in_place() -> None:
     assert value.item() == 2.0
 
 
+def per_value(all_reduce: Callable[[torch.Tensor, str], torch.Tensor]) -> Callable[..., Any]:
+    """A strategy's reduce_logged made of a per-value all_reduce."""
+
+    def reduce_logged(values: Any, point: str, always: bool = False) -> list[torch.Tensor]:
+        return [all_reduce(value, op) for _, value, op in values]
+
+    return reduce_logged
+
+
 def test_sync_dist_reduces_sum_and_weight_across_processes() -> None:
     calls: list[str] = []
 
@@ -67,7 +79,7 @@ def test_sync_dist_reduces_sum_and_weight_across_processes() -> None:
         calls.append(op)
         return tensor * 2  # as if a second process had the same values
 
-    metrics = MetricStore(fake_all_reduce)
+    metrics = MetricStore(per_value(fake_all_reduce), "training")
     metrics.log("acc", torch.tensor(0.5), opts(sync_dist=True), 8)
     assert to_floats(metrics.epoch_values())["acc"] == pytest.approx(0.5)
     assert calls == ["sum", "sum"]  # total and weight, never a mean of means

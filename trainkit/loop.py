@@ -196,7 +196,9 @@ def _end_epoch(run: RunContext, fit: Fit) -> None:
     state.epoch += 1
     state.batch_idx = 0
     # Agree across processes, so that no rank leaves the loop alone.
-    state.should_stop = run.strategy.reduce_boolean_decision(state.should_stop, all_=False)
+    state.should_stop = run.strategy.reduce_boolean_decision(
+        state.should_stop, all_=False, point="the stop decision at a training epoch's end"
+    )
     _resume_point(run, fit, run.hooks.optional("on_resume_point"))
 
 
@@ -250,4 +252,6 @@ def _validate(run: RunContext, fit: Fit) -> None:
         run_evaluation(run, fit.val_loaders, state.num_val_batches, "validation")
     run.results.write_evaluation(step=max(state.global_step - 1, 0), epoch=state.epoch)
     # Agree across processes, so that no rank leaves the loop alone.
-    state.should_stop = run.strategy.reduce_boolean_decision(state.should_stop, all_=False)
+    state.should_stop = run.strategy.reduce_boolean_decision(
+        state.should_stop, all_=False, point="the stop decision after validation"
+    )

@@ -39,8 +39,8 @@ if TYPE_CHECKING:
     from trainkit.loggers.base import Logger
 
 Number = torch.Tensor | float | int
-# The strategy's all_reduce(tensor, op).
-ReduceFn = Callable[..., torch.Tensor]
+# The strategy's reduce_logged(values, point, always=...).
+ReduceFn = Callable[..., list[torch.Tensor]]
 
 REDUCE_FXS = ("mean", "sum", "max", "min")
 # Every accepted spelling of a reduction: names (any case; "avg" is the mean) and
@@ -114,11 +114,14 @@ class MetricStore:
     """The values logged during one stage run (a training epoch, a validation run...).
 
     Args:
-        all_reduce: the strategy's ``all_reduce``, used for ``sync_dist`` values.
+        reduce: the strategy's ``reduce_logged``, used for ``sync_dist`` values.
+        stage: what the store logs, in words ("training", "evaluation"), for
+            the error that names a value logged on some processes only.
     """
 
-    def __init__(self, all_reduce: ReduceFn) -> None:
-        self._all_reduce = all_reduce
+    def __init__(self, reduce: ReduceFn, stage: str) -> None:
+        self._reduce = reduce
+        self._stage = stage
         self.entries: dict[str, _Entry] = {}
         #: Whether the epoch values were read (the epoch is over): from then on,
         #: callbacks see a name logged per step and per epoch at its epoch value.
@@ -266,13 +269,16 @@ class MetricStore:
                 pass the same value at the same point, or the job hangs.
         """
         values: dict[str, Number] = {}
+        synced: list[tuple[str, torch.Tensor, str]] = []
         for entry in self.entries.values():
             if entry.step_value is None:
                 continue
-            value = entry.step_value
+            values[entry.step_key] = entry.step_value
             if sync and entry.sync_dist and entry.metric is None:
-                value = self._all_reduce(as_tensor(value), entry.reduce_fx)
-            values[entry.step_key] = value
+                synced.append((entry.step_key, as_tensor(entry.step_value), entry.reduce_fx))
+        reduced = self._reduce(synced, f"a step of {self._stage}") if synced else []
+        for (key, _, _), value in zip(synced, reduced, strict=True):
+            values[key] = value
         return values
 
     def epoch_values(self) -> dict[str, Number]:
@@ -284,6 +290,9 @@ class MetricStore:
         """
         self.epoch_reduced = True
         values: dict[str, Number] = {}
+        # Sums and weights of sync_dist means, reduced together below.
+        synced: list[tuple[str, torch.Tensor, str]] = []
+        means: list[tuple[_Entry, int]] = []
         for entry in self.entries.values():
             if entry.metric is not None and entry.on_epoch and entry.total is None:
                 # A Metric syncs its own state across processes in compute(); it
@@ -301,11 +310,19 @@ class MetricStore:
                 continue
             if entry.sync_dist:
                 op = "sum" if entry.reduce_fx in ("mean", "sum") else entry.reduce_fx
-                total = self._all_reduce(as_tensor(total), op)
+                means.append((entry, len(synced)))
+                synced.append((entry.epoch_key, as_tensor(total), op))
                 if entry.reduce_fx == "mean":
-                    weight = self._all_reduce(as_tensor(float(weight)), "sum")
-            value = total / weight if entry.reduce_fx == "mean" else total
-            values[entry.epoch_key] = value
+                    synced.append((entry.epoch_key, as_tensor(float(weight)), "sum"))
+                continue
+            values[entry.epoch_key] = total / weight if entry.reduce_fx == "mean" else total
+        # Every process reaches an epoch's end: it checks in even with nothing to
+        # reduce, so that a value logged on some processes only is named at once.
+        reduced = self._reduce(synced, f"the end of an epoch of {self._stage}", always=True)
+        for entry, index in means:
+            total = reduced[index]
+            mean = entry.reduce_fx == "mean"
+            values[entry.epoch_key] = total / reduced[index + 1] if mean else total
         return values
 
     def names(self, *, prog_bar: bool | None = None, logger: bool | None = None) -> set[str]:
@@ -415,8 +432,8 @@ class Collectives(Protocol):
     def is_global_zero(self) -> bool:
         """Whether this process writes to the loggers."""
 
-    def all_reduce(self, tensor: torch.Tensor, op: Any = "mean") -> torch.Tensor:
-        """Reduce ``tensor`` over all processes."""
+    def reduce_logged(self, values: Any, point: str, *, always: bool = False) -> list[torch.Tensor]:
+        """Reduce ``sync_dist`` values over all processes (see ``Strategy.reduce_logged``)."""
 
 
 # Logging contexts: where a self.log call lands and which defaults it gets.
@@ -437,7 +454,7 @@ class Results:
     training steps, per epoch in training epoch hooks and in evaluation.
 
     Args:
-        collectives: the strategy (``all_reduce`` for ``sync_dist`` values, and
+        collectives: the strategy (``reduce_logged`` for ``sync_dist`` values, and
             ``is_global_zero``: only global rank 0 writes to loggers).
         loggers: the loggers values are written to.
         batch_size_of: infers a batch's size, the default weight of an epoch mean.
@@ -453,11 +470,11 @@ class Results:
         self._batch_size_of = batch_size_of
         self.loggers = loggers
         #: Values logged in the current training epoch.
-        self.train = MetricStore(collectives.all_reduce)
+        self.train = MetricStore(collectives.reduce_logged, "training")
         #: Values logged in the current (or last) evaluation run.
-        self.eval = MetricStore(collectives.all_reduce)
+        self.eval = MetricStore(collectives.reduce_logged, "evaluation")
         # Values logged in on_train_start, before the first epoch's store exists.
-        self._start = MetricStore(collectives.all_reduce)
+        self._start = MetricStore(collectives.reduce_logged, "on_train_start")
         #: The latest epoch results (training epochs and evaluation runs), by name.
         self.epoch_metrics: dict[str, Number] = {}
         #: The latest value written to the loggers, by name (0-dim CPU tensors, as
@@ -526,8 +543,8 @@ class Results:
             epoch: the current epoch.
         """
         self._context = _CLOSED
+        values = self._start.epoch_values()  # every process: it may reduce sync_dist values
         if self._start.entries:
-            values = self._start.epoch_values()
             self.update_epoch_metrics(values)
             self.write(values, display_names(self._start, prog_bar=None, logger=True), step, epoch)
 

@@ -287,7 +287,9 @@ def test_sync_dist_is_not_applied_to_a_metric() -> None:
         calls.append(op)
         return tensor
 
-    store = MetricStore(all_reduce)
+    store = MetricStore(
+        lambda values, point, always=False: [all_reduce(v, op) for _, v, op in values], "training"
+    )
     metric = torchmetrics.MeanMetric()
     metric(torch.tensor([1.0, 3.0]))
     store.log("m", metric, (True, True, False, True, True, "mean"), 2)

@@ -170,16 +170,44 @@ class Strategy(ABC):
             name: a label for debugging.
         """
 
-    def reduce_boolean_decision(self, decision: bool, all_: bool = True) -> bool:
+    def reduce_boolean_decision(
+        self, decision: bool, all_: bool = True, point: str = "a decision"
+    ) -> bool:
         """Agree on a decision across processes (for example "stop training").
 
         Args:
             decision: this process's decision.
             all_: True to require every process to agree, False for any.
+            point: where the processes decide, in words (named if they disagree
+                about where they are).
         """
         flag = torch.tensor(float(decision), device=self.root_device)
         reduced = self.all_reduce(flag, op="min" if all_ else "max")
         return bool(reduced.item())
+
+    def reduce_logged(
+        self,
+        values: Sequence[tuple[str, torch.Tensor, ReduceOp]],
+        point: str,
+        *,
+        always: bool = False,
+    ) -> list[torch.Tensor]:
+        """Reduce values logged with ``sync_dist=True`` across processes.
+
+        Multi-process strategies first check that every process reduces the same
+        names at the same point, and fail naming them when not (a value logged
+        on some processes only would otherwise pair with another collective).
+
+        Args:
+            values: ``(name, value, op)`` for each value, op "sum", "mean", "max" or "min".
+            point: where they are reduced, in words ("the end of a training epoch").
+            always: check even when there is nothing to reduce (at points every
+                process reaches; a process with nothing logged must still come).
+
+        Returns:
+            The reduced values, in order.
+        """
+        return [self.all_reduce(value, op) for _, value, op in values]
 
     def agree_max(self, values: Sequence[int]) -> Callable[[], list[int]]:
         """Start an element-wise maximum of ``values`` over processes, without waiting.

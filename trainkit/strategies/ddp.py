@@ -25,6 +25,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 from trainkit.data import rebuild_dataloader
 from trainkit.launch.environment import ClusterEnvironment, detect_environment
 from trainkit.strategies.base import ReduceOp, Strategy
+from trainkit.strategies.control import ControlChannel
 from trainkit.strategies.sampling import EvenSplitSampler, training_sampler
 from trainkit.strategies.wrapping import StepModule, unwrap
 
@@ -75,7 +76,10 @@ class DDPStrategy(Strategy):
         }
         if bucket_cap_mb is not None:
             self.ddp_options["bucket_cap_mb"] = bucket_cap_mb
-        self._control_group: Any = None
+        # trainkit's own messages (stop decisions, preemption votes, sync_dist
+        # checks), on a gloo group of their own; made at set-up, by every rank.
+        self._control: ControlChannel | None = None
+        self._control_world: Any = None
 
     @property
     def environment(self) -> ClusterEnvironment:
@@ -107,18 +111,20 @@ class DDPStrategy(Strategy):
             self._environment = detect_environment()
         if self.device_type == "cuda":
             torch.cuda.set_device(self.root_device)
-        if dist.is_initialized():
-            return
-        self.environment.export()
-        self._control_group = None  # any earlier one belonged to an ended group
-        dist.init_process_group(
-            backend="nccl" if self.device_type == "cuda" else "gloo",
-            init_method="env://",
-            timeout=self.timeout,
-        )
-        # Leaving the group to the interpreter's shutdown can abort the process:
-        # the backend's threads may still hold tensors while Python is torn down.
-        atexit.register(end_process_group)
+        if not dist.is_initialized():
+            self.environment.export()
+            dist.init_process_group(
+                backend="nccl" if self.device_type == "cuda" else "gloo",
+                init_method="env://",
+                timeout=self.timeout,
+            )
+            # Leaving the group to the interpreter's shutdown can abort the process:
+            # the backend's threads may still hold tensors while Python is torn down.
+            atexit.register(end_process_group)
+        if self._control is None or self._control_world is not dist.group.WORLD:
+            # Every rank sets up at the same point, so every rank makes the group here.
+            self._control = ControlChannel.create(self.timeout)
+            self._control_world = dist.group.WORLD
 
     def setup_module(self, module: nn.Module) -> nn.Module:
         module = module.to(self.root_device)
@@ -174,23 +180,51 @@ class DDPStrategy(Strategy):
         if dist.is_initialized():
             dist.barrier()
 
-    def agree_max(self, values: Sequence[int]) -> Callable[[], list[int]]:
-        if self._control_group is None:
-            # CPU integers on a gloo group: no GPU work, no host sync. (new_group
-            # is collective, but every rank starts its first agreement at the same
-            # resume point.)
-            gloo = dist.get_backend() == "gloo"
-            self._control_group = dist.group.WORLD if gloo else dist.new_group(backend="gloo")
-        flags = torch.tensor(list(values), dtype=torch.int64)
-        work = dist.all_reduce(
-            flags, op=dist.ReduceOp.MAX, group=self._control_group, async_op=True
+    def reduce_boolean_decision(
+        self, decision: bool, all_: bool = True, point: str = "a decision"
+    ) -> bool:
+        flags = [payload[0] for payload in self._channel().exchange(point, [int(decision)])]
+        return bool(min(flags) if all_ else max(flags))
+
+    def reduce_logged(
+        self,
+        values: Sequence[tuple[str, torch.Tensor, ReduceOp]],
+        point: str,
+        *,
+        always: bool = False,
+    ) -> list[torch.Tensor]:
+        if not values and not always:
+            return []
+        names = ", ".join(repr(name) for name in dict.fromkeys(n for n, _, _ in values)) or "none"
+        self._channel().exchange(
+            f"{point}, reducing the values logged with sync_dist=True: {names}"
         )
+        # Then one reduction per operation and dtype, on the job's own group (the
+        # values may live on the GPU), instead of one per value.
+        reduced: list[torch.Tensor] = [torch.empty(0)] * len(values)
+        groups: dict[tuple[ReduceOp, torch.dtype], list[int]] = {}
+        for index, (_, value, op) in enumerate(values):
+            groups.setdefault((op, value.dtype), []).append(index)
+        for (group_op, _), indices in groups.items():
+            flat = torch.cat([values[i][1].detach().reshape(-1) for i in indices])
+            total = self.all_reduce(flat, group_op)
+            for offset, i in enumerate(indices):
+                reduced[i] = total[offset].reshape(values[i][1].shape)
+        return reduced
+
+    def agree_max(self, values: Sequence[int]) -> Callable[[], list[int]]:
+        # CPU integers on the control group: no GPU work, no host sync.
+        pending = self._channel().start("the preemption vote at a resume point", values)
 
         def result() -> list[int]:
-            work.wait()
-            return [int(value) for value in flags.tolist()]
+            return [max(column) for column in zip(*pending(), strict=True)]
 
         return result
+
+    def _channel(self) -> ControlChannel:
+        if self._control is None:
+            raise RuntimeError("the DDP strategy has not been set up (setup_environment)")
+        return self._control
 
     def teardown(self) -> None:
         # The group is left up: a later validate/test in the same process reuses it.

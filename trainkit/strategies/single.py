@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TypeVar
 
 import torch
@@ -49,5 +50,16 @@ class SingleDeviceStrategy(Strategy):
     def barrier(self, name: str | None = None) -> None:
         return None
 
-    def reduce_boolean_decision(self, decision: bool, all_: bool = True) -> bool:
+    def reduce_boolean_decision(
+        self, decision: bool, all_: bool = True, point: str = "a decision"
+    ) -> bool:
         return decision
+
+    def reduce_logged(
+        self,
+        values: Sequence[tuple[str, torch.Tensor, ReduceOp]],
+        point: str,
+        *,
+        always: bool = False,
+    ) -> list[torch.Tensor]:
+        return [value for _, value, _ in values]
