@@ -118,3 +118,51 @@ def test_fit_moves_namedtuple_batches_through_the_loop() -> None:
 def test_datamodule_without_loaders_says_what_to_define() -> None:
     with pytest.raises(NotImplementedError, match="has no train_dataloader"):
         trainkit.DataModule().train_dataloader()
+
+
+def _quiet_trainer(**options: Any) -> trainkit.Trainer:
+    return trainkit.Trainer(
+        max_epochs=3,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        logger=False,
+        **options,
+    )
+
+
+def test_an_empty_training_dataloader_is_an_error_naming_it() -> None:
+    from tests.helpers import Classifier
+
+    empty = DataLoader(TensorDataset(torch.zeros(0, 8), torch.zeros(0, dtype=torch.long)))
+    with pytest.raises(ValueError, match=r"training dataloader has no batches \(0 samples"):
+        _quiet_trainer().fit(Classifier(), empty)
+
+
+def test_drop_last_with_fewer_samples_than_a_batch_is_an_error() -> None:
+    from tests.helpers import Classifier, blobs
+
+    short = DataLoader(blobs(10), batch_size=16, drop_last=True)
+    with pytest.raises(ValueError, match=r"10 samples, batch_size=16, drop_last=True"):
+        _quiet_trainer().fit(Classifier(), short)
+
+
+def test_limit_train_batches_zero_still_skips_training_on_empty_data() -> None:
+    from tests.helpers import Classifier
+
+    empty = DataLoader(TensorDataset(torch.zeros(0, 8), torch.zeros(0, dtype=torch.long)))
+    trainer = _quiet_trainer(limit_train_batches=0)
+    trainer.fit(Classifier(), empty)
+    assert trainer.global_step == 0
+
+
+def test_a_training_iterable_without_length_that_yields_nothing_is_an_error() -> None:
+    from tests.helpers import Classifier
+
+    class Nothing(IterableDataset[Any]):
+        def __iter__(self) -> Any:
+            return iter(())
+
+    trainer = _quiet_trainer()
+    with pytest.raises(ValueError, match="yielded no batches in epoch 0"):
+        trainer.fit(Classifier(), DataLoader(Nothing(), batch_size=4))

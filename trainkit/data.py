@@ -17,7 +17,7 @@ import dataclasses
 import functools
 import math
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from itertools import chain, islice, repeat
 from typing import Any, TypeVar
 
@@ -343,6 +343,35 @@ def limit_batches(available: float, limit: int | float, name: str) -> float:
         # A non-zero fraction of a tiny loader still runs one batch.
         count = 1
     return float(count)
+
+
+def training_batches(dataloader: Iterable[Any], limit: int | float) -> float:
+    """Batches per training epoch: the loader's length under ``limit_train_batches``.
+
+    A training dataloader with no batches is an error (training would "finish"
+    its epochs without a step); ``limit_train_batches=0`` is the way to skip
+    training on purpose.
+
+    Args:
+        dataloader: the training dataloader.
+        limit: the ``limit_train_batches`` option.
+
+    Raises:
+        ValueError: the dataloader has no batches and ``limit`` is not 0.
+    """
+    available = num_batches(dataloader)
+    if available == 0 and limit != 0:
+        dataset = getattr(dataloader, "dataset", None)
+        size = len(dataset) if isinstance(dataset, Sized) else "an unknown number of"
+        batch_size = getattr(dataloader, "batch_size", None)
+        raise ValueError(
+            f"The training dataloader has no batches ({size} samples, batch_size="
+            f"{batch_size}, drop_last={getattr(dataloader, 'drop_last', None)}), so fit would "
+            "end without training. Check that the dataset is not empty (and, with "
+            "drop_last=True, holds at least one full batch per process), or pass "
+            "limit_train_batches=0 to run only validation."
+        )
+    return limit_batches(available, limit, "limit_train_batches")
 
 
 class _SkipFirst(Sampler[Any]):

@@ -154,7 +154,9 @@ def _train_epoch(run: RunContext, fit: Fit) -> None:
     epoch, state.epoch_start_rng = epoch_batches(
         loader, total, state.batch_idx, state.epoch_start_rng
     )
+    empty = True
     for batch_idx, batch, is_last in epoch:
+        empty = False
         state.batch_idx, state.is_last_batch = batch_idx, is_last
         batch = to_device(batch)
         results.enter_training_step(batch)
@@ -179,6 +181,13 @@ def _train_epoch(run: RunContext, fit: Fit) -> None:
             or (state.should_stop and may_stop(state, options, _quiet))
         ):
             break
+    if empty and state.batch_idx == 0:
+        # A loader without a length that yields nothing (one with a length is checked at set-up).
+        raise ValueError(
+            f"The training dataloader yielded no batches in epoch {state.epoch}, so fit would "
+            "go on without training. Check the dataset or iterable the loader reads from, or "
+            "pass limit_train_batches=0 to run only validation."
+        )
 
 
 def _end_epoch(run: RunContext, fit: Fit) -> None:

@@ -36,9 +36,8 @@ from trainkit.data import (
     batch_totals,
     extract_batch_size,
     find_dataloaders,
-    limit_batches,
-    num_batches,
     one_or_list,
+    training_batches,
     unshuffled,
     with_worker_seeding,
 )
@@ -544,9 +543,7 @@ class Trainer(TrainerViews):
         if options.overfit_batches:
             train = unshuffled(train, self.warn)
         val = self._loaders("val", model, val_dataloaders, datamodule, False)
-        state.num_training_batches = limit_batches(
-            num_batches(train), options.limit_train_batches, "limit_train_batches"
-        )
+        state.num_training_batches = training_batches(train, options.limit_train_batches)
         state.num_val_batches = batch_totals(val, options.limit_val_batches, "limit_val_batches")
         return train, val
 
