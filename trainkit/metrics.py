@@ -477,9 +477,10 @@ class Results:
         self._start = MetricStore(collectives.reduce_logged, "on_train_start")
         #: The latest epoch results (training epochs and evaluation runs), by name.
         self.epoch_metrics: dict[str, Number] = {}
-        #: The latest value written to the loggers, by name (0-dim CPU tensors, as
-        #: Lightning's ``trainer.logged_metrics``).
-        self.logged_metrics: dict[str, torch.Tensor] = {}
+        # The latest value of each name meant for the loggers (logger=True), by
+        # name: written or not (no logger, not rank 0), read as logged_metrics.
+        self._logged: dict[str, torch.Tensor] = {}
+        self._unread: dict[str, Number] = {}
         #: The last training loss (undetached; backward has freed its graph).
         self.last_loss: torch.Tensor | None = None
         self._context = _CLOSED
@@ -511,6 +512,19 @@ class Results:
         self._context = _TRAIN_EPOCH
         self._batch = None
 
+    @property
+    def logged_metrics(self) -> dict[str, torch.Tensor]:
+        """The latest value of each name logged with ``logger=True``, as 0-dim CPU tensors.
+
+        As Lightning's ``trainer.logged_metrics``: filled whether or not a logger
+        writes them (values are read from the device only when asked for).
+        """
+        if self._unread:
+            floats = to_floats(dict(self._unread), set(self._unread))
+            self._logged.update({name: torch.tensor(value) for name, value in floats.items()})
+            self._unread.clear()
+        return self._logged
+
     def enter_training_epoch_end(self) -> None:
         """The training epoch's batches are done: reduce its values, then log per epoch.
 
@@ -526,7 +540,7 @@ class Results:
         self.train.reset()
         self.eval.reset()
         self.epoch_metrics = {}
-        self.logged_metrics = {}
+        self._logged, self._unread = {}, {}
         self.last_loss = None
 
     def enter_training_start(self) -> None:
@@ -722,12 +736,14 @@ class Results:
             epoch: the current epoch (written beside them as "epoch"; None: not written).
         """
         if not self.loggers or not self._collectives.is_global_zero:
+            # Kept as they are (no host sync here); logged_metrics converts them when read.
+            self._unread.update({name: values[name] for name in keys if name in values})
             return
         floats = to_floats(dict(values), keys)
         if not floats:
             return
         # trainer.logged_metrics holds what was logged; "epoch" goes to the loggers only.
-        self.logged_metrics.update({name: torch.tensor(value) for name, value in floats.items()})
+        self._logged.update({name: torch.tensor(value) for name, value in floats.items()})
         if epoch is not None:
             floats["epoch"] = float(epoch)
         for logger in self.loggers:
@@ -860,7 +876,8 @@ class Results:
             logged: its logged metrics.
         """
         self.epoch_metrics.update(callback_metrics)
-        self.logged_metrics = {name: as_tensor(value) for name, value in logged.items()}
+        self._logged = {name: as_tensor(value) for name, value in logged.items()}
+        self._unread = {}
 
 
 def _accumulate(total: Number | None, value: Number, reduce_fx: str, weight: int) -> Number:

@@ -504,9 +504,9 @@ class Trainer(TrainerViews):
         optimizers, configs = configured_optimizers(model)
         self.optimizers = self.strategy.setup_optimizers(optimizers)
         self.lr_scheduler_configs = configs
-        log_every = options.log_every_n_steps if self.loggers else 0
+        # Step values go to logged_metrics every log_every_n_steps, logger or not.
         self._optimization = Optimization(
-            run, self.step_slots, self.optimizers, configs, log_every, self.warn
+            run, self.step_slots, self.optimizers, configs, options.log_every_n_steps, self.warn
         )
         if checkpoint is not None:
             checkpoint_io.restore_state(self, checkpoint, str(resume_from))

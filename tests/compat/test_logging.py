@@ -615,3 +615,15 @@ def test_the_results_table_has_a_row_per_metric_and_a_column_per_dataloader() ->
     assert set(table[1]) == {"-"}
     assert [line.split() for line in table[2:]] == [["a", "0.25"], ["b", "2"], ["c", "3"]]
     assert format_results([{}], "test") == ""
+
+
+def test_logged_metrics_are_filled_without_a_logger() -> None:
+    # Lightning's trainer.logged_metrics holds what was meant for the loggers,
+    # whether or not a logger is configured.
+    def log(module: trainkit.Module, x: torch.Tensor, batch_idx: int) -> None:
+        module.log("seen", x.sum(), on_step=True, on_epoch=True)
+        module.log("bar_only", 1.0, logger=False, prog_bar=True)
+
+    trainer = trainkit.Trainer(max_epochs=1, log_every_n_steps=1, **{**QUIET, "logger": False})
+    trainer.fit(Logs(train=log), numbers(8, 4))
+    assert floats(trainer.logged_metrics) == {"seen_step": 22.0, "seen_epoch": 14.0}
