@@ -55,7 +55,7 @@ def run_evaluation(
     """
     state, results, hooks = run.state, run.results, run.hooks
     step = run.strategy.step_function(run.model, f"{stage}_step")
-    to_device = run.strategy.batch_to_device
+    to_device = run.batch_to_device
     several = len(loaders) > 1
     check_dataloader_idx(step, f"{stage}_step", several)
     step = fit_step_arguments(step, getattr(run.module, f"{stage}_step"))
@@ -79,32 +79,39 @@ def run_evaluation(
                 index = loader_idx if several else None
                 extra = (loader_idx,) if several else ()
                 for batch_idx, batch, _ in batches(loader, total):
-                    batch = to_device(batch)
+                    batch = to_device(batch, loader_idx)
                     results.enter_evaluation(index, batch)
-                    on_batch_start(batch, batch_idx, loader_idx)
+                    # dataloader_idx only with several loaders, as Lightning passes it.
+                    on_batch_start(batch, batch_idx, *extra)
                     with run.step_context():
                         outputs = step(batch, batch_idx, *extra)
-                    on_batch_end(outputs, batch, batch_idx, loader_idx)
+                    on_batch_end(outputs, batch, batch_idx, *extra)
                     if not sanity_checking:
                         results.write_evaluation_step(run, index)
         results.enter_evaluation()
         # Reduce before the epoch-end hooks, so that they read this run's values
-        # in callback_metrics; again after each, which may log more.
+        # in callback_metrics; again after the Module's, which may log more.
         values = _epoch_results(results, sanity_checking)
-        hooks.call_module(f"on_{stage}_epoch_end")
-        values = _epoch_results(results, sanity_checking)
-        logged = len(results.eval.entries)
-        hooks.call_callbacks(f"on_{stage}_epoch_end")
-        if len(results.eval.entries) != logged:  # a callback logged: count its values too
+        logged = [0]
+
+        def after_module_hook() -> None:
+            nonlocal values
+            values = _epoch_results(results, sanity_checking)
+            logged[0] = len(results.eval.entries)
+
+        hooks.call_epoch_end(f"on_{stage}_epoch_end", after_module_hook)
+        if len(results.eval.entries) != logged[0]:  # a monitoring callback logged: count it
             values = _epoch_results(results, sanity_checking)
         results.close(f"on_{stage}_end")
         hooks.call(f"on_{stage}_end")
     finally:
         results.close()
         state.stage = outer_stage
+        # Each submodule back to its mode (set directly: train() would recurse).
         for sub, was_training in modes.items():
-            sub.train(was_training)
-        _set_mode(run, f"on_{stage}_model_train", default=None)
+            sub.training = was_training
+        if state.fn == "fit":  # validation inside fit hands the model back to training
+            _set_mode(run, f"on_{stage}_model_train", default=None)
     return results.evaluation_outputs(values, len(loaders))
 
 
@@ -145,7 +152,7 @@ def run_predict(
     """
     hooks = run.hooks
     step = run.strategy.step_function(run.model, "predict_step")
-    to_device = run.strategy.batch_to_device
+    to_device = run.batch_to_device
     several = len(loaders) > 1
     check_dataloader_idx(step, "predict_step", several)
     step = fit_step_arguments(step, run.module.predict_step)
@@ -159,13 +166,13 @@ def run_predict(
             extra = (loader_idx,) if several else ()
             outputs: list[Any] = []
             for batch_idx, batch, _ in batches(loader, total):
-                batch = to_device(batch)
-                hooks.call("on_predict_batch_start", batch, batch_idx, loader_idx)
+                batch = to_device(batch, loader_idx)
+                hooks.call("on_predict_batch_start", batch, batch_idx, *extra)
                 with run.step_context():
                     prediction = step(batch, batch_idx, *extra)
                 if keep:
                     outputs.append(prediction)
-                hooks.call("on_predict_batch_end", prediction, batch, batch_idx, loader_idx)
+                hooks.call("on_predict_batch_end", prediction, batch, batch_idx, *extra)
             results.append(outputs)
     hooks.call("on_predict_epoch_end")
     hooks.call("on_predict_end")

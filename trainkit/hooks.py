@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from trainkit.callbacks.base import Callback
+from trainkit.callbacks.defaults import is_monitoring
+from trainkit.data import DataModule
 from trainkit.module import Module, overrides
 
-__all__ = ["NO_CONTEXT", "Hooks", "RunContext", "overrides"]
+__all__ = ["NO_CONTEXT", "Hooks", "RunContext", "batch_transfer", "overrides"]
 
 if TYPE_CHECKING:
     from torch import nn
@@ -44,8 +46,9 @@ _RESULT_HOOKS = frozenset({"on_train_batch_start"})
 class Hooks:
     """The hooks of one run, resolved once: each name maps to a single caller.
 
-    A caller invokes the Module's hook (if it overrides it) and then each
-    callback's that overrides it (and needs it: ``Callback.uses_hook``). A hook
+    A caller invokes each callback's hook that overrides it (and needs it:
+    ``Callback.uses_hook``), then the Module's (if it overrides it), in
+    Lightning's order; the epoch-end hooks use :meth:`call_epoch_end`. A hook
     nobody overrides is a shared no-op; one that only the Module, or only one
     callback, overrides is called directly, with no frame in between. The loop
     and the step resolve their per-batch hooks once, before the first batch.
@@ -66,7 +69,7 @@ class Hooks:
         return [
             getattr(cb, name)
             for cb in self.callbacks
-            if overrides(cb, name, Callback) and cb.uses_hook(name)
+            if overrides(cb, name, Callback) and type(cb).uses_hook(cb, name)
         ]
 
     def _module_method(self, name: str) -> Callable[..., Any] | None:
@@ -95,10 +98,9 @@ class Hooks:
         else:
 
             def found(*args: Any) -> Any:
-                result = module_hook(*args) if module_hook is not None else None
                 for hook in callback_hooks:
                     hook(trainer, module, *args)
-                return result
+                return module_hook(*args) if module_hook is not None else None
 
         self._callers[name] = found
         return found
@@ -113,7 +115,7 @@ class Hooks:
         return None if found is _noop else found
 
     def call(self, name: str, *args: Any) -> Any:
-        """Run hook ``name`` on the Module, then the callbacks; return the Module's result.
+        """Run hook ``name`` on the callbacks, then the Module; return the Module's result.
 
         Args:
             name: the hook's name.
@@ -131,15 +133,80 @@ class Hooks:
         module_hook = self._module_method(name)
         return module_hook(*args) if module_hook is not None else None
 
-    def call_callbacks(self, name: str, *args: Any) -> None:
+    def call_callbacks(self, name: str, *args: Any, monitoring: bool | None = None) -> None:
         """Run only the callbacks' hook ``name``.
 
         Args:
             name: the hook's name.
             *args: the hook's arguments after ``(trainer, module)``.
+            monitoring: only the callbacks that act on monitored values (True),
+                only the others (False), or all (None).
         """
-        for hook in self._callback_methods(name):
-            hook(self.trainer, self.module, *args)
+        for callback in self.callbacks:
+            if monitoring is not None and is_monitoring(callback) != monitoring:
+                continue
+            if overrides(callback, name, Callback) and type(callback).uses_hook(callback, name):
+                getattr(callback, name)(self.trainer, self.module, *args)
+
+    def call_epoch_end(self, name: str, between: Callable[[], Any]) -> None:
+        """An epoch-end hook in Lightning's order, with ``between`` run after the Module's.
+
+        The callbacks first, then the Module, then ``between`` (the loop reduces
+        the epoch's values there), then the checkpointing and early-stopping
+        callbacks, which so see what the Module logged.
+
+        Args:
+            name: "on_train_epoch_end", "on_validation_epoch_end" or "on_test_epoch_end".
+            between: called after the Module's hook.
+        """
+        self.call_callbacks(name, monitoring=False)
+        self.call_module(name)
+        between()
+        self.call_callbacks(name, monitoring=True)
+
+
+_TRANSFER_HOOKS = (
+    "on_before_batch_transfer",
+    "transfer_batch_to_device",
+    "on_after_batch_transfer",
+)
+
+
+def batch_transfer(
+    strategy: Strategy, module: Module, datamodule: DataModule | None
+) -> Callable[[Any, int], Any]:
+    """The function that moves a batch from dataloader ``dataloader_idx`` to the device.
+
+    It runs ``on_before_batch_transfer``, ``transfer_batch_to_device`` and
+    ``on_after_batch_transfer``, each the DataModule's if it overrides it, else the
+    Module's (Lightning's rule). When nobody overrides any of them, it is the
+    strategy's own move, with nothing in between.
+
+    Args:
+        strategy: the run's strategy (its device and its own way of moving batches).
+        module: the user's Module.
+        datamodule: the run's DataModule, if any.
+    """
+    from_datamodule = {
+        name: datamodule is not None
+        and overrides(datamodule, name, DataModule, follow_wrapped=True)
+        for name in _TRANSFER_HOOKS
+    }
+    owners = {name: datamodule if from_datamodule[name] else module for name in _TRANSFER_HOOKS}
+    if not any(from_datamodule.values()) and not any(
+        overrides(module, name) for name in _TRANSFER_HOOKS
+    ):
+        move = strategy.batch_to_device
+        return lambda batch, dataloader_idx: move(batch)
+    before, transfer, after = (getattr(owners[name], name) for name in _TRANSFER_HOOKS)
+    device = strategy.root_device
+
+    def moved(batch: Any, dataloader_idx: int) -> Any:
+        batch = before(batch, dataloader_idx)
+        batch = transfer(batch, device, dataloader_idx)
+        return after(batch, dataloader_idx)
+
+    return moved
 
 
 @dataclass(frozen=True)
@@ -164,6 +231,8 @@ class RunContext:
     model: nn.Module
     #: A new context to enter around each step method (autocast), or None for none.
     forward_context: Callable[[], AbstractContextManager[Any] | None]
+    #: Moves a batch of dataloader ``dataloader_idx`` to the device (:func:`batch_transfer`).
+    batch_to_device: Callable[[Any, int], Any]
     #: Evaluate under torch.inference_mode (False: torch.no_grad).
     inference_mode: bool = True
 

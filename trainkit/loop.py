@@ -141,7 +141,7 @@ def _train_epoch(run: RunContext, fit: Fit) -> None:
     max_steps = options.max_steps if options.max_steps != -1 else math.inf
     optimization = fit.optimization
     step = optimization.automatic if run.module.automatic_optimization else optimization.manual
-    to_device = run.strategy.batch_to_device
+    to_device = run.batch_to_device
     on_batch_start = hooks.optional("on_train_batch_start")
     on_batch_end = hooks.optional("on_train_batch_end")
     on_resume_point = hooks.optional("on_resume_point")
@@ -158,7 +158,7 @@ def _train_epoch(run: RunContext, fit: Fit) -> None:
     for batch_idx, batch, is_last in epoch:
         empty = False
         state.batch_idx, state.is_last_batch = batch_idx, is_last
-        batch = to_device(batch)
+        batch = to_device(batch, 0)
         results.enter_training_step(batch)
         if on_batch_start is not None and on_batch_start(batch, batch_idx) == -1:
             break
@@ -195,10 +195,11 @@ def _end_epoch(run: RunContext, fit: Fit) -> None:
     state, results, hooks = run.state, run.results, run.hooks
     results.enter_training_epoch_end()
     # The Module's hook may log epoch values; reduce them before the callbacks
-    # (early stopping, checkpointing) read callback_metrics.
-    hooks.call_module("on_train_epoch_end")
-    results.update_epoch_metrics(results.train.epoch_values())
-    hooks.call_callbacks("on_train_epoch_end")
+    # that monitor (early stopping, checkpointing) read callback_metrics.
+    hooks.call_epoch_end(
+        "on_train_epoch_end",
+        lambda: results.update_epoch_metrics(results.train.epoch_values()),
+    )
     results.end_training_epoch(step=max(state.global_step - 1, 0), epoch=state.epoch)
     fit.optimization.end_epoch(state.epoch)
     results.close()

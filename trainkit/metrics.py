@@ -93,6 +93,8 @@ class _Entry:
     squeeze: bool = False
     #: Whether ``metric`` was reset after its epoch value was computed.
     metric_reset: bool = False
+    #: Where it was first logged (a step or an epoch hook: ``MetricStore.context``).
+    context: int = 0
 
     @property
     def step_key(self) -> str:
@@ -122,6 +124,8 @@ class MetricStore:
     def __init__(self, reduce: ReduceFn, stage: str) -> None:
         self._reduce = reduce
         self._stage = stage
+        #: Where values are logged now (the results' context: a step or an epoch hook).
+        self.context = 0
         self.entries: dict[str, _Entry] = {}
         #: Whether the epoch values were read (the epoch is over): from then on,
         #: callbacks see a name logged per step and per epoch at its epoch value.
@@ -157,7 +161,12 @@ class MetricStore:
         if entry is None:
             entry = self._new_entry(key, value, options, suffix, dataloader_idx)
         elif entry.options != options:
-            self._check_same_options(entry, key, options)
+            if entry.context != self.context:
+                # Logged again from another hook (a step, then an epoch hook) with
+                # other options: the later one wins, as in Lightning.
+                entry = self._new_entry(key, value, options, suffix, dataloader_idx)
+            else:
+                self._check_same_options(entry, key, options)
         if entry.dataloader_idx != dataloader_idx and dataloader_idx is not None:
             self._check_same_dataloader(entry, key, dataloader_idx)
         if entry.metric is not None:
@@ -257,6 +266,7 @@ class MetricStore:
         entry.dataloader_idx = dataloader_idx
         entry.metric = metric
         entry.squeeze = squeeze
+        entry.context = self.context
         self.entries[name] = entry
         return entry
 
@@ -481,6 +491,9 @@ class Results:
         # name: written or not (no logger, not rank 0), read as logged_metrics.
         self._logged: dict[str, torch.Tensor] = {}
         self._unread: dict[str, Number] = {}
+        # Epoch-level prog_bar names of earlier epochs of this run: the bar keeps
+        # showing them (as Lightning's progress_bar_metrics do).
+        self._bar_names: set[str] = set()
         #: The last training loss (undetached; backward has freed its graph).
         self.last_loss: torch.Tensor | None = None
         self._context = _CLOSED
@@ -541,6 +554,7 @@ class Results:
         self.eval.reset()
         self.epoch_metrics = {}
         self._logged, self._unread = {}, {}
+        self._bar_names = set()
         self.last_loss = None
 
     def enter_training_start(self) -> None:
@@ -670,6 +684,7 @@ class Results:
             )
         options = (on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx)
         suffix = self._suffix if add_dataloader_idx else ""
+        store.context = context
         store.log(name, value, options, batch_size, suffix, self._dataloader_idx)
 
     def update_epoch_metrics(self, values: Mapping[str, Number]) -> None:
@@ -792,6 +807,7 @@ class Results:
         """
         values = self.train.epoch_values()
         self.update_epoch_metrics(values)
+        self._bar_names |= display_names(self.train, prog_bar=True, logger=None) & set(values)
         self.write(values, display_names(self.train, prog_bar=None, logger=True), step, epoch)
 
     def write_evaluation(self, step: int, epoch: int) -> None:
@@ -837,7 +853,7 @@ class Results:
         """
         keys = display_names(self.eval, prog_bar=True, logger=None)
         if fitting:
-            keys |= display_names(self.train, prog_bar=True, logger=None)
+            keys |= display_names(self.train, prog_bar=True, logger=None) | self._bar_names
         values = to_floats({**self.eval.step_values(sync=False), **self.callback_metrics}, keys)
         loss = self.last_loss
         if fitting and running and loss is not None and "loss" not in values:

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import torch
 from torch import nn
 
+from trainkit.batches import move_data_to_device
+
 if TYPE_CHECKING:
     from trainkit.trainer import Trainer
 
@@ -1049,6 +1051,39 @@ class Module(HyperparametersMixin, nn.Module):
     def on_predict_epoch_end(self) -> None:
         """Called after the last predict batch."""
 
+    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        """Change a batch before it is moved to the device; return it.
+
+        Args:
+            batch: the batch as the dataloader yields it.
+            dataloader_idx: which dataloader it came from (0 in training).
+        """
+        return batch
+
+    def transfer_batch_to_device(
+        self, batch: Any, device: torch.device, dataloader_idx: int
+    ) -> Any:
+        """Move a batch to ``device``; override for a batch type trainkit cannot move.
+
+        The default moves every tensor nested in tuples, lists, dicts,
+        namedtuples and dataclasses, and objects with a ``to(device)`` method.
+
+        Args:
+            batch: the batch.
+            device: the process's device.
+            dataloader_idx: which dataloader it came from (0 in training).
+        """
+        return move_data_to_device(batch, device)
+
+    def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        """Change a batch once it is on the device (e.g. GPU augmentation); return it.
+
+        Args:
+            batch: the batch, on the device.
+            dataloader_idx: which dataloader it came from (0 in training).
+        """
+        return batch
+
     def on_predict_batch_start(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
         """Called before ``predict_step``."""
 
@@ -1104,13 +1139,16 @@ def _copied(hparams: Mapping[str, Any]) -> AttributeDict:
         return AttributeDict(hparams)
 
 
-def overrides(obj: object, name: str, base: type = Module) -> bool:
+def overrides(obj: object, name: str, base: type = Module, follow_wrapped: bool = False) -> bool:
     """Whether ``obj``'s class overrides method ``name`` of ``base``.
 
     Args:
         obj: a Module, DataModule or Callback.
         name: the method's name.
         base: the class that defines the default.
+        follow_wrapped: judge an instance attribute made with ``functools.wraps``
+            by the method it wraps (Lightning's rule for DataModule hooks, which
+            run only when overridden; the Module's run regardless there).
 
     Example:
         >>> class Net(Module):
@@ -1121,7 +1159,10 @@ def overrides(obj: object, name: str, base: type = Module) -> bool:
     if getattr(obj, name, None) is None:
         return False  # a hook set to None counts as not defined
     if name in getattr(obj, "__dict__", {}):
-        return True  # set on the instance (DataModule.from_datasets)
+        wrapped = getattr(getattr(obj, name), "__wrapped__", None)
+        if not follow_wrapped or wrapped is None:
+            return True  # set on the instance (DataModule.from_datasets)
+        return getattr(wrapped, "__func__", wrapped) is not getattr(base, name, None)
     return getattr(type(obj), name, None) is not getattr(base, name, None)
 
 

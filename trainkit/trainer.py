@@ -42,7 +42,7 @@ from trainkit.data import (
     with_worker_seeding,
 )
 from trainkit.evaluate import format_results, run_evaluation, run_predict
-from trainkit.hooks import Hooks, RunContext, overrides
+from trainkit.hooks import Hooks, RunContext, batch_transfer, overrides
 from trainkit.launch import Launcher, select_launcher
 from trainkit.loggers import Logger, build_loggers
 from trainkit.loop import Fit, run_fit
@@ -405,13 +405,16 @@ class Trainer(TrainerViews):
             if datamodule is not None:
                 datamodule.trainer = self
                 # Downloads happen once per node; the other ranks wait for them.
-                if self.strategy.local_rank == 0:
+                if self.strategy.local_rank == 0 and overrides(
+                    datamodule, "prepare_data", DataModule, follow_wrapped=True
+                ):
                     datamodule.prepare_data()
                 self.strategy.barrier("prepare_data")
-                datamodule.setup(fn)
-            model.setup(fn)
-            for callback in self.callbacks:
-                callback.setup(self, model, fn)
+                datamodule.setup(stage=fn)
+            for callback in self.callbacks:  # Lightning's order: callbacks, then the Module
+                callback.setup(self, model, stage=fn)
+            model.setup(stage=fn)
+            model.zero_grad()  # every run starts without gradients, as Lightning's does
             if self.hardware.sync_batchnorm and self.strategy.world_size > 1:
                 convert_sync_batchnorm(model, self.strategy.root_device)
             precision = self.step_slots.precision
@@ -423,6 +426,7 @@ class Trainer(TrainerViews):
                 module=model,
                 model=self.strategy.setup_module(model),
                 forward_context=precision.forward_context if precision else _no_context,
+                batch_to_device=batch_transfer(self.strategy, model, datamodule),
                 inference_mode=self.options.inference_mode,
             )
             with torch.autograd.set_detect_anomaly(self.hardware.detect_anomaly):
@@ -436,11 +440,11 @@ class Trainer(TrainerViews):
                 callback.on_exception(self, model, exception)
             raise
         finally:
-            for callback in self.callbacks:
-                callback.teardown(self, model, fn)
-            model.teardown(fn)
             if datamodule is not None:
-                datamodule.teardown(fn)
+                datamodule.teardown(stage=fn)
+            for callback in self.callbacks:
+                callback.teardown(self, model, stage=fn)
+            model.teardown(stage=fn)
             if self.is_global_zero:
                 for logger in self.loggers:
                     logger.finalize(ending)
@@ -539,10 +543,11 @@ class Trainer(TrainerViews):
     ) -> tuple[Iterable[Any], list[Iterable[Any]]]:
         # The training and validation loaders, and how many batches of each run.
         options, state = self.options, self.state
+        # Validation's first (the sanity check uses it first), as Lightning loads them.
+        val = self._loaders("val", model, val_dataloaders, datamodule, False)
         (train,) = self._loaders("train", model, train_dataloaders, datamodule, True)
         if options.overfit_batches:
             train = unshuffled(train, self.warn)
-        val = self._loaders("val", model, val_dataloaders, datamodule, False)
         state.num_training_batches = training_batches(train, options.limit_train_batches)
         state.num_val_batches = batch_totals(val, options.limit_val_batches, "limit_val_batches")
         return train, val
@@ -576,6 +581,8 @@ class Trainer(TrainerViews):
 
         def body(run: RunContext) -> Any:
             self._load_weights(trained, ckpt_path)
+            if fn != "predict" and getattr(self.options, f"limit_{kind}_batches") == 0:
+                return []  # no loader, no hook: nothing to evaluate (as Lightning)
             loaders = self._loaders(kind, trained, dataloaders, datamodule, True)
             if fn == "validate" and not overrides(trained, "validation_step"):
                 raise NotImplementedError(

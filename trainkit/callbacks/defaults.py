@@ -125,7 +125,9 @@ def step_slots(callbacks: list[Callback]) -> StepSlots:
     """
     slots = StepSlots()
     for callback in callbacks:
-        callback.configure_step(slots)
+        # Through the class: trainkit's own calls do not show in a callback whose
+        # instance attributes wrap its hooks (a hook recorder, as in ported tests).
+        type(callback).configure_step(callback, slots)
     return slots
 
 
@@ -222,3 +224,16 @@ CallbackT = TypeVar("CallbackT", bound=Callback)
 def _of_type(callbacks: list[Callback], kind: type[CallbackT]) -> list[CallbackT]:
     # The callbacks of one kind (subclasses included), in order.
     return [callback for callback in callbacks if isinstance(callback, kind)]
+
+
+def is_monitoring(callback: Callback) -> bool:
+    """Whether ``callback`` acts on monitored values (checkpointing, early stopping).
+
+    Their ``on_train_epoch_end`` and ``on_*_epoch_end`` hooks run after the
+    Module's, so that they see what the Module logged there (as in Lightning);
+    every other callback hook runs before the Module's.
+
+    Args:
+        callback: a callback of the run.
+    """
+    return isinstance(callback, (ModelCheckpoint, EarlyStopping))

@@ -22,8 +22,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
+from trainkit.batches import move_data_to_device
 from trainkit.checkpoint import load, save_atomic
-from trainkit.data import move_data_to_device
 
 ReduceOp = Literal["sum", "mean", "max", "min"]
 # A null context carries no state; one instance serves every step.
