@@ -201,9 +201,11 @@ class MetricStore:
             key, entry.options[5]
         )
         if not same:
+            hook = _CONTEXT_NAMES.get(entry.context, "the same hook")
             raise ValueError(
                 f"self.log({key!r}) was called with different options in the same stage "
-                f"(before: {_describe(entry.options)}; now: {_describe(options)}). Use the "
+                f"(before: {_describe(entry.options)}; now: {_describe(options)}): you called "
+                f"`self.log({key}, ...)` twice in `{hook}` with different arguments. Use the "
                 "same options each time, or another name."
             )
         entry.options = options
@@ -235,8 +237,8 @@ class MetricStore:
             if value.numel() != 1:
                 raise ValueError(
                     f"self.log({name!r}) got a tensor of shape {tuple(value.shape)}; only "
-                    "scalars can be logged. Reduce it first (e.g. `.mean()`), or log each "
-                    "element by name."
+                    "scalars can be logged (the tensor must have a single element). Reduce it "
+                    "first (e.g. `.mean()`), or log each element by name."
                 )
             squeeze = value.dim() != 0
         elif metric is None and not (
@@ -244,9 +246,11 @@ class MetricStore:
         ):
             several = isinstance(value, Mapping) or hasattr(value, "items")
             hint = " Use self.log_dict for a dict or a MetricCollection." if several else ""
+            shown = str(value) if len(str(value)) <= 80 else str(value)[:77] + "..."
             raise ValueError(
-                f"self.log({name!r}) got a {type(value).__name__}; log a one-element tensor, "
-                f"a number or a torchmetrics Metric.{hint}"
+                f"`self.log({name}, {shown})` was called, but `{type(value).__name__}` values "
+                f"cannot be logged: self.log({name!r}) got a {type(value).__name__}; log a "
+                f"one-element tensor, a number or a torchmetrics Metric.{hint}"
             )
         if not (on_step or on_epoch):
             raise ValueError(
@@ -256,7 +260,8 @@ class MetricStore:
         base = name[: len(name) - len(suffix)] if suffix else name
         if "/dataloader_idx_" in base:
             raise ValueError(
-                f"self.log({base!r}): names must not contain '/dataloader_idx_'; trainkit "
+                f"You called `self.log` with the key `{base}`, but names must not contain "
+                "'/dataloader_idx_'; trainkit "
                 "appends it itself when there are several evaluation dataloaders. Log under "
                 "the plain name."
             )
@@ -448,6 +453,13 @@ class Collectives(Protocol):
 
 # Logging contexts: where a self.log call lands and which defaults it gets.
 _CLOSED, _TRAIN_STEP, _TRAIN_EPOCH, _EVAL, _EVAL_EPOCH, _TRAIN_START = 0, 1, 2, 3, 4, 5
+_CONTEXT_NAMES = {
+    _TRAIN_STEP: "training_step",
+    _TRAIN_EPOCH: "a training epoch hook",
+    _EVAL: "the evaluation step",
+    _EVAL_EPOCH: "an evaluation epoch hook",
+    _TRAIN_START: "on_train_start",
+}
 _NOT_LOGGING = (
     "values can only be logged while fit/validate/test runs, in a step or an epoch hook "
     "(not in predict)"
@@ -574,6 +586,7 @@ class Results:
         values = self._start.epoch_values()  # every process: it may reduce sync_dist values
         if self._start.entries:
             self.update_epoch_metrics(values)
+            self._bar_names |= display_names(self._start, prog_bar=True, logger=None)
             self.write(values, display_names(self._start, prog_bar=None, logger=True), step, epoch)
 
     def enter_evaluation(self, dataloader_idx: int | None = None, batch: Any = None) -> None:
@@ -760,9 +773,9 @@ class Results:
         # trainer.logged_metrics holds what was logged; "epoch" goes to the loggers only.
         self._logged.update({name: torch.tensor(value) for name, value in floats.items()})
         if epoch is not None:
-            floats["epoch"] = float(epoch)
+            floats["epoch"] = epoch  # an int, as Lightning writes it
         for logger in self.loggers:
-            logger.log_metrics(floats, step)
+            logger.log_metrics(metrics=floats, step=step)
 
     def write_evaluation_step(self, run: object, dataloader_idx: int | None) -> None:
         """Write the evaluation batch's ``on_step`` values (every process reads; rank 0 writes).
@@ -946,8 +959,8 @@ def _reduce_name(name: str, reduce_fx: Any) -> str:
         raise ValueError(
             f"self.log({name!r}, reduce_fx={shown or repr(reduce_fx)}) is not supported; use one "
             f"of {', '.join(REDUCE_FXS)} (a name, any case, or torch.mean, torch.sum, torch.max, "
-            "torch.min). For another reduction, log a torchmetrics Metric object, which "
-            "aggregates itself."
+            "torch.min: only `self.log(..., reduce_fx={min,max,mean,sum})` are supported). For "
+            "another reduction, log a torchmetrics Metric object, which aggregates itself."
         )
     return found
 

@@ -514,7 +514,7 @@ class Trainer(TrainerViews):
         )
         if checkpoint is not None:
             checkpoint_io.restore_state(self, checkpoint, str(resume_from))
-        if self.is_global_zero and model.hparams and model.logs_hyperparams:
+        if self.is_global_zero and model.logs_hyperparams:  # even none, as Lightning does
             for logger in self.loggers:
                 logger.log_hyperparams(dict(model.hparams))
         run.hooks.call("on_fit_start")

@@ -627,3 +627,42 @@ def test_logged_metrics_are_filled_without_a_logger() -> None:
     trainer = trainkit.Trainer(max_epochs=1, log_every_n_steps=1, **{**QUIET, "logger": False})
     trainer.fit(Logs(train=log), numbers(8, 4))
     assert floats(trainer.logged_metrics) == {"seen_step": 22.0, "seen_epoch": 14.0}
+
+
+def test_loggers_get_metrics_and_step_as_keywords_and_the_epoch_as_an_int(tmp_path: Any) -> None:
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+
+    class Recording(trainkit.loggers.CSVLogger):
+        def log_metrics(self, *args: Any, **kwargs: Any) -> None:
+            calls.append((args, kwargs))
+
+    def log(module: trainkit.Module, x: torch.Tensor, batch_idx: int) -> None:
+        module.log("foo", 0.0, on_step=True, on_epoch=True)
+
+    options = {**QUIET, "logger": Recording(tmp_path)}
+    trainer = trainkit.Trainer(max_epochs=1, limit_train_batches=2, log_every_n_steps=1, **options)
+    trainer.fit(Logs(train=log), numbers(8, 4))
+    assert next((args, kwargs) for args, kwargs in calls if "foo_step" in kwargs["metrics"]) == (
+        (),
+        {"metrics": {"foo_step": 0.0, "epoch": 0}, "step": 0},
+    )
+    assert type(calls[-1][1]["metrics"]["epoch"]) is int
+
+
+def test_tensorboard_shows_a_placeholder_hp_metric_unless_turned_off(tmp_path: Any) -> None:
+    seen: list[dict[str, Any]] = []
+
+    class Recording(trainkit.loggers.TensorBoardLogger):
+        def log_metrics(self, metrics: Any, step: int) -> None:
+            seen.append(dict(metrics))
+
+    trainer = trainkit.Trainer(
+        max_epochs=1, limit_train_batches=1, **{**QUIET, "logger": Recording(tmp_path)}
+    )
+    trainer.fit(Logs(), numbers(8, 4))  # a Module without hyperparameters: still listed
+    assert seen[0] == {"hp_metric": -1}
+    seen.clear()
+    quiet = Recording(tmp_path, default_hp_metric=False)
+    trainer = trainkit.Trainer(max_epochs=1, limit_train_batches=1, **{**QUIET, "logger": quiet})
+    trainer.fit(Logs(), numbers(8, 4))
+    assert {"hp_metric": -1} not in seen

@@ -50,7 +50,8 @@ class CSVLogger(FolderLogger):
             metrics: metric name to value.
             step: the global step the values belong to.
         """
-        self._pending.append({"step": step, **metrics})
+        # Every value as a float (the epoch arrives as an int), one format per column.
+        self._pending.append({"step": step, **{name: float(v) for name, v in metrics.items()}})
 
     def log_hyperparams(self, params: Mapping[str, Any]) -> None:
         """Write ``params`` to ``<log_dir>/hparams.yaml``.

@@ -29,6 +29,9 @@ class TensorBoardLogger(FolderLogger):
             overwriting an existing folder, even with concurrent processes. An
             explicit version is reused if it exists, which is how a resumed run
             keeps appending to the same run.
+        default_hp_metric: when hyperparameters are logged without metrics, log
+            ``hp_metric=-1`` with them, so that TensorBoard's HParams tab lists the
+            run (log the real value under "hp_metric" to replace it), as Lightning does.
     """
 
     def __init__(
@@ -36,8 +39,10 @@ class TensorBoardLogger(FolderLogger):
         save_dir: str | os.PathLike[str],
         name: str = "logs",
         version: int | str | None = None,
+        default_hp_metric: bool = True,
     ) -> None:
         super().__init__(save_dir, name, version)
+        self.default_hp_metric = default_hp_metric
         self._writer: SummaryWriter | None = None
         # Scalars and hparams go through our own event file (see _event_file.py);
         # the SummaryWriter exists only when a user asks for `experiment`.
@@ -65,7 +70,9 @@ class TensorBoardLogger(FolderLogger):
         """
         self._event_file().add_scalars(metrics, step)
 
-    def log_hyperparams(self, params: Mapping[str, Any]) -> None:
+    def log_hyperparams(
+        self, params: Mapping[str, Any], metrics: Mapping[str, float] | None = None
+    ) -> None:
         """Write ``hparams.yaml`` and the HParams-tab summary.
 
         Nested mappings become ``/``-joined names (``{"optim": {"lr": 0.1}}`` is
@@ -73,13 +80,19 @@ class TensorBoardLogger(FolderLogger):
 
         Args:
             params: hyperparameter name to value (nested mappings allowed).
+            metrics: values to show beside them in the HParams tab (default:
+                ``{"hp_metric": -1}`` with ``default_hp_metric=True``).
         """
         from torch.utils.tensorboard.summary import hparams
 
         _write_hparams_yaml(self.log_dir, params)
+        if metrics is None and self.default_hp_metric:
+            metrics = {"hp_metric": -1}
+        if metrics:
+            self.log_metrics(metrics, 0)
         # SummaryWriter.add_hparams would write to a new sub-folder (a separate run
         # in TensorBoard); writing the protos ourselves keeps them with the scalars.
-        summaries = hparams(_flatten_for_tensorboard(params), metric_dict={})  # type: ignore[no-untyped-call]
+        summaries = hparams(_flatten_for_tensorboard(params), metric_dict=dict(metrics or {}))  # type: ignore[no-untyped-call]
         events = self._event_file()
         for summary in summaries:
             events.add_summary(summary)
