@@ -150,15 +150,31 @@ def run_predict(
         keep: keep the outputs (False: each is dropped once the hooks have seen it,
             so memory stays flat; the lists come back empty).
     """
-    hooks = run.hooks
     step = run.strategy.step_function(run.model, "predict_step")
-    to_device = run.batch_to_device
     several = len(loaders) > 1
     check_dataloader_idx(step, "predict_step", several)
     step = fit_step_arguments(step, run.module.predict_step)
+    modes = {sub: sub.training for sub in run.module.modules()}
     _set_mode(run, "on_predict_model_eval")
     run.state.stage = "predict"
     results: list[list[Any]] = []
+    try:
+        _predict(run, loaders, totals, keep, step, results)
+    finally:
+        for sub, was_training in modes.items():  # each submodule back to its mode
+            sub.training = was_training
+    return results
+
+
+def _predict(
+    run: RunContext,
+    loaders: list[Iterable[Any]],
+    totals: list[float],
+    keep: bool,
+    step: Callable[..., Any],
+    results: list[list[Any]],
+) -> None:
+    hooks, to_device, several = run.hooks, run.batch_to_device, len(loaders) > 1
     hooks.call("on_predict_start")
     hooks.call("on_predict_epoch_start")
     with _no_grad(run):
@@ -176,7 +192,6 @@ def run_predict(
             results.append(outputs)
     hooks.call("on_predict_epoch_end")
     hooks.call("on_predict_end")
-    return results
 
 
 def check_dataloader_idx(step: Callable[..., Any], name: str, several: bool) -> None:

@@ -304,6 +304,11 @@ class Module(HyperparametersMixin, nn.Module):
         self.train()
 
     @property
+    def on_gpu(self) -> bool:
+        """Whether the module runs on a CUDA device."""
+        return self.device.type == "cuda"
+
+    @property
     def device(self) -> torch.device:
         """The device the module's parameters are on (the strategy's device when attached)."""
         if self._trainer is not None:

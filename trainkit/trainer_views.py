@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainkit.callbacks import defaults
+from trainkit.options import DEFAULT_MAX_EPOCHS
 from trainkit.schedule import sanity_batches
 
 if TYPE_CHECKING:
@@ -261,9 +262,14 @@ class TrainerViews:
 
     # ------------------------------------------------------------ options
     @property
-    def max_epochs(self) -> int | None:
-        """The ``max_epochs`` option."""
-        return self.options.max_epochs
+    def max_epochs(self) -> int:
+        """The epoch limit, as Lightning reports it: the option, else -1 when
+        ``max_steps`` or ``max_time`` limits the run, else the default (1000)."""
+        options = self.options
+        if options.max_epochs is not None:
+            return options.max_epochs
+        limited = options.max_steps != -1 or options.max_time is not None
+        return -1 if limited else DEFAULT_MAX_EPOCHS
 
     @property
     def min_epochs(self) -> int | None:

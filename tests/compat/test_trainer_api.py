@@ -361,3 +361,21 @@ def test_a_preemption_signal_stops_even_before_min_epochs(tmp_path: Path) -> Non
     # saved at the resume point after the signal, and stopped there
     assert trainer.preempted and trainer.global_step == 3
     assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
+
+
+def test_max_epochs_reads_as_lightning_reports_it() -> None:
+    assert trainkit.Trainer(logger=False).max_epochs == 1000
+    assert trainkit.Trainer(max_steps=7, logger=False).max_epochs == -1
+    assert trainkit.Trainer(max_time="00:00:01:00", logger=False).max_epochs == -1
+    assert trainkit.Trainer(max_epochs=3, max_steps=7, logger=False).max_epochs == 3
+
+
+def test_predict_gives_every_submodule_its_mode_back() -> None:
+    from tests.helpers import QUIET, Classifier, blobs, loader
+
+    model = Classifier()
+    model.train()
+    model.net[0].eval()
+    trainkit.Trainer(**QUIET).predict(model, loader(blobs(32), 16))
+    assert model.training and not model.net[0].training and model.net[2].training
+    assert not model.on_gpu
