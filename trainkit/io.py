@@ -92,7 +92,9 @@ def _atomic_write(target: Path, mode: str) -> Iterator[IO[Any]]:
     except BaseException as error:
         Path(temporary).unlink(missing_ok=True)
         if no_space_error(error) is not None:
-            raise OSError(errno.ENOSPC, f"No space left on device while writing {target}") from error
+            raise OSError(
+                errno.ENOSPC, f"No space left on device while writing {target}"
+            ) from error
         raise
     fsync_folder(target.parent)
 
