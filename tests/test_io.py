@@ -90,9 +90,9 @@ def test_the_next_write_of_a_file_removes_its_dead_temporaries(tmp_path: Path) -
 def test_a_full_disk_names_the_file_and_leaves_the_previous_one(tmp_path: Path) -> None:
     target = tmp_path / "metrics.csv"
     target.write_text("old")
-    with pytest.raises(OSError, match=f"No space left on device while writing {target}") as info:
-        with atomic_write(target) as file:
-            file.write("new")
-            raise OSError(errno.ENOSPC, "No space left on device")
+    full = f"No space left on device while writing {target}"
+    with pytest.raises(OSError, match=full) as info, atomic_write(target) as file:
+        file.write("new")
+        raise OSError(errno.ENOSPC, "No space left on device")
     assert info.value.errno == errno.ENOSPC
     assert target.read_text() == "old" and os.listdir(tmp_path) == ["metrics.csv"]
