@@ -159,6 +159,7 @@ def test_bit_flips_in_a_stored_weight_are_caught_by_every_load(tmp_path: Path) -
     _, model, path = _trained(tmp_path)
     assert load(path)["state_dict"]["net.0.weight"].shape == (32, 8)  # intact: loads
     _flip_bytes_inside(path, model.net[0].weight)
+    assert trainkit.CheckpointError is CheckpointError  # exported
     corrupt = rf"Checkpoint {path} is corrupt: its contents do not match the sha256 digest"
     with pytest.raises(CheckpointError, match=corrupt):
         load(path)

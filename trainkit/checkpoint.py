@@ -87,7 +87,13 @@ _READ_ERRORS = (
 
 
 class CheckpointError(RuntimeError):
-    """A checkpoint file is missing, damaged, foreign, or does not fit the model."""
+    """A checkpoint file is missing, damaged, foreign, or does not fit the run.
+
+    Exported as ``trainkit.CheckpointError``. The message names the file and
+    what is wrong: corrupt (its digest does not match), truncated, not a
+    checkpoint, written by another optimizer, missing an entry resume needs,
+    or a full disk while saving.
+    """
 
 
 def save_atomic(checkpoint: Mapping[str, Any], path: str | os.PathLike[str]) -> None:
