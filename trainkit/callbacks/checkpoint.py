@@ -345,6 +345,11 @@ class ModelCheckpoint(Callback):
             and not getattr(trainer, "preempted", False)
         ):
             self._save_last(trainer, None, self._monitor_candidates(trainer))
+        elif self.save_last and trainer.is_global_zero and self._runs_root is not None:
+            # A preempted run saved last.ckpt without this callback: link to it too.
+            last = self.last_checkpoint_path(trainer.default_root_dir)
+            if self._root_dir is not None and self.dirpath is not None and os.path.isfile(last):
+                self._point_to(last, os.path.join(self._root_dir, "checkpoints", LAST + EXTENSION))
 
     def _epoch_due(self, trainer: Trainer) -> None:
         if self.every_n_epochs and (trainer.current_epoch + 1) % self.every_n_epochs == 0:
