@@ -14,6 +14,7 @@ version.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -75,7 +76,14 @@ def main() -> None:
     else:
         train = DataLoader(train_set, batch_size=32, shuffle=True, num_workers=args.num_workers)
     val = DataLoader(val_set, batch_size=32)
-    checkpoints = ModelCheckpoint(every_n_train_steps=args.every, monitor="val/loss", save_top_k=2)
+    # The folder the tests inspect (an explicit dirpath: with a logger, the default
+    # folder is the run's own, <root>/logs/version_0/checkpoints).
+    checkpoints = ModelCheckpoint(
+        dirpath=os.path.join(args.root, "checkpoints"),
+        every_n_train_steps=args.every,
+        monitor="val/loss",
+        save_top_k=2,
+    )
     trainer = trainkit.Trainer(
         max_steps=args.max_steps,
         val_check_interval=4,

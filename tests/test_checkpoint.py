@@ -141,3 +141,121 @@ def test_hyperparameters_that_are_objects_are_stored_as_text(tmp_path: Path) -> 
     trainer.fit(model, loader(blobs(32), 32))
     trainer.save_checkpoint(tmp_path / "x.ckpt")
     assert load(tmp_path / "x.ckpt")["hyper_parameters"]["layer"].startswith("Linear(")
+
+
+# ------------------------------------------------------ integrity and resume errors
+def _flip_bytes_inside(path: Path, stored: torch.Tensor, count: int = 16) -> None:
+    # torch stores tensors uncompressed: find this tensor's bytes and flip some in the middle.
+    data = bytearray(path.read_bytes())
+    raw = stored.detach().contiguous().view(torch.uint8).numpy().tobytes()
+    at = data.find(raw)
+    assert at > 0 and data.find(raw, at + 1) == -1
+    middle = at + len(raw) // 2
+    data[middle : middle + count] = bytes(b ^ 0xFF for b in data[middle : middle + count])
+    path.write_bytes(bytes(data))
+
+
+def test_bit_flips_in_a_stored_weight_are_caught_by_every_load(tmp_path: Path) -> None:
+    _, model, path = _trained(tmp_path)
+    assert load(path)["state_dict"]["net.0.weight"].shape == (32, 8)  # intact: loads
+    _flip_bytes_inside(path, model.net[0].weight)
+    assert trainkit.CheckpointError is CheckpointError  # exported
+    corrupt = rf"Checkpoint {path} is corrupt: its contents do not match the sha256 digest"
+    with pytest.raises(CheckpointError, match=corrupt):
+        load(path)
+    with pytest.raises(CheckpointError, match=corrupt):
+        Classifier.load_from_checkpoint(path)
+    with pytest.raises(CheckpointError, match=corrupt):
+        trainkit.Trainer(**QUIET).validate(Classifier(), loader(blobs(32), 32), ckpt_path=path)
+    with pytest.raises(CheckpointError, match=corrupt):
+        trainkit.Trainer(max_epochs=2, **QUIET).fit(
+            Classifier(), loader(blobs(64), 32), ckpt_path=path
+        )
+
+
+def test_a_file_without_a_digest_still_loads_and_resumes(tmp_path: Path) -> None:
+    # As an older trainkit (or a script re-saving the dict with torch.save) wrote it.
+    _, model, path = _trained(tmp_path)
+    plain = tmp_path / "plain.ckpt"
+    checkpoint = load(path)
+    assert "integrity" not in checkpoint  # load() checks the entry and removes it
+    torch.save(checkpoint, plain)
+    assert torch.equal(load(plain)["state_dict"]["net.0.weight"], model.net[0].weight)
+    trainer = trainkit.Trainer(max_epochs=2, **QUIET)
+    trainer.fit(Classifier(lr=0.05), loader(blobs(64), 32), ckpt_path=plain)
+    assert trainer.global_step == 4
+
+
+def test_a_full_disk_says_so_with_the_path_and_size_and_keeps_the_previous_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import io
+
+    trainer, _, path = _trained(tmp_path)
+    before = path.read_bytes()
+    real_save = torch.save
+
+    class FullDisk(io.RawIOBase):
+        # Takes 4 KB, then fails as a full disk does (torch.save wraps the OSError).
+        def __init__(self, file: Any) -> None:
+            self.file, self.written = file, 0
+
+        def writable(self) -> bool:
+            return True
+
+        def write(self, data: Any) -> int:
+            self.written += len(data)
+            if self.written > 4096:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return int(self.file.write(data))
+
+    monkeypatch.setattr(torch, "save", lambda obj, file: real_save(obj, FullDisk(file)))
+    with pytest.raises(CheckpointError) as info:
+        trainer.save_checkpoint(path)
+    message = str(info.value)
+    assert message.startswith(f"No space left on device while saving checkpoint {path}")
+    assert "needs about" in message and "free there" in message and "\n" not in message
+    monkeypatch.setattr(torch, "save", real_save)
+    assert path.read_bytes() == before and load(path)["loop"]["global_step"] == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["manual.ckpt"]  # no temporary file
+
+
+class _WithMomentum(Classifier):
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=0.1, momentum=0.9)
+
+
+class _WithAdamW(Classifier):
+    def configure_optimizers(self) -> Any:
+        return torch.optim.AdamW(self.parameters(), lr=0.01)
+
+
+def test_resuming_with_another_optimizer_names_the_file_and_both_optimizers(
+    tmp_path: Path,
+) -> None:
+    trainer = trainkit.Trainer(max_epochs=1, **QUIET)
+    trainer.fit(_WithMomentum(), loader(blobs(64), 32))
+    path = tmp_path / "sgd.ckpt"
+    trainer.save_checkpoint(path)
+    with pytest.raises(CheckpointError) as info:
+        trainkit.Trainer(max_epochs=2, **QUIET).fit(
+            _WithAdamW(), loader(blobs(64), 32), ckpt_path=path
+        )
+    message = str(info.value)
+    assert message.startswith(f"The checkpoint {path} holds the state of a SGD optimizer")
+    assert "configure_optimizers returns a AdamW" in message and "\n" not in message
+
+
+def test_a_checkpoint_without_its_loop_entry_names_the_file_and_the_entry(tmp_path: Path) -> None:
+    _, _, path = _trained(tmp_path)
+    checkpoint = load(path)
+    del checkpoint["loop"]
+    save_atomic(checkpoint, path)
+    with pytest.raises(CheckpointError) as info:
+        trainkit.Trainer(max_epochs=2, **QUIET).fit(
+            Classifier(), loader(blobs(64), 32), ckpt_path=path
+        )
+    message = str(info.value)
+    assert message.startswith(f"The checkpoint {path} has no 'loop' entry (the loop's progress)")
+    assert "\n" not in message

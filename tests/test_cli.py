@@ -201,3 +201,51 @@ def test_ddp_over_two_processes_from_the_command_line(tmp_path: Path) -> None:
     # 512 samples, 32 per rank and step, 2 ranks: 8 steps an epoch, 2 epochs.
     assert checkpoint["loop"]["global_step"] == 16
     assert checkpoint["config"]["trainer"]["strategy"] == "ddp"
+
+
+def test_a_resume_under_another_config_lists_the_keys_and_refuses_what_changes_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = f"trainer.default_root_dir={tmp_path}"
+    assert main(["fit", CONFIG, root, "trainer.max_epochs=1"]) == 0
+    capsys.readouterr()
+    changed = ["model.init_args.lr=0.5", "data.init_args.batch_size=16"]
+    assert main(["fit", CONFIG, root, *changed, "ckpt_path=last"]) == 2
+    error = capsys.readouterr().err
+    saved = tmp_path / "logs" / "version_0" / "checkpoints" / "last.ckpt"
+    assert error.startswith(f"trainkit: error: {saved} was saved with another config")
+    assert "data.init_args.batch_size: 32 -> 16; model.init_args.lr: 0.1 -> 0.5" in error
+    assert "--force-resume" in error and error.count("\n") == 1
+    assert load(saved)["loop"]["epoch"] == 1  # nothing was trained or written
+    # Asked for, the resume goes ahead and names the differences.
+    with pytest.warns(UserWarning, match=r"model.init_args.lr: 0.1 -> 0.5"):
+        assert main(["fit", CONFIG, root, *changed, "ckpt_path=last", "--force-resume"]) == 0
+    assert load(saved)["loop"]["epoch"] == 2
+
+
+def test_a_longer_run_blocks_a_resume_only_when_an_lr_schedule_was_built_for_the_saved_length() -> (
+    None
+):
+    from trainkit.config import resume_differences
+
+    saved = {"trainer": {"max_epochs": 1, "enable_progress_bar": False}, "ckpt_path": None}
+    current = {"trainer": {"max_epochs": 3, "enable_progress_bar": True}, "ckpt_path": "last"}
+    assert resume_differences(saved, current, has_schedule=True) == (
+        ["trainer.max_epochs: 1 -> 3"],
+        ["trainer.enable_progress_bar: False -> True"],
+    )
+    assert resume_differences(saved, current, has_schedule=False) == (
+        [],
+        ["trainer.enable_progress_bar: False -> True", "trainer.max_epochs: 1 -> 3"],
+    )
+
+
+def test_a_corrupt_checkpoint_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    damaged = tmp_path / "damaged.ckpt"
+    damaged.write_bytes(b"not a checkpoint")
+    root = f"trainer.default_root_dir={tmp_path}"
+    error = _error(capsys, "fit", CONFIG, root, f"ckpt_path={damaged}")
+    assert error.startswith(f"trainkit: error: Checkpoint {damaged} (16 bytes) cannot be read")
+    assert error.count("\n") == 1

@@ -193,3 +193,42 @@ print("second save finished", flush=True)
 
     survivor = load(tmp_path / "last.ckpt")
     assert survivor["step"] == 1 and torch.equal(survivor["weights"], torch.ones(3))
+
+
+def test_five_sigkills_during_saves_leave_no_temporary_file_after_the_next_start(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "checkpoints"
+    script = f"""
+import torch
+from trainkit.checkpoint import FORMAT, save_atomic
+state = {{"format": FORMAT, "weights": torch.ones(12_500_000)}}  # 50 MB
+print("saving", flush=True)
+while True:
+    save_atomic(state, {str(folder / "last.ckpt")!r})
+"""
+    for _ in range(5):
+        process = subprocess.Popen(
+            [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=_env()
+        )
+        assert process.stdout is not None and process.stdout.readline().strip() == "saving"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            partial = [p for p in folder.glob(".last.ckpt.tmp-*") if str(process.pid) in p.name]
+            if partial and partial[0].stat().st_size > 1_000_000:
+                break
+            time.sleep(0.002)
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=60)
+        assert process.returncode == -signal.SIGKILL
+    assert list(folder.glob(".last.ckpt.tmp-*")), "no save was killed in the middle"
+
+    # The next start: a fit whose ModelCheckpoint saves to that folder.
+    import trainkit
+    from tests.helpers import QUIET, Classifier, blobs, loader
+    from trainkit.callbacks import ModelCheckpoint
+
+    callback = ModelCheckpoint(dirpath=folder, every_n_epochs=0, save_last=False)
+    trainer = trainkit.Trainer(max_steps=1, callbacks=[callback], **QUIET)
+    trainer.fit(Classifier(), loader(blobs(64), 32))
+    assert [p.name for p in folder.iterdir() if ".tmp-" in p.name] == []

@@ -18,6 +18,7 @@ from trainkit.version import __version__
 
 if TYPE_CHECKING:
     from trainkit.callbacks.base import Callback
+    from trainkit.checkpoint import CheckpointError
     from trainkit.data import DataModule
     from trainkit.module import Module
     from trainkit.rank_zero import rank_zero_only, rank_zero_print, rank_zero_warn
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 #: Public name -> the module that defines it.
 _PUBLIC = {
     "Callback": "trainkit.callbacks.base",
+    "CheckpointError": "trainkit.checkpoint",
     "DataModule": "trainkit.data",
     "Module": "trainkit.module",
     "Trainer": "trainkit.trainer",
@@ -38,6 +40,7 @@ _PUBLIC = {
 
 __all__ = [
     "Callback",
+    "CheckpointError",
     "DataModule",
     "Module",
     "Trainer",

@@ -17,12 +17,21 @@ is stored twice. Files written by Lightning load too (:func:`load`), through
 Writes are atomic (``trainkit.io.atomic_write``): the file is written to a
 temporary name in the same folder, flushed and fsynced, then renamed over the
 target with ``os.replace``. A process killed mid-save leaves the previous file
-intact and at most a stray temporary file (named ``.<name>.tmp-*``), never a
-half-written checkpoint under the real name.
+intact and a temporary file (``.<name>.tmp-<pid>-<host>-*``) that the next save
+of that file, or the next fit's ModelCheckpoint, removes; never a half-written
+checkpoint under the real name. A full disk is a :class:`CheckpointError` that
+says so, with the path and the space needed.
+
+Every file trainkit writes carries a SHA-256 digest of its contents (the
+``integrity`` entry, see :func:`payload_digest`), checked by :func:`load`: a
+file damaged on disk or in a copy is a :class:`CheckpointError` naming it,
+never weights that load silently wrong. Files without the entry (Lightning's,
+older trainkit's) load unchecked.
 """
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import math
 import os
@@ -38,7 +47,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from trainkit.io import atomic_write, fsync_folder
+from trainkit.io import atomic_write, fsync_folder, no_space_error, temporary_prefix
+from trainkit.rank_zero import rank_zero_print
 from trainkit.seed import capture_rng_states, restore_rng_states
 from trainkit.version import __version__
 
@@ -77,18 +87,156 @@ _READ_ERRORS = (
 
 
 class CheckpointError(RuntimeError):
-    """A checkpoint file is missing, damaged, foreign, or does not fit the model."""
+    """A checkpoint file is missing, damaged, foreign, or does not fit the run.
+
+    Exported as ``trainkit.CheckpointError``. The message names the file and
+    what is wrong: corrupt (its digest does not match), truncated, not a
+    checkpoint, written by another optimizer, missing an entry resume needs,
+    or a full disk while saving.
+    """
 
 
 def save_atomic(checkpoint: Mapping[str, Any], path: str | os.PathLike[str]) -> None:
     """Write ``checkpoint`` to ``path`` so that a crash never leaves a broken file there.
 
+    The file gets an ``integrity`` entry, the :func:`payload_digest` of the rest,
+    which :func:`load` checks.
+
     Args:
         checkpoint: the dict to save.
         path: the destination; its folder is created if needed.
+
+    Raises:
+        CheckpointError: the disk (or quota) is full. The previous file at
+            ``path`` is untouched and no temporary file is left.
     """
-    with atomic_write(path, "wb") as file:
-        torch.save(dict(checkpoint), file)
+    payload = {key: value for key, value in checkpoint.items() if key != INTEGRITY_KEY}
+    payload[INTEGRITY_KEY] = {"algorithm": DIGEST_ALGORITHM, "digest": payload_digest(payload)}
+    try:
+        with atomic_write(path, "wb") as file:
+            torch.save(payload, file)
+    except OSError as error:
+        if no_space_error(error) is None:
+            raise
+        raise _disk_full(Path(path), payload) from error
+
+
+def _disk_full(path: Path, payload: Mapping[str, Any]) -> CheckpointError:
+    needed = _tensor_bytes(payload)
+    try:
+        free = f", and {_size(shutil.disk_usage(path.parent).free)} is free there"
+    except OSError:
+        free = ""
+    previous = " (the previous file there is untouched)" if path.exists() else ""
+    return CheckpointError(
+        f"No space left on device while saving checkpoint {path}{previous}: it needs about "
+        f"{_size(needed)}{free}; free some space, or save to another disk (ModelCheckpoint's "
+        "dirpath, or the Trainer's default_root_dir)."
+    )
+
+
+def _tensor_bytes(value: Any) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, Mapping):
+        return sum(_tensor_bytes(item) for item in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_tensor_bytes(item) for item in value)
+    return 0
+
+
+def _size(count: float) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if count < 1000 or unit == "GB":
+            return f"{count:.0f} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
+        count /= 1000
+    return f"{count:.1f} TB"  # pragma: no cover - the loop returns
+
+
+#: The entry that holds a checkpoint's digest: ``{"algorithm": ..., "digest": hex}``.
+INTEGRITY_KEY = "integrity"
+#: The hash of :func:`payload_digest` (any name ``hashlib.new`` takes).
+DIGEST_ALGORITHM = "sha256"
+
+
+def payload_digest(payload: Mapping[str, Any], algorithm: str = DIGEST_ALGORITHM) -> str:
+    """A digest of a checkpoint's contents: every tensor's bytes, and the structure around them.
+
+    The structure (keys, containers, numbers, strings) and each tensor's dtype,
+    shape and bytes are hashed in order, so the digest is the same for the dict
+    that was saved and the dict ``torch.load`` returns from an intact file, and
+    differs when any stored value changed. Objects that are not tensors, plain
+    values or containers count by their type only. The ``integrity`` entry
+    itself is left out.
+
+    Args:
+        payload: a checkpoint dict.
+        algorithm: a ``hashlib`` algorithm name.
+
+    Returns:
+        The hex digest.
+
+    Example:
+        >>> a = payload_digest({"w": torch.ones(2), "step": 1})
+        >>> a == payload_digest({"w": torch.ones(2), "step": 1})
+        True
+        >>> a == payload_digest({"w": torch.tensor([1.0, 1.5]), "step": 1})
+        False
+    """
+    hasher = hashlib.new(algorithm)
+    _feed(hasher, {key: value for key, value in payload.items() if key != INTEGRITY_KEY})
+    return hasher.hexdigest()
+
+
+def _feed(hasher: Any, value: Any) -> None:
+    if isinstance(value, torch.Tensor):
+        hasher.update(f"<tensor {value.dtype} {tuple(value.shape)}>".encode())
+        try:
+            data = value.detach().cpu().resolve_conj().resolve_neg().contiguous()
+            hasher.update(data.reshape(-1).view(torch.uint8).numpy())  # no copy on CPU
+        except (RuntimeError, TypeError):
+            pass  # sparse or quantized: counted by dtype and shape
+    elif isinstance(value, Mapping):
+        hasher.update(b"{")
+        for key, item in value.items():
+            _feed(hasher, key)
+            _feed(hasher, item)
+        hasher.update(b"}")
+    elif isinstance(value, (list, tuple)):
+        hasher.update(b"[")
+        for item in value:
+            _feed(hasher, item)
+        hasher.update(b"]")
+    elif isinstance(value, (set, frozenset)):
+        hasher.update(f"<set {sorted(repr(item) for item in value)}>".encode())
+    elif value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+        hasher.update(f"<{type(value).__name__} {value!r}>".encode())
+    elif isinstance(value, (torch.dtype, torch.device)):
+        hasher.update(f"<{value}>".encode())
+    else:
+        hasher.update(f"<{type(value).__qualname__}>".encode())
+
+
+def _check_integrity(file: Path, checkpoint: dict[str, Any]) -> None:
+    """Compare the file's stored digest with its contents; remove the entry."""
+    integrity = checkpoint.pop(INTEGRITY_KEY, None)
+    if not isinstance(integrity, Mapping):
+        return  # written without one (Lightning, an older trainkit): nothing to check
+    algorithm = str(integrity.get("algorithm", DIGEST_ALGORITHM))
+    if algorithm not in hashlib.algorithms_available:
+        warnings.warn(
+            f"Checkpoint {file} has a {algorithm} digest, which this Python cannot compute; "
+            "it is loaded unchecked.",
+            stacklevel=3,
+        )
+        return
+    if payload_digest(checkpoint, algorithm) != integrity.get("digest"):
+        raise CheckpointError(
+            f"Checkpoint {file} is corrupt: its contents do not match the {algorithm} digest "
+            "trainkit stored when it wrote the file (damaged on disk or in a copy, or edited "
+            "afterwards); use another checkpoint, such as the previous one in its folder (if "
+            f"you edited it on purpose, delete its '{INTEGRITY_KEY}' entry and save it again)."
+        )
 
 
 def link_atomic(source: str | os.PathLike[str], path: str | os.PathLike[str]) -> None:
@@ -103,7 +251,7 @@ def link_atomic(source: str | os.PathLike[str], path: str | os.PathLike[str]) ->
         path: the file to create or replace (e.g. ``last.ckpt``).
     """
     target = Path(path)
-    temporary = target.parent / f".{target.name}.tmp-link-{os.getpid()}"
+    temporary = target.parent / f"{temporary_prefix(target)}link"
     temporary.unlink(missing_ok=True)
     try:
         os.link(source, temporary)
@@ -131,9 +279,9 @@ def load(path: str | os.PathLike[str], map_location: Any = "cpu") -> dict[str, A
         The checkpoint dict.
 
     Raises:
-        CheckpointError: the file is missing, truncated or corrupt, or neither a
-            trainkit nor a Lightning checkpoint. The message names the file and
-            the problem.
+        CheckpointError: the file is missing, truncated or corrupt (its contents
+            do not match the digest stored with it), or neither a trainkit nor a
+            Lightning checkpoint. The message names the file and the problem.
     """
     file = Path(path)
     if not file.is_file():
@@ -157,6 +305,8 @@ def load(path: str | os.PathLike[str], map_location: Any = "cpu") -> dict[str, A
             "is truncated or damaged (for example, copied while being written), or is not a "
             "checkpoint; use another checkpoint, such as the previous one in its folder."
         ) from error
+    if isinstance(checkpoint, dict):
+        _check_integrity(file, checkpoint)
     if is_lightning_checkpoint(checkpoint):
         if not isinstance(checkpoint.get("state_dict"), Mapping):
             raise CheckpointError(
@@ -213,9 +363,12 @@ def resolve_path(
 ) -> Path | None:
     """The checkpoint file ``ckpt_path`` names; ``"last"`` is the newest of ``last_paths``.
 
+    For ``"last"`` the file picked is printed (rank 0), so a log shows which
+    run a job resumed.
+
     Args:
         ckpt_path: a path, ``"last"``, or None (no checkpoint).
-        last_paths: where ``last.ckpt`` may be (each ModelCheckpoint's folder).
+        last_paths: where ``last.ckpt`` may be (each ModelCheckpoint's newest run's).
         warn: prints a warning (rank 0): ``"last"`` with no such file starts fresh.
     """
     if ckpt_path is None:
@@ -229,7 +382,9 @@ def resolve_path(
             f"{[str(p.parent) for p in last_paths]}; starting from scratch."
         )
         return None
-    return max(candidates, key=lambda path: path.stat().st_mtime)
+    picked = max(candidates, key=lambda path: path.stat().st_mtime)
+    rank_zero_print(f"trainkit: ckpt_path='last' resumes from {picked}", flush=True)
+    return picked
 
 
 def peek(path: str | os.PathLike[str]) -> dict[str, Any] | None:
@@ -460,6 +615,7 @@ def collect_state(trainer: Trainer, weights_only: bool = False) -> dict[str, Any
         ),
         "callbacks": callback_states,
         "optimizer_states": [optimizer.state_dict() for optimizer in trainer.optimizers],
+        OPTIMIZER_TYPES_KEY: [type(_unwrapped(o)).__qualname__ for o in trainer.optimizers],
         "lr_schedulers": [c.scheduler.state_dict() for c in trainer.lr_scheduler_configs],
         # trainkit's own: what the exact resume needs beyond Lightning's keys.
         "format": FORMAT,
@@ -505,7 +661,16 @@ def collect_state(trainer: Trainer, weights_only: bool = False) -> dict[str, Any
 
 
 #: What a weights-only checkpoint leaves out (see :func:`collect_state`).
-_RESUME_ONLY_KEYS = ("callbacks", "optimizer_states", "lr_schedulers", "rng", "loggers")
+_RESUME_ONLY_KEYS = (
+    "callbacks",
+    "optimizer_states",
+    "lr_schedulers",
+    "rng",
+    "loggers",
+    "optimizer_types",
+)
+#: Where a trainkit checkpoint names each optimizer's class (checked on resume).
+OPTIMIZER_TYPES_KEY = "optimizer_types"
 
 
 def restore_state(trainer: Trainer, checkpoint: dict[str, Any], source: str) -> None:
@@ -527,6 +692,12 @@ def restore_state(trainer: Trainer, checkpoint: dict[str, Any], source: str) -> 
         CheckpointError: the checkpoint does not fit the model or the optimizers.
     """
     module = trainer.module
+    if not isinstance(checkpoint.get("state_dict"), Mapping):
+        raise CheckpointError(
+            f"The checkpoint {source} has no 'state_dict' entry (the model's weights), so "
+            "nothing can be resumed from it; use a checkpoint written by ModelCheckpoint or "
+            "Trainer.save_checkpoint."
+        )
     module.on_load_checkpoint(checkpoint)
     for callback in trainer.callbacks:
         callback.on_load_checkpoint(trainer, module, checkpoint)
@@ -538,12 +709,44 @@ def restore_state(trainer: Trainer, checkpoint: dict[str, Any], source: str) -> 
             "with Module.load_from_checkpoint and call fit without ckpt_path, or resume from "
             "a full checkpoint."
         )
-    _load_each("optimizer", trainer.optimizers, checkpoint["optimizer_states"], source)
+    saved_types = checkpoint.get(OPTIMIZER_TYPES_KEY)
+    _load_each(
+        "optimizer",
+        trainer.optimizers,
+        checkpoint["optimizer_states"],
+        source,
+        saved_types if isinstance(saved_types, list) else None,
+    )
     schedulers = [config.scheduler for config in trainer.lr_scheduler_configs]
     _load_each("LR scheduler", schedulers, checkpoint.get("lr_schedulers", []), source)
     if is_lightning_checkpoint(checkpoint):
         _restore_lightning_state(trainer, checkpoint, source)
         return
+    missing = [key for key in _RESUME_KEYS if key not in checkpoint]
+    if missing:
+        raise CheckpointError(
+            f"The checkpoint {source} has no {' and no '.join(repr(k) for k in missing)} entry "
+            f"({', '.join(_RESUME_KEYS[k] for k in missing)}), which resuming needs: it was "
+            "written by another tool or edited; resume from a file ModelCheckpoint or "
+            "Trainer.save_checkpoint wrote, or load only its weights with "
+            "Module.load_from_checkpoint."
+        )
+    try:
+        _restore_trainkit_state(trainer, checkpoint, source)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:
+        raise CheckpointError(
+            f"The checkpoint {source} cannot be resumed: restoring it failed with "
+            f"{type(error).__name__}: {error} (an entry is missing or has another layout than "
+            "this trainkit writes); resume from a file this trainkit version wrote."
+        ) from error
+
+
+#: The entries a trainkit checkpoint needs beyond the weights and optimizers to resume.
+_RESUME_KEYS = {"loop": "the loop's progress", "rng": "the random generators' states"}
+
+
+def _restore_trainkit_state(trainer: Trainer, checkpoint: dict[str, Any], source: str) -> None:
+    """The part of :func:`restore_state` that reads what only trainkit's files hold."""
     callback_states = checkpoint.get("callbacks", {})
     for callback in trainer.callbacks:
         if callback.state_key in callback_states:
@@ -798,12 +1001,74 @@ def _batches_to_skip(loop_state: dict[str, Any], current: int | None, source: st
     return consumed // current
 
 
-def _load_each(kind: str, targets: list[Any], states: list[Any], source: str) -> None:
-    """``load_state_dict`` into each target, after checking that the counts match."""
+def _load_each(
+    kind: str,
+    targets: list[Any],
+    states: list[Any],
+    source: str,
+    saved_types: list[str] | None = None,
+) -> None:
+    """``load_state_dict`` into each target, after checking that they fit."""
     if len(states) != len(targets):
         raise CheckpointError(
             f"The checkpoint {source} has {len(states)} {kind} states, but "
             f"configure_optimizers returned {len(targets)} {kind}s."
         )
-    for target, state in zip(targets, states, strict=True):
-        target.load_state_dict(state)
+    for index, (target, state) in enumerate(zip(targets, states, strict=True)):
+        name = f"{kind} {index} ({type(_unwrapped(target)).__name__})"
+        if kind == "optimizer":
+            saved_type = saved_types[index] if saved_types and index < len(saved_types) else None
+            _check_optimizer_state(target, state, name, saved_type, source)
+        try:
+            target.load_state_dict(state)
+        except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as error:
+            raise CheckpointError(
+                f"The checkpoint {source} holds a state that {name} cannot load "
+                f"({type(error).__name__}: {_first_line(error)}): configure_optimizers returns "
+                f"another {kind} than the run that saved it did; resume with the same one, or "
+                "load only the weights with Module.load_from_checkpoint."
+            ) from error
+
+
+def _unwrapped(target: Any) -> Any:
+    # A strategy may wrap an optimizer (as Lightning's LightningOptimizer does).
+    return getattr(target, "optimizer", target) if not hasattr(target, "param_groups") else target
+
+
+def _check_optimizer_state(
+    optimizer: Any, state: Any, name: str, saved_type: str | None, source: str
+) -> None:
+    """Refuse an optimizer state saved by another kind of optimizer, or for other parameters.
+
+    torch loads such a state without a word and fails at the first step (an
+    SGD state in AdamW: ``KeyError: 'step'``), or trains with the wrong state.
+    trainkit's files name each optimizer's class (``optimizer_types``); files
+    without it are checked for the number of groups and parameters only.
+    """
+    own_type = type(_unwrapped(optimizer)).__qualname__
+    if saved_type is not None and saved_type != own_type:
+        raise CheckpointError(
+            f"The checkpoint {source} holds the state of a {saved_type} optimizer, but "
+            f"configure_optimizers returns a {own_type} for optimizer {name.split()[1]}; resume "
+            f"with the {saved_type} the run was saved with, or load only the weights with "
+            "Module.load_from_checkpoint and start a new fit."
+        )
+    groups = getattr(optimizer, "param_groups", None)
+    saved_groups = state.get("param_groups") if isinstance(state, Mapping) else None
+    if not isinstance(groups, list) or not isinstance(saved_groups, list):
+        return
+    if len(groups) != len(saved_groups):
+        raise CheckpointError(
+            f"The checkpoint {source} holds {len(saved_groups)} parameter groups for {name}, "
+            f"which has {len(groups)}: configure_optimizers builds another optimizer than the "
+            "run that saved it did; resume with the same one, or load only the weights with "
+            "Module.load_from_checkpoint."
+        )
+    for index, (group, saved) in enumerate(zip(groups, saved_groups, strict=True)):
+        count, saved_count = len(group["params"]), len(saved.get("params", []))
+        if count != saved_count:
+            raise CheckpointError(
+                f"The checkpoint {source} holds {saved_count} parameters in group {index} of "
+                f"{name}, which has {count}: the model or configure_optimizers differs from the "
+                "run that saved it; resume with the same model and optimizer."
+            )

@@ -3,7 +3,10 @@
 Everything is checked before anything is built or trained (see
 ``trainkit.config``). The resolved config is saved beside the run's logs
 (``config.yaml`` in the logger's folder) and inside every checkpoint, so any
-run can be repeated exactly from it.
+run can be repeated exactly from it. ``fit`` with ``ckpt_path`` compares the
+checkpoint's config with the current one and refuses a resume whose differences
+would change what the run computes (see ``trainkit.config.resume_differences``)
+unless ``--force-resume`` is given.
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ SUBCOMMANDS = {
 EXAMPLES = """examples:
   trainkit fit recipes/mnist/config.yaml
   trainkit fit recipes/mnist/config.yaml trainer.max_epochs=1 model.init_args.lr=0.02
-  trainkit fit recipes/mnist/config.yaml ckpt_path=last        # resume
-  trainkit test recipes/mnist/config.yaml ckpt_path=runs/mnist/checkpoints/last.ckpt
+  trainkit fit recipes/mnist/config.yaml ckpt_path=last        # resume the newest run
+  trainkit fit recipes/mnist/config.yaml ckpt_path=last trainer.seed=1 --force-resume
+  trainkit test recipes/mnist/config.yaml ckpt_path=runs/mnist/logs/version_0/checkpoints/last.ckpt
   trainkit fit recipes/mnist/config.yaml --print-config
 """
 
@@ -70,6 +74,15 @@ def _parser() -> argparse.ArgumentParser:
             action="store_true",
             help="print the resolved config (defaults filled in) and exit",
         )
+        if name == "fit":
+            sub.add_argument(
+                "--force-resume",
+                action="store_true",
+                help="resume from ckpt_path even when the config differs from the one the "
+                "checkpoint was saved with in keys that change the run (model, data, "
+                "optimization, or the length of a scheduled run); the differences are "
+                "printed as a warning",
+            )
     return parser
 
 
@@ -82,7 +95,8 @@ def _config_help() -> str:
         "  trainer:    the Trainer's options and components (below)",
         "  model:      class_path + init_args of the Module",
         "  data:       class_path + init_args of the DataModule",
-        "  ckpt_path:  resume (fit) or load weights (validate/test/predict); 'last' for last.ckpt",
+        "  ckpt_path:  resume (fit) or load weights (validate/test/predict); 'last' for the",
+        "              newest run's last.ckpt",
         "",
         "trainer options (set any with trainer.NAME=VALUE):",
     ]
@@ -146,19 +160,23 @@ def main(argv: list[str] | None = None) -> int:
         The exit status: 0 on success, 2 for a configuration error.
     """
     args = _parser().parse_args(argv)
+    from trainkit.checkpoint import CheckpointError
     from trainkit.config import ConfigError
 
     # Recipes and user code are imported by class_path from the working directory.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
+    force = getattr(args, "force_resume", False)
     try:
-        return _run(args.command, args.config, args.overrides, args.print_config)
-    except ConfigError as error:
+        return _run(args.command, args.config, args.overrides, args.print_config, force)
+    except (ConfigError, CheckpointError) as error:
         print(f"trainkit: error: {error}", file=sys.stderr)
         return 2
 
 
-def _run(command: str, config_path: str, overrides: list[str], print_only: bool) -> int:
+def _run(
+    command: str, config_path: str, overrides: list[str], print_only: bool, force: bool = False
+) -> int:
     from trainkit import config as cfg
 
     run = cfg.load_config(config_path, overrides)
@@ -184,7 +202,7 @@ def _run(command: str, config_path: str, overrides: list[str], print_only: bool)
 
     from trainkit.trainer import Trainer
 
-    callbacks.append(_SaveConfig(cfg.to_yaml(run), cfg.to_dict(run)))
+    callbacks.append(_SaveConfig(cfg.to_yaml(run), cfg.to_dict(run), force_resume=force))
     trainer = Trainer(callbacks=callbacks, logger=loggers, **trainer_options)
     model = cfg.instantiate(run.model, "model")
     data = cfg.instantiate(run.data, "data") if run.data is not None else None
@@ -214,21 +232,49 @@ class _SaveConfig(Callback):
 
     Beside the logs once the run has started, not earlier: when fit resumes a
     run, the logger's folder is known only after the checkpoint is restored.
+    On resume, compares the checkpoint's config with this one.
 
     Args:
         text: the config as YAML.
         config: the config as plain containers (stored under "config" in checkpoints).
+        force_resume: resume even when the configs differ in keys that change the run.
     """
 
-    def __init__(self, text: str, config: dict[str, Any]) -> None:
+    def __init__(self, text: str, config: dict[str, Any], force_resume: bool = False) -> None:
         self.text = text
         self.config = config
+        self.force_resume = force_resume
         self.saved: Path | None = None
 
     def on_save_checkpoint(
         self, trainer: Trainer, module: Module, checkpoint: dict[str, Any]
     ) -> None:
         checkpoint["config"] = self.config
+
+    def on_load_checkpoint(
+        self, trainer: Trainer, module: Module, checkpoint: dict[str, Any]
+    ) -> None:
+        """Refuse (or, with ``--force-resume``, warn about) a resume under another config."""
+        saved = checkpoint.get("config")
+        if not isinstance(saved, dict):
+            return  # not written by the trainkit command: nothing to compare
+        from trainkit.config import ConfigError, resume_differences
+
+        blocking, other = resume_differences(
+            saved, self.config, has_schedule=bool(checkpoint.get("lr_schedulers"))
+        )
+        source = trainer.ckpt_path or "the checkpoint"
+        if blocking and not self.force_resume:
+            raise ConfigError(
+                f"{source} was saved with another config, and resuming would not continue "
+                f"that run: {'; '.join(blocking)}. Resume with the saved values (or pass the "
+                "path of the run you meant as ckpt_path), or add --force-resume to resume "
+                "anyway."
+            )
+        if blocking or other:
+            trainer.warn(
+                f"Resuming {source}, saved with another config: {'; '.join(blocking + other)}."
+            )
 
     def _save(self, trainer: Trainer) -> None:
         if self.saved is None and trainer.is_global_zero:

@@ -160,3 +160,77 @@ def test_bad_arguments() -> None:
         ModelCheckpoint(save_top_k=-2)
     with pytest.raises(ValueError, match="takes one of every_n_train_steps"):
         ModelCheckpoint(every_n_train_steps=2, every_n_epochs=1)
+
+
+# ------------------------------------------------------------- per-run folders
+def _fit_logged(tmp_path: Path, epochs: int, ckpt_path: str | None = None) -> trainkit.Trainer:
+    # A default ModelCheckpoint and a CSV logger: the checkpoints follow the run's version.
+    options = {**QUIET, "enable_checkpointing": True}
+    options.pop("logger")
+    trainer = trainkit.Trainer(
+        max_epochs=epochs,
+        default_root_dir=tmp_path,
+        logger=trainkit.loggers.CSVLogger(tmp_path),
+        **options,
+    )
+    trainer.fit(Classifier(), loader(blobs(64), 32), ckpt_path=ckpt_path)
+    return trainer
+
+
+def test_two_runs_of_one_config_keep_two_sets_of_checkpoints(tmp_path: Path) -> None:
+    first = _fit_logged(tmp_path, epochs=3)
+    second = _fit_logged(tmp_path, epochs=1)  # as `trainer.max_epochs=1` on the command line
+    runs = tmp_path / "logs"
+    assert first.checkpoint_callback is not None and second.checkpoint_callback is not None
+    assert first.checkpoint_callback.dirpath == str(runs / "version_0" / "checkpoints")
+    assert second.checkpoint_callback.dirpath == str(runs / "version_1" / "checkpoints")
+    # Each run's last.ckpt is its own: the second run replaced nothing of the first's.
+    assert load(runs / "version_0" / "checkpoints" / "last.ckpt")["loop"]["epoch"] == 3
+    assert load(runs / "version_1" / "checkpoints" / "last.ckpt")["loop"]["epoch"] == 1
+    assert _names(runs / "version_0" / "checkpoints") == ["epoch=2-step=6.ckpt", "last.ckpt"]
+    # Where an older trainkit kept last.ckpt: a link to the newest run's.
+    pointer = tmp_path / "checkpoints" / "last.ckpt"
+    assert pointer.is_symlink() and pointer.resolve() == (
+        runs / "version_1" / "checkpoints" / "last.ckpt"
+    )
+
+
+def test_last_resumes_the_newest_run_says_which_and_keeps_its_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _fit_logged(tmp_path, epochs=1)
+    _fit_logged(tmp_path, epochs=2)
+    newest = tmp_path / "logs" / "version_1" / "checkpoints" / "last.ckpt"
+    capsys.readouterr()
+    resumed = _fit_logged(tmp_path, epochs=3, ckpt_path="last")
+    assert f"ckpt_path='last' resumes from {newest}" in capsys.readouterr().out
+    assert resumed.ckpt_path == str(newest)
+    # The resumed run writes on in the run's folder and logs: no version_2.
+    assert load(newest)["loop"]["epoch"] == 3
+    assert _names(tmp_path / "logs") == ["version_0", "version_1"]
+    assert load(tmp_path / "logs" / "version_0" / "checkpoints" / "last.ckpt")["loop"]["epoch"] == 1
+
+
+def test_a_real_file_where_the_link_would_go_is_never_replaced(tmp_path: Path) -> None:
+    # An older trainkit kept every run's files in <default_root_dir>/checkpoints.
+    old = tmp_path / "checkpoints" / "last.ckpt"
+    old.parent.mkdir()
+    old.write_bytes(b"an earlier run's checkpoint")
+    with pytest.warns(UserWarning, match=f"{old} is a checkpoint an earlier run wrote there"):
+        _fit_logged(tmp_path, epochs=1)
+    assert old.read_bytes() == b"an earlier run's checkpoint" and not old.is_symlink()
+    assert (tmp_path / "logs" / "version_0" / "checkpoints" / "last.ckpt").is_file()
+
+
+def test_an_explicit_dirpath_still_wins_with_a_logger(tmp_path: Path) -> None:
+    callback = ModelCheckpoint(dirpath=tmp_path / "mine")
+    trainer = trainkit.Trainer(
+        max_epochs=1,
+        callbacks=[callback],
+        default_root_dir=tmp_path,
+        logger=trainkit.loggers.CSVLogger(tmp_path),
+        **{**{k: v for k, v in QUIET.items() if k != "logger"}, "enable_checkpointing": True},
+    )
+    trainer.fit(Classifier(), loader(blobs(64), 32))
+    assert _names(tmp_path / "mine") == ["epoch=0-step=2.ckpt", "last.ckpt"]
+    assert not (tmp_path / "checkpoints").exists()

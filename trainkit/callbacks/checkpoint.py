@@ -20,10 +20,20 @@ checkpoint):
   own.
 - ``last.ckpt`` is replaced atomically (a hard link to the newest file, or an
   atomic copy), never left dangling.
+
+Where the files go: ``dirpath`` when given; else, with a logger, the run's own
+folder ``<log_dir>/checkpoints`` (as Lightning does), so two runs never share
+(or overwrite) each other's files; else ``<default_root_dir>/checkpoints``. The
+run's folder is fixed when fit starts, after a resume has restored the
+logger's version, so a resumed run keeps writing to the folder it wrote
+before. ``<default_root_dir>/checkpoints/last.ckpt`` is then a symbolic link to
+the newest run's ``last.ckpt`` (never replacing a real file there), and
+``ckpt_path="last"`` resumes the newest run's ``last.ckpt``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -37,6 +47,7 @@ import torch
 
 from trainkit.callbacks.base import Callback
 from trainkit.checkpoint import collect_state, link_atomic, peek
+from trainkit.io import fsync_folder, remove_stale_temporaries, temporary_prefix
 
 if TYPE_CHECKING:
     from trainkit.module import Module
@@ -71,7 +82,11 @@ class ModelCheckpoint(Callback):
     """Save checkpoints during ``fit``.
 
     Args:
-        dirpath: folder for the files (default ``<default_root_dir>/checkpoints``).
+        dirpath: folder for the files. Default: the run's own folder,
+            ``<log_dir>/checkpoints`` (``<save_dir>/<name>/version_N/checkpoints``
+            of the first logger), or ``<default_root_dir>/checkpoints`` without a
+            logger. Unlike Lightning's, a resumed run keeps its version, so it
+            keeps its folder.
         filename: a template over ``epoch``, ``step`` and logged metrics, e.g.
             ``"{epoch}-{val_loss:.2f}"``, rendered as ``epoch=3-val_loss=0.97``
             (with ``auto_insert_metric_name``). Default ``"{epoch}-{step}"``. A
@@ -188,6 +203,12 @@ class ModelCheckpoint(Callback):
         if every_n_train_steps is None and every_n_epochs is None and seconds is None:
             every_n_epochs = 1
         self.dirpath = os.path.realpath(os.path.expanduser(os.fspath(dirpath))) if dirpath else None
+        self._dirpath_given = self.dirpath is not None
+        # With a logger and no dirpath: <save_dir>/<name>, whose version_N folders
+        # hold the runs (the run's own is known once fit starts).
+        self._runs_root: str | None = None
+        self._root_dir: str | None = None
+        self._pending_state: dict[str, Any] | None = None
         self.filename = filename
         self.monitor = monitor
         self.verbose = verbose
@@ -239,16 +260,46 @@ class ModelCheckpoint(Callback):
         return True
 
     def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
-        """Fix the folder and start the clock for time-based saving."""
-        if self.dirpath is None:
+        """Choose the folder (the run's own is fixed at fit start); start the save clock."""
+        self._root_dir = trainer.default_root_dir
+        loggers = getattr(trainer, "loggers", None) or []
+        if not self._dirpath_given and loggers:
+            # Not the logger's version yet: reading it would claim a new version_N
+            # before a resume restores the saved one.
+            self.dirpath = None
+            self._runs_root = os.path.join(loggers[0].save_dir, loggers[0].name)
+        elif not self._dirpath_given:
             self.dirpath = os.path.join(trainer.default_root_dir, "checkpoints")
         self._last_save_time = time.monotonic()
         self._saved_this_fit = False
 
     def on_fit_start(self, trainer: Trainer, module: Module) -> None:
-        """After a resume, remove this lineage's files from the interrupted run's future."""
+        """Fix the run's folder, clean up after killed saves, and after a resume remove
+        this lineage's files from the interrupted run's future."""
+        if self.dirpath is None:
+            # The logger's folder, now that a resume has restored its version. Only
+            # rank 0 reads it (elsewhere reading it would claim a folder).
+            folder = os.path.join(trainer.log_dir, "checkpoints") if trainer.is_global_zero else ""
+            self.dirpath = trainer.strategy.broadcast(folder)
+        if self._pending_state is not None:
+            pending, self._pending_state = self._pending_state, None
+            self.load_state_dict(pending)
+        if trainer.is_global_zero:
+            for folder in self._folders_to_clean():
+                remove_stale_temporaries(folder)
         if trainer.global_step > 0 or trainer.current_epoch > 0:
             self._remove_future_files(trainer)
+
+    def _folders_to_clean(self) -> list[str]:
+        # This run's folder, the other runs' of the same experiment, and the
+        # folder of the link to the newest last.ckpt.
+        folders = [self.dirpath] if self.dirpath else []
+        if self._runs_root is not None and os.path.isdir(self._runs_root):
+            for entry in os.scandir(self._runs_root):
+                folders.append(os.path.join(entry.path, "checkpoints"))
+        if self._root_dir is not None:
+            folders.append(os.path.join(self._root_dir, "checkpoints"))
+        return sorted(set(folders))
 
     def on_train_batch_end(
         self, trainer: Trainer, module: Module, outputs: Any, batch: Any, batch_idx: int
@@ -294,6 +345,11 @@ class ModelCheckpoint(Callback):
             and not getattr(trainer, "preempted", False)
         ):
             self._save_last(trainer, None, self._monitor_candidates(trainer))
+        elif self.save_last and trainer.is_global_zero and self._runs_root is not None:
+            # A preempted run saved last.ckpt without this callback: link to it too.
+            last = self.last_checkpoint_path(trainer.default_root_dir)
+            if self._root_dir is not None and self.dirpath is not None and os.path.isfile(last):
+                self._point_to(last, os.path.join(self._root_dir, "checkpoints", LAST + EXTENSION))
 
     def _epoch_due(self, trainer: Trainer) -> None:
         if self.every_n_epochs and (trainer.current_epoch + 1) % self.every_n_epochs == 0:
@@ -376,13 +432,33 @@ class ModelCheckpoint(Callback):
     def last_checkpoint_path(self, default_root_dir: str) -> str:
         """Where ``last.ckpt`` is (the Trainer looks here for ``ckpt_path="last"``).
 
+        Before fit has fixed the run's folder (the default folder with a logger),
+        this is the newest ``last.ckpt`` among the experiment's runs
+        (``<save_dir>/<name>/*/checkpoints``, and ``<default_root_dir>/checkpoints``
+        where an older trainkit kept it).
+
         Args:
             default_root_dir: the Trainer's root folder (used until setup fixes ``dirpath``).
         """
+        name = self.CHECKPOINT_NAME_LAST + self.FILE_EXTENSION
         if self.last_model_path and self.CHECKPOINT_NAME_LAST != LAST:
             return self.last_model_path
-        folder = self.dirpath or os.path.join(default_root_dir, "checkpoints")
-        return os.path.join(folder, self.CHECKPOINT_NAME_LAST + self.FILE_EXTENSION)
+        if self.dirpath is not None:
+            return os.path.join(self.dirpath, name)
+        legacy = os.path.join(default_root_dir, "checkpoints", name)
+        if self._runs_root is None:
+            return legacy
+        candidates = [
+            path
+            for path in [
+                os.path.join(run.path, "checkpoints", name) for run in _runs(self._runs_root)
+            ]
+            + [legacy]
+            if os.path.isfile(path) and not os.path.islink(path)
+        ]
+        if not candidates:
+            return os.path.join(self._runs_root, "*", "checkpoints", name)
+        return max(candidates, key=os.path.getmtime)
 
     def save(self, trainer: Trainer) -> None:
         """Save now: a scored file if it ranks in the top k, and ``last.ckpt``.
@@ -490,10 +566,39 @@ class ModelCheckpoint(Callback):
             trainer.strategy.barrier("last_checkpoint")
         else:
             self._write(trainer, last, [])
+        if trainer.is_global_zero and self._runs_root is not None and self._root_dir is not None:
+            self._point_to(
+                last, os.path.join(self._root_dir, "checkpoints", os.path.basename(last))
+            )
         if previous and previous != last and trainer.is_global_zero:
             keep = set(self.best_k_models) | set(self._newest)
             if previous not in keep:
                 Path(previous).unlink(missing_ok=True)
+
+    def _point_to(self, last: str, pointer: str) -> None:
+        """Make ``pointer`` a symbolic link to this run's ``last`` (where older trainkit kept it).
+
+        A real file there (an older trainkit's ``last.ckpt``) is never replaced.
+        """
+        target = os.path.relpath(last, os.path.dirname(pointer))
+        if os.path.lexists(pointer):
+            if not os.path.islink(pointer):
+                self._warn_once(
+                    "pointer",
+                    f"ModelCheckpoint: {pointer} is a checkpoint an earlier run wrote there; it "
+                    f"is kept as it is, and this run's checkpoints are in {self.dirpath}.",
+                )
+                return
+            if os.readlink(pointer) == target:
+                return
+        os.makedirs(os.path.dirname(pointer), exist_ok=True)
+        temporary = os.path.join(os.path.dirname(pointer), temporary_prefix(pointer) + "link")
+        with contextlib.suppress(OSError):  # no symbolic links here: no pointer
+            if os.path.lexists(temporary):
+                os.remove(temporary)
+            os.symlink(target, temporary)
+            os.replace(temporary, pointer)
+            fsync_folder(os.path.dirname(pointer))
 
     def _print(self, trainer: Trainer, candidates: dict[str, Any], what: str) -> None:
         if self.verbose and trainer.is_global_zero:
@@ -623,6 +728,11 @@ class ModelCheckpoint(Callback):
         Args:
             state_dict: what :meth:`state_dict` returned.
         """
+        if self.dirpath is None and self._runs_root is not None:
+            # The run's folder is fixed when fit starts (after the logger's version
+            # is restored); the table is restored then.
+            self._pending_state = dict(state_dict)
+            return
         self.best_model_path = state_dict.get("best_model_path", self.best_model_path)
         if state_dict.get("dirpath", self.dirpath) != self.dirpath:
             warnings.warn(
@@ -648,3 +758,11 @@ class ModelCheckpoint(Callback):
         self.last_model_path = state_dict.get("last_model_path", "")
         self._newest = dict(state_dict.get("newest_models", {}))
         self._last_saved_step = state_dict.get("last_saved_step", -1)
+
+
+def _runs(root: str) -> list[os.DirEntry[str]]:
+    # The run folders (version_N, or a named version) of an experiment folder.
+    try:
+        return [entry for entry in os.scandir(root) if entry.is_dir()]
+    except OSError:
+        return []
