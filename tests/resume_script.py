@@ -83,6 +83,7 @@ def main() -> None:
         every_n_train_steps=args.every,
         monitor="val/loss",
         save_top_k=2,
+        save_last=True,
     )
     trainer = trainkit.Trainer(
         max_steps=args.max_steps,

@@ -31,6 +31,7 @@ older trainkit's) load unchecked.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import inspect
 import math
@@ -376,14 +377,24 @@ def resolve_path(
     if os.fspath(ckpt_path) != "last":
         return Path(ckpt_path)
     candidates = [path for path in last_paths if path.is_file()]
+    what = ""
+    if not candidates:
+        # No last.ckpt (ModelCheckpoint(save_last=None), Lightning's default):
+        # the newest checkpoint file of those folders, said below.
+        folders = {str(path.parent) for path in last_paths}
+        candidates = [
+            Path(name) for folder in folders for name in glob.glob(os.path.join(folder, "*.ckpt"))
+        ]
+        what = " (the newest checkpoint there: no last.ckpt was kept)"
     if not candidates:
         warn(
-            "ckpt_path='last': no last.ckpt found in "
-            f"{[str(p.parent) for p in last_paths]}; starting from scratch."
+            "ckpt_path='last': no last.ckpt found (nor any other checkpoint) in "
+            f"{sorted(str(p.parent) for p in last_paths)}; starting from scratch (keep a "
+            "last.ckpt with ModelCheckpoint(save_last=True))."
         )
         return None
     picked = max(candidates, key=lambda path: path.stat().st_mtime)
-    rank_zero_print(f"trainkit: ckpt_path='last' resumes from {picked}", flush=True)
+    rank_zero_print(f"trainkit: ckpt_path='last' resumes from {picked}{what}", flush=True)
     return picked
 
 

@@ -187,6 +187,7 @@ class Module(HyperparametersMixin, nn.Module):
         "global_rank",
         "local_rank",
         "device",
+        "on_gpu",
         "dtype",
         "global_step",
         "current_epoch",

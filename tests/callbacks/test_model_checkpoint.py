@@ -45,7 +45,11 @@ def _names(folder: Path) -> list[str]:
 
 def test_top_k_keeps_the_best_scores_and_last(tmp_path: Path) -> None:
     callback = ModelCheckpoint(
-        monitor="val/score", mode="min", save_top_k=2, filename="{epoch}-{val/score:.2f}"
+        monitor="val/score",
+        mode="min",
+        save_top_k=2,
+        filename="{epoch}-{val/score:.2f}",
+        save_last=True,
     )
     _fit(tmp_path, callback)
     folder = tmp_path / "checkpoints"
@@ -68,7 +72,7 @@ def test_mode_max_and_keep_all(tmp_path: Path) -> None:
 
 
 def test_without_monitor_the_newest_are_kept(tmp_path: Path) -> None:
-    callback = ModelCheckpoint(every_n_train_steps=1, save_top_k=2)
+    callback = ModelCheckpoint(every_n_train_steps=1, save_top_k=2, save_last=True)
     _fit(tmp_path, callback, epochs=2)  # 2 steps an epoch
     assert _names(tmp_path / "checkpoints") == [
         "epoch=1-step=3.ckpt",
@@ -99,7 +103,7 @@ def test_a_file_another_run_wrote_is_never_overwritten_or_deleted(tmp_path: Path
     folder.mkdir()
     theirs = folder / "epoch=0-step=2.ckpt"
     theirs.write_bytes(b"someone else's file")
-    callback = ModelCheckpoint(save_top_k=1)
+    callback = ModelCheckpoint(save_top_k=1, save_last=True)
     _fit(tmp_path, callback, epochs=2)
     assert theirs.read_bytes() == b"someone else's file"
     assert _names(folder) == ["epoch=0-step=2.ckpt", "epoch=1-step=4.ckpt", "last.ckpt"]
@@ -115,7 +119,7 @@ def test_same_name_twice_gets_a_version_suffix_for_foreign_files(tmp_path: Path)
 
 
 def test_missing_monitor_warns_and_still_saves_last(tmp_path: Path) -> None:
-    callback = ModelCheckpoint(monitor="val/typo")
+    callback = ModelCheckpoint(monitor="val/typo", save_last=True)
     with pytest.warns(UserWarning, match="found no value for it"):
         _fit(tmp_path, callback, epochs=1)
     assert _names(tmp_path / "checkpoints") == ["last.ckpt"]
@@ -136,7 +140,7 @@ def test_resume_continues_training_from_last(tmp_path: Path) -> None:
             max_epochs=epochs,
             default_root_dir=tmp_path,
             seed=0,
-            callbacks=[ModelCheckpoint(every_n_train_steps=1)],
+            callbacks=[ModelCheckpoint(every_n_train_steps=1, save_last=True)],
             **QUIET,
         )
         trainer.fit(model, loader(blobs(96), 32, shuffle=True), ckpt_path=ckpt)
@@ -223,7 +227,7 @@ def test_a_real_file_where_the_link_would_go_is_never_replaced(tmp_path: Path) -
 
 
 def test_an_explicit_dirpath_still_wins_with_a_logger(tmp_path: Path) -> None:
-    callback = ModelCheckpoint(dirpath=tmp_path / "mine")
+    callback = ModelCheckpoint(dirpath=tmp_path / "mine", save_last=True)
     trainer = trainkit.Trainer(
         max_epochs=1,
         callbacks=[callback],

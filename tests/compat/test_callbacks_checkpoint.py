@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 from datetime import timedelta
 from pathlib import Path
@@ -196,7 +197,7 @@ def test_save_last_writes_last_ckpt_and_last_model_path(tmp_path: Path) -> None:
 
 
 def test_checkpoint_name_last_can_be_a_template(tmp_path: Path) -> None:
-    callback = ModelCheckpoint(save_top_k=0)
+    callback = ModelCheckpoint(save_top_k=0, save_last=True)
     callback.CHECKPOINT_NAME_LAST = "{epoch}-last"
     _fit(tmp_path, callback, epochs=2)
     assert _names(tmp_path / "checkpoints") == ["epoch=1-last.ckpt"]
@@ -248,7 +249,7 @@ def test_state_dict_holds_lightnings_keys(tmp_path: Path) -> None:
 
 
 def test_state_is_saved_in_the_checkpoint_under_its_state_key(tmp_path: Path) -> None:
-    callback = ModelCheckpoint(monitor="val_score")
+    callback = ModelCheckpoint(monitor="val_score", save_last=True)
     _fit(tmp_path, callback, epochs=1)
     assert callback.state_key == (
         "ModelCheckpoint{'monitor': 'val_score', 'mode': 'min', 'every_n_train_steps': 0, "
@@ -293,3 +294,28 @@ def test_fast_dev_run_saves_nothing(tmp_path: Path) -> None:
     callback = ModelCheckpoint()
     _fit(tmp_path, callback, fast_dev_run=True)
     assert _names(tmp_path / "checkpoints") == []
+
+
+def test_save_last_is_off_by_default_and_last_falls_back_to_the_newest_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Lightning's default: ModelCheckpoint() keeps no last.ckpt.
+    options = {**QUIET, "enable_checkpointing": True, "default_root_dir": tmp_path}
+    callback = ModelCheckpoint(dirpath=tmp_path / "mine")
+    trainkit.Trainer(max_epochs=2, callbacks=[callback], **options).fit(
+        Classifier(), loader(blobs(64), 32)
+    )
+    assert sorted(os.listdir(tmp_path / "mine")) == ["epoch=1-step=4.ckpt"]
+    # ckpt_path="last" then resumes from the newest checkpoint, and says so.
+    again = ModelCheckpoint(dirpath=tmp_path / "mine")
+    trainer = trainkit.Trainer(max_epochs=3, callbacks=[again], **options)
+    trainer.fit(Classifier(), loader(blobs(64), 32), ckpt_path="last")
+    out = capsys.readouterr().out
+    assert "resumes from" in out and "epoch=1-step=4.ckpt" in out and "no last.ckpt" in out
+    assert trainer.global_step == 6
+
+
+def test_the_trainers_own_checkpoint_callback_keeps_last(tmp_path: Path) -> None:
+    options = {**QUIET, "enable_checkpointing": True, "default_root_dir": tmp_path}
+    trainkit.Trainer(max_epochs=1, **options).fit(Classifier(), loader(blobs(64), 32))
+    assert sorted(os.listdir(tmp_path / "checkpoints")) == ["epoch=0-step=2.ckpt", "last.ckpt"]

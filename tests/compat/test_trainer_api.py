@@ -104,7 +104,7 @@ def test_process_and_option_properties_on_one_device(tmp_path: Path) -> None:
 
 def test_callback_properties(tmp_path: Path) -> None:
     stop = EarlyStopping(monitor="val/loss")
-    best = ModelCheckpoint(dirpath=tmp_path, monitor="val/loss")
+    best = ModelCheckpoint(dirpath=tmp_path, monitor="val/loss", save_last=True)
     trainer = trainkit.Trainer(callbacks=[stop, best], logger=False, default_root_dir=tmp_path)
     assert trainer.checkpoint_callback is best and trainer.checkpoint_callbacks == [best]
     assert trainer.early_stopping_callback is stop
@@ -273,7 +273,9 @@ def test_inference_mode_and_benchmark_are_options() -> None:
 def test_evaluate_after_fit_without_a_model_uses_the_best_checkpoint(tmp_path: Path) -> None:
     trainer = trainkit.Trainer(
         max_epochs=2,
-        callbacks=[ModelCheckpoint(dirpath=tmp_path, monitor="val/loss", save_top_k=1)],
+        callbacks=[
+            ModelCheckpoint(dirpath=tmp_path, monitor="val/loss", save_top_k=1, save_last=True)
+        ],
         logger=False,
         enable_progress_bar=False,
         enable_model_summary=False,

@@ -97,7 +97,9 @@ class ModelCheckpoint(Callback):
         verbose: print what is saved and why (rank 0).
         save_last: also keep ``last.ckpt``, the newest state (for
             ``ckpt_path="last"``); "link" has the same meaning (trainkit always
-            links when it can). None or False: no ``last.ckpt``.
+            links when it can). None or False (the default, as in Lightning): no
+            ``last.ckpt`` on the save schedule (a preemption signal still writes
+            one). The callback the Trainer adds by itself keeps ``last.ckpt``.
         save_top_k: how many scored files to keep (-1: all, 0: none besides last).
         save_weights_only: write only the model's weights and counters (such a
             file cannot resume training).
@@ -147,7 +149,7 @@ class ModelCheckpoint(Callback):
         filename: str | None = None,
         monitor: str | None = None,
         verbose: bool = False,
-        save_last: bool | Literal["link"] | None = True,
+        save_last: bool | Literal["link"] | None = None,
         save_top_k: int = 1,
         save_weights_only: bool = False,
         mode: str = "min",
@@ -160,7 +162,10 @@ class ModelCheckpoint(Callback):
         save_on_exception: bool = False,
     ) -> None:
         if mode not in ("min", "max"):
-            raise ValueError(f'ModelCheckpoint(mode={mode!r}) must be "min" or "max".')
+            raise ValueError(
+                f'ModelCheckpoint(mode={mode!r}) must be "min" or "max" (`mode` can be '
+                f"min or max, but got {mode})."
+            )
         if save_on_exception:
             raise ValueError(
                 "ModelCheckpoint(save_on_exception=True) is not supported: trainkit saves only "
@@ -181,7 +186,8 @@ class ModelCheckpoint(Callback):
         ):
             if value is not None and (not isinstance(value, int) or value < 0):
                 raise ValueError(
-                    f"ModelCheckpoint({name}={value!r}) must be 0 (off) or a positive integer."
+                    f"ModelCheckpoint({name}={value!r}) must be 0 (off) or a positive integer. "
+                    f"Invalid value for {name}={value!r}. Must be >= 0."
                 )
         seconds = (
             train_time_interval.total_seconds()
@@ -198,7 +204,9 @@ class ModelCheckpoint(Callback):
         if len(schedules) > 1:
             raise ValueError(
                 "ModelCheckpoint takes one of every_n_train_steps, every_n_epochs and "
-                "train_time_interval; use two ModelCheckpoint callbacks for two schedules."
+                "train_time_interval; use two ModelCheckpoint callbacks for two schedules "
+                "(Combination of parameters every_n_train_steps, every_n_epochs and "
+                "train_time_interval should be mutually exclusive)."
             )
         if every_n_train_steps is None and every_n_epochs is None and seconds is None:
             every_n_epochs = 1
@@ -236,6 +244,7 @@ class ModelCheckpoint(Callback):
         self._newest: dict[str, int] = {}
         self._due = False
         self._saved_this_fit = False
+        self._fit_start_step = 0
         self._last_save_time = time.monotonic()
         self._last_saved_step = -1
         self._warned: set[str] = set()
@@ -289,6 +298,7 @@ class ModelCheckpoint(Callback):
                 remove_stale_temporaries(folder)
         if trainer.global_step > 0 or trainer.current_epoch > 0:
             self._remove_future_files(trainer)
+        self._fit_start_step = trainer.global_step
 
     def _folders_to_clean(self) -> list[str]:
         # This run's folder, the other runs' of the same experiment, and the
@@ -341,6 +351,7 @@ class ModelCheckpoint(Callback):
         if (
             self.save_last
             and not self._saved_this_fit
+            and trainer.global_step > self._fit_start_step  # it trained (not a finished run)
             and not getattr(trainer, "fast_dev_run", 0)
             and not getattr(trainer, "preempted", False)
         ):

@@ -87,7 +87,8 @@ def assemble_callbacks(
     if output.enable_model_summary and not quiet and not _has(user, ModelSummary):
         front.append(ModelSummary())
     if output.enable_checkpointing and not quiet and not _has(user, ModelCheckpoint):
-        back.append(ModelCheckpoint())
+        # trainkit's own default keeps last.ckpt: ckpt_path="last" resumes any run.
+        back.append(ModelCheckpoint(save_last=True))
     built = front + user + back
     if output.enable_progress_bar and not barebones and not _has(user, TQDMProgressBar):
         built.append(TQDMProgressBar())
