@@ -656,7 +656,9 @@ def collect_state(trainer: Trainer, weights_only: bool = False) -> dict[str, Any
     checkpoint[CHECKPOINT_HYPER_PARAMS_KEY] = plain_hparams(module.hparams)
     datamodule = trainer.datamodule
     if datamodule is not None:
-        checkpoint["datamodule"] = datamodule.state_dict()
+        datamodule_state = datamodule.state_dict()
+        if datamodule_state:  # under its class's name, as Lightning keeps it
+            checkpoint[type(datamodule).__qualname__] = datamodule_state
         if datamodule.hparams:
             # Lightning's keys for a DataModule's hyperparameters (DataModule.load_from_checkpoint).
             name = getattr(datamodule, "_hparams_name", "kwargs")
@@ -775,8 +777,13 @@ def _restore_trainkit_state(trainer: Trainer, checkpoint: dict[str, Any], source
     trainer.results.load_state_dict(checkpoint)
     for logger, saved in zip(trainer.loggers, checkpoint.get("loggers", []), strict=False):
         logger.load_state_dict(saved)
-    if trainer.datamodule is not None and "datamodule" in checkpoint:
-        trainer.datamodule.load_state_dict(checkpoint["datamodule"])
+    datamodule = trainer.datamodule
+    if datamodule is not None:
+        # Lightning's key (the class's name); "datamodule" in files of older trainkit.
+        for key in (type(datamodule).__qualname__, "datamodule"):
+            if key in checkpoint:
+                datamodule.load_state_dict(checkpoint[key])
+                break
     restore_rng_states(checkpoint["rng"])
 
 

@@ -519,3 +519,29 @@ def test_datamodule_load_from_checkpoint_reads_a_lightning_file(tmp_path: Path) 
     )
     data = SizedData.load_from_checkpoint(path)
     assert data.batch_size == 4 and data.restored == {"position": 9}
+
+
+class StatefulData(BlobData):
+    def __init__(self) -> None:
+        super().__init__()
+        self.loaded: dict[str, Any] | None = None
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"cursor": 7}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.loaded = state_dict
+
+
+def test_datamodule_state_is_kept_under_its_class_name(tmp_path: Path) -> None:
+    options = {**QUIET, "enable_checkpointing": True, "default_root_dir": tmp_path}
+    trainkit.Trainer(max_epochs=1, limit_train_batches=2, **options).fit(
+        Classifier(), datamodule=StatefulData()
+    )
+    path = tmp_path / "checkpoints" / "last.ckpt"
+    saved = load(path)
+    assert saved["StatefulData"] == {"cursor": 7} and "datamodule" not in saved
+    data = StatefulData()
+    trainer = trainkit.Trainer(max_epochs=2, limit_train_batches=2, **options)
+    trainer.fit(Classifier(), datamodule=data, ckpt_path=path)
+    assert data.loaded == {"cursor": 7}
