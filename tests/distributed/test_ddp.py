@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,30 @@ def test_two_processes_at_half_batch_match_one_process_at_full_batch(tmp_path: P
     # Only rank 0 wrote logs and checkpoints.
     assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["version_0"]
     assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
+
+
+def test_a_size_not_divisible_by_the_processes_matches_one_process_with_drop_last() -> None:
+    # 203 samples on 2 ranks: drop_last=True leaves one out instead of repeating one,
+    # and then two processes at batch 16 equal one process at batch 32 (two epochs).
+    ranks = run_processes(workers.train_uneven, 2, "ddp", 16, 12)
+    single = workers.train_uneven("single_device", 32, 12)
+    for name, expected in single["state"].items():
+        for rank in ranks:
+            torch.testing.assert_close(rank["state"][name], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_repeated_samples_are_announced_with_the_way_to_avoid_them() -> None:
+    from torch.utils.data import DataLoader
+
+    from tests.helpers import blobs
+    from trainkit.strategies.sampling import training_sampler
+
+    with pytest.warns(UserWarning, match=r"203 samples.*repeats 1 of them.*drop_last=True"):
+        training_sampler(DataLoader(blobs(203), batch_size=16), 2, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        training_sampler(DataLoader(blobs(203), batch_size=16, drop_last=True), 2, 0)
+        training_sampler(DataLoader(blobs(203), batch_size=16), 2, 1)  # rank 0 says it once
 
 
 def test_a_signal_on_one_rank_stops_every_rank_at_the_same_step(tmp_path: Path) -> None:

@@ -53,6 +53,21 @@ def train(strategy: str, batch_size: int, steps: int, root: str | None) -> dict[
     }
 
 
+def train_uneven(strategy: str, batch_size: int, steps: int) -> dict[str, Any]:
+    """Like :func:`train` on 203 samples (not a multiple of 2) with ``drop_last=True``."""
+    torch.manual_seed(0)
+    model = Classifier(lr=0.2)
+    data = blobs(203, seed=0)
+    if strategy == "ddp":
+        loader: Any = DataLoader(data, batch_size=batch_size, shuffle=True, drop_last=True)
+    else:
+        sampler = DistributedSampler(data, num_replicas=1, rank=0, shuffle=True, seed=7)
+        loader = DataLoader(data, batch_size=batch_size, sampler=sampler, drop_last=True)
+    trainer = trainkit.Trainer(max_steps=steps, strategy=strategy, seed=7, **QUIET)
+    trainer.fit(model, loader)
+    return {"state": {k: v.clone() for k, v in model.state_dict().items()}}
+
+
 class SignalledOnOneRank(Classifier):
     """Rank 1 alone receives SIGTERM during step 3 (as when a node is being drained)."""
 

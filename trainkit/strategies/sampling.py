@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,7 +24,7 @@ def training_sampler(
         num_replicas: how many shares the data is dealt into.
         rank: which share this process takes.
     """
-    return DistributedSampler(
+    sampler: DistributedSampler[Any] = DistributedSampler(
         dataloader.dataset,
         num_replicas=num_replicas,
         rank=rank,
@@ -31,6 +32,19 @@ def training_sampler(
         seed=int(os.environ.get("TRAINKIT_GLOBAL_SEED", "0")),
         drop_last=dataloader.drop_last,
     )
+    repeated = sampler.total_size - len(dataloader.dataset)  # type: ignore[arg-type]
+    if repeated > 0 and rank == 0:
+        warnings.warn(
+            f"The training data has {len(dataloader.dataset)} samples, not a multiple of "  # type: ignore[arg-type]
+            f"the {num_replicas} processes: each epoch repeats {repeated} of them so that every "
+            "process gets as many, and the steps that hold them differ from one process "
+            "training on the whole batch. Pass drop_last=True to the training DataLoader "
+            f"to leave {len(dataloader.dataset) % num_replicas} out instead (then DDP matches "  # type: ignore[arg-type]
+            "one process exactly), or use a size divisible by the number of processes.",
+            UserWarning,
+            stacklevel=2,
+        )
+    return sampler
 
 
 class EvenSplitSampler(Sampler[int]):
