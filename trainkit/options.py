@@ -476,8 +476,9 @@ class OutputOptions:
     enable_model_summary: bool = option(True, "Print a parameter table when fit starts.")
     enable_checkpointing: bool = option(
         True,
-        "Add a ModelCheckpoint (the newest epoch and last.ckpt under "
-        "<default_root_dir>/checkpoints) unless one is among the callbacks.",
+        "Add a ModelCheckpoint keeping the newest epoch's file and last.ckpt (in the run's "
+        "<log_dir>/checkpoints, or <default_root_dir>/checkpoints without a logger) unless "
+        "one is among the callbacks.",
     )
     barebones: bool = option(
         False,
