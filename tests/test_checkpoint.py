@@ -259,3 +259,10 @@ def test_a_checkpoint_without_its_loop_entry_names_the_file_and_the_entry(tmp_pa
     message = str(info.value)
     assert message.startswith(f"The checkpoint {path} has no 'loop' entry (the loop's progress)")
     assert "\n" not in message
+
+
+def test_evaluating_a_file_without_weights_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "bare.pt"
+    torch.save({"something": torch.zeros(1)}, path)
+    with pytest.raises(CheckpointError, match=r"bare.pt has no 'state_dict' entry"):
+        trainkit.Trainer(**QUIET).validate(Classifier(), loader(blobs(32), 16), ckpt_path=path)

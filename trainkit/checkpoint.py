@@ -416,6 +416,23 @@ def peek(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     return {"lineage": checkpoint.get("lineage"), "global_step": loop.get("global_step", 0)}
 
 
+def weights(checkpoint: Mapping[str, Any], source: str | os.PathLike[str]) -> Any:
+    """The checkpoint's ``state_dict`` entry (the model's weights), or a CheckpointError.
+
+    Args:
+        checkpoint: a loaded checkpoint.
+        source: its file, for the message.
+    """
+    if not isinstance(checkpoint, Mapping) or "state_dict" not in checkpoint:
+        raise CheckpointError(
+            f"The checkpoint {os.fspath(source)} has no 'state_dict' entry (the model's "
+            "weights): it is not a checkpoint of a whole training run (a bare state dict, or "
+            "written by another tool); load a file ModelCheckpoint or Trainer.save_checkpoint "
+            "wrote, or load the weights yourself with module.load_state_dict(torch.load(path))."
+        )
+    return checkpoint["state_dict"]
+
+
 def load_module_state(
     module: nn.Module, state: Mapping[str, torch.Tensor], source: str, strict: bool = True
 ) -> None:

@@ -27,6 +27,7 @@ from trainkit import checkpoint as checkpoint_io
 from trainkit.callbacks.base import Callback
 from trainkit.callbacks.defaults import (
     assemble_callbacks,
+    best_checkpoint_path,
     last_checkpoint_paths,
     merge_configured,
     step_slots,
@@ -350,25 +351,18 @@ class Trainer(TrainerViews):
     def _last_checkpoint_paths(self) -> list[Path]:
         return last_checkpoint_paths(self.callbacks, self.default_root_dir)
 
-    def _best_checkpoint_path(self) -> str:
-        callback = self.checkpoint_callback
-        if callback is None or not callback.best_model_path:
-            raise ValueError(
-                "ckpt_path='best' needs a ModelCheckpoint that has saved a checkpoint in this "
-                "Trainer's fit; pass a checkpoint path instead, or fit first."
-            )
-        return str(callback.best_model_path)
-
     def _load_weights(self, model: Module, ckpt_path: str | os.PathLike[str] | None) -> None:
         if ckpt_path is not None and os.fspath(ckpt_path) == "best":
-            ckpt_path = self._best_checkpoint_path()
+            ckpt_path = best_checkpoint_path(self.callbacks)
         resolved = checkpoint_io.resolve_path(ckpt_path, self._last_checkpoint_paths(), self.warn)
         self.ckpt_path = str(resolved) if resolved is not None else None
         if resolved is None:
             return
         checkpoint = self.strategy.load_checkpoint(resolved)
         model.on_load_checkpoint(checkpoint)
-        checkpoint_io.load_module_state(model, checkpoint["state_dict"], str(resolved))
+        checkpoint_io.load_module_state(
+            model, checkpoint_io.weights(checkpoint, resolved), str(resolved)
+        )
 
     # ------------------------------------------------------------------ runs
     def _launch(self, function: Callable[..., T], *args: Any) -> T:

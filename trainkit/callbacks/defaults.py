@@ -146,6 +146,24 @@ def last_checkpoint_paths(callbacks: list[Callback], default_root_dir: str) -> l
     return paths or [Path(default_root_dir) / "checkpoints" / "last.ckpt"]
 
 
+def best_checkpoint_path(callbacks: list[Callback]) -> str:
+    """The best checkpoint the first ModelCheckpoint kept (``ckpt_path="best"``).
+
+    Args:
+        callbacks: the Trainer's callbacks.
+
+    Raises:
+        ValueError: there is no ModelCheckpoint, or it has saved nothing yet.
+    """
+    found = checkpoint_callbacks(callbacks)
+    if not found or not found[0].best_model_path:
+        raise ValueError(
+            "ckpt_path='best' needs a ModelCheckpoint that has saved a checkpoint in this "
+            "Trainer's fit; pass a checkpoint path instead, or fit first."
+        )
+    return str(found[0].best_model_path)
+
+
 def checkpoint_callbacks(callbacks: list[Callback]) -> list[ModelCheckpoint]:
     """The ModelCheckpoint callbacks among ``callbacks`` (``Trainer.checkpoint_callbacks``).
 
