@@ -262,7 +262,12 @@ def test_a_checkpoint_without_its_loop_entry_names_the_file_and_the_entry(tmp_pa
 
 
 def test_evaluating_a_file_without_weights_names_the_file(tmp_path: Path) -> None:
+    trainer = trainkit.Trainer(max_epochs=1, **QUIET)
+    trainer.fit(Classifier(), loader(blobs(32), 16))
+    trainer.save_checkpoint(tmp_path / "full.ckpt")
+    edited = torch.load(tmp_path / "full.ckpt", weights_only=True)
+    del edited["state_dict"], edited["integrity"]  # edited by hand, digest dropped
     path = tmp_path / "bare.pt"
-    torch.save({"something": torch.zeros(1)}, path)
+    torch.save(edited, path)
     with pytest.raises(CheckpointError, match=r"bare.pt has no 'state_dict' entry"):
         trainkit.Trainer(**QUIET).validate(Classifier(), loader(blobs(32), 16), ckpt_path=path)
