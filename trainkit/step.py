@@ -191,7 +191,10 @@ class Optimization:
             if self._user_zero_grad is None:
                 self.zero_grad(optimizer)
             else:
-                self._user_zero_grad(state.epoch, batch_idx, self.managed_optimizers[0])
+                # As in Lightning: on_before_zero_grad first, then the Module's
+                # optimizer_zero_grad with the torch optimizer itself.
+                self._before_zero_grad(optimizer)
+                self._user_zero_grad(state.epoch, batch_idx, optimizer)
             state.global_step += 1
             self._after_step(state.global_step)
         return dict(output) if isinstance(output, dict) else {"loss": loss}
@@ -381,8 +384,11 @@ class Optimization:
             optimizer: the optimizer whose gradients to clear.
             set_to_none: free the gradient tensors instead of zeroing them.
         """
+        self._before_zero_grad(optimizer)
+        optimizer.zero_grad(set_to_none=set_to_none)
+
+    def _before_zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
         if self._on_before_zero_grad is not None:
             self._on_before_zero_grad(optimizer)
         if self._end_window is not None:
             self._end_window()
-        optimizer.zero_grad(set_to_none=set_to_none)

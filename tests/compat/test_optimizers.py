@@ -152,6 +152,20 @@ def test_optimizer_step_override_receives_the_wrapper_and_step_returns_the_loss(
     assert all(is_sgd and isinstance(loss, torch.Tensor) for is_sgd, loss in seen)
 
 
+def test_optimizer_zero_grad_override_gets_the_torch_optimizer_after_on_before_zero_grad() -> None:
+    calls: list[str] = []
+
+    class Override(Classifier):
+        def on_before_zero_grad(self, optimizer: Any) -> None:
+            calls.append("on_before_zero_grad")
+
+        def optimizer_zero_grad(self, epoch: int, batch_idx: int, optimizer: Any) -> None:
+            calls.append(type(optimizer).__name__)  # clears nothing: the hook ran anyway
+
+    fit(Override(), n=32)
+    assert calls == ["on_before_zero_grad", "SGD"]
+
+
 # ------------------------------------------------ manual optimization steps
 def test_global_step_counts_every_wrapper_step_even_with_step_mocked() -> None:
     model = TwoNets()
