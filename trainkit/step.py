@@ -29,7 +29,8 @@ tests whether a part is present.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -117,9 +118,14 @@ class Optimization:
             module.optimizer_zero_grad if overrides(module, "optimizer_zero_grad") else None
         )
         self._user_backward = module.backward if overrides(module, "backward") else None
-        #: What ``Module.optimizers()`` returns in manual optimization.
+        # In manual optimization each opt.step() counts one global step (as in
+        # Lightning, every optimizer's, counted by call, whatever the torch
+        # optimizer's step does); automatic optimization counts its own steps.
+        manual = not module.automatic_optimization
+        step = self._manual_step if manual else self.step_optimizer
+        #: What ``Module.optimizers()`` returns (and a Module's ``optimizer_step`` receives).
         self.managed_optimizers = [
-            ManagedOptimizer(optimizer, self.step_optimizer, self.zero_grad)
+            ManagedOptimizer(optimizer, step, self.zero_grad, self.toggle_model)
             for optimizer in optimizers
         ]
         #: Whether the last batch ended with an optimizer step (resume points need it).
@@ -127,23 +133,16 @@ class Optimization:
         self._window = 1  # micro-batches per step in this epoch
         self._batches = 0.0  # batches in this epoch
         self._divisor = 1  # what this micro-batch's loss is divided by
-        self._step_hooks: list[Any] = []
-        if not module.automatic_optimization:
-            if self._accumulation is not None and self._accumulation.accumulates:
-                raise ValueError(
-                    "Gradient accumulation (accumulate_grad_batches / GradientAccumulation) "
-                    "works with automatic optimization only: in manual optimization you "
-                    "decide when to step. Drop it, and call opt.step() every k batches in "
-                    "training_step, dividing the loss by k."
-                )
-            # global_step counts every optimizer's steps (as in Lightning).
-            self._step_hooks = [o.register_step_post_hook(self._count_step) for o in optimizers]
+        if manual and self._accumulation is not None and self._accumulation.accumulates:
+            raise ValueError(
+                "Gradient accumulation (accumulate_grad_batches / GradientAccumulation) "
+                "works with automatic optimization only: in manual optimization you "
+                "decide when to step. Drop it, and call opt.step() every k batches in "
+                "training_step, dividing the loss by k."
+            )
 
     def close(self) -> None:
-        """Stop counting manual steps (at the end of the run)."""
-        for hook in self._step_hooks:
-            hook.remove()
-        self._step_hooks = []
+        """The end of the run: nothing is held (manual steps are counted by call)."""
 
     def start_epoch(self, epoch: int, batches: float) -> None:
         """Fix the accumulation window for ``epoch``.
@@ -192,7 +191,10 @@ class Optimization:
             if self._user_zero_grad is None:
                 self.zero_grad(optimizer)
             else:
-                self._user_zero_grad(state.epoch, batch_idx, self.managed_optimizers[0])
+                # As in Lightning: on_before_zero_grad first, then the Module's
+                # optimizer_zero_grad with the torch optimizer itself.
+                self._before_zero_grad(optimizer)
+                self._user_zero_grad(state.epoch, batch_idx, optimizer)
             state.global_step += 1
             self._after_step(state.global_step)
         return dict(output) if isinstance(output, dict) else {"loss": loss}
@@ -254,8 +256,40 @@ class Optimization:
             optimizer, trainer.gradient_clip_val, trainer.gradient_clip_algorithm
         )
 
-    def _count_step(self, *_: Any) -> None:
+    def _manual_step(
+        self,
+        optimizer: torch.optim.Optimizer,
+        closure: Callable[[], Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        # opt.step() in a manual training_step: one global step per call, counted
+        # after the step (the closure still sees the step before it).
+        result = self.step_optimizer(optimizer, closure, **kwargs)
         self.run.state.global_step += 1
+        return result
+
+    @contextmanager
+    def toggle_model(
+        self, optimizer: torch.optim.Optimizer, sync_grad: bool = True
+    ) -> Iterator[None]:
+        """Freeze the parameters ``optimizer`` does not update; optionally skip gradient sync.
+
+        What ``opt.toggle_model()`` runs (see ``ManagedOptimizer.toggle_model``).
+
+        Args:
+            optimizer: the optimizer whose parameters train in the block.
+            sync_grad: synchronise gradients between processes in the block.
+        """
+        module = self.run.module
+        module.toggle_optimizer(optimizer)
+        try:
+            if sync_grad:
+                yield
+            else:
+                with self._no_sync(self.run.model):
+                    yield
+        finally:
+            module.untoggle_optimizer(optimizer)
 
     # --------------------------------------------------------------- pieces
     def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
@@ -282,38 +316,66 @@ class Optimization:
             self._on_after_backward()
 
     def step_optimizer(
-        self, optimizer: torch.optim.Optimizer, closure: Callable[[], Any] | None = None
-    ) -> None:
+        self,
+        optimizer: torch.optim.Optimizer,
+        closure: Callable[[], Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
         """Unscale, ``on_before_optimizer_step``, clip, then step (unless a non-finite loss vetoes).
 
         Args:
             optimizer: the optimizer to step.
             closure: a closure for optimizers that need one (LBFGS).
+            **kwargs: passed to the optimizer's ``step``.
+
+        Returns:
+            What the optimizer's ``step`` returned; None for a skipped step.
         """
         scaler = self._scaler
+        computed = None
         if type(closure) is ComputedLoss:
-            closure = None  # the batch's backward has run: nothing to re-evaluate
-        if closure is not None and (scaler is not None or self._veto is not None):
-            raise ValueError(
-                "optimizer.step(closure) cannot be combined with a step that may be skipped "
-                "(the float16 gradient scaler, NonFiniteLoss('skip')); step without a "
-                "closure, or use another precision."
-            )
+            computed, closure = closure, None  # the batch's backward has run already
+        if closure is not None:
+            if scaler is not None or self._veto is not None:
+                raise ValueError(
+                    "optimizer.step(closure) cannot be combined with a step that may be "
+                    "skipped (the float16 gradient scaler, NonFiniteLoss('skip')); step "
+                    "without a closure, or use another precision."
+                )
+            # The closure computes the gradients, so the hooks and clipping run after
+            # it, each time the optimizer calls it (LBFGS calls it several times).
+            return optimizer.step(self._hooks_after(closure, optimizer), **kwargs)
         if scaler is not None:
             scaler.unscale_(optimizer)  # the hooks and clipping see real gradients
+        self._before_step(optimizer)
+        if self._veto is not None and not self._veto.allow_step(self.run.state.global_step):
+            if scaler is not None:
+                scaler.update()  # after unscale_, the scaler needs its update
+            return None
+        if scaler is not None:
+            result = scaler.step(optimizer, **kwargs)  # skips the step on overflow
+            scaler.update()
+        else:
+            result = optimizer.step(**kwargs)
+        # optimizer.step(closure) returns the closure's loss; so does a ComputedLoss step.
+        return computed() if computed is not None and result is None else result
+
+    def _before_step(self, optimizer: torch.optim.Optimizer) -> None:
+        # on_before_optimizer_step, then clipping: both see the step's gradients.
         if self._on_before_optimizer_step is not None:
             self._on_before_optimizer_step(optimizer)
         if self._clip is not None:
             self._clip(optimizer, self.run.module)
-        if self._veto is not None and not self._veto.allow_step(self.run.state.global_step):
-            if scaler is not None:
-                scaler.update()  # after unscale_, the scaler needs its update
-            return
-        if scaler is not None:
-            scaler.step(optimizer)  # skips the step if the gradients overflowed
-            scaler.update()
-        else:
-            optimizer.step(closure)
+
+    def _hooks_after(
+        self, closure: Callable[[], Any], optimizer: torch.optim.Optimizer
+    ) -> Callable[[], Any]:
+        def closure_then_hooks() -> Any:
+            result = closure()
+            self._before_step(optimizer)
+            return result
+
+        return closure_then_hooks
 
     def zero_grad(self, optimizer: torch.optim.Optimizer, set_to_none: bool = True) -> None:
         """``on_before_zero_grad``, then clear the gradients; a new window starts.
@@ -322,8 +384,11 @@ class Optimization:
             optimizer: the optimizer whose gradients to clear.
             set_to_none: free the gradient tensors instead of zeroing them.
         """
+        self._before_zero_grad(optimizer)
+        optimizer.zero_grad(set_to_none=set_to_none)
+
+    def _before_zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
         if self._on_before_zero_grad is not None:
             self._on_before_zero_grad(optimizer)
         if self._end_window is not None:
             self._end_window()
-        optimizer.zero_grad(set_to_none=set_to_none)

@@ -1,0 +1,15 @@
+"""Lightning's ``lightning.pytorch.core`` names, served by trainkit's classes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainkit.data import DataModule as LightningDataModule
+from trainkit.lightning._missing import missing
+from trainkit.module import Module as LightningModule
+
+__all__ = ["LightningDataModule", "LightningModule"]
+
+
+def __getattr__(name: str) -> Any:
+    raise missing(__name__, name, __all__)

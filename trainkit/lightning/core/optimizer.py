@@ -1,0 +1,19 @@
+"""Lightning's ``lightning.pytorch.core.optimizer.LightningOptimizer``: trainkit's ManagedOptimizer.
+
+``self.optimizers()`` returns these in manual optimization; like Lightning's, each
+is also an instance of the optimizer class it wraps (``isinstance(opt,
+torch.optim.SGD)``), and ``opt.optimizer`` is the wrapped torch optimizer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainkit.lightning._missing import missing
+from trainkit.optim import ManagedOptimizer as LightningOptimizer
+
+__all__ = ["LightningOptimizer"]
+
+
+def __getattr__(name: str) -> Any:
+    raise missing(__name__, name, __all__)
