@@ -64,10 +64,6 @@ def test_training_step_dict_without_loss_and_detached_loss() -> None:
 @pytest.mark.parametrize(
     ("returned", "message"),
     [
-        (
-            None,
-            "configure_optimizers returned None, which trainkit cannot use. Return an optimizer",
-        ),
         ([], "configure_optimizers returned list"),
         ("adam", "configure_optimizers returned str"),
         ({"lr_scheduler": None}, "it needs 'optimizer'"),
@@ -80,6 +76,21 @@ def test_configure_optimizers_returning_nothing_usable(returned: Any, message: s
 
     with pytest.raises(TypeError, match=message.replace("(", r"\(")):
         _fit(Bad())
+
+
+def test_configure_optimizers_returning_none_warns_and_trains_without_updates() -> None:
+    # Lightning's documented meaning of None: the fit runs with no optimizer.
+    class NoUpdates(Classifier):
+        def configure_optimizers(self) -> Any:
+            return None
+
+    model = NoUpdates()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    trainer = trainkit.Trainer(max_epochs=1, **QUIET)
+    with pytest.warns(UserWarning, match="returned `None`, this fit will run with no optimizer"):
+        trainer.fit(model, loader(blobs(64), 32))
+    assert trainer.global_step == 2
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
 
 
 def test_configure_optimizers_missing_entirely() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -53,6 +54,21 @@ class LRSchedulerConfig:
     optimizer_index: int = 0
 
 
+class NoOptimizer(torch.optim.Optimizer):
+    """The optimizer of a fit whose ``configure_optimizers`` returned None: it changes nothing.
+
+    It holds one placeholder tensor (torch's optimizers need a parameter); ``step``
+    runs the closure, if any, and returns its loss.
+    """
+
+    def __init__(self) -> None:
+        super().__init__([torch.zeros(1)], {"lr": 0.0})
+
+    def step(self, closure: Any = None) -> Any:
+        """Run ``closure`` (if given) and return its result; no parameter changes."""
+        return closure() if closure is not None else None
+
+
 def parse_optimizers(
     returned: Any,
 ) -> tuple[list[torch.optim.Optimizer], list[LRSchedulerConfig]]:
@@ -87,15 +103,15 @@ def parse_optimizers(
             return _parse_dicts(returned)
         return _check_optimizers(returned), []
     if returned is None:
-        # Lightning warns "`LightningModule.configure_optimizers` returned `None`, this
-        # fit will run with no optimizer" and trains without updating the parameters;
-        # trainkit stops, so that a forgotten `return` cannot train nothing in silence.
-        raise TypeError(
-            f"configure_optimizers returned None, which trainkit cannot use. Return {_FORMS}. "
-            "(Where Lightning's `LightningModule.configure_optimizers` returned `None`, "
-            "Lightning runs the fit with no optimizer; trainkit stops instead, since a "
-            "missing `return` would otherwise train nothing.)"
+        # Lightning's documented meaning: the fit runs, and nothing updates the weights.
+        warnings.warn(
+            "`LightningModule.configure_optimizers` returned `None`, this fit will run with no "
+            "optimizer: the steps run forward and backward and leave the weights as they are. "
+            f"Return {_FORMS} to train.",
+            UserWarning,
+            stacklevel=2,
         )
+        return [NoOptimizer()], []
     raise TypeError(
         f"configure_optimizers returned {_short(returned)}, which trainkit cannot use. "
         f"Return {_FORMS}."

@@ -301,11 +301,3 @@ def test_plateau_without_a_monitor_uses_lightnings_wording() -> None:
 
 
 # ---------------------------------------------------- configure_optimizers
-def test_configure_optimizers_returning_none_stops_and_names_lightnings_behaviour() -> None:
-    # Deliberate difference: Lightning warns and fits with no optimizer; trainkit stops.
-    class ReturnsNone(Classifier):
-        def configure_optimizers(self) -> Any:
-            return None
-
-    with pytest.raises(TypeError, match=r"`LightningModule\.configure_optimizers` returned `None`"):
-        fit(ReturnsNone())
