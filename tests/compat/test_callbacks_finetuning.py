@@ -11,7 +11,8 @@ from torch import nn
 
 import trainkit
 from tests.helpers import QUIET, blobs, loader
-from trainkit.callbacks import BackboneFinetuning, BaseFinetuning, Callback
+from trainkit.callbacks import BackboneFinetuning, BaseFinetuning, Callback, LearningRateMonitor
+from trainkit.loggers import CSVLogger
 
 # BackboneFinetuning leaves BatchNorm trainable when it freezes (train_bn), so the
 # optimizer already holds it when the backbone is added; that warning is expected.
@@ -189,3 +190,15 @@ def test_resume_after_unfreezing_keeps_the_groups_and_matches_an_uninterrupted_r
         whole.state_dict().items(), resumed.state_dict().values(), strict=True
     ):
         torch.testing.assert_close(actual, expected, msg=name)
+
+
+def test_lr_monitor_names_follow_an_added_group(tmp_path: Path) -> None:
+    """The first group's history moves from lr-SGD to lr-SGD/pg1 when a group is added."""
+    monitor = LearningRateMonitor(logging_interval="epoch")
+    finetuning = BackboneFinetuning(unfreeze_backbone_at_epoch=1)
+    trainer = _trainer([finetuning, monitor], epochs=4, logger=CSVLogger(tmp_path))
+    trainer.fit(BackboneModel(), loader(blobs(32), 32))
+    assert monitor.lrs == {
+        "lr-SGD/pg1": [0.1, 0.1, 0.1, 0.1],
+        "lr-SGD/pg2": pytest.approx([0.01, 0.02, 0.04]),
+    }
