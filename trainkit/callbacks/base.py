@@ -101,6 +101,52 @@ class Callback:
             state_dict: what :meth:`state_dict` returned when the checkpoint was saved.
         """
 
+    # --------------------------------------------------------------- logging
+    #: The Module that :meth:`log` forwards to: the one of the current run.
+    _logging_module: Module | None = None
+
+    def log(self, name: str, value: Any, *args: Any, **kwargs: Any) -> None:
+        """Log a value from inside a hook, exactly as the Module's ``self.log`` would.
+
+        Forwards to the running Module's ``log`` (as Lightning's callbacks do), so
+        the value reaches ``trainer.callback_metrics``, the loggers and the
+        progress bar with that hook's defaults for ``on_step``/``on_epoch``.
+
+        Args:
+            name: the metric's name.
+            value: the value (a number, a one-element tensor, a torchmetrics ``Metric``).
+            *args: the rest of ``Module.log``'s arguments, in its order.
+            **kwargs: ``Module.log``'s keyword arguments (``prog_bar``, ``on_step``, ...).
+
+        Raises:
+            RuntimeError: when no run is active (outside a hook).
+        """
+        self._running_module("log").log(name, value, *args, **kwargs)
+
+    def log_dict(self, dictionary: Any, *args: Any, **kwargs: Any) -> None:
+        """Log several values from inside a hook, as the Module's ``self.log_dict`` would.
+
+        Args:
+            dictionary: metric name to value (or a torchmetrics ``MetricCollection``).
+            *args: the rest of ``Module.log_dict``'s arguments, in its order.
+            **kwargs: ``Module.log_dict``'s keyword arguments.
+
+        Raises:
+            RuntimeError: when no run is active (outside a hook).
+        """
+        self._running_module("log_dict").log_dict(dictionary, *args, **kwargs)
+
+    def _running_module(self, method: str) -> Module:
+        module = self._logging_module
+        if module is None:
+            raise RuntimeError(
+                f"{type(self).__name__}.{method}() was called outside a run: a callback "
+                "logs through the Module of the run it is part of. Call it from a hook "
+                "(on_train_epoch_end, on_validation_end, ...) while fit, validate, test "
+                "or predict runs."
+            )
+        return module
+
     # ----------------------------------------------------------------- setup
     def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
         """Called when fit/validate/test/predict begins, before the module is wrapped.
@@ -110,6 +156,8 @@ class Callback:
             module: the user's Module.
             stage: one of "fit", "validate", "test", "predict".
         """
+        # :meth:`log` forwards to this run's Module (see also ``attach_module``).
+        self._logging_module = module
 
     def teardown(self, trainer: Trainer, module: Module, stage: str) -> None:
         """Called when fit/validate/test/predict ends, also after an error.
@@ -305,3 +353,24 @@ class Callback:
         self, trainer: Trainer, module: Module, checkpoint: dict[str, Any]
     ) -> None:
         """Called when a checkpoint is restored, with the full checkpoint dict."""
+
+
+def attach_module(callbacks: list[Callback], module: Module | None) -> None:
+    """Point each callback's :meth:`Callback.log` at the Module of the run starting now.
+
+    The Trainer calls this when a run begins, before any hook (and with None
+    when it ends), so ``self.log`` inside a callback's hooks logs through that
+    Module, as Lightning's callbacks do.
+
+    Args:
+        callbacks: the run's callbacks.
+        module: the run's Module, or None to detach them.
+
+    Example:
+        >>> import trainkit
+        >>> callback = Callback()
+        >>> attach_module([callback], trainkit.Module())
+        >>> attach_module([callback], None)
+    """
+    for callback in callbacks:
+        callback._logging_module = module

@@ -26,6 +26,14 @@ if TYPE_CHECKING:
 _MODES = ("min", "max")
 
 
+class MetricMissingWarning(RuntimeWarning, UserWarning):
+    """``EarlyStopping(strict=False)`` did not find its monitored metric.
+
+    A ``RuntimeWarning`` as Lightning's is, and a ``UserWarning`` as trainkit's
+    other warnings are, so a filter for either catches it.
+    """
+
+
 class EarlyStoppingReason(Enum):
     """Why EarlyStopping stopped training (``EarlyStopping.stopping_reason_code``)."""
 
@@ -86,8 +94,9 @@ class EarlyStopping(Callback):
     ) -> None:
         if mode not in _MODES:
             raise ValueError(
-                f"EarlyStopping(mode={mode!r}) is not supported; use 'min' (lower is "
-                "better, e.g. a loss) or 'max' (higher is better, e.g. accuracy)."
+                f"EarlyStopping(mode={mode!r}) is not supported: `mode` can be 'min' or "
+                f"'max', got {mode}. Use 'min' when lower is better (a loss) or 'max' when "
+                "higher is better (accuracy)."
             )
         if patience < 0:
             raise ValueError(f"EarlyStopping(patience={patience}) must be 0 or more.")
@@ -272,6 +281,7 @@ class EarlyStopping(Callback):
         hint = did_you_mean(self.monitor, available)
         listing = ", ".join(repr(name) for name in available) or "none"
         message = (
+            f"Early stopping conditioned on metric `{self.monitor}` which is not available. "
             f"EarlyStopping could not find the monitored metric {self.monitor!r} in "
             f"trainer.callback_metrics.{hint} Available metrics: {listing}. Log it with "
             f"self.log({self.monitor!r}, value) in your Module (in validation_step for a "
@@ -281,4 +291,6 @@ class EarlyStopping(Callback):
             raise RuntimeError(message + " Pass strict=False to skip checks when it is missing.")
         if not self._warned_missing:
             self._warned_missing = True
-            warnings.warn(message + " Skipping the check (strict=False).", stacklevel=2)
+            warnings.warn(
+                message + " Skipping the check (strict=False).", MetricMissingWarning, stacklevel=2
+            )

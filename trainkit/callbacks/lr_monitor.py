@@ -3,18 +3,19 @@
 Names follow Lightning's: ``lr-<OptimizerClass>``, the scheduler's ``name`` when
 the user gave one, a ``/<group name>`` suffix for a parameter group with a
 ``name`` key, and ``-momentum`` / ``-weight_decay`` after the learning rate's
-name. Two differences from Lightning, kept for dashboards written by earlier
-trainkit releases: unnamed parameter groups are ``/pg0``, ``/pg1``... (Lightning
-counts from 1), and optimizers of the same class are ``-0``, ``-1``... (Lightning
-leaves the first unnumbered). Names are worked out once, when training starts; a
-logging step only reads ``param_groups``.
+name. Several unnamed parameter groups are ``/pg1``, ``/pg2``... (counting from
+1); a second optimizer of the same class is ``-1``, a third ``-2`` (the first has
+no number). Names are worked out when training starts and again only when an
+optimizer's number of parameter groups changes (a finetuning callback adding
+one: the first group's history then continues under ``/pg1``); a logging step
+only reads ``param_groups``.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -28,15 +29,28 @@ if TYPE_CHECKING:
 _INTERVALS = (None, "step", "epoch")
 
 
+class MomentumMissingWarning(RuntimeWarning, UserWarning):
+    """``log_momentum=True`` with an optimizer that has no momentum.
+
+    A ``RuntimeWarning`` as Lightning's is, and a ``UserWarning`` as trainkit's
+    other warnings are, so a filter for either catches it.
+    """
+
+
 @dataclass
 class _Tracked:
-    """One optimizer to log: its metric names per parameter group and when to log."""
+    """One optimizer to log: its base metric name, when to log, and its group names.
+
+    The per-group names are worked out again only when the number of parameter
+    groups changes (a finetuning callback adds one mid-training), so a logging
+    step only reads ``param_groups``.
+    """
 
     optimizer: torch.optim.Optimizer
-    lr_names: list[str]
-    momentum_names: list[str]
-    weight_decay_names: list[str]
+    base: str
     interval: str  # "step" or "epoch"
+    group_count: int = -1
+    lr_names: list[str] = field(default_factory=list)
 
 
 def _momentum(group: dict[str, Any]) -> float | None:
@@ -46,6 +60,26 @@ def _momentum(group: dict[str, Any]) -> float | None:
     if "momentum" in group:
         return float(group["momentum"])
     return None
+
+
+def _group_names(base: str, groups: list[dict[str, Any]]) -> list[str]:
+    """Metric names of an optimizer's parameter groups, as Lightning names them.
+
+    One group: ``base``, or ``base/<name>`` when the group has a ``name`` key.
+    Several: ``base/<name>``, or ``base/pg1``, ``base/pg2``... (counting from 1)
+    for groups without one.
+    """
+    if len(groups) == 1:
+        return [f"{base}/{groups[0]['name']}" if "name" in groups[0] else base]
+    names = [f"{base}/{group.get('name', f'pg{i}')}" for i, group in enumerate(groups, start=1)]
+    duplicates = sorted(name for name, count in Counter(names).items() if count > 1)
+    if duplicates:
+        raise ValueError(
+            f"LearningRateMonitor: a single optimizer cannot have multiple parameter groups "
+            f"with identical `name` values; {base} has {duplicates} more than once. Give "
+            "each parameter group its own 'name'."
+        )
+    return names
 
 
 class LearningRateMonitor(Callback):
@@ -93,7 +127,9 @@ class LearningRateMonitor(Callback):
         self.last_weight_decay_values: dict[str, float] = {}
         self._step_entries: list[_Tracked] = []
         self._epoch_entries: list[_Tracked] = []
-        self._last_logged_step = -1
+        self._seen_step = 0
+        self._stepped_batches = 0
+        self._last_logged = -1
 
     # ---------------------------------------------------------------- hooks
     def on_fit_start(self, trainer: Trainer, module: Module) -> None:
@@ -107,7 +143,7 @@ class LearningRateMonitor(Callback):
             )
 
     def on_train_start(self, trainer: Trainer, module: Module) -> None:
-        """Work out the metric names once, now that optimizers and schedulers exist."""
+        """Find what to log, now that optimizers and schedulers exist."""
         if not trainer.loggers:
             raise RuntimeError(
                 "Cannot use `LearningRateMonitor` callback with `Trainer` that has no logger. "
@@ -115,17 +151,19 @@ class LearningRateMonitor(Callback):
             )
         self._step_entries = []
         self._epoch_entries = []
-        self._last_logged_step = -1
+        self._seen_step = self._stepped_batches = trainer.global_step
+        self._last_logged = -1
         # Other ranks keep empty lists, so their per-step hook returns at once.
         if not trainer.is_global_zero:
             return
-        for entry in self._find_entries(trainer):
+        entries = self._find_entries(trainer)
+        if self.log_momentum:
+            self._warn_without_momentum(entries)
+        for entry in entries:
             interval = self.logging_interval or entry.interval
             (self._step_entries if interval == "step" else self._epoch_entries).append(entry)
-            for name in entry.lr_names:
-                self.lrs.setdefault(name, [])
-            for name in entry.momentum_names:
-                self.momentums.setdefault(name, [])
+        # Work the names out now: a clash is an error before the first step, not in it.
+        self._check_distinct(entries)
 
     def on_train_batch_start(
         self, trainer: Trainer, module: Module, batch: Any, batch_idx: int
@@ -133,11 +171,17 @@ class LearningRateMonitor(Callback):
         """Log step-interval learning rates every ``log_every_n_steps`` steps."""
         if not self._step_entries:
             return
+        # Count batches that stepped: with gradient accumulation several batches
+        # share a global step (log once), and in manual optimization with several
+        # optimizers one batch takes several steps (log every n batches, not steps).
         step = trainer.global_step
-        # With gradient accumulation several batches share a global step: log once.
-        if step % trainer.log_every_n_steps != 0 or step == self._last_logged_step:
+        if step != self._seen_step:
+            self._seen_step = step
+            self._stepped_batches += 1
+        count = self._stepped_batches
+        if count % trainer.log_every_n_steps != 0 or count == self._last_logged:
             return
-        self._last_logged_step = step
+        self._last_logged = count
         self._log(trainer, self._step_entries)
 
     def on_train_epoch_start(self, trainer: Trainer, module: Module) -> None:
@@ -146,72 +190,107 @@ class LearningRateMonitor(Callback):
             self._log(trainer, self._epoch_entries)
 
     # -------------------------------------------------------------- helpers
+    def _names(self, entry: _Tracked) -> list[str]:
+        """The entry's per-group names, worked out again when its group count changed."""
+        groups = entry.optimizer.param_groups
+        if len(groups) == entry.group_count:
+            return entry.lr_names
+        names = _group_names(entry.base, groups)
+        if entry.group_count == 1 and f"{entry.base}/pg1" in names:
+            # A group was added (finetuning): the first group's history moves from
+            # "lr-SGD" to "lr-SGD/pg1", its name from now on.
+            first = f"{entry.base}/pg1"
+            for history, suffix in ((self.lrs, ""), (self.momentums, "-momentum")):
+                if entry.base + suffix in history and first + suffix not in history:
+                    history[first + suffix] = history.pop(entry.base + suffix)
+        entry.group_count, entry.lr_names = len(groups), names
+        for name in names:
+            self.lrs.setdefault(name, [])
+            if self.log_momentum and _momentum_of(entry.optimizer, groups) is not None:
+                self.momentums.setdefault(f"{name}-momentum", [])
+        return names
+
     def _log(self, trainer: Trainer, entries: list[_Tracked]) -> None:
         metrics: dict[str, float] = {}
         for entry in entries:
-            for i, group in enumerate(entry.optimizer.param_groups):
+            names = self._names(entry)
+            for name, group in zip(names, entry.optimizer.param_groups, strict=True):
                 lr = float(group["lr"])
-                metrics[entry.lr_names[i]] = lr
-                self.lrs[entry.lr_names[i]].append(lr)
-                if entry.momentum_names:
+                metrics[name] = lr
+                self.lrs[name].append(lr)
+                if self.log_momentum:
                     momentum = _momentum(group)
                     if momentum is not None:
-                        metrics[entry.momentum_names[i]] = momentum
-                        self.momentums[entry.momentum_names[i]].append(momentum)
-                        self.last_momentum_values[entry.momentum_names[i]] = momentum
-                if entry.weight_decay_names:
+                        key = f"{name}-momentum"
+                        metrics[key] = momentum
+                        self.momentums.setdefault(key, []).append(momentum)
+                        self.last_momentum_values[key] = momentum
+                if self.log_weight_decay:
                     decay = float(group.get("weight_decay", 0.0))
-                    metrics[entry.weight_decay_names[i]] = decay
-                    self.last_weight_decay_values[entry.weight_decay_names[i]] = decay
+                    metrics[f"{name}-weight_decay"] = decay
+                    self.last_weight_decay_values[f"{name}-weight_decay"] = decay
         for logger in trainer.loggers:
             logger.log_metrics(metrics, step=trainer.global_step)
 
     def _find_entries(self, trainer: Trainer) -> list[_Tracked]:
+        """One entry per optimizer: scheduled ones first, in scheduler order, then the rest.
+
+        An optimizer's default name is ``lr-<Class>``; the second of one class is
+        ``lr-<Class>-1``, the third ``lr-<Class>-2``, counted in that order. A
+        scheduler's ``name`` replaces the default and is not counted.
+        """
         optimizers = trainer.optimizers
-        class_counts = Counter(type(opt).__name__ for opt in optimizers)
+        seen: Counter[str] = Counter()
 
         def default_name(index: int) -> str:
             class_name = type(optimizers[index]).__name__
-            suffix = f"-{index}" if class_counts[class_name] > 1 else ""
-            return f"lr-{class_name}{suffix}"
+            seen[class_name] += 1
+            count = seen[class_name]
+            return f"lr-{class_name}" + (f"-{count - 1}" if count > 1 else "")
 
-        bases: list[tuple[int, str, str]] = []  # (optimizer index, base name, interval)
+        entries: list[_Tracked] = []
         scheduled: set[int] = set()
         for config in trainer.lr_scheduler_configs:
             index = config.optimizer_index
             scheduled.add(index)
-            bases.append((index, config.name or default_name(index), config.interval))
+            base = config.name if config.name is not None else default_name(index)
+            entries.append(_Tracked(optimizers[index], base, config.interval))
         for index in range(len(optimizers)):
             if index not in scheduled:
-                bases.append((index, default_name(index), "epoch"))
+                entries.append(_Tracked(optimizers[index], default_name(index), "epoch"))
+        return entries
 
-        entries = [
-            self._entry(optimizers[index], base, interval) for index, base, interval in bases
-        ]
-        names = [name for entry in entries for name in entry.lr_names]
+    def _check_distinct(self, entries: list[_Tracked]) -> None:
+        names = [name for entry in entries for name in self._names(entry)]
         duplicates = sorted(name for name, count in Counter(names).items() if count > 1)
         if duplicates:
             raise ValueError(
                 f"LearningRateMonitor found the metric names {duplicates} more than once. "
                 "Give each scheduler a distinct 'name' in configure_optimizers."
             )
-        return entries
 
-    def _entry(self, optimizer: torch.optim.Optimizer, base: str, interval: str) -> _Tracked:
-        groups = optimizer.param_groups
-        # A group's own "name" key, if the user set one, reads better than pg<i>.
-        suffixes = [f"/{groups[0]['name']}" if "name" in groups[0] else ""]
-        if len(groups) > 1:
-            suffixes = [f"/{group.get('name', f'pg{i}')}" for i, group in enumerate(groups)]
-        lr_names = [base + suffix for suffix in suffixes]
-        momentum_names: list[str] = []
-        if self.log_momentum:
-            if any(_momentum(group) is None for group in groups):
-                warnings.warn(
-                    f"LearningRateMonitor(log_momentum=True): {type(optimizer).__name__} has "
-                    f"no 'momentum' or 'betas', so {base}-momentum is not logged.",
-                    stacklevel=3,
-                )
-            momentum_names = [f"{name}-momentum" for name in lr_names]
-        decay_names = [f"{name}-weight_decay" for name in lr_names] if self.log_weight_decay else []
-        return _Tracked(optimizer, lr_names, momentum_names, decay_names, interval)
+    def _warn_without_momentum(self, entries: list[_Tracked]) -> None:
+        without = [
+            entry
+            for entry in entries
+            if _momentum_of(entry.optimizer, entry.optimizer.param_groups) is None
+        ]
+        if not without:
+            return
+        details = "; ".join(
+            f"{type(entry.optimizer).__name__} has no 'momentum' or 'betas', so "
+            f"{entry.base}-momentum is not logged"
+            for entry in without
+        )
+        warnings.warn(
+            "LearningRateMonitor(log_momentum=True): some optimizers do not have momentum. "
+            f"{details} (trainkit leaves the value out rather than logging 0).",
+            MomentumMissingWarning,
+            stacklevel=3,
+        )
+
+
+def _momentum_of(optimizer: torch.optim.Optimizer, groups: list[dict[str, Any]]) -> float | None:
+    """The first group's momentum, or None when some group has none."""
+    values = [_momentum(group) for group in groups]
+    return None if any(value is None for value in values) else values[0]

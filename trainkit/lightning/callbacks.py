@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from trainkit.callbacks import (
+    BackboneFinetuning,
+    BaseFinetuning,
     BasePredictionWriter,
     Callback,
     EarlyStopping,
@@ -21,6 +23,8 @@ from trainkit.callbacks import (
 from trainkit.lightning._missing import missing
 
 __all__ = [
+    "BackboneFinetuning",
+    "BaseFinetuning",
     "BasePredictionWriter",
     "Callback",
     "EarlyStopping",
