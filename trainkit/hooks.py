@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from trainkit.callbacks.base import Callback
+from trainkit.callbacks.base import Callback, attach_module
 from trainkit.callbacks.defaults import is_monitoring
 from trainkit.data import DataModule
 from trainkit.module import Module, overrides
@@ -64,6 +64,7 @@ class Hooks:
         self.module = module
         self.callbacks = callbacks
         self._callers: dict[str, Callable[..., Any]] = {}
+        attach_module(callbacks, module)  # self.log inside a callback logs through the Module
 
     def _callback_methods(self, name: str) -> list[Callable[..., Any]]:
         return [

@@ -32,11 +32,6 @@ def test_callback_log_reaches_callback_metrics_and_progress_bar() -> None:
     assert float(trainer.progress_bar_metrics["from_callback"]) == 1.0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the Trainer to call trainkit.callbacks.base.attach_module when a run "
-    "begins; until then Callback.log finds the Module through the base class's setup",
-)
 def test_callback_log_works_when_setup_is_overridden() -> None:
     class WithSetup(Logging):
         def setup(self, trainer: Any, module: Any, stage: str) -> None:
