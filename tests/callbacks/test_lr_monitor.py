@@ -161,7 +161,8 @@ def test_log_momentum_warns_for_optimizers_without_it() -> None:
     trainer = FakeTrainer([torch.optim.Adagrad(torch.nn.Linear(2, 2).parameters())])
     with pytest.warns(UserWarning, match="Adagrad has no 'momentum'"):
         train(LearningRateMonitor(log_momentum=True), trainer, epochs=1, steps_per_epoch=1)
-    assert trainer.loggers[0].calls == [({"lr-Adagrad": 0.01}, 0)]
+    # Logged as 0, as Lightning documents it (the warning says so).
+    assert trainer.loggers[0].calls == [({"lr-Adagrad": 0.01, "lr-Adagrad-momentum": 0.0}, 0)]
 
 
 def test_no_logger_warns_how_to_fix() -> None:

@@ -206,7 +206,7 @@ class LearningRateMonitor(Callback):
         entry.group_count, entry.lr_names = len(groups), names
         for name in names:
             self.lrs.setdefault(name, [])
-            if self.log_momentum and _momentum_of(entry.optimizer, groups) is not None:
+            if self.log_momentum:
                 self.momentums.setdefault(f"{name}-momentum", [])
         return names
 
@@ -219,12 +219,12 @@ class LearningRateMonitor(Callback):
                 metrics[name] = lr
                 self.lrs[name].append(lr)
                 if self.log_momentum:
-                    momentum = _momentum(group)
-                    if momentum is not None:
-                        key = f"{name}-momentum"
-                        metrics[key] = momentum
-                        self.momentums.setdefault(key, []).append(momentum)
-                        self.last_momentum_values[key] = momentum
+                    # 0 for an optimizer without momentum, as Lightning logs it (warned once).
+                    momentum = _momentum(group) or 0.0
+                    key = f"{name}-momentum"
+                    metrics[key] = momentum
+                    self.momentums.setdefault(key, []).append(momentum)
+                    self.last_momentum_values[key] = momentum
                 if self.log_weight_decay:
                     decay = float(group.get("weight_decay", 0.0))
                     metrics[f"{name}-weight_decay"] = decay
@@ -279,12 +279,12 @@ class LearningRateMonitor(Callback):
             return
         details = "; ".join(
             f"{type(entry.optimizer).__name__} has no 'momentum' or 'betas', so "
-            f"{entry.base}-momentum is not logged"
+            f"{entry.base}-momentum is logged as 0"
             for entry in without
         )
         warnings.warn(
             "LearningRateMonitor(log_momentum=True): some optimizers do not have momentum. "
-            f"{details} (trainkit leaves the value out rather than logging 0).",
+            f"{details}. This will log a value 0 for the momentum.",
             MomentumMissingWarning,
             stacklevel=3,
         )
