@@ -15,15 +15,38 @@ def _fit(model: trainkit.Module, **kwargs: Any) -> None:
     trainkit.Trainer(max_epochs=1, **{**QUIET, **kwargs}).fit(model, loader(blobs(64), 32))
 
 
-def test_training_step_returning_none() -> None:
-    class NoLoss(Classifier):
+def test_training_step_returning_none_skips_the_batch_and_says_so() -> None:
+    # Lightning's documented meaning of None in automatic optimization: skip the batch.
+    class SkipsOdd(Classifier):
+        def __init__(self) -> None:
+            super().__init__()
+            self.outputs: list[Any] = []
+
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            loss = super().training_step(batch, batch_idx)
+            return None if batch_idx % 2 else loss
+
+        def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+            self.outputs.append(sorted(outputs))
+
+    model = SkipsOdd()
+    trainer = trainkit.Trainer(max_epochs=1, **QUIET)
+    with pytest.warns(UserWarning, match=r"training_step returned None at step 1: the batch is"):
+        trainer.fit(model, loader(blobs(128), 32))
+    assert model.outputs == [["loss"], [], ["loss"], []]
+    assert trainer.global_step == 4  # every optimizer step counts, as in Lightning
+
+
+def test_a_skipped_batch_leaves_the_weights_as_they_are() -> None:
+    class SkipsAll(Classifier):
         def training_step(self, batch: Any, batch_idx: int) -> None:
             super().training_step(batch, batch_idx)
 
-    with pytest.raises(
-        ValueError, match=r"training_step returned None at step 0\. Return the loss"
-    ):
-        _fit(NoLoss())
+    model = SkipsAll()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.warns(UserWarning, match="returned None"):
+        _fit(model)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
 
 
 def test_training_step_returning_a_non_scalar_loss() -> None:

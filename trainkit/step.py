@@ -90,6 +90,7 @@ class Optimization:
         )
         self._log_every = log_every_n_steps
         self._warn = warn
+        self._skip_announced = False
         hooks, module = run.hooks, run.module
         self._training_step = fit_step_arguments(
             run.strategy.step_function(run.model, "training_step"), module.training_step
@@ -183,11 +184,13 @@ class Optimization:
                 output, loss = self._forward_backward(batch, batch_idx)
         if steps:
             optimizer = self.optimizers[0]
-            if self._user_step is None:
+            if loss is None and not _has_gradients(optimizer):
+                pass  # training_step returned None, nothing accumulated: nothing to apply
+            elif self._user_step is None:
                 self.step_optimizer(optimizer)
             else:
                 managed = self.managed_optimizers[0]
-                self._user_step(state.epoch, batch_idx, managed, ComputedLoss(loss))
+                self._user_step(state.epoch, batch_idx, managed, ComputedLoss(loss))  # type: ignore[arg-type]
             if self._user_zero_grad is None:
                 self.zero_grad(optimizer)
             else:
@@ -197,9 +200,11 @@ class Optimization:
                 self._user_zero_grad(state.epoch, batch_idx, optimizer)
             state.global_step += 1
             self._after_step(state.global_step)
+        if loss is None:
+            return {}  # a skipped batch: on_train_batch_end gets no loss, as in Lightning
         return dict(output) if isinstance(output, dict) else {"loss": loss}
 
-    def _forward_backward(self, batch: Any, batch_idx: int) -> tuple[Any, torch.Tensor]:
+    def _forward_backward(self, batch: Any, batch_idx: int) -> tuple[Any, torch.Tensor | None]:
         # training_step under the forward context (autocast), then backward.
         context = self._forward_context() if self._forward_context is not None else None
         if context is None:
@@ -207,6 +212,17 @@ class Optimization:
         else:
             with context:
                 output = self._training_step(batch, batch_idx)
+        if output is None:
+            # Lightning's documented meaning: skip this batch (no backward; the step
+            # applies only gradients accumulated earlier in the window).
+            if not self._skip_announced:
+                self._skip_announced = True
+                self._warn(
+                    f"training_step returned None at step {self.run.state.global_step}: the "
+                    "batch is skipped (no backward), as Lightning documents. Return the loss "
+                    "to train on it."
+                )
+            return None, None
         loss = loss_from_output(output, self.run.state.global_step)
         # Kept undetached (detach costs a call per step); backward frees its graph.
         self.run.results.last_loss = loss
@@ -392,3 +408,8 @@ class Optimization:
             self._on_before_zero_grad(optimizer)
         if self._end_window is not None:
             self._end_window()
+
+
+def _has_gradients(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether any parameter of ``optimizer`` holds a gradient."""
+    return any(p.grad is not None for group in optimizer.param_groups for p in group["params"])
