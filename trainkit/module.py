@@ -67,8 +67,11 @@ class HyperparametersMixin:
 
     @property
     def logs_hyperparams(self) -> bool:
-        """Whether fit writes the hyperparameters to the loggers (``logger=`` of the above)."""
-        return self._log_hyperparams
+        """Whether fit writes the hyperparameters to the loggers: some were recorded (by
+        :meth:`save_hyperparameters`, even none, or set in ``hparams``) and its ``logger=``
+        was not False."""
+        recorded = getattr(self, "_hparams_initial", None) is not None or bool(self.hparams)
+        return self._log_hyperparams and recorded
 
     @property
     def hparams_initial(self) -> AttributeDict:

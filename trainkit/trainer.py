@@ -508,7 +508,7 @@ class Trainer(TrainerViews):
         )
         if checkpoint is not None:
             checkpoint_io.restore_state(self, checkpoint, str(resume_from))
-        if self.is_global_zero and model.logs_hyperparams:  # even none, as Lightning does
+        if self.is_global_zero and model.logs_hyperparams:  # save_hyperparameters() ran
             for logger in self.loggers:
                 logger.log_hyperparams(dict(model.hparams))
         run.hooks.call("on_fit_start")

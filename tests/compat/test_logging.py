@@ -652,6 +652,11 @@ def test_loggers_get_metrics_and_step_as_keywords_and_the_epoch_as_an_int(tmp_pa
 def test_tensorboard_shows_a_placeholder_hp_metric_unless_turned_off(tmp_path: Any) -> None:
     seen: list[dict[str, Any]] = []
 
+    class Recorded(Logs):
+        def __init__(self) -> None:
+            super().__init__()
+            self.save_hyperparameters()
+
     class Recording(trainkit.loggers.TensorBoardLogger):
         def log_metrics(self, metrics: Any, step: int) -> None:
             seen.append(dict(metrics))
@@ -659,10 +664,16 @@ def test_tensorboard_shows_a_placeholder_hp_metric_unless_turned_off(tmp_path: A
     trainer = trainkit.Trainer(
         max_epochs=1, limit_train_batches=1, **{**QUIET, "logger": Recording(tmp_path)}
     )
-    trainer.fit(Logs(), numbers(8, 4))  # a Module without hyperparameters: still listed
+    trainer.fit(Recorded(), numbers(8, 4))  # save_hyperparameters() without any: still listed
     assert seen[0] == {"hp_metric": -1}
     seen.clear()
     quiet = Recording(tmp_path, default_hp_metric=False)
     trainer = trainkit.Trainer(max_epochs=1, limit_train_batches=1, **{**QUIET, "logger": quiet})
-    trainer.fit(Logs(), numbers(8, 4))
+    trainer.fit(Recorded(), numbers(8, 4))
+    assert {"hp_metric": -1} not in seen
+    seen.clear()
+    plain = Recording(tmp_path)  # a Module that never called save_hyperparameters: nothing
+    trainkit.Trainer(max_epochs=1, limit_train_batches=1, **{**QUIET, "logger": plain}).fit(
+        Logs(), numbers(8, 4)
+    )
     assert {"hp_metric": -1} not in seen
