@@ -141,7 +141,7 @@ class ScriptLauncher(Launcher):
     def _start_workers(self) -> None:
         assert self.environment is not None
         port = self.environment.master_port
-        tie = _end_with_parent_hook() if sys.platform == "linux" else None
+        tie = parent_death_hook() if sys.platform == "linux" else None
         for rank in range(1, self.num_processes):
             variables = ClusterEnvironment.local(rank, self.num_processes, port).variables()
             self._workers.append(
@@ -210,7 +210,7 @@ class _WorkerWatch:
             try:
                 worker.wait(timeout=max(deadline - time.monotonic(), 0.1))
             except subprocess.TimeoutExpired:
-                _say(
+                report(
                     f"rank {rank} did not end within {FINISH_TIMEOUT_S:.0f} s of rank 0's end; "
                     "ending it."
                 )
@@ -240,17 +240,17 @@ class _WorkerWatch:
                 else:
                     what = "was interrupted" if isinstance(error, KeyboardInterrupt) else "failed"
                     others = range(1, len(self.workers) + 1)
-                    self._failure = _say(
-                        f"rank 0 {what} ({type(error).__name__}); ending {_ranks(others)} of "
+                    self._failure = report(
+                        f"rank 0 {what} ({type(error).__name__}); ending {name_ranks(others)} of "
                         "the job. Rank 0's traceback follows."
                     )
             self.end_workers()
 
     def _report_worker(self, rank: int, code: int) -> None:
         others = [0, *(r for r in range(1, len(self.workers) + 1) if r != rank)]
-        self._failure = _say(
+        self._failure = report(
             f"rank {rank} failed ({describe_exit(code)}; its traceback is above); ending "
-            f"{_ranks(others)} of the job."
+            f"{name_ranks(others)} of the job."
         )
 
     def _any_running(self) -> bool:
@@ -266,26 +266,39 @@ class _WorkerWatch:
                 self._report_worker(*failed)
                 self.end_workers()
             if self._in_entry_point.is_set() and not self._entry_point_done.wait(FAILURE_GRACE_S):
-                _say(f"rank 0 is still waiting for rank {failed[0]}; ending rank 0.")
+                report(f"rank 0 is still waiting for rank {failed[0]}; ending rank 0.")
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(1)
             return
 
 
-def _ranks(ranks: Iterable[int]) -> str:
-    # [1] -> "rank 1"; [0, 2, 3] -> "ranks 0, 2, 3"
+def name_ranks(ranks: Iterable[int]) -> str:
+    """Ranks in words, for messages.
+
+    Args:
+        ranks: the ranks.
+
+    Example:
+        >>> name_ranks([1]), name_ranks([0, 2, 3])
+        ('rank 1', 'ranks 0, 2, 3')
+    """
     listed = list(ranks)
     return f"rank {listed[0]}" if len(listed) == 1 else f"ranks {', '.join(map(str, listed))}"
 
 
-def _say(message: str) -> str:
+def report(message: str) -> str:
+    """Print ``trainkit: <message>`` to standard error at once; return the line.
+
+    Args:
+        message: what happened to the job.
+    """
     line = f"trainkit: {message}"
     print(line, file=sys.stderr, flush=True)
     return line
 
 
-def _end_with_parent_hook() -> Callable[[], None] | None:
+def parent_death_hook() -> Callable[[], None] | None:
     """A function for ``Popen(preexec_fn=...)`` that ties the new process's life to this one.
 
     In the new worker, before it runs the command, it asks the kernel to end the
