@@ -36,6 +36,10 @@ SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGUSR1") if hasa
 #: Exit status after a stop for Ctrl-C, and after a second Ctrl-C (128 + SIGINT, as shells report).
 INTERRUPTED_EXIT_CODE = 128 + signal.SIGINT
 
+#: Ctrl-Cs this close to the first are the same one, delivered twice: torchrun's
+#: agent passes on the Ctrl-C its ranks also got from the terminal.
+SAME_INTERRUPT_S = 1.0
+
 #: Training time aimed at between two preemption votes of a multi-process run.
 VOTE_PERIOD_S = 0.2
 #: The most resume points between two votes (for very short steps).
@@ -93,6 +97,16 @@ def abort(message: str) -> NoReturn:
             with contextlib.suppress(Exception):  # ending the process matters more
                 hook()
         os._exit(INTERRUPTED_EXIT_CODE)
+
+
+def _say_interrupted() -> None:
+    # os.write, not print: this may run in a signal handler, inside a print.
+    if global_rank() == 0:
+        os.write(
+            2,
+            b"trainkit: interrupted: saving a checkpoint at the next resume point, then "
+            b"stopping (press Ctrl-C again to stop at once without saving).\n",
+        )
 
 
 class Preemption:
@@ -182,12 +196,8 @@ class Preemption:
         # Only set a flag: the step in progress finishes, and the loop saves at the
         # next resume point, where the state is consistent. (A second Ctrl-C is the
         # watcher's: see _InterruptWatcher.)
-        if signum == signal.SIGINT and not self.requested and global_rank() == 0:
-            os.write(
-                2,
-                b"trainkit: interrupted: saving a checkpoint at the next resume point, then "
-                b"stopping (press Ctrl-C again to stop at once without saving).\n",
-            )
+        if signum == signal.SIGINT and self._watcher is None and not self.requested:
+            _say_interrupted()  # else the watcher said it, even if this thread was blocked
         self.requested = True
         # Signals from several sources: the highest number wins here and in the
         # vote, so that every process reports (and exits for) the same one.
@@ -196,6 +206,8 @@ class Preemption:
 
 class _InterruptWatcher:
     """Counts Ctrl-Cs on a thread, and ends the process on the second.
+
+    A second Ctrl-C counts from :data:`SAME_INTERRUPT_S` after the first.
 
     Python runs signal handlers in the main thread only, between bytecodes: a main
     thread blocked in a collective (a rank waiting for one that hangs) would never
@@ -230,13 +242,17 @@ class _InterruptWatcher:
         os.close(self._read_fd)
 
     def _watch(self) -> None:
-        interrupts = 0
+        first: float | None = None
         while data := os.read(self._read_fd, 64):
             if self._previous_fd >= 0:  # whoever watched before still gets their signals
                 with contextlib.suppress(OSError):
                     os.write(self._previous_fd, data)
-            interrupts += data.count(signal.SIGINT)
-            if interrupts >= 2:
+            if signal.SIGINT not in data:
+                continue
+            if first is None:
+                first = time.monotonic()
+                _say_interrupted()
+            elif time.monotonic() - first >= SAME_INTERRUPT_S:
                 abort("interrupted again: stopping now without saving (exit 130).")
 
 

@@ -18,6 +18,7 @@ import pytest
 from tests.distributed.spawn import free_port
 from tests.launch.running import Job, alive, rank_pids
 from trainkit.launch.launcher import describe_exit, name_ranks
+from trainkit.preemption import SAME_INTERRUPT_S
 
 #: The promise: every process of the job gone within this long of the failure.
 ENDS_WITHIN_S = 10.0
@@ -88,3 +89,63 @@ def test_messages_name_exits_and_ranks() -> None:
     assert describe_exit(-signal.SIGKILL) == "ended by signal SIGKILL"
     assert name_ranks([1]) == "rank 1"
     assert name_ranks([0, 2]) == "ranks 0, 2"
+
+
+# ------------------------------------------------------------------ signals
+def test_ctrl_c_reaching_every_rank_saves_once_and_every_rank_exits_130(tmp_path: Path) -> None:
+    job = Job.python(tmp_path, "--delay", "0.05", "--max-steps", "2000")
+    job.wait_for("rank 0 step 5")
+    job.signal_group(signal.SIGINT)  # a terminal's Ctrl-C reaches the whole job
+    code, _ = job.wait()
+    output = job.output
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    assert code == 130, output[-3000:]
+    assert output.count("trainkit: stopped by signal SIGINT after saving") == 1
+    assert f"after saving {last};" in output and last.is_file()
+    assert "Traceback" not in output and "failed" not in output
+    assert not any(alive(pid) for pid in rank_pids(tmp_path))
+
+
+def test_ctrl_c_twice_ends_a_job_blocked_in_a_collective_at_once(tmp_path: Path) -> None:
+    # Rank 1 hangs: rank 0's main thread is blocked in the all-reduce, where
+    # Python runs no signal handler. The second Ctrl-C still ends the job.
+    job = Job.python(tmp_path, "--hang-rank", "1")
+    job.wait_for("rank 1 hanging")
+    job.signal_group(signal.SIGINT)
+    job.wait_for("trainkit: interrupted: saving a checkpoint")  # said even while blocked
+    time.sleep(SAME_INTERRUPT_S + 0.5)
+    sent = time.monotonic()
+    job.signal_group(signal.SIGINT)
+    code, ended_at = job.wait()
+    assert code == 130, job.output[-3000:]
+    assert ended_at - sent < ENDS_WITHIN_S
+    assert "trainkit: interrupted again: stopping now without saving" in job.output
+    assert "Traceback" not in job.output
+    assert not any(alive(pid) for pid in rank_pids(tmp_path))
+
+
+def test_a_signal_to_one_worker_is_named_by_rank_0(tmp_path: Path) -> None:
+    # Only rank 1 gets SIGTERM; the ranks agree to stop, and rank 0's line names
+    # the signal (it used to say "signal None"). Preemption exits 0.
+    job = Job.python(tmp_path, "--delay", "0.05", "--max-steps", "2000")
+    job.wait_for("rank 0 step 5")
+    worker = next(pid for pid in rank_pids(tmp_path) if pid != job.process.pid)
+    os.kill(worker, signal.SIGTERM)
+    code, _ = job.wait()
+    assert code == 0, job.output[-3000:]
+    assert "trainkit: stopped by signal SIGTERM after saving" in job.output
+    assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
+
+
+def test_torchrun_agent_signalled_the_ranks_save_and_the_agent_exits_1(tmp_path: Path) -> None:
+    # What docs/fault-tolerance.md says of torchrun: its agent passes SIGTERM on
+    # to the ranks, which save and stop; the agent itself then exits with status
+    # 1 (its SignalException), which trainkit does not control.
+    job = Job.torchrun(tmp_path, free_port(), "--delay", "0.05", "--max-steps", "2000")
+    job.wait_for("rank 0 step 5")
+    job.signal(signal.SIGTERM)
+    code, _ = job.wait()
+    assert code == 1
+    assert "trainkit: stopped by signal SIGTERM after saving" in job.output
+    assert "SignalException" in job.output
+    assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
