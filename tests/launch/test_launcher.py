@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.distributed.spawn import free_port
-from tests.launch.running import Job, alive, rank_pids
-from trainkit.launch.launcher import describe_exit, name_ranks
+from tests.launch.running import ROOT, Job, alive, rank_pids
+from trainkit.launch.launcher import FAILURE_GRACE_S, describe_exit, name_ranks
 from trainkit.preemption import SAME_INTERRUPT_S
 
 #: The promise: every process of the job gone within this long of the failure.
@@ -149,3 +151,46 @@ def test_torchrun_agent_signalled_the_ranks_save_and_the_agent_exits_1(tmp_path:
     assert "trainkit: stopped by signal SIGTERM after saving" in job.output
     assert "SignalException" in job.output
     assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
+
+
+def test_workers_end_with_rank_0_even_when_it_is_killed(tmp_path: Path) -> None:
+    # SIGKILL (the out-of-memory killer) runs no handler of rank 0's; the
+    # kernel ends the workers with it.
+    job = Job.python(tmp_path, "--delay", "0.05", "--max-steps", "2000")
+    job.wait_for("rank 1 step 3")
+    killed_at = time.monotonic()
+    job.signal(signal.SIGKILL)
+    code, ended_at = job.wait()
+    assert code == -signal.SIGKILL
+    assert ended_at - killed_at < ENDS_WITHIN_S
+    assert not any(alive(pid) for pid in rank_pids(tmp_path))
+
+
+WATCH_SCRIPT = """
+import subprocess, sys, time
+from trainkit.launch.launcher import WorkerWatch
+failing = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1); exit(3)"])
+waiting = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+print(waiting.pid, flush=True)
+# Rank 0's entry point waits on, as in a collective that never fails by itself.
+WorkerWatch([failing, waiting]).run(time.sleep, 120)
+"""
+
+
+def test_rank_0_waiting_on_after_a_worker_failed_is_ended(tmp_path: Path) -> None:
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-c", WATCH_SCRIPT],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1, result.stderr
+    assert time.monotonic() - started < 1 + FAILURE_GRACE_S + ENDS_WITHIN_S
+    assert "trainkit: rank 1 failed (exit code 3; its traceback is above); ending ranks 0, 2" in (
+        result.stderr
+    )
+    assert "trainkit: rank 0 is still waiting for rank 1; ending rank 0." in result.stderr
+    assert not alive(int(result.stdout.split()[0]))

@@ -20,7 +20,7 @@ point runs.
 A failure on any rank ends the whole job within seconds, saying which rank
 failed: the ranks share collectives, so the others could only wait for it.
 With :class:`ScriptLauncher`, rank 0 ends the workers when its entry point
-raises, and a thread of rank 0 watches the workers (see :class:`_WorkerWatch`).
+raises, and a thread of rank 0 watches the workers (see :class:`WorkerWatch`).
 See docs/fault-tolerance.md.
 """
 
@@ -130,7 +130,7 @@ class ScriptLauncher(Launcher):
         self.command = [sys.executable, *sys.orig_argv[1:]]
         self.environment = ClusterEnvironment.local(0, num_processes, free_port())
         self._workers: list[subprocess.Popen[bytes]] = []
-        self._watch: _WorkerWatch | None = None
+        self._watch: WorkerWatch | None = None
 
     def launch(self, function: Callable[..., T], *args: Any, trainer: Trainer) -> T:
         if self._watch is None:  # once: later entry points run in the same job
@@ -147,12 +147,12 @@ class ScriptLauncher(Launcher):
             self._workers.append(
                 subprocess.Popen(self.command, env={**os.environ, **variables}, preexec_fn=tie)
             )
-        self._watch = _WorkerWatch(self._workers)
+        self._watch = WorkerWatch(self._workers)
         on_abort(self._watch.end_workers)  # a second Ctrl-C on rank 0 ends them too
         atexit.register(self._watch.wait_at_exit)
 
 
-class _WorkerWatch:
+class WorkerWatch:
     """Rank 0's view of the workers it started: runs entry points, notices failures.
 
     A thread polls the workers every :data:`POLL_S` seconds. A worker that ends
@@ -177,7 +177,15 @@ class _WorkerWatch:
         thread.start()
 
     def run(self, function: Callable[..., T], *args: Any) -> T:
-        """Run rank 0's part of an entry point; end the workers if it raises."""
+        """Run rank 0's part of an entry point; end the workers if it raises.
+
+        Args:
+            function: the entry point's implementation.
+            *args: its arguments.
+
+        Raises:
+            RuntimeError: when a worker has failed before: the job cannot run on.
+        """
         if self._failure is not None:
             raise RuntimeError(
                 f"{self._failure.removeprefix('trainkit: ')} This job's other ranks are gone: "
@@ -230,15 +238,17 @@ class _WorkerWatch:
         # whose peer is gone): name the worker then.
         with self._lock:
             if self._failure is None:
-                deadline = time.monotonic() + 1.0
-                failed = self._failed_worker()
+                # A Ctrl-C outside fit reached every rank: none is to blame.
+                interrupted = isinstance(error, KeyboardInterrupt)
+                deadline = time.monotonic() + (0.0 if interrupted else 1.0)
+                failed = None if interrupted else self._failed_worker()
                 while failed is None and time.monotonic() < deadline and self._any_running():
                     time.sleep(POLL_S / 4)
                     failed = self._failed_worker()
                 if failed is not None:
                     self._report_worker(*failed)
                 else:
-                    what = "was interrupted" if isinstance(error, KeyboardInterrupt) else "failed"
+                    what = "was interrupted" if interrupted else "failed"
                     others = range(1, len(self.workers) + 1)
                     self._failure = report(
                         f"rank 0 {what} ({type(error).__name__}); ending {name_ranks(others)} of "
