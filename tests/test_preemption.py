@@ -162,6 +162,18 @@ def test_every_process_learns_the_signal_that_any_process_received() -> None:
     assert [vote.signal for vote in votes] == [signal.SIGTERM, signal.SIGTERM]
 
 
+def test_different_signals_agree_on_the_highest_number() -> None:
+    group = FakeGroup(2)
+    clocks = [FakeClock(), FakeClock()]
+    votes = [StopVote(group.agree_max(r), clock=clocks[r]) for r in range(2)]
+    got = [int(signal.SIGINT), int(signal.SIGTERM)]
+    for _ in range(3):
+        for rank, vote in enumerate(votes):
+            clocks[rank].now += 0.5
+            vote.at_resume_point(got[rank])
+    assert [vote.signal for vote in votes] == [signal.SIGTERM, signal.SIGTERM]
+
+
 def test_one_process_stops_for_its_own_signal_and_exits_with_its_status() -> None:
     preemption = Preemption()
     assert preemption.agree(None) == 0 and preemption.stopped_by is None

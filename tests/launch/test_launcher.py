@@ -139,16 +139,26 @@ def test_a_signal_to_one_worker_is_named_by_rank_0(tmp_path: Path) -> None:
     assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
 
 
-def test_torchrun_agent_signalled_the_ranks_save_and_the_agent_exits_1(tmp_path: Path) -> None:
-    # What docs/fault-tolerance.md says of torchrun: its agent passes SIGTERM on
-    # to the ranks, which save and stop; the agent itself then exits with status
-    # 1 (its SignalException), which trainkit does not control.
+@pytest.mark.parametrize("terminal", [False, True], ids=["sigterm-to-agent", "ctrl-c-to-all"])
+def test_torchrun_agent_signalled_the_ranks_save_and_the_agent_exits_1(
+    tmp_path: Path, terminal: bool
+) -> None:
+    # What docs/fault-tolerance.md says of torchrun: its agent passes the signal
+    # on to the ranks, which save and stop; the agent itself then exits with
+    # status 1 (its SignalException), which trainkit does not control. A
+    # terminal's Ctrl-C reaches each rank twice (directly, and from the agent):
+    # still one stop with a checkpoint, not an abort.
     job = Job.torchrun(tmp_path, free_port(), "--delay", "0.05", "--max-steps", "2000")
     job.wait_for("rank 0 step 5")
-    job.signal(signal.SIGTERM)
+    if terminal:
+        job.signal_group(signal.SIGINT)
+    else:
+        job.signal(signal.SIGTERM)
     code, _ = job.wait()
-    assert code == 1
-    assert "trainkit: stopped by signal SIGTERM after saving" in job.output
+    assert code == 1, job.output[-3000:]
+    name = "SIGINT" if terminal else "SIGTERM"
+    assert f"trainkit: stopped by signal {name} after saving" in job.output
+    assert "interrupted again" not in job.output
     assert "SignalException" in job.output
     assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
 
@@ -194,3 +204,25 @@ def test_rank_0_waiting_on_after_a_worker_failed_is_ended(tmp_path: Path) -> Non
     )
     assert "trainkit: rank 0 is still waiting for rank 1; ending rank 0." in result.stderr
     assert not alive(int(result.stdout.split()[0]))
+
+
+def test_workers_that_outlive_rank_0_by_the_timeout_are_ended_saying_so() -> None:
+    script = """
+import subprocess, sys
+import trainkit.launch.launcher as launcher
+launcher.FINISH_TIMEOUT_S = 1.0
+waiting = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+launcher.WorkerWatch([waiting]).wait_at_exit()
+print(waiting.returncode)
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "trainkit: rank 1 did not end within 1 s of rank 0's end; ending it." in result.stderr
+    assert result.stdout.strip() == str(-signal.SIGKILL)
