@@ -15,6 +15,7 @@ import torch
 import tests.test_resume as resume_runs
 import trainkit
 from tests.helpers import QUIET, Classifier, blobs, loader
+from tests.launch.running import Job
 from trainkit.preemption import (
     MAX_VOTE_INTERVAL,
     SAME_INTERRUPT_S,
@@ -283,3 +284,15 @@ def test_ctrl_c_delivered_twice_at_once_counts_as_one(tmp_path: Path) -> None:
     assert process.returncode == 130, out
     assert "trainkit: stopped by signal SIGINT after saving" in out
     assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
+
+
+def test_ctrl_c_reaching_dataloader_workers_too_still_saves_once(tmp_path: Path) -> None:
+    # A terminal's Ctrl-C also reaches the DataLoader's worker processes, which
+    # inherit the signal's wakeup pipe: still one interrupt, not two.
+    job = Job(resume_runs._command(tmp_path, "--delay", "0.05", "--num-workers", "2"))
+    job.wait_for("step 10")
+    job.signal_group(signal.SIGINT)
+    code, _ = job.wait()
+    assert code == 130, job.output[-3000:]
+    assert "trainkit: stopped by signal SIGINT after saving" in job.output
+    assert "interrupted again" not in job.output

@@ -88,15 +88,23 @@ def abort(message: str) -> NoReturn:
         message: what to print (from global rank 0 only).
     """
     with _abort_lock:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):  # a stream busy in the interrupted code
-                stream.flush()
+        # What was printed so far, unless the main thread holds a stream (a print
+        # blocked on a full pipe): ending the process matters more.
+        flusher = threading.Thread(target=_flush_streams, daemon=True)
+        flusher.start()
+        flusher.join(timeout=1.0)
         if global_rank() == 0:
             os.write(2, f"trainkit: {message}\n".encode())
         for hook in list(_abort_hooks):
             with contextlib.suppress(Exception):  # ending the process matters more
                 hook()
         os._exit(INTERRUPTED_EXIT_CODE)
+
+
+def _flush_streams() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a stream busy in the interrupted code
+            stream.flush()
 
 
 def _say_interrupted() -> None:
