@@ -217,19 +217,12 @@ def _resume_point(run: RunContext, fit: Fit, on_resume_point: Callable[[], Any] 
         on_resume_point()
     # A signal may reach only some processes: they agree, in the background, to
     # stop at the same point (a rank stopping alone would leave the others
-    # waiting in a collective). One process needs no vote.
-    state, requested = run.state, fit.preemption.requested
-    stop = fit.vote.at_resume_point(requested) if fit.vote is not None else requested
-    if stop and not state.preempted:
+    # waiting in a collective). One process needs no vote. Trainer.fit reports
+    # the stop and exits once the run has ended.
+    if fit.preemption.agree(fit.vote) and not run.state.preempted:
         fit.save_last()
-        state.preempted = True
-        state.should_stop = True
-        if run.strategy.is_global_zero:
-            print(
-                f"trainkit: stopped by signal {fit.preemption.signal} after saving a "
-                "checkpoint; restart with ckpt_path='last' to continue.",
-                flush=True,
-            )
+        run.state.preempted = True
+        run.state.should_stop = True
 
 
 # ----------------------------------------------------------------- validation

@@ -229,8 +229,8 @@ class Trainer(TrainerViews):
             train_dataloaders, datamodule = None, train_dataloaders
         self.datamodule = datamodule
         self._launch(self._fit, model, train_dataloaders, val_dataloaders, datamodule, ckpt_path)
-        if self.state.preempted:
-            raise SystemExit(0)  # a checkpoint was saved; the scheduler may restart the job
+        if self.state.preempted:  # a checkpoint was saved; the scheduler may restart the job
+            self.preemption.finish_fit(self._last_checkpoint_paths()[0], self.is_global_zero)
 
     def validate(
         self,
@@ -425,7 +425,7 @@ class Trainer(TrainerViews):
             )
             with torch.autograd.set_detect_anomaly(self.hardware.detect_anomaly):
                 result = body(run)
-            state.status = "finished"
+            state.status = "interrupted" if self.preemption.interrupted else "finished"
             return result
         except BaseException as exception:
             state.status = "interrupted"

@@ -14,26 +14,47 @@ the dataset must be importable: define them in a ``.py`` file next to the
 notebook and import them there. (Forking the calling process instead is not
 offered: a process forked after torch has started its CPU thread pool or CUDA
 can hang.)
+
+If a rank fails, the caller says which in one line, ends the other ranks at
+once (they would wait for it in a collective) and raises with the failing
+rank's traceback. The ranks run in a process group of their own: a Ctrl-C (or
+SIGTERM) reaches the caller, which passes it on to every rank exactly once, so
+the ranks stop together through their stop vote (see ``trainkit.preemption``);
+a second Ctrl-C ends the ranks at once.
 """
 
 from __future__ import annotations
 
 import atexit
+import multiprocessing.connection
 import os
 import pickle
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 import torch.multiprocessing as mp
+from torch.multiprocessing.spawn import ProcessExitedException, ProcessRaisedException
 
 from trainkit.launch.environment import ClusterEnvironment
-from trainkit.launch.launcher import Launcher, free_port
+from trainkit.launch.launcher import (
+    POLL_S,
+    Launcher,
+    describe_exit,
+    free_port,
+    name_ranks,
+    parent_death_hook,
+    report,
+)
+from trainkit.preemption import INTERRUPTED_EXIT_CODE, SIGNALS
 from trainkit.seed import capture_rng_states, restore_rng_states
 
 if TYPE_CHECKING:
@@ -53,6 +74,8 @@ class SpawnResult:
     logged_metrics: dict[str, Any] = field(default_factory=dict)
     callback_states: list[dict[str, Any]] = field(default_factory=list)
     preempted: bool = False
+    status: str = "finished"
+    stop_signal: int | None = None
 
 
 class SpawnLauncher(Launcher):
@@ -81,14 +104,16 @@ class SpawnLauncher(Launcher):
             # optimizer would then update the same weights. The ranks also start
             # from this process's random state, as code after Trainer(seed=...) would.
             payload = pickle.dumps((trainer, function, args, capture_rng_states()))
-            # Raises with the failing rank's traceback if any rank fails, after
-            # ending the others.
-            mp.start_processes(  # type: ignore[attr-defined,no-untyped-call]
-                _run_rank,
-                args=(self.num_processes, free_port(), payload, str(outbox)),
-                nprocs=self.num_processes,
-                start_method="spawn",
-            )
+            with _ForwardedSignals() as signals:
+                context = mp.start_processes(  # type: ignore[attr-defined,no-untyped-call]
+                    _run_rank,
+                    args=(self.num_processes, free_port(), payload, str(outbox), signals.on),
+                    nprocs=self.num_processes,
+                    start_method="spawn",
+                    join=False,
+                )
+                signals.ranks = context.processes
+                _wait_for_ranks(context, signals)
             result: SpawnResult = torch.load(outbox / "result.pt", weights_only=False)
         finally:
             shutil.rmtree(outbox, ignore_errors=True)
@@ -96,7 +121,104 @@ class SpawnLauncher(Launcher):
         return result.value  # type: ignore[no-any-return]
 
 
-def _run_rank(rank: int, world_size: int, port: int, payload: bytes, outbox: str) -> None:
+class _ForwardedSignals:
+    """While the ranks run, pass Ctrl-C and preemption signals on to them, once each.
+
+    The ranks run in a process group of their own (when this is the main thread,
+    the only place a signal handler can be set), so a terminal's Ctrl-C reaches
+    this process only, and each rank gets it exactly once from here (a rank that
+    got it twice would take it for a second Ctrl-C). A second Ctrl-C here ends
+    the ranks at once.
+    """
+
+    def __init__(self) -> None:
+        self.on = threading.current_thread() is threading.main_thread()
+        self.ranks: list[Any] = []
+        self.interrupts = 0
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _ForwardedSignals:
+        if self.on:
+            for signum in (signal.SIGINT, *SIGNALS):
+                self._previous[signum] = signal.signal(signum, self._forward)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+
+    def _forward(self, signum: int, frame: FrameType | None) -> None:
+        if signum == signal.SIGINT:
+            self.interrupts += 1
+            if self.interrupts >= 2:
+                return  # _wait_for_ranks ends them
+        for process in self.ranks:
+            if process.is_alive():
+                os.kill(process.pid, signum)
+
+
+def _wait_for_ranks(context: Any, signals: _ForwardedSignals) -> None:
+    """Wait until every rank has ended; end them all as soon as one fails, and raise.
+
+    ``torch.multiprocessing``'s own wait ends the others with SIGTERM and waits
+    30 s before killing them; a rank catches SIGTERM (preemption) and, blocked
+    in a collective with the failed rank, cannot act on it. So they are killed.
+    """
+    processes = context.processes
+    pending = {process.sentinel: rank for rank, process in enumerate(processes)}
+    while pending:
+        ready = multiprocessing.connection.wait(list(pending), timeout=POLL_S)
+        if signals.interrupts >= 2:
+            report("interrupted again: stopping the ranks now without saving (exit 130).")
+            _kill(processes)
+            raise SystemExit(INTERRUPTED_EXIT_CODE)
+        for sentinel in ready:
+            rank = pending.pop(sentinel)
+            processes[rank].join()
+            code = processes[rank].exitcode
+            if code == 0:
+                continue
+            others = [r for r in range(len(processes)) if r != rank]
+            ending = name_ranks(others)
+            report(f"rank {rank} failed ({describe_exit(code)}); ending {ending} of the job.")
+            _kill(processes)
+            raise _failure(context, rank, code)
+
+
+def _kill(processes: list[Any]) -> None:
+    for process in processes:
+        if process.is_alive():
+            process.kill()
+    for process in processes:
+        process.join()
+
+
+def _failure(context: Any, rank: int, code: int) -> Exception:
+    # The rank's traceback, which torch.multiprocessing writes to a file when
+    # the rank's function raises.
+    error_file = context.error_files[rank]
+    pid = context.processes[rank].pid
+    if os.access(error_file, os.R_OK):
+        with open(error_file, "rb") as file:
+            trace = pickle.load(file)
+        message = f"\n\n-- Rank {rank} of the ddp_spawn job failed with this error:\n{trace}"
+        return ProcessRaisedException(message, rank, pid)
+    return ProcessExitedException(
+        f"rank {rank} of the ddp_spawn job ended without a traceback ({describe_exit(code)})",
+        error_index=rank,
+        error_pid=pid,
+        exit_code=code,
+    )
+
+
+def _run_rank(
+    rank: int, world_size: int, port: int, payload: bytes, outbox: str, own_group: bool
+) -> None:
+    if own_group:  # signals come from the caller, once (see _ForwardedSignals)
+        os.setpgrp()
+    tie = parent_death_hook() if sys.platform == "linux" else None
+    if tie is not None:
+        tie()  # never outlive the caller, even one killed with SIGKILL
     # The strategy reads who this process is from these variables when it sets up.
     ClusterEnvironment.local(rank, world_size, port).export()
     try:
@@ -121,6 +243,8 @@ def _run_rank(rank: int, world_size: int, port: int, payload: bytes, outbox: str
             logged_metrics=dict(trainer.logged_metrics),
             callback_states=[callback.state_dict() for callback in trainer.callbacks],
             preempted=trainer.state.preempted,
+            status=trainer.state.status,
+            stop_signal=trainer.preemption.stopped_by,
         )
         # A file, not a pipe: the caller reads it only after every rank has exited.
         torch.save(result, Path(outbox, "result.pt"))
@@ -146,6 +270,8 @@ def _adopt(trainer: Trainer, module: Any, result: SpawnResult) -> None:
     module.load_state_dict(result.module_state)
     trainer.state.load_state_dict(result.trainer_state)
     trainer.state.preempted = result.preempted
+    trainer.state.status = result.status
+    trainer.preemption.stopped_by = result.stop_signal
     trainer.results.adopt(result.callback_metrics, result.logged_metrics)
     for callback, state in zip(trainer.callbacks, result.callback_states, strict=True):
         if state:

@@ -1,0 +1,117 @@
+"""Running a job as a user would, and watching its output, with the time of each line."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+FAULT_SCRIPT = str(ROOT / "tests" / "launch" / "fault_script.py")
+#: How long a test waits for a job to reach a point (the machine may be loaded).
+PATIENCE_S = 240.0
+
+
+class Job:
+    """A command run in a session of its own (its process group, as a terminal's job is).
+
+    A thread reads its output (every process of the job shares it) as it comes:
+    :attr:`closed_at` is when the last process holding it ended.
+    """
+
+    def __init__(self, command: list[str]) -> None:
+        self.process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self.lines: list[tuple[float, str]] = []
+        self.closed_at: float | None = None
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    @classmethod
+    def python(cls, root: Path, *arguments: str) -> Job:
+        """``python fault_script.py --root ROOT ...`` (strategy ``ddp``: trainkit starts rank 1)."""
+        root.mkdir(parents=True, exist_ok=True)
+        return cls([sys.executable, FAULT_SCRIPT, "--root", str(root), *arguments])
+
+    @classmethod
+    def torchrun(cls, root: Path, port: int, *arguments: str) -> Job:
+        """The same script under ``torchrun --nproc-per-node 2``."""
+        root.mkdir(parents=True, exist_ok=True)
+        command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
+        command += ["--master-port", str(port), FAULT_SCRIPT, "--root", str(root), *arguments]
+        return cls(command)
+
+    @property
+    def output(self) -> str:
+        return "".join(line for _, line in self.lines)
+
+    def wait_for(self, text: str) -> float:
+        """When a line containing ``text`` appeared (waiting for it)."""
+        deadline = time.monotonic() + PATIENCE_S
+        seen = 0
+        while time.monotonic() < deadline:
+            for at, line in self.lines[seen:]:
+                if text in line:
+                    return at
+                seen += 1
+            if self.closed_at is not None and seen == len(self.lines):
+                break
+            time.sleep(0.02)
+        self.kill()
+        raise AssertionError(f"no line with {text!r}:\n{self.output[-4000:]}")
+
+    def wait(self) -> tuple[int, float]:
+        """The job's exit status, and when its last process ended."""
+        try:
+            code = self.process.wait(timeout=PATIENCE_S)
+        finally:
+            self._reader.join(timeout=PATIENCE_S)
+        if self.closed_at is None:
+            self.kill()
+            raise AssertionError(f"a process of the job outlived it:\n{self.output[-4000:]}")
+        return code, self.closed_at
+
+    def signal(self, signum: int) -> None:
+        """Send ``signum`` to the job's first process only."""
+        self.process.send_signal(signum)
+
+    def signal_group(self, signum: int) -> None:
+        """Send ``signum`` to every process of the job, as a terminal's Ctrl-C does."""
+        os.killpg(self.process.pid, signum)
+
+    def kill(self) -> None:
+        """End every process of the job (clean-up after a failed test)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append((time.monotonic(), line))
+        self.closed_at = time.monotonic()
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` is running (a zombie, ended but not reaped, is not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def rank_pids(root: Path) -> list[int]:
+    """The process ids the job's ranks wrote (``pid<rank>.txt``)."""
+    return [int(path.read_text()) for path in sorted(root.glob("pid*.txt"))]
