@@ -13,6 +13,7 @@ the state and results objects they receive.
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 import warnings
 from collections.abc import Callable, Iterable
@@ -432,6 +433,9 @@ class Trainer(TrainerViews):
             ending = "interrupted" if isinstance(exception, KeyboardInterrupt) else "failed"
             for callback in self.callbacks:
                 callback.on_exception(self, model, exception)
+            if isinstance(exception, KeyboardInterrupt):  # as Lightning: handled, then exit
+                print(f"trainkit: {fn} interrupted (KeyboardInterrupt).", file=sys.stderr)
+                raise SystemExit(130) from None
             raise
         finally:
             if datamodule is not None:
