@@ -85,8 +85,12 @@ def test_the_cli_trains_the_recipe_to_99_percent(
     start = time.perf_counter()
     assert main(["fit", config, root]) == 0
     fit_seconds = time.perf_counter() - start
-    checkpoints = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    # The run's own folder holds the best and last; <root>/checkpoints/last.ckpt links
+    # to the newest run's last.ckpt.
+    run = tmp_path / "logs" / "version_0" / "checkpoints"
+    checkpoints = sorted(p.name for p in run.iterdir())
     assert "last.ckpt" in checkpoints and len(checkpoints) == 2  # the best and last
+    assert (tmp_path / "checkpoints" / "last.ckpt").resolve() == (run / "last.ckpt").resolve()
     assert list((tmp_path / "logs" / "version_0").glob("events.out.tfevents.*"))
     capsys.readouterr()
     assert main(["test", config, root, f"ckpt_path={tmp_path / 'checkpoints' / 'last.ckpt'}"]) == 0
