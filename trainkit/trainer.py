@@ -46,6 +46,7 @@ from trainkit.data import (
 from trainkit.evaluate import format_results, run_evaluation, run_predict
 from trainkit.hooks import Hooks, RunContext, batch_transfer, overrides
 from trainkit.launch import Launcher, select_launcher
+from trainkit.launch.environment import resume_on_restart
 from trainkit.loggers import Logger, build_loggers
 from trainkit.loop import Fit, run_fit
 from trainkit.metrics import Results
@@ -485,7 +486,7 @@ class Trainer(TrainerViews):
         state, options, model, datamodule = self.state, self.options, run.module, self.datamodule
         # Read the checkpoint first: a damaged file should fail before any setup work.
         resume_from = checkpoint_io.resolve_path(
-            ckpt_path, self._last_checkpoint_paths(), self.warn
+            resume_on_restart(ckpt_path), self._last_checkpoint_paths(), self.warn
         )
         checkpoint = self.strategy.load_checkpoint(resume_from) if resume_from else None
         self.ckpt_path = str(resume_from) if resume_from else None

@@ -55,6 +55,9 @@ def main() -> None:
         enable_progress_bar=False,
         enable_model_summary=False,
         num_sanity_val_steps=0,
+        # A restart whose process group cannot form (torch's own restarts sometimes
+        # fail to connect) fails fast, and torchrun restarts it again.
+        process_group_timeout=30,
         callbacks=[
             ModelCheckpoint(
                 dirpath=os.path.join(args.root, "checkpoints"),

@@ -25,8 +25,11 @@ def _torchrun(root: Path, *extra: str) -> subprocess.CompletedProcess[str]:
         "torch.distributed.run",
         "--nproc-per-node",
         "2",
+        # Spare restarts: torch's gloo process group sometimes fails to form in a
+        # restarted attempt (pytorch/pytorch#167288); trainkit's fit then fails fast
+        # and torchrun tries again, as a real job's --max-restarts would.
         "--max-restarts",
-        "2",
+        "4",
         # torch's c10d rendezvous: the static one (--master-port) cannot restart gloo
         # workers (the restarted ranks read the failed attempt's addresses).
         "--rdzv-backend",
@@ -55,7 +58,7 @@ def test_a_killed_worker_is_restarted_and_the_run_ends_bitwise_equal(tmp_path: P
     # The first attempt started at step 0; the restart continued from the checkpoint
     # at step 4 (saved every 2 steps), not from the beginning.
     assert (tmp_path / "killed" / "starts.txt").read_text().split() == ["0", "4"]
-    assert "this job was restarted (1 time(s))" in output
+    assert "this job was restarted (" in output
     whole = _torchrun(tmp_path / "whole")
     assert whole.returncode == 0, (whole.stdout + whole.stderr)[-4000:]
     restarted = torch.load(tmp_path / "killed" / "final.pt", weights_only=True)

@@ -123,3 +123,38 @@ def first_slurm_host(nodelist: str) -> str:
         return first
     prefix, ranges, suffix = match.groups()
     return prefix + ranges.split(",")[0].split("-")[0] + suffix
+
+
+def restart_count() -> int:
+    """How many times the job's scheduler has restarted this process's job (0: first start).
+
+    torchrun's elastic agent sets ``TORCHELASTIC_RESTART_COUNT`` when it restarts
+    the workers (``--max-restarts``); SLURM sets ``SLURM_RESTART_COUNT`` when it
+    requeues a job (``--requeue``).
+    """
+    for variable in ("TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT"):
+        value = os.environ.get(variable, "")
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return 0
+
+
+def resume_on_restart(ckpt_path: str | os.PathLike[str] | None) -> str | os.PathLike[str] | None:
+    """``"last"`` for a restarted job's ``fit`` given no checkpoint; else ``ckpt_path``.
+
+    So a job that torchrun or SLURM restarts after a failure continues from its
+    last checkpoint with no change to the script (an explicit ``ckpt_path`` is kept).
+
+    Args:
+        ckpt_path: what ``fit`` was given.
+    """
+    restarts = restart_count()
+    if ckpt_path is not None or restarts == 0:
+        return ckpt_path
+    if os.environ.get("RANK", "0") == "0":
+        print(
+            f"trainkit: this job was restarted ({restarts} time(s)); fit continues from the "
+            "last checkpoint (ckpt_path='last').",
+            flush=True,
+        )
+    return "last"
