@@ -154,7 +154,7 @@ class Hooks:
 
         The callbacks first, then the Module, then ``between`` (the loop reduces
         the epoch's values there), then the checkpointing and early-stopping
-        callbacks, which so see what the Module logged.
+        callbacks, so that they see what the Module logged.
 
         Args:
             name: "on_train_epoch_end", "on_validation_epoch_end" or "on_test_epoch_end".
