@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -41,14 +42,22 @@ def _torchrun(root: Path, *extra: str) -> subprocess.CompletedProcess[str]:
         str(root),
         *extra,
     ]
-    return subprocess.run(
+    # A session of its own: on a timeout the agent and every worker it started end.
+    job = subprocess.Popen(
         command,
         cwd=ROOT,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=400,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
+        start_new_session=True,
     )
+    try:
+        stdout, stderr = job.communicate(timeout=400)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        stdout, stderr = job.communicate()
+    return subprocess.CompletedProcess(command, job.returncode, stdout, stderr)
 
 
 def test_a_killed_worker_is_restarted_and_the_run_ends_bitwise_equal(tmp_path: Path) -> None:
