@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -71,17 +72,23 @@ def test_a_sync_dist_value_logged_on_one_rank_only_ends_every_rank_with_its_name
         str(tmp_path),
     ]
     start = time.monotonic()
-    result = subprocess.run(
+    # A session of its own: on a timeout the agent and every worker it started end.
+    job = subprocess.Popen(
         command,
         cwd=ROOT,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
-        timeout=240,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
+        start_new_session=True,
     )
+    try:
+        output, _ = job.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        output, _ = job.communicate()
     elapsed = time.monotonic() - start
-    output = result.stdout + result.stderr
-    assert result.returncode != 0
+    assert job.returncode != 0
     assert "CollectiveMismatchError" in output
     assert "'only_on_rank_zero'" in output and "sync_dist=True" in output
     # No rank took the mismatch for the end of training.
