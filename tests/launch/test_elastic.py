@@ -53,7 +53,7 @@ def _torchrun(root: Path, *extra: str) -> subprocess.CompletedProcess[str]:
         start_new_session=True,
     )
     try:
-        stdout, stderr = job.communicate(timeout=180)
+        stdout, stderr = job.communicate(timeout=120)
     except subprocess.TimeoutExpired:
         os.killpg(job.pid, signal.SIGKILL)
         stdout, stderr = job.communicate()
