@@ -85,3 +85,45 @@ def _rebuild_mapping(original: Mapping[Any, Any], moved: dict[Any, Any]) -> Any:
         return factory(moved)
     except TypeError:  # a mapping type whose constructor takes something else
         return moved
+
+
+class BatchTransferHooks:
+    """The batch transfer hooks a Module and a DataModule share (Lightning's names).
+
+    The Trainer runs, for each batch, ``on_before_batch_transfer``, then
+    ``transfer_batch_to_device``, then ``on_after_batch_transfer``; each is the
+    DataModule's if it overrides it, else the Module's.
+    """
+
+    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        """Change a batch before it is moved to the device; return it.
+
+        Args:
+            batch: the batch as the dataloader yields it.
+            dataloader_idx: which dataloader it came from (0 in training).
+        """
+        return batch
+
+    def transfer_batch_to_device(
+        self, batch: Any, device: torch.device, dataloader_idx: int
+    ) -> Any:
+        """Move a batch to ``device``; override for a batch type trainkit cannot move.
+
+        The default moves every tensor nested in tuples, lists, dicts,
+        namedtuples and dataclasses, and objects with a ``to(device)`` method.
+
+        Args:
+            batch: the batch.
+            device: the process's device.
+            dataloader_idx: which dataloader it came from (0 in training).
+        """
+        return move_data_to_device(batch, device)
+
+    def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        """Change a batch once it is on the device (e.g. GPU augmentation); return it.
+
+        Args:
+            batch: the batch, on the device.
+            dataloader_idx: which dataloader it came from (0 in training).
+        """
+        return batch

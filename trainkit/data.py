@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import torch
 from torch.utils.data import DataLoader, IterableDataset, RandomSampler, Sampler, SequentialSampler
 
+from trainkit.batches import BatchTransferHooks
 from trainkit.batches import move_data_to_device as move_data_to_device  # re-exported
 from trainkit.module import HyperparametersMixin, Module, overrides
 from trainkit.seed import capture_rng_states, restore_rng_states, seed_worker, seeding_workers
@@ -35,7 +36,7 @@ DataModuleT = TypeVar("DataModuleT", bound="DataModule")
 EvalDataloaders = DataLoader[Any] | list[DataLoader[Any]] | tuple[DataLoader[Any], ...]
 
 
-class DataModule(HyperparametersMixin):
+class DataModule(BatchTransferHooks, HyperparametersMixin):
     """Groups the data of a project: download, splits and dataloaders.
 
     Override the methods you need. ``prepare_data`` runs once per node (for
@@ -132,39 +133,6 @@ class DataModule(HyperparametersMixin):
         Args:
             stage: one of "fit", "validate", "test", "predict".
         """
-
-    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
-        """Change a batch before it is moved to the device; return it.
-
-        Args:
-            batch: the batch as the dataloader yields it.
-            dataloader_idx: which dataloader it came from (0 in training).
-        """
-        return batch
-
-    def transfer_batch_to_device(
-        self, batch: Any, device: torch.device, dataloader_idx: int
-    ) -> Any:
-        """Move a batch to ``device``; override for a batch type trainkit cannot move.
-
-        The default moves every tensor nested in tuples, lists, dicts,
-        namedtuples and dataclasses, and objects with a ``to(device)`` method.
-
-        Args:
-            batch: the batch.
-            device: the process's device.
-            dataloader_idx: which dataloader it came from (0 in training).
-        """
-        return move_data_to_device(batch, device)
-
-    def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
-        """Change a batch once it is on the device (e.g. GPU augmentation); return it.
-
-        Args:
-            batch: the batch, on the device.
-            dataloader_idx: which dataloader it came from (0 in training).
-        """
-        return batch
 
     def train_dataloader(self) -> DataLoader[Any]:
         """The training dataloader."""

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import torch
 from torch import nn
 
-from trainkit.batches import move_data_to_device
+from trainkit.batches import BatchTransferHooks
 
 if TYPE_CHECKING:
     from trainkit.trainer import Trainer
@@ -149,7 +149,7 @@ class StageSplit:
         self.runner: nn.Module | None = None
 
 
-class Module(HyperparametersMixin, nn.Module):
+class Module(BatchTransferHooks, HyperparametersMixin, nn.Module):
     """Base class for models trained by :class:`trainkit.Trainer`.
 
     Subclass it, define ``forward``, ``training_step`` and ``configure_optimizers``
@@ -1059,39 +1059,6 @@ class Module(HyperparametersMixin, nn.Module):
 
     def on_predict_epoch_end(self) -> None:
         """Called after the last predict batch."""
-
-    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
-        """Change a batch before it is moved to the device; return it.
-
-        Args:
-            batch: the batch as the dataloader yields it.
-            dataloader_idx: which dataloader it came from (0 in training).
-        """
-        return batch
-
-    def transfer_batch_to_device(
-        self, batch: Any, device: torch.device, dataloader_idx: int
-    ) -> Any:
-        """Move a batch to ``device``; override for a batch type trainkit cannot move.
-
-        The default moves every tensor nested in tuples, lists, dicts,
-        namedtuples and dataclasses, and objects with a ``to(device)`` method.
-
-        Args:
-            batch: the batch.
-            device: the process's device.
-            dataloader_idx: which dataloader it came from (0 in training).
-        """
-        return move_data_to_device(batch, device)
-
-    def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
-        """Change a batch once it is on the device (e.g. GPU augmentation); return it.
-
-        Args:
-            batch: the batch, on the device.
-            dataloader_idx: which dataloader it came from (0 in training).
-        """
-        return batch
 
     def on_predict_batch_start(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
         """Called before ``predict_step``."""
