@@ -115,3 +115,31 @@ def alive(pid: int) -> bool:
 def rank_pids(root: Path) -> list[int]:
     """The process ids the job's ranks wrote (``pid<rank>.txt``)."""
     return [int(path.read_text()) for path in sorted(root.glob("pid*.txt"))]
+
+
+def run_whole(command: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` from the repository root in a session of its own, to the end.
+
+    On a timeout the whole session (a torchrun agent and every worker it started)
+    is killed, so no process outlives the test; the result then has a negative
+    return code.
+
+    Args:
+        command: the command line.
+        timeout: seconds to wait for it.
+    """
+    job = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = job.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        stdout, stderr = job.communicate()
+    return subprocess.CompletedProcess(command, job.returncode, stdout, stderr)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +10,7 @@ import pytest
 import torch
 
 from tests.distributed.spawn import free_port
+from tests.launch.running import run_whole
 from trainkit.launch.environment import restart_count, resume_on_restart
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,22 +41,7 @@ def _torchrun(root: Path, *extra: str) -> subprocess.CompletedProcess[str]:
         str(root),
         *extra,
     ]
-    # A session of its own: on a timeout the agent and every worker it started end.
-    job = subprocess.Popen(
-        command,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        start_new_session=True,
-    )
-    try:
-        stdout, stderr = job.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        os.killpg(job.pid, signal.SIGKILL)
-        stdout, stderr = job.communicate()
-    return subprocess.CompletedProcess(command, job.returncode, stdout, stderr)
+    return run_whole(command, timeout=120)
 
 
 def _torch_could_not_restart(result: subprocess.CompletedProcess[str]) -> bool:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -13,6 +10,7 @@ import pytest
 import torch
 
 from tests.distributed.spawn import free_port
+from tests.launch.running import run_whole
 from trainkit.strategies.control import CollectiveMismatchError, ControlChannel, _decode, _encode
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,23 +70,10 @@ def test_a_sync_dist_value_logged_on_one_rank_only_ends_every_rank_with_its_name
         str(tmp_path),
     ]
     start = time.monotonic()
-    # A session of its own: on a timeout the agent and every worker it started end.
-    job = subprocess.Popen(
-        command,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        start_new_session=True,
-    )
-    try:
-        output, _ = job.communicate(timeout=240)
-    except subprocess.TimeoutExpired:
-        os.killpg(job.pid, signal.SIGKILL)
-        output, _ = job.communicate()
+    result = run_whole(command, timeout=240)
+    output = result.stdout + result.stderr
     elapsed = time.monotonic() - start
-    assert job.returncode != 0
+    assert result.returncode != 0
     assert "CollectiveMismatchError" in output
     assert "'only_on_rank_zero'" in output and "sync_dist=True" in output
     # No rank took the mismatch for the end of training.
