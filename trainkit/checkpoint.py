@@ -31,6 +31,7 @@ older trainkit's) load unchecked.
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import hashlib
 import inspect
@@ -50,6 +51,7 @@ from torch import nn
 
 from trainkit.io import atomic_write, fsync_folder, no_space_error, temporary_prefix
 from trainkit.rank_zero import rank_zero_print
+from trainkit.resume_check import OPTIONS_KEY, compare, run_settings
 from trainkit.seed import capture_rng_states, restore_rng_states
 from trainkit.version import __version__
 
@@ -658,6 +660,7 @@ def collect_state(trainer: Trainer, weights_only: bool = False) -> dict[str, Any
         if trainer.is_global_zero
         else [],
         "config": None,  # the trainkit command's run config (its callback fills it in)
+        OPTIONS_KEY: trainer_options(trainer),
     }
     scaler = callback_states.get(_PRECISION_KEY, {}).get("scaler")
     if scaler and not weights_only:
@@ -728,6 +731,7 @@ def restore_state(trainer: Trainer, checkpoint: dict[str, Any], source: str) -> 
             "nothing can be resumed from it; use a checkpoint written by ModelCheckpoint or "
             "Trainer.save_checkpoint."
         )
+    _check_settings(trainer, checkpoint, source)
     module.on_load_checkpoint(checkpoint)
     for callback in trainer.callbacks:
         callback.on_load_checkpoint(trainer, module, checkpoint)
@@ -769,6 +773,45 @@ def restore_state(trainer: Trainer, checkpoint: dict[str, Any], source: str) -> 
             f"{type(error).__name__}: {error} (an entry is missing or has another layout than "
             "this trainkit writes); resume from a file this trainkit version wrote."
         ) from error
+
+
+def trainer_options(trainer: Trainer) -> dict[str, Any]:
+    """The Trainer's hardware, loop and step options as plain values (a checkpoint entry).
+
+    Args:
+        trainer: the Trainer whose options to record.
+    """
+    options: dict[str, Any] = {}
+    for group in (trainer.hardware, trainer.options, trainer.step_options):
+        options.update(dataclasses.asdict(group))
+    return {key: plain_value(value) for key, value in options.items()}
+
+
+def _check_settings(trainer: Trainer, checkpoint: dict[str, Any], source: str) -> None:
+    # Before anything is restored: a refused resume changes nothing (see trainkit.resume_check).
+    saved_options = checkpoint.get(OPTIONS_KEY)
+    if not isinstance(saved_options, Mapping):
+        return  # another tool's file, or an older trainkit's: nothing to compare
+    datamodule = trainer.datamodule
+    error, warning = compare(
+        trainer.options.resume_mismatch,
+        source,
+        run_settings(
+            saved_options,
+            checkpoint.get(CHECKPOINT_HYPER_PARAMS_KEY),
+            checkpoint.get(DATAMODULE_PREFIX + CHECKPOINT_HYPER_PARAMS_KEY),
+        ),
+        run_settings(
+            trainer_options(trainer),
+            plain_hparams(trainer.module.hparams),
+            plain_hparams(datamodule.hparams) if datamodule is not None else None,
+        ),
+        has_schedule=bool(checkpoint.get("lr_schedulers")),
+    )
+    if error:
+        raise CheckpointError(error)
+    if warning:
+        trainer.warn(warning)
 
 
 #: The entries a trainkit checkpoint needs beyond the weights and optimizers to resume.

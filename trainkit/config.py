@@ -409,6 +409,7 @@ _RESUME_HARMLESS = frozenset(
         "trainer.benchmark",
         "trainer.detect_anomaly",
         "trainer.inference_mode",
+        "trainer.resume_mismatch",
         "trainer.limit_val_batches",
         "trainer.limit_test_batches",
         "trainer.limit_predict_batches",

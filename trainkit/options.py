@@ -33,6 +33,9 @@ DEFAULT_MAX_EPOCHS = 1000
 
 ACCELERATORS = ("auto", "cpu", "cuda", "gpu")
 
+#: What a resume under other hyperparameters or options does (see LoopOptions.resume_mismatch).
+RESUME_MISMATCH = ("error", "warn", "ignore")
+
 #: Accepted precision spellings, mapped to the canonical name.
 PRECISIONS: dict[str | int, str] = {
     "32-true": "32-true",
@@ -202,8 +205,20 @@ class LoopOptions:
         "Evaluate and predict under torch.inference_mode (False: torch.no_grad, for code "
         "that needs ordinary tensors out of evaluation).",
     )
+    resume_mismatch: str = option(
+        "warn",
+        "What fit(ckpt_path=...) does when the checkpoint was saved with other hyperparameters "
+        "or Trainer options that change what the run computes: 'error' refuses, 'warn' names "
+        "the keys and resumes, 'ignore' resumes silently.",
+    )
 
     def __post_init__(self) -> None:
+        if self.resume_mismatch not in RESUME_MISMATCH:
+            choices = ", ".join(map(repr, RESUME_MISMATCH))
+            raise ValueError(
+                f"resume_mismatch={self.resume_mismatch!r} must be one of {choices}."
+                + did_you_mean(str(self.resume_mismatch), RESUME_MISMATCH)
+            )
         if self.max_epochs is not None:
             _check_int("max_epochs", self.max_epochs, minimum=-1, hint="(-1 for no limit)")
         _check_int("max_steps", self.max_steps, minimum=-1, hint="(-1 for no limit)")
