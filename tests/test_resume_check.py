@@ -110,3 +110,13 @@ def test_a_checkpoint_without_recorded_options_is_not_compared(tmp_path: Path) -
 def test_a_misspelt_mode_is_refused_with_a_suggestion() -> None:
     with pytest.raises(ValueError, match=r"resume_mismatch='eror'.*Did you mean 'error'"):
         trainkit.Trainer(resume_mismatch="eror")
+
+
+def test_hyperparameters_stored_as_an_address_are_not_compared(tmp_path: Path) -> None:
+    class WithActivation(Classifier):
+        def __init__(self, activation: Any = None, lr: float = 0.1) -> None:
+            super().__init__(lr=lr)
+            self.save_hyperparameters()
+
+    path = _saved(tmp_path, WithActivation(activation=lambda x: x))
+    assert _resume(path, WithActivation(activation=lambda x: x), resume_mismatch="error") == []

@@ -15,6 +15,7 @@ expects), ``"error"`` (refuses), ``"ignore"``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,12 +35,28 @@ def run_settings(options: Any, hparams: Any, datamodule_hparams: Any) -> dict[st
         >>> run_settings({"seed": 0}, {"lr": 0.1}, None)
         {'trainer': {'seed': 0}, 'model': {'init_args': {'lr': 0.1}}}
     """
-    run: dict[str, Any] = {"trainer": dict(options) if isinstance(options, Mapping) else {}}
+    run: dict[str, Any] = {"trainer": _comparable(options)}
     if isinstance(hparams, Mapping) and hparams:
-        run["model"] = {"init_args": dict(hparams)}
+        run["model"] = {"init_args": _comparable(hparams)}
     if isinstance(datamodule_hparams, Mapping) and datamodule_hparams:
-        run["data"] = {"init_args": dict(datamodule_hparams)}
+        run["data"] = {"init_args": _comparable(datamodule_hparams)}
     return run
+
+
+#: How a plain value stands for an object it could not hold (``<... at 0x7f...>``).
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")
+
+
+def _comparable(values: Any) -> dict[str, Any]:
+    # An object stored as its repr (a function, a module) names its memory address,
+    # which differs in every process: such a value cannot be compared.
+    if not isinstance(values, Mapping):
+        return {}
+    return {
+        key: value
+        for key, value in values.items()
+        if not (isinstance(value, str) and _ADDRESS.search(value))
+    }
 
 
 def compare(
