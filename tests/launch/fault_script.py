@@ -6,12 +6,15 @@ that a test can signal it mid-run). ``--fail-rank r`` makes rank r print
 ``rank r failing`` and raise at step 5; ``--hang-rank r`` makes it print
 ``rank r hanging`` and sleep at step 5, leaving the other ranks blocked in the
 step's gradient all-reduce. When fit returns, the process that called it
-writes ``R/done.txt``.
+writes ``R/done.txt``. ``--disk-full-rank r`` saves a checkpoint every 5 steps,
+and rank r's disk is full from the start (its saves fail with ENOSPC).
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
+import io
 import os
 import time
 from pathlib import Path
@@ -22,6 +25,7 @@ from torch.utils.data import DataLoader
 
 import trainkit
 from tests.helpers import Classifier, blobs
+from trainkit.callbacks import ModelCheckpoint
 
 
 class Job(Classifier):
@@ -54,12 +58,34 @@ class Report(trainkit.Callback):
         time.sleep(self.delay)
 
 
+class FullDisk(trainkit.Callback):
+    """Rank ``rank``'s disk is full: every write of a checkpoint fails with ENOSPC."""
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+
+    def on_train_start(self, trainer: trainkit.Trainer, module: trainkit.Module) -> None:
+        if trainer.global_rank != self.rank:
+            return
+        real_save = torch.save
+
+        class Full(io.RawIOBase):
+            def writable(self) -> bool:
+                return True
+
+            def write(self, data: Any) -> int:
+                raise OSError(errno.ENOSPC, "No space left on device")
+
+        torch.save = lambda obj, file, **kw: real_save(obj, Full(), **kw)  # type: ignore[assignment]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--root", required=True)
     parser.add_argument("--strategy", default="ddp")
     parser.add_argument("--fail-rank", type=int, default=-1)
     parser.add_argument("--hang-rank", type=int, default=-1)
+    parser.add_argument("--disk-full-rank", type=int, default=-1)
     parser.add_argument("--delay", type=float, default=0.0)
     parser.add_argument("--max-steps", type=int, default=60)
     args = parser.parse_args()
@@ -74,11 +100,18 @@ def main() -> None:
         enable_progress_bar=False,
         enable_model_summary=False,
         num_sanity_val_steps=0,
-        callbacks=[Report(args.root, args.delay)],
+        callbacks=[Report(args.root, args.delay), *_disk(args.root, args.disk_full_rank)],
     )
     data = DataLoader(blobs(2048), batch_size=16, shuffle=True)
     trainer.fit(Job(args.fail_rank, args.hang_rank), data)
     Path(args.root, "done.txt").write_text(str(trainer.global_step))
+
+
+def _disk(root: str, rank: int) -> list[trainkit.Callback]:
+    if rank < 0:
+        return []
+    every_5 = ModelCheckpoint(dirpath=Path(root, "ckpt"), every_n_train_steps=5)
+    return [FullDisk(rank), every_5]
 
 
 if __name__ == "__main__":

@@ -56,6 +56,23 @@ def test_plain_python_a_failing_rank_ends_every_rank_within_seconds(
     assert not (tmp_path / "done.txt").exists()
 
 
+def test_plain_python_a_full_disk_on_rank_0_ends_every_rank_saying_so(tmp_path: Path) -> None:
+    job = Job.python(tmp_path, "--disk-full-rank", "0")
+    code, ended_at = job.wait()
+    output = job.output
+    assert code != 0, output[-3000:]
+    said = [line for line in output.splitlines() if "No space left on device while saving" in line]
+    assert said, output[-3000:]
+    assert str(tmp_path / "ckpt") in said[0]
+    failed_at = next(at for at, line in job.lines if "No space left on device" in line)
+    assert ended_at - failed_at < ENDS_WITHIN_S, f"ended {ended_at - failed_at:.1f} s after"
+    assert "trainkit: rank 0 failed (CheckpointError); ending rank 1 of the job." in output
+    assert not any(alive(pid) for pid in rank_pids(tmp_path))
+    assert not (tmp_path / "done.txt").exists()
+    # Nothing half-written is left where the checkpoints go.
+    assert not [p for p in (tmp_path / "ckpt").glob("*") if p.is_file()]
+
+
 @pytest.mark.parametrize("failing_rank", [0, 1])
 def test_torchrun_a_failing_rank_ends_every_rank_within_seconds(
     tmp_path: Path, failing_rank: int
