@@ -117,6 +117,21 @@ def rank_pids(root: Path) -> list[int]:
     return [int(path.read_text()) for path in sorted(root.glob("pid*.txt"))]
 
 
+def descendants(pid: int) -> list[int]:
+    """Every living process started by ``pid`` or by one of its descendants (from /proc)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            # "pid (name) state ppid ...": the name may hold spaces, so split after ")".
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+    found, frontier = [], [pid]
+    while frontier:
+        children = [child for child, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
+
+
 def run_whole(command: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
     """Run ``command`` from the repository root in a session of its own, to the end.
 
@@ -140,6 +155,9 @@ def run_whole(command: list[str], timeout: float) -> subprocess.CompletedProcess
     try:
         stdout, stderr = job.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(job.pid, signal.SIGKILL)
+        # torchrun starts each worker in a session of its own: end them by ancestry.
+        for pid in [*descendants(job.pid), job.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         stdout, stderr = job.communicate()
     return subprocess.CompletedProcess(command, job.returncode, stdout, stderr)

@@ -21,62 +21,45 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = str(ROOT / "tests" / "launch" / "elastic_script.py")
 
 
-def _torchrun(root: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def _torchrun(
+    root: Path, *extra: str, rendezvous: str = "c10d"
+) -> subprocess.CompletedProcess[str]:
     root.mkdir(parents=True, exist_ok=True)
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc-per-node",
-        "2",
-        # Spare restarts: torch's gloo process group sometimes fails to form in a
-        # restarted attempt (pytorch/pytorch#167288); trainkit's fit then fails fast
-        # and torchrun tries again, as a real job's --max-restarts would.
-        "--max-restarts",
-        "4",
-        # torch's c10d rendezvous: the static one (--master-port) cannot restart gloo
-        # workers (the restarted ranks read the failed attempt's addresses).
-        "--rdzv-backend",
-        "c10d",
-        "--rdzv-endpoint",
-        f"127.0.0.1:{free_port()}",
-        SCRIPT,
-        "--root",
-        str(root),
-        *extra,
-    ]
-    return run_whole(command, timeout=120)
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
+    command += ["--max-restarts", "2"]
+    if rendezvous == "c10d":  # torch's dynamic rendezvous, the documented recipe
+        command += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}"]
+    else:  # the static one
+        command += ["--master-port", str(free_port())]
+    return run_whole([*command, SCRIPT, "--root", str(root), *extra], timeout=180)
 
 
-def _torch_could_not_restart(result: subprocess.CompletedProcess[str]) -> bool:
-    # torch's own restart failed before trainkit ran: the restarted workers' gloo
-    # process group did not form (pytorch/pytorch#167288), or the job hung in it.
-    output = result.stdout + result.stderr
-    hung_before_trainkit = result.returncode < 0 and "this job was restarted" not in output
-    return result.returncode != 0 and ("connectFullMesh failed" in output or hung_before_trainkit)
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, torch.Tensor]:
+    """The final weights of the job (2 processes x 16 samples) when nothing fails."""
+    root = tmp_path_factory.mktemp("whole")
+    whole = _torchrun(root)
+    assert whole.returncode == 0, (whole.stdout + whole.stderr)[-4000:]
+    assert (root / "starts.txt").read_text().splitlines() == ["0 2"]
+    return torch.load(root / "final.pt", weights_only=True)  # type: ignore[no-any-return]
 
 
-def test_a_killed_worker_is_restarted_and_the_run_ends_bitwise_equal(tmp_path: Path) -> None:
-    for attempt in range(2):
-        root = tmp_path / f"killed{attempt}"
-        killed = _torchrun(root, "--kill-step", "5")
-        if not _torch_could_not_restart(killed):
-            break
-    else:
-        pytest.skip(
-            "torch's restarted gloo workers could not form their process group in two jobs "
-            "(pytorch/pytorch#167288); trainkit's resume was not reached"
-        )
+@pytest.mark.parametrize("rendezvous", ["c10d", "static"])
+def test_a_killed_worker_is_restarted_and_the_run_ends_bitwise_equal(
+    tmp_path: Path, rendezvous: str, uninterrupted: dict[str, torch.Tensor]
+) -> None:
+    # Each attempt meets in a namespace of its own in torchrun's store: without it
+    # a restarted rank can read its dead predecessor's address and fail to connect
+    # (gloo's "connectFullMesh failed ... Connection refused"), by chance.
+    root = tmp_path / "killed"
+    killed = _torchrun(root, "--kill-step", "5", rendezvous=rendezvous)
     output = killed.stdout + killed.stderr
     assert killed.returncode == 0, output[-4000:]
     # The first attempt started at step 0; the restart continued from the checkpoint
     # at step 4 (saved every 2 steps), not from the beginning.
     assert (root / "starts.txt").read_text().splitlines() == ["0 2", "4 2"]
     assert "this job was restarted (" in output
-    whole = _torchrun(tmp_path / "whole")
-    assert whole.returncode == 0, (whole.stdout + whole.stderr)[-4000:]
     restarted = torch.load(root / "final.pt", weights_only=True)
-    uninterrupted = torch.load(tmp_path / "whole" / "final.pt", weights_only=True)
     for name, value in uninterrupted.items():
         assert torch.equal(restarted[name], value), name
 
@@ -95,7 +78,7 @@ def _agent(root: Path, endpoint: str, node: str) -> list[str]:
 
 
 def test_a_lost_node_the_job_goes_on_alone_and_continues_the_same_samples(
-    tmp_path: Path,
+    tmp_path: Path, uninterrupted: dict[str, torch.Tensor]
 ) -> None:
     # Two torchrun agents (two "nodes" of one process each) under --nnodes 1:2. At
     # step 5, node b's agent and worker are SIGKILLed; torchrun restarts node a's
@@ -122,17 +105,12 @@ def test_a_lost_node_the_job_goes_on_alone_and_continues_the_same_samples(
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(b.pid, signal.SIGKILL)
-    if a.returncode != 0 and "connectFullMesh failed" in output:
-        pytest.skip("torch's restarted gloo worker could not form its process group "
-                    "(pytorch/pytorch#167288); trainkit's resume was not reached")  # fmt: skip
     assert a.returncode == 0, output[-4000:]
     starts = (root / "starts.txt").read_text().splitlines()
     assert starts[0] == "0 2" and starts[-1] == "4 1", starts  # resumed at step 4, alone
     assert "this job was restarted (" in output
-    whole = _torchrun(tmp_path / "whole")  # 2 processes x 16 = the same global batch
-    assert whole.returncode == 0, (whole.stdout + whole.stderr)[-4000:]
     resumed = torch.load(root / "final.pt", weights_only=True)
-    uninterrupted = torch.load(tmp_path / "whole" / "final.pt", weights_only=True)
+    # The uninterrupted job ran 2 processes x 16: the same global batch.
     for name, value in uninterrupted.items():
         torch.testing.assert_close(resumed[name], value, rtol=1e-5, atol=1e-6)
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,41 @@ def restart_count() -> int:
         if value.isdigit() and int(value) > 0:
             return int(value)
     return 0
+
+
+def attempt_store(environment: ClusterEnvironment, timeout: timedelta) -> Any | None:
+    """The store a restarted torchrun worker's process group must meet its peers in.
+
+    torchrun's elastic agent serves one store for the whole job
+    (``TORCHELASTIC_USE_AGENT_STORE``), and the keys a failed attempt's processes
+    wrote stay in it: a restarted process that reads a dead peer's address before
+    the peer's successor has written its own fails to connect (gloo's
+    ``connectFullMesh failed ... Connection refused``), so a restart would fail
+    by chance. Every attempt gets a namespace of its own in that store instead.
+
+    Args:
+        environment: this process's place in the job.
+        timeout: how long the store waits for a key.
+
+    Returns:
+        A store for ``init_process_group`` under an agent's store; None elsewhere
+        (``env://`` then serves).
+    """
+    if environment.source != "torchrun" or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return None
+    import torch.distributed as dist
+
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    store = dist.TCPStore(  # type: ignore[attr-defined]
+        environment.master_addr,
+        environment.master_port,
+        environment.world_size,
+        is_master=False,
+        timeout=timeout,
+    )
+    return dist.PrefixStore(  # type: ignore[attr-defined]
+        f"trainkit/attempt_{attempt}", store
+    )
 
 
 def resume_on_restart(ckpt_path: str | os.PathLike[str] | None) -> str | os.PathLike[str] | None:

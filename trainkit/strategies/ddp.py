@@ -23,7 +23,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
 
 from trainkit.data import rebuild_dataloader
-from trainkit.launch.environment import ClusterEnvironment, detect_environment
+from trainkit.launch.environment import ClusterEnvironment, attempt_store, detect_environment
 from trainkit.strategies.base import ReduceOp, Strategy
 from trainkit.strategies.control import ControlChannel
 from trainkit.strategies.sampling import EvenSplitSampler, training_sampler
@@ -113,11 +113,18 @@ class DDPStrategy(Strategy):
             torch.cuda.set_device(self.root_device)
         if not dist.is_initialized():
             self.environment.export()
-            dist.init_process_group(
-                backend="nccl" if self.device_type == "cuda" else "gloo",
-                init_method="env://",
-                timeout=self.timeout,
-            )
+            backend = "nccl" if self.device_type == "cuda" else "gloo"
+            store = attempt_store(self.environment, self.timeout)
+            if store is None:
+                dist.init_process_group(backend, init_method="env://", timeout=self.timeout)
+            else:  # a torchrun attempt: its own keys in the agent's store
+                dist.init_process_group(
+                    backend,
+                    store=store,
+                    rank=self.environment.global_rank,
+                    world_size=self.environment.world_size,
+                    timeout=self.timeout,
+                )
             # Leaving the group to the interpreter's shutdown can abort the process:
             # the backend's threads may still hold tensors while Python is torn down.
             atexit.register(end_process_group)
