@@ -15,7 +15,8 @@ try:
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
         "The MNIST recipe measures accuracy with torchmetrics, which is not installed: "
-        'install the recipes\' extra, `pip install -e ".[recipes]"` (or `pip install torchmetrics`).'
+        'install the recipes\' extra, `pip install -e ".[recipes]"`, or `pip install '
+        "torchmetrics`."
     ) from error
 
 
