@@ -239,6 +239,26 @@ def test_log_dict_with_a_metric_collection_equals_the_metrics_over_the_whole_set
     expected = {name: float(value) for name, value in reference(logits, labels).items()}
     assert set(result) == {"val/acc", "val/precision", "val/f1"}
     assert result == pytest.approx(expected, abs=1e-6)
+    assert [sorted(group) for group in module.metrics.compute_groups.values()] == [
+        ["acc", "f1", "precision"]
+    ]
+
+
+def test_log_dict_with_a_dict_of_metrics_logs_each_by_its_key() -> None:
+    class Dict(ValAccuracy):
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            x, y = batch
+            logits = self(x)
+            self.seen.append((logits.detach(), y))
+            self.acc.update(logits, y)
+            self.log_dict({"val/acc": self.acc, "val/batches": float(batch_idx)})
+
+    module = Dict()
+    (result,) = trainkit.Trainer(**RUN).validate(module, loader(blobs(64), 32))
+    logits = torch.cat([seen[0] for seen in module.seen])
+    labels = torch.cat([seen[1] for seen in module.seen])
+    assert result["val/acc"] == pytest.approx(accuracy(logits, labels), abs=1e-6)
+    assert result["val/batches"] == 0.5
 
 
 def test_test_step_with_two_dataloaders_logs_one_metric_each() -> None:
