@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
+from trainkit.rank_zero import rank_zero_warn
+
 if TYPE_CHECKING:
     from trainkit.loggers.base import Logger
 
@@ -95,6 +97,8 @@ class _Entry:
     metric_reset: bool = False
     #: Where it was first logged (a step or an epoch hook: ``MetricStore.context``).
     context: int = 0
+    #: Whether the warning about a ``Metric`` with no per-step value was given.
+    warned: bool = False
 
     @property
     def step_key(self) -> str:
@@ -188,11 +192,36 @@ class MetricStore:
                 f"self.log({entry.plain_key!r}) was given a different Metric object than "
                 "before in the same stage; log each Metric under its own name."
             )
+        if not getattr(metric, "update_called", True):
+            name = type(metric).__name__
+            raise ValueError(
+                f"self.log({entry.plain_key!r}) got a {name} that was never updated since its "
+                "last reset (each epoch's end resets it), so it has no value to log. Update it "
+                "before logging it: call the metric (`metric(preds, target)`, which also gives "
+                "the batch's value) or `metric.update(preds, target)` in the steps."
+            )
         if entry.on_step:
             # The value of the metric's last forward call, i.e. of this batch alone.
             cached = getattr(metric, "_forward_cache", None)
-            if cached is not None:
-                entry.step_value = cached.data if isinstance(cached, torch.Tensor) else cached
+            if isinstance(cached, torch.Tensor) and cached.numel() == 1:
+                entry.step_value = cached.data.reshape(())
+            elif cached is not None:
+                raise ValueError(
+                    f"self.log({entry.plain_key!r}, <{type(metric).__name__}>): the metric's "
+                    f"value is {_shown(cached)}, but a logged value must be a single number. "
+                    "Configure the metric to give one (e.g. average='micro' or 'macro' rather "
+                    "than None), or log each element under its own name."
+                )
+            elif not entry.warned:
+                # Only forward() gives a batch's value; update() alone leaves none.
+                entry.warned = True
+                rank_zero_warn(
+                    f"self.log({entry.plain_key!r}, <{type(metric).__name__}>, on_step=True) has "
+                    "no value for this step: the metric was updated with `.update()`, which "
+                    "computes nothing. Call the metric itself (`self.metric(preds, target)`) to "
+                    "log each batch's value, or log it with on_step=False to log only the "
+                    "epoch's value (which it still does)."
+                )
 
     def _check_same_options(self, entry: _Entry, key: str, options: LogOptions) -> None:
         # Slow path: the options differ as given; they may still mean the same
@@ -232,6 +261,13 @@ class MetricStore:
         on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx = options
         reduce_name = _reduce_name(name, reduce_fx)
         metric = value if is_metric(value) else None
+        if metric is not None and reduce_name != "mean":
+            raise ValueError(
+                f"self.log({name!r}, <{type(metric).__name__}>, reduce_fx={reduce_name!r}): a "
+                "torchmetrics Metric is not reduced by self.log; its epoch value is its own "
+                "compute() over every update of the epoch. Leave reduce_fx at its default, or "
+                "choose the reduction in the Metric itself (e.g. torchmetrics.MaxMetric)."
+            )
         squeeze = False
         if isinstance(value, torch.Tensor):
             if value.numel() != 1:
@@ -308,12 +344,18 @@ class MetricStore:
         # Sums and weights of sync_dist means, reduced together below.
         synced: list[tuple[str, torch.Tensor, str]] = []
         means: list[tuple[_Entry, int]] = []
+        # A Metric logged under several names (or by several dataloaders) is
+        # computed once: after its reset, a second compute() would see no updates.
+        computed: dict[int, Any] = {}
         for entry in self.entries.values():
             if entry.metric is not None and entry.on_epoch and entry.total is None:
                 # A Metric syncs its own state across processes in compute(); it
                 # starts afresh for the next epoch, as Lightning resets it.
-                entry.total = entry.metric.compute()
-                entry.metric.reset()
+                key = id(entry.metric)
+                if key not in computed:
+                    computed[key] = _computed_value(entry)
+                    entry.metric.reset()
+                entry.total = computed[key]
                 entry.weight = 1
                 entry.metric_reset = True
             if entry.total is None:
@@ -979,6 +1021,37 @@ def is_metric(value: Any) -> bool:
         cls.__name__ == "Metric" and cls.__module__.split(".")[0] == "torchmetrics"
         for cls in type(value).__mro__
     )
+
+
+def is_metric_collection(value: Any) -> bool:
+    """Whether ``value`` is a torchmetrics ``MetricCollection`` (without importing torchmetrics).
+
+    Args:
+        value: anything passed to ``self.log_dict``.
+    """
+    return isinstance(value, torch.nn.Module) and any(
+        cls.__name__ == "MetricCollection" and cls.__module__.split(".")[0] == "torchmetrics"
+        for cls in type(value).__mro__
+    )
+
+
+def _computed_value(entry: _Entry) -> torch.Tensor:
+    """The epoch value of a logged ``Metric``: its ``compute()``, which must be a scalar."""
+    value = entry.metric.compute()
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return value.detach().reshape(())
+    raise ValueError(
+        f"self.log({entry.plain_key!r}, <{type(entry.metric).__name__}>): its compute() returned "
+        f"{_shown(value)}, but a logged value must be a single number. Configure the metric to "
+        "give one (e.g. average='micro' or 'macro' rather than None), or compute it yourself "
+        "and log each element under its own name."
+    )
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    return f"a {type(value).__name__}"
 
 
 def _describe(options: LogOptions) -> str:

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from trainkit.batches import BatchTransferHooks
+from trainkit.metrics import is_metric_collection
 
 if TYPE_CHECKING:
     from trainkit.trainer import Trainer
@@ -525,7 +526,15 @@ class Module(BatchTransferHooks, HyperparametersMixin, nn.Module):
                 f"self.log_dict() got a {type(dictionary).__name__}; pass a dict of name to "
                 "value (or a torchmetrics MetricCollection)."
             )
-        for name, value in items():
+        if is_metric_collection(dictionary):
+            # As Lightning: the collection's metrics by their prefixed names; with
+            # compute groups, metrics share their group's state by reference
+            # instead of copying every state at every step.
+            shared = bool(getattr(dictionary, "_enable_compute_groups", False))
+            pairs = items(keep_base=False, copy_state=not shared)
+        else:
+            pairs = items()
+        for name, value in pairs:
             self.log(
                 name,
                 value,
