@@ -53,6 +53,27 @@ class Job:
         command += ["--master-port", str(port), FAULT_SCRIPT, "--root", str(root), *arguments]
         return cls(command)
 
+    @classmethod
+    def slurm(cls, root: Path, port: int, *arguments: str) -> Job:
+        """The script as two tasks of a SLURM job step, started as ``srun --ntasks 2`` does.
+
+        The stand-in for srun sets each task's SLURM variables, waits for both and
+        exits with the first non-zero status; like srun without
+        ``--kill-on-bad-exit`` it ends no task itself.
+        """
+        root.mkdir(parents=True, exist_ok=True)
+        tasks = [FAULT_SCRIPT, "--root", str(root), *arguments]
+        srun = (
+            "import os, subprocess, sys\n"
+            "tasks = [subprocess.Popen([sys.executable, *sys.argv[1:]], env={**os.environ,\n"
+            "    'SLURM_PROCID': str(r), 'SLURM_LOCALID': str(r), 'SLURM_NTASKS': '2',\n"
+            "    'SLURM_JOB_ID': '4242', 'SLURM_JOB_NAME': 'train',\n"
+            f"    'MASTER_ADDR': '127.0.0.1', 'MASTER_PORT': '{port}'}}) for r in range(2)]\n"
+            "codes = [task.wait() for task in tasks]\n"
+            "sys.exit(next((code for code in codes if code), 0) and 1)\n"
+        )
+        return cls([sys.executable, "-c", srun, *tasks])
+
     @property
     def output(self) -> str:
         return "".join(line for _, line in self.lines)

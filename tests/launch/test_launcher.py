@@ -56,6 +56,20 @@ def test_plain_python_a_failing_rank_ends_every_rank_within_seconds(
     assert not (tmp_path / "done.txt").exists()
 
 
+@pytest.mark.parametrize("failing_rank", [0, 1])
+def test_slurm_tasks_a_failing_rank_ends_every_rank_within_seconds(
+    tmp_path: Path, failing_rank: int
+) -> None:
+    # Under srun trainkit launches nothing either, and srun without --kill-on-bad-exit
+    # ends no task: the other rank must end by itself (its collective fails when the
+    # failed rank's connections close), not wait out the process-group timeout.
+    job = Job.slurm(tmp_path, free_port(), "--fail-rank", str(failing_rank))
+    failed_at = job.wait_for(f"rank {failing_rank} failing")
+    _assert_ended_promptly(job, failing_rank, failed_at)
+    assert len(rank_pids(tmp_path)) == 2
+    assert not any(alive(pid) for pid in rank_pids(tmp_path))
+
+
 def test_plain_python_a_full_disk_on_rank_0_ends_every_rank_saying_so(tmp_path: Path) -> None:
     job = Job.python(tmp_path, "--disk-full-rank", "0")
     code, ended_at = job.wait()
