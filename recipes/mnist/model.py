@@ -9,15 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import trainkit
-
-try:
-    from torchmetrics.classification import MulticlassAccuracy
-except ImportError as error:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "The MNIST recipe measures accuracy with torchmetrics, which is not installed: "
-        'install the recipes\' extra, `pip install -e ".[recipes]"`, or `pip install '
-        "torchmetrics`."
-    ) from error
+from recipes.metrics import MulticlassAccuracy, accuracy
 
 
 class MNISTClassifier(trainkit.Module):
@@ -55,8 +47,8 @@ class MNISTClassifier(trainkit.Module):
         # Top-1 accuracy over the whole evaluation set: the metric counts correct
         # predictions itself and, with several processes, adds up every process's
         # counts when the epoch ends (no sync_dist needed).
-        self.val_acc = MulticlassAccuracy(num_classes=10, average="micro")
-        self.test_acc = MulticlassAccuracy(num_classes=10, average="micro")
+        self.val_acc = accuracy(10)
+        self.test_acc = accuracy(10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(x))  # type: ignore[no-any-return]
