@@ -17,6 +17,7 @@ import trainkit
 from tests.distributed.spawn import run_processes
 from tests.helpers import QUIET, Classifier, blobs, loader
 from trainkit.callbacks import ModelCheckpoint, RunSummary, TQDMProgressBar
+from trainkit.callbacks import summary as summary_module
 from trainkit.callbacks.summary import short_run_warning
 from trainkit.loggers import CSVLogger
 
@@ -288,3 +289,93 @@ def test_a_fit_that_logs_is_not_warned_about(tmp_path: Path) -> None:
         warnings.filterwarnings("error", message=".*log_every_n_steps")
         trainer.fit(Classifier(), loader(blobs(96), 32))
     assert "train/loss" in (Path(trainer.log_dir) / "metrics.csv").read_text().splitlines()[0]
+
+
+# ------------------------------------------------------------ the summary's arithmetic
+class Clock:
+    """A ``time.monotonic`` the test moves by hand."""
+
+    now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+#: The user's module: the summary never touches it.
+MODULE: Any = None
+
+
+def fake_fit(**changes: Any) -> Any:
+    """The Trainer attributes the summary reads, after a fit of 10 batches."""
+    attributes: dict[str, Any] = {
+        "is_global_zero": True,
+        "current_epoch": 1,
+        "global_step": 10,
+        "max_epochs": 1,
+        "max_steps": -1,
+        "ckpt_path": None,
+        "preempted": False,
+        "should_stop": False,
+        "state": SimpleNamespace(batch_idx=0, samples_per_step=None, status="finished"),
+        "callback_metrics": {},
+        "checkpoint_callback": None,
+        "progress_bar_callback": None,
+        "loggers": [],
+    }
+    attributes.update(changes)
+    return SimpleNamespace(**attributes)
+
+
+def drive_fit(summary: RunSummary, trainer: Any, clock: Clock) -> None:
+    """Hooks as fit calls them: 1 s of set-up, 10 batches, a validation of 2 s inside."""
+    summary.setup(trainer, MODULE, "fit")
+    clock.now += 1
+    summary.on_train_start(trainer, MODULE)
+    summary.on_train_epoch_start(trainer, MODULE)
+    clock.now += 1
+    summary.on_validation_start(trainer, MODULE)
+    clock.now += 2
+    summary.on_validation_end(trainer, MODULE)
+    clock.now += 1
+    trainer.state.batch_idx = 10
+    summary.on_train_epoch_end(trainer, MODULE)
+    summary.on_train_end(trainer, MODULE)
+
+
+def test_the_rate_leaves_validation_time_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock()
+    monkeypatch.setattr(summary_module.time, "monotonic", clock)
+    summary, trainer = RunSummary(), fake_fit()
+    drive_fit(summary, trainer, clock)
+    # 10 batches in 2 s of training (4 s minus 2 s of validation); 5 s in all.
+    assert summary.lines(trainer, "fit") == [
+        "fit: finished in 5.0s | epoch 1/1, step 10 | 10 batches at 5 it/s"
+    ]
+    trainer.state.samples_per_step = 64
+    assert summary.lines(trainer, "fit")[0].endswith("10 batches at 5 it/s, 320 samples/s")
+
+
+def test_a_preempted_fit_says_how_to_resume(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clock = Clock()
+    monkeypatch.setattr(summary_module.time, "monotonic", clock)
+    summary = RunSummary()
+    trainer = fake_fit(preempted=True, should_stop=True)
+    drive_fit(summary, trainer, clock)
+    trainer.state.status = "interrupted"  # how a preempted fit ends
+    summary.teardown(trainer, MODULE, "fit")
+    assert capsys.readouterr().out.startswith(
+        "fit: stopped for a preemption signal (resume with ckpt_path='last') in 5.0s |"
+    )
+
+
+def test_other_ranks_print_nothing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clock = Clock()
+    monkeypatch.setattr(summary_module.time, "monotonic", clock)
+    summary, trainer = RunSummary(), fake_fit(is_global_zero=False)
+    drive_fit(summary, trainer, clock)
+    summary.teardown(trainer, MODULE, "fit")
+    assert capsys.readouterr().out == ""
