@@ -11,8 +11,8 @@ make unreadable logs, so the bar prints one plain line every
 ``print_every_n_steps`` training batches instead; with ``timing=True`` (the
 Trainer's default bar) each line also says the rate, the time the epoch has
 taken and its ETA. Metrics appear in the same order in every line and every
-run: ``loss`` first, then by name (the order values were logged in changes
-with a resume or a validation run, so it is not used).
+run: ``loss`` first, then by name (not the order the values were first logged
+in, which a resume or a change to the model's logging can alter).
 """
 
 from __future__ import annotations
