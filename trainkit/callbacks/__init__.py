@@ -13,6 +13,7 @@ from trainkit.callbacks.nonfinite import NonFiniteLoss, NonFiniteLossError
 from trainkit.callbacks.precision import MixedPrecision
 from trainkit.callbacks.prediction_writer import BasePredictionWriter
 from trainkit.callbacks.progress import TQDMProgressBar
+from trainkit.callbacks.summary import RunSummary
 
 __all__ = [
     "BackboneFinetuning",
@@ -29,5 +30,6 @@ __all__ = [
     "ModelSummary",
     "NonFiniteLoss",
     "NonFiniteLossError",
+    "RunSummary",
     "TQDMProgressBar",
 ]

@@ -5,7 +5,10 @@ another spelling of the MixedPrecision, GradientClipping and
 GradientAccumulation callbacks, and every Trainer watches the loss with
 NonFiniteLoss: one mechanism, whichever way it is asked for. The
 ``enable_*`` flags add ModelSummary, ModelCheckpoint and TQDMProgressBar unless
-the user passed their own.
+the user passed their own. Every run (but a barebones one) gets a RunSummary,
+which warns when the run is too short to log a step; it prints the end-of-run
+summary when the Trainer adds its own progress bar too (the user's RunSummary
+decides for itself).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from trainkit.callbacks.nonfinite import NonFiniteLoss
 from trainkit.callbacks.precision import MixedPrecision
 from trainkit.callbacks.progress import TQDMProgressBar
 from trainkit.callbacks.slots import StepSlots
+from trainkit.callbacks.summary import RunSummary
 from trainkit.module import overrides
 from trainkit.options import OutputOptions, StepOptions
 
@@ -40,7 +44,8 @@ def assemble_callbacks(
 
     Step-shaping callbacks first (so that, say, a bfloat16 cast happens before
     other callbacks see the model), then the user's, then checkpointing (after
-    the user's epoch-end hooks) and the progress bar.
+    the user's epoch-end hooks), the progress bar and the run summary (whose
+    ``teardown`` prints after the bars are closed).
 
     Args:
         callbacks: what the user passed as ``callbacks``.
@@ -90,8 +95,14 @@ def assemble_callbacks(
         # trainkit's own default keeps last.ckpt: ckpt_path="last" resumes any run.
         back.append(ModelCheckpoint(save_last=True))
     built = front + user + back
-    if output.enable_progress_bar and not barebones and not _has(user, TQDMProgressBar):
-        built.append(TQDMProgressBar())
+    own_bar = output.enable_progress_bar and not barebones and not _has(user, TQDMProgressBar)
+    if own_bar:
+        # The Trainer's bar is the one whose log lines carry timing (see TQDMProgressBar).
+        built.append(TQDMProgressBar(timing=True))
+    if not barebones and not _has(user, RunSummary):
+        # The summary prints with the Trainer's own bar: a user who passes a bar, or
+        # turns it off, has chosen what the console shows (and may add RunSummary()).
+        built.append(RunSummary(verbose=own_bar))
     return built
 
 

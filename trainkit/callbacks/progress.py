@@ -8,7 +8,11 @@ when a plain line is due.
 
 When stdout is not a terminal (a batch job, a CI log) tqdm's carriage returns
 make unreadable logs, so the bar prints one plain line every
-``print_every_n_steps`` training batches instead.
+``print_every_n_steps`` training batches instead; with ``timing=True`` (the
+Trainer's default bar) each line also says the rate, the time the epoch has
+taken and its ETA. Metrics appear in the same order in every line and every
+run: ``loss`` first, then by name (not the order the values were first logged
+in, which a resume or a change to the model's logging can alter).
 """
 
 from __future__ import annotations
@@ -31,19 +35,22 @@ _DEFAULT_MININTERVAL = 0.1
 
 
 def format_metrics(metrics: Mapping[str, Any]) -> dict[str, str]:
-    """Format metric values with 4 significant digits, training loss first.
+    """Format metric values with 4 significant digits: ``loss`` first, then by name.
+
+    The order depends on the names only, so a log line's columns are the same in
+    every run, whatever order the values were logged in.
 
     Args:
         metrics: metric name to value.
 
     Returns:
-        Metric name to formatted value, ``"loss"`` first if present.
+        Metric name to formatted value, ``"loss"`` first if present, the rest sorted.
 
     Example:
-        >>> format_metrics({"acc": 0.91234, "loss": 0.123456})
-        {'loss': '0.1235', 'acc': '0.9123'}
+        >>> format_metrics({"val/acc": 0.8, "acc": 0.91234, "loss": 0.123456})
+        {'loss': '0.1235', 'acc': '0.9123', 'val/acc': '0.8'}
     """
-    ordered = sorted(metrics.items(), key=lambda item: item[0] != "loss")
+    ordered = sorted(metrics.items(), key=lambda item: (item[0] != "loss", item[0]))
     return {
         name: f"{value:.4g}" if isinstance(value, float) else str(value) for name, value in ordered
     }
@@ -61,9 +68,50 @@ def _sum(counts: float | list[float]) -> int | float:
     return total if math.isinf(total) else int(total)
 
 
+def format_duration(seconds: float) -> str:
+    """A duration for a log line: ``4.2s``, ``3m05s``, ``2h07m30s``.
+
+    Args:
+        seconds: the duration.
+
+    Example:
+        >>> format_duration(4.31), format_duration(185), format_duration(7650)
+        ('4.3s', '3m05s', '2h07m30s')
+    """
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    whole = int(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
+
+
+def format_rate(batches: float, seconds: float) -> str:
+    """A rate as tqdm shows it: ``12.3 it/s``, or ``4.56 s/it`` below one batch a second.
+
+    Args:
+        batches: batches done.
+        seconds: the time they took.
+
+    Example:
+        >>> format_rate(100, 8.0), format_rate(2, 9.12)
+        ('12.5 it/s', '4.56 s/it')
+    """
+    if seconds <= 0 or batches <= 0:
+        return "? it/s"
+    rate = batches / seconds
+    return f"{rate:.3g} it/s" if rate >= 1 else f"{1 / rate:.3g} s/it"
+
+
 def _join(parts: list[str], metrics: Mapping[str, str]) -> str:
     """One plain line: ``a | b | name value | name value``."""
     return " | ".join(parts + [f"{name} {value}" for name, value in metrics.items()])
+
+
+def _resumed_batch(trainer: Any) -> int:
+    """The batch a training epoch starts from: 0, or where a resumed epoch goes on."""
+    state = getattr(trainer, "state", None)
+    return int(getattr(state, "batch_idx", 0) or 0)
 
 
 class TQDMProgressBar(Callback):
@@ -80,9 +128,17 @@ class TQDMProgressBar(Callback):
             setup, from whether stdout is a terminal.
         process_position: the terminal line of the first bar (bars below other
             programs' bars).
+        timing: in plain mode, add the rate (``it/s``), the time the epoch (or the
+            evaluation) has taken and, when the epoch's length is known, its ETA
+            to each line. The Trainer's own bar turns it on; it is off here so
+            that a bar built by hand keeps the line format of earlier trainkit
+            versions, which log parsers may rely on. Bars in a terminal always
+            show these (tqdm draws them).
 
     Example:
-        >>> bar = TQDMProgressBar(print_every_n_steps=100)
+        >>> bar = TQDMProgressBar(print_every_n_steps=100, timing=True)
+        >>> # plain lines then read, e.g.:
+        >>> # epoch 0 | step 100/469 | 52.1 it/s | elapsed 1.9s | eta 7.1s | loss 0.2345
     """
 
     def __init__(
@@ -92,6 +148,7 @@ class TQDMProgressBar(Callback):
         leave: bool = False,
         plain: bool | None = None,
         process_position: int = 0,
+        timing: bool = False,
     ) -> None:
         if refresh_rate < 1:
             raise ValueError(
@@ -105,6 +162,7 @@ class TQDMProgressBar(Callback):
         self.refresh_rate = refresh_rate
         self.print_every_n_steps = print_every_n_steps
         self.leave = leave
+        self.timing = timing
         self._process_position = process_position
         self._enabled = True
         self._trainer: Any = None
@@ -117,12 +175,17 @@ class TQDMProgressBar(Callback):
         self._train_position = 0  # batches done this epoch (batch_idx + 1)
         self._train_last_draw = 0.0
         self._mininterval = _DEFAULT_MININTERVAL
+        # When the epoch started, and at which batch (a resumed epoch starts midway):
+        # plain lines compute the rate from them, only when they print.
+        self._train_started = 0.0
+        self._train_first = 0
 
         self._eval_bar: Any = None
         self._eval_active = False
         self._eval_pending = 0
         self._eval_position = 0
         self._eval_last_draw = 0.0
+        self._eval_started = 0.0
 
     # ------------------------------------------------------ public state
     @property
@@ -323,8 +386,9 @@ class TQDMProgressBar(Callback):
         if not self._train_active:
             return
         self._train_pending = 0
-        self._train_position = 0
-        self._train_last_draw = time.monotonic()
+        # A resumed epoch goes on from the batch the checkpoint was saved after.
+        self._train_first = self._train_position = _resumed_batch(trainer)
+        self._train_last_draw = self._train_started = time.monotonic()
         if self.is_plain:
             return
         total = _total(trainer.num_training_batches)
@@ -362,8 +426,26 @@ class TQDMProgressBar(Callback):
         step = f"step {self._train_position}"
         if not math.isinf(total):
             step += f"/{int(total)}"
-        parts = [f"epoch {trainer.current_epoch}", step]
+        parts = [f"epoch {trainer.current_epoch}", step, *self._train_timing(total)]
         print(_join(parts, format_metrics(self.get_metrics(trainer, module))), flush=True)
+
+    def _train_timing(self, total: float | None) -> list[str]:
+        # The rate counts the batches this process ran (not those a resume skipped).
+        if not self.timing:
+            return []
+        elapsed = time.monotonic() - self._train_started
+        done = self._train_position - self._train_first
+        parts = [format_rate(done, elapsed), f"elapsed {format_duration(elapsed)}"]
+        if total is not None and not math.isinf(total) and done > 0 and elapsed > 0:
+            left = max(total - self._train_position, 0) * elapsed / done
+            parts.append(f"eta {format_duration(left)}")
+        return parts
+
+    def _eval_timing(self) -> list[str]:
+        if not self.timing:
+            return []
+        elapsed = time.monotonic() - self._eval_started
+        return [format_rate(self._eval_position, elapsed), f"elapsed {format_duration(elapsed)}"]
 
     def on_train_epoch_end(self, trainer: Trainer, module: Module) -> None:
         """Bring the bar to its final count with the epoch's final metrics."""
@@ -373,6 +455,7 @@ class TQDMProgressBar(Callback):
         metrics = self.get_metrics(trainer, module)
         if self.is_plain:
             parts = [f"epoch {trainer.current_epoch}", f"end ({self._train_position} batches)"]
+            parts += self._train_timing(None)
             print(_join(parts, format_metrics(metrics)), flush=True)
             return
         self._draw(self._train_bar, self._train_position, metrics)
@@ -390,7 +473,7 @@ class TQDMProgressBar(Callback):
             return
         self._eval_pending = 0
         self._eval_position = 0
-        self._eval_last_draw = time.monotonic()
+        self._eval_last_draw = self._eval_started = time.monotonic()
         if self.is_plain:
             return
         self._close_eval_bar()
@@ -409,8 +492,10 @@ class TQDMProgressBar(Callback):
         return self._new_bar("Training", None, position=0, leave=True)
 
     def init_sanity_tqdm(self) -> Any:
-        """A new sanity-check bar."""
-        return self._new_bar("Sanity Checking", None, **self._eval_placement())
+        """A new sanity-check bar; it is cleared from the screen when the check ends."""
+        placement = self._eval_placement()
+        # Its results are not real metrics: nothing of it stays (Lightning's leave=False).
+        return self._new_bar("Sanity Checking", None, position=placement["position"], leave=False)
 
     def init_validation_tqdm(self) -> Any:
         """A new validation bar (below the training bar, gone when done, while fitting)."""
@@ -455,9 +540,10 @@ class TQDMProgressBar(Callback):
                 metrics = self.get_metrics(trainer, module)
                 # "loss" is the latest training loss, not an evaluation result.
                 metrics.pop("loss", None)
-                print(_join([label], format_metrics(metrics)), flush=True)
+                print(_join([label, *self._eval_timing()], format_metrics(metrics)), flush=True)
             else:
-                print(f"{label} | {self._eval_position} batches", flush=True)
+                parts = [label, f"{self._eval_position} batches", *self._eval_timing()]
+                print(_join(parts, {}), flush=True)
             return
         self._draw(self._eval_bar, self._eval_position, None)
         self._close_eval_bar()
