@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import warnings
 from pathlib import Path
 
@@ -57,11 +56,10 @@ def test_repeated_samples_are_announced_with_the_way_to_avoid_them() -> None:
 
 
 def test_a_signal_on_one_rank_stops_every_rank_at_the_same_step(tmp_path: Path) -> None:
-    start = time.monotonic()
     ranks = run_processes(workers.preempt_one_rank, 2, str(tmp_path))
-    # Both ranks saved together and stopped: none waited for the process-group
-    # timeout (30 s) in a collective the other had left.
-    assert time.monotonic() - start < 25
+    # Both ranks saved together and stopped: a rank left waiting in a collective the
+    # other had left would fail at the process-group timeout (30 s), not exit 0.
+    # (No wall-clock bound: on a loaded machine the job itself can take over 30 s.)
     assert [r["exit"] for r in ranks] == [0, 0]
     assert [r["preempted"] for r in ranks] == [True, True]
     assert ranks[0]["step"] == ranks[1]["step"] < 50 * 8
