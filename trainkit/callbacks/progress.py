@@ -94,12 +94,14 @@ def format_rate(batches: float, seconds: float) -> str:
         seconds: the time they took.
 
     Example:
-        >>> format_rate(100, 8.0), format_rate(2, 9.12)
-        ('12.5 it/s', '4.56 s/it')
+        >>> format_rate(100, 8.0), format_rate(2, 9.12), format_rate(1130, 1.0)
+        ('12.5 it/s', '4.56 s/it', '1130 it/s')
     """
     if seconds <= 0 or batches <= 0:
         return "? it/s"
     rate = batches / seconds
+    if rate >= 100:  # whole numbers, never 1.13e+03
+        return f"{rate:.0f} it/s"
     return f"{rate:.3g} it/s" if rate >= 1 else f"{1 / rate:.3g} s/it"
 
 
