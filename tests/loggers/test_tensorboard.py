@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -245,3 +248,50 @@ def test_fit_validate_and_test_write_one_event_file(tmp_path: Path) -> None:
     assert run["hparams"]["lr"] == pytest.approx(0.05)
     assert run["metrics"]["test/acc"][1] == pytest.approx(test_acc)
     assert run["status"] == ["STATUS_SUCCESS"]
+
+
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+@pytest.mark.skipif(_chromium() is None, reason="needs Chromium (apt-get install chromium)")
+def test_tensorboard_renders_the_scalars_and_hparams_pages(tmp_path: Path) -> None:
+    # The real thing: `tensorboard --logdir` serving a trainkit run, rendered by a
+    # headless browser; the pages must show the run, its scalars and hyperparameters.
+    for lr in (0.05, 0.2):
+        logger = TensorBoardLogger(tmp_path)
+        trainer = trainkit.Trainer(
+            max_epochs=1, limit_train_batches=4, log_every_n_steps=1, **{**QUIET, "logger": logger}
+        )
+        trainer.fit(Classifier(lr=lr), datamodule=BlobData())
+    command = [sys.executable, "-m", "tensorboard.main", "--logdir", str(tmp_path), "--port", "0"]
+    server = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stderr is not None
+        address = None
+        for line in server.stderr:  # "TensorBoard 2.x at http://localhost:PORT/ (Press CTRL+C ...)"
+            match = re.search(r"(http://\S+?:\d+/)", line)
+            if match:
+                address = match.group(1)
+                break
+        assert address, "tensorboard did not print its address"
+        # Keep reading its log so that a full pipe never blocks the server.
+        threading.Thread(target=server.stderr.read, daemon=True).start()
+
+        def render(page: str) -> str:
+            browser = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu"]
+            browser += ["--virtual-time-budget=20000", "--dump-dom", f"{address}#{page}"]
+            return subprocess.run(browser, capture_output=True, text=True, timeout=120).stdout
+
+        scalars = render("timeseries")
+        assert "train/loss" in scalars and "val/acc" in scalars
+        hparams = render("hparams")
+        assert "logs/version_0" in hparams and "logs/version_1" in hparams
+        assert "lr" in hparams and "val/acc" in hparams
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
