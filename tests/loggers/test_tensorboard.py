@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import threading
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -260,8 +262,9 @@ def _chromium() -> str | None:
 
 @pytest.mark.skipif(_chromium() is None, reason="needs Chromium (apt-get install chromium)")
 def test_tensorboard_renders_the_scalars_and_hparams_pages(tmp_path: Path) -> None:
-    # The real thing: `tensorboard --logdir` serving a trainkit run, rendered by a
-    # headless browser; the pages must show the run, its scalars and hyperparameters.
+    # The real thing: `tensorboard --logdir` serving two trainkit runs; headless Chromium
+    # renders the time-series page, and the HPARAMS page's data lists both runs with
+    # their learning rates and metrics.
     for lr in (0.05, 0.2):
         logger = TensorBoardLogger(tmp_path)
         trainer = trainkit.Trainer(
@@ -282,16 +285,39 @@ def test_tensorboard_renders_the_scalars_and_hparams_pages(tmp_path: Path) -> No
         # Keep reading its log so that a full pipe never blocks the server.
         threading.Thread(target=server.stderr.read, daemon=True).start()
 
-        def render(page: str) -> str:
-            browser = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu"]
-            browser += ["--virtual-time-budget=20000", "--dump-dom", f"{address}#{page}"]
-            return subprocess.run(browser, capture_output=True, text=True, timeout=120).stdout
+        browser = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu"]
+        browser += ["--virtual-time-budget=20000", "--dump-dom", f"{address}#timeseries"]
+        page = subprocess.run(browser, capture_output=True, text=True, timeout=120).stdout
+        assert "version_0" in page and "version_1" in page  # the rendered run list
 
-        scalars = render("timeseries")
-        assert "train/loss" in scalars and "val/acc" in scalars
-        hparams = render("hparams")
-        assert "logs/version_0" in hparams and "logs/version_1" in hparams
-        assert "lr" in hparams and "val/acc" in hparams
+        # The HPARAMS page's table is drawn from these two requests (a --dump-dom of
+        # that page does not include it): its columns, and each run's row.
+        def ask(path: str, body: dict[str, Any]) -> Any:
+            request = urllib.request.Request(
+                f"{address}data/plugin/hparams/{path}",
+                data=json.dumps(body).encode(),
+                headers={"Content-Type": "application/json", "X-XSRF-Protected": "1"},
+            )
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return json.load(response)
+
+        experiment = ask("experiment", {"experimentName": "", "includeMetrics": True})
+        assert "lr" in [info["name"] for info in experiment["hparamInfos"]]
+        columns = [info["name"]["tag"] for info in experiment["metricInfos"]]
+        assert {"train/loss", "val/acc", "val/loss"} <= set(columns)
+        rows = ask(
+            "session_groups",
+            {
+                "experimentName": "",
+                "allowedStatuses": ["STATUS_SUCCESS"],
+                "colParams": [{"metric": {"tag": "val/acc"}}, {"hparam": "lr"}],
+                "startIndex": 0,
+                "sliceSize": 10,
+            },
+        )["sessionGroups"]
+        learning_rates = {row["name"]: row["hparams"]["lr"] for row in rows}
+        assert learning_rates == {"logs/version_0": 0.05, "logs/version_1": 0.2}
+        assert all("val/acc" in [m["name"]["tag"] for m in row["metricValues"]] for row in rows)
     finally:
         server.terminate()
         server.wait(timeout=30)
