@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import shutil
 import subprocess
 import sys
+import threading
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 
+import trainkit
+from tests.helpers import QUIET, BlobData, Classifier
 from trainkit.loggers import TensorBoardLogger, _files
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -141,3 +149,175 @@ def test_import_does_not_load_tensorboard() -> None:
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert result.stdout.split() == ["False", "False"]
+
+
+def _hparams_tab(logdir: Path) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """What TensorBoard's HParams tab shows for ``logdir``, read by its own plugin code.
+
+    Returns the metric columns and, per run, its hyperparameters, last metric
+    values, and session status.
+    """
+    from tensorboard import context
+    from tensorboard.backend.event_processing import data_provider
+    from tensorboard.backend.event_processing import plugin_event_multiplexer as multiplexer
+    from tensorboard.plugins import base_plugin
+    from tensorboard.plugins.hparams import (
+        api_pb2,
+        get_experiment,
+        hparams_plugin,
+        list_session_groups,
+    )
+
+    events = multiplexer.EventMultiplexer()
+    events.AddRunsFromDirectory(str(logdir))
+    events.Reload()
+    provider = data_provider.MultiplexerDataProvider(events, str(logdir))
+    tb_context = base_plugin.TBContext(
+        logdir=str(logdir), multiplexer=events, data_provider=provider
+    )
+    backend = hparams_plugin.HParamsPlugin(tb_context)._context
+    request_context = context.RequestContext()
+    experiment = get_experiment.Handler(
+        request_context, backend, "", api_pb2.GetExperimentRequest(include_metrics=True)
+    ).run()
+    request = api_pb2.ListSessionGroupsRequest(
+        start_index=0,
+        slice_size=100,
+        allowed_statuses=[api_pb2.STATUS_SUCCESS, api_pb2.STATUS_FAILURE, api_pb2.STATUS_UNKNOWN],
+        col_params=[api_pb2.ColParams(metric=info.name) for info in experiment.metric_infos]
+        + [api_pb2.ColParams(hparam=info.name) for info in experiment.hparam_infos],
+    )
+    groups = list_session_groups.Handler(request_context, backend, "", request).run()
+    runs = {
+        group.name: {
+            "hparams": {name: value.number_value for name, value in group.hparams.items()},
+            "metrics": {m.name.tag: (m.training_step, m.value) for m in group.metric_values},
+            "status": [api_pb2.Status.Name(session.status) for session in group.sessions],
+        }
+        for group in groups.session_groups
+    }
+    return [info.name.tag for info in experiment.metric_infos], runs
+
+
+def test_hparams_tab_compares_runs_on_every_metric_they_logged(tmp_path: Path) -> None:
+    # Two runs with different learning rates: the tab lists every scalar either run
+    # logged (not only hp_metric) and shows each run's last value and how it ended.
+    runs_to_write = [(0.1, 0.75, "success"), (0.01, 0.875, "failed"), (0.2, 0.5, "interrupted")]
+    for lr, accuracy, status in runs_to_write:
+        logger = TensorBoardLogger(tmp_path)
+        logger.log_hyperparams({"lr": lr})
+        logger.log_metrics({"val_acc": 0.5, "train_loss": 1.0}, step=5)
+        logger.log_metrics({"val_acc": accuracy}, step=10)
+        logger.finalize(status)
+        logger.log_metrics({"test_acc": accuracy}, step=10)  # a test run after fit
+        logger.finalize("success")
+
+    columns, runs = _hparams_tab(tmp_path)
+    assert columns == ["hp_metric", "test_acc", "train_loss", "val_acc"]
+    assert runs["logs/version_0"]["hparams"] == {"lr": pytest.approx(0.1)}
+    assert runs["logs/version_0"]["metrics"] == {
+        "hp_metric": (0, -1.0),
+        "train_loss": (5, 1.0),
+        "val_acc": (10, 0.75),
+        "test_acc": (10, 0.75),
+    }
+    assert runs["logs/version_1"]["metrics"]["val_acc"] == (10, 0.875)
+    assert runs["logs/version_0"]["status"] == ["STATUS_SUCCESS"]
+    assert runs["logs/version_1"]["status"] == ["STATUS_FAILURE"]
+    # Interrupted: no end yet (a resumed run in the same folder writes it).
+    assert runs["logs/version_2"]["status"] == ["STATUS_UNKNOWN"]
+
+
+def test_fit_validate_and_test_write_one_event_file(tmp_path: Path) -> None:
+    # One Trainer, three runs: one event file in the run folder holds them all, and
+    # the HParams tab shows the model's hyperparameters with its val and test metrics.
+    logger = TensorBoardLogger(tmp_path)
+    options = {**QUIET, "logger": logger}
+    trainer = trainkit.Trainer(max_epochs=2, limit_train_batches=4, log_every_n_steps=1, **options)
+    model, data = Classifier(lr=0.05), BlobData()
+    trainer.fit(model, datamodule=data)
+    trainer.validate(model, datamodule=data)
+    trainer.test(model, datamodule=data)
+
+    files = [name for name in os.listdir(logger.log_dir) if name.startswith("events.out")]
+    assert len(files) == 1
+    assert [step for step, _ in _scalars(logger.log_dir, "train/loss")] == list(range(8))
+    assert len(_scalars(logger.log_dir, "val/acc")) == 3  # two epochs, then validate()
+    test_acc = trainer.callback_metrics["test/acc"].item()
+    columns, runs = _hparams_tab(tmp_path)
+    assert {"train/loss", "val/loss", "val/acc", "test/acc"} <= set(columns)
+    run = runs["logs/version_0"]
+    assert run["hparams"]["lr"] == pytest.approx(0.05)
+    assert run["metrics"]["test/acc"][1] == pytest.approx(test_acc)
+    assert run["status"] == ["STATUS_SUCCESS"]
+
+
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+@pytest.mark.skipif(_chromium() is None, reason="needs Chromium (apt-get install chromium)")
+def test_tensorboard_renders_the_scalars_and_hparams_pages(tmp_path: Path) -> None:
+    # The real thing: `tensorboard --logdir` serving two trainkit runs; headless Chromium
+    # renders the time-series page, and the HPARAMS page's data lists both runs with
+    # their learning rates and metrics.
+    for lr in (0.05, 0.2):
+        logger = TensorBoardLogger(tmp_path)
+        trainer = trainkit.Trainer(
+            max_epochs=1, limit_train_batches=4, log_every_n_steps=1, **{**QUIET, "logger": logger}
+        )
+        trainer.fit(Classifier(lr=lr), datamodule=BlobData())
+    command = [sys.executable, "-m", "tensorboard.main", "--logdir", str(tmp_path), "--port", "0"]
+    server = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stderr is not None
+        address = None
+        for line in server.stderr:  # "TensorBoard 2.x at http://localhost:PORT/ (Press CTRL+C ...)"
+            match = re.search(r"(http://\S+?:\d+/)", line)
+            if match:
+                address = match.group(1)
+                break
+        assert address, "tensorboard did not print its address"
+        # Keep reading its log so that a full pipe never blocks the server.
+        threading.Thread(target=server.stderr.read, daemon=True).start()
+
+        browser = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu"]
+        browser += ["--virtual-time-budget=20000", "--dump-dom", f"{address}#timeseries"]
+        page = subprocess.run(browser, capture_output=True, text=True, timeout=120).stdout
+        assert "version_0" in page and "version_1" in page  # the rendered run list
+
+        # The HPARAMS page's table is drawn from these two requests (a --dump-dom of
+        # that page does not include it): its columns, and each run's row.
+        def ask(path: str, body: dict[str, Any]) -> Any:
+            request = urllib.request.Request(
+                f"{address}data/plugin/hparams/{path}",
+                data=json.dumps(body).encode(),
+                headers={"Content-Type": "application/json", "X-XSRF-Protected": "1"},
+            )
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return json.load(response)
+
+        experiment = ask("experiment", {"experimentName": "", "includeMetrics": True})
+        assert "lr" in [info["name"] for info in experiment["hparamInfos"]]
+        columns = [info["name"]["tag"] for info in experiment["metricInfos"]]
+        assert {"train/loss", "val/acc", "val/loss"} <= set(columns)
+        rows = ask(
+            "session_groups",
+            {
+                "experimentName": "",
+                "allowedStatuses": ["STATUS_SUCCESS"],
+                "colParams": [{"metric": {"tag": "val/acc"}}, {"hparam": "lr"}],
+                "startIndex": 0,
+                "sliceSize": 10,
+            },
+        )["sessionGroups"]
+        learning_rates = {row["name"]: row["hparams"]["lr"] for row in rows}
+        assert learning_rates == {"logs/version_0": 0.05, "logs/version_1": 0.2}
+        assert all("val/acc" in [m["name"]["tag"] for m in row["metricValues"]] for row in rows)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

@@ -1,14 +1,24 @@
 """Loggers: where the Trainer writes scalar metrics and hyperparameters.
 
-Importing this package is cheap: tensorboard and yaml are imported only when a
-logger first writes.
+Importing this package is cheap: tensorboard, yaml, mlflow and wandb are
+imported only when a logger first writes. MLflow and Weights & Biases are
+optional: ``pip install "trainkit[mlflow]"`` / ``"trainkit[wandb]"``.
 """
 
 from trainkit.loggers.base import Logger
 from trainkit.loggers.csv import CSVLogger
+from trainkit.loggers.mlflow import MLflowLogger
 from trainkit.loggers.tensorboard import TensorBoardLogger
+from trainkit.loggers.wandb import WandbLogger
 
-__all__ = ["CSVLogger", "Logger", "TensorBoardLogger", "build_loggers"]
+__all__ = [
+    "CSVLogger",
+    "Logger",
+    "MLflowLogger",
+    "TensorBoardLogger",
+    "WandbLogger",
+    "build_loggers",
+]
 
 
 def build_loggers(logger: bool | Logger | list[Logger] | None, root_dir: str) -> list[Logger]:

@@ -21,14 +21,17 @@ from typing import Any
 
 
 class EventFile:
-    """Appends TensorBoard events to a new file in ``log_dir``.
+    """Appends TensorBoard events to a new file in ``log_dir``, or to ``path`` again.
 
     Args:
         log_dir: the folder (it must exist).
         flush_seconds: longest time records may wait in the buffer.
+        path: an event file this process wrote before, to append to (a logger
+            reopened after ``finalize`` keeps one file per run folder); None
+            starts a new file.
     """
 
-    def __init__(self, log_dir: str, flush_seconds: float = 5.0) -> None:
+    def __init__(self, log_dir: str, flush_seconds: float = 5.0, path: str | None = None) -> None:
         # Protos and the CRC come with tensorboard, a required dependency; imported
         # here so that `import trainkit` stays cheap.
         from tensorboard.compat.proto import event_pb2, summary_pb2
@@ -37,13 +40,14 @@ class EventFile:
         self._event_pb2, self._summary_pb2, self._crc = event_pb2, summary_pb2, masked_crc32c
         # time_ns and the pid keep two writers (even in one process) off the same file.
         name = f"events.out.tfevents.{time.time_ns()}.{socket.gethostname()}.{os.getpid()}"
-        self.path = os.path.join(log_dir, name)
+        self.path = path if path is not None else os.path.join(log_dir, name)
         self._file = open(self.path, "ab")  # noqa: SIM115 (closed in close())
         self._flush_seconds = flush_seconds
         self._last_flush = time.monotonic()
-        self._write_event(
-            self._event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2")
-        )
+        if self._file.tell() == 0:  # a file starts with its version record, once
+            self._write_event(
+                self._event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2")
+            )
 
     def add_scalars(self, values: Mapping[str, float], step: int) -> None:
         """Write every value as a scalar at ``step``, in one event.

@@ -14,7 +14,42 @@ from typing import Any
 
 
 class Logger(ABC):
-    """Base class for experiment loggers."""
+    """Base class for experiment loggers: subclass it to send metrics anywhere.
+
+    A logger implements three properties (``name``, ``version``, ``save_dir``)
+    and two methods (``log_metrics``, ``log_hyperparams``); the others have
+    defaults. What the Trainer promises a logger:
+
+    - it is called from global rank 0 only, so a logger never checks the rank;
+    - ``log_hyperparams`` is called once when ``fit`` starts, if the Module
+      called ``save_hyperparameters()``;
+    - ``log_metrics`` receives plain floats (and ``epoch`` as an int) with the
+      global step, every ``log_every_n_steps`` optimizer steps and at the end
+      of each epoch and evaluation;
+    - ``finalize`` is called when each ``fit``, ``validate``, ``test`` or
+      ``predict`` ends, also after a failure, and the same logger may be used
+      again afterwards (reopen what ``finalize`` closed);
+    - ``state_dict`` is saved in checkpoints and ``load_state_dict`` called
+      before ``fit`` resumes, so a resumed run can continue the same record;
+    - ``log_dir`` (``<save_dir>/<name>/<version>``) is where the first
+      logger's run keeps its checkpoints (``<log_dir>/checkpoints``).
+
+    Example (a logger that keeps metrics in a list):
+        >>> class ListLogger(Logger):
+        ...     def __init__(self) -> None:
+        ...         self.rows = []
+        ...     name = "memory"
+        ...     version = 0
+        ...     save_dir = "."
+        ...     def log_metrics(self, metrics, step):
+        ...         self.rows.append((step, dict(metrics)))
+        ...     def log_hyperparams(self, params):
+        ...         pass
+        >>> logger = ListLogger()
+        >>> logger.log_metrics({"loss": 0.5}, step=10)
+        >>> logger.rows
+        [(10, {'loss': 0.5})]
+    """
 
     @property
     @abstractmethod
@@ -64,6 +99,18 @@ class Logger(ABC):
 
         Args:
             state: what :meth:`state_dict` returned.
+        """
+
+    def after_save_checkpoint(self, checkpoint_callback: Any) -> None:
+        """Called after ``checkpoint_callback`` (a ``ModelCheckpoint``) saved a file.
+
+        Lightning's hook of the same name; trackers use it to upload checkpoints.
+        The default does nothing.
+
+        Args:
+            checkpoint_callback: the callback that saved; its ``dirpath``,
+                ``best_model_path``, ``last_model_path`` and ``best_k_models``
+                say which files exist.
         """
 
     def save(self) -> None:

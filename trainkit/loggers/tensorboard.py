@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,15 @@ class TensorBoardLogger(FolderLogger):
     Each run writes to ``<save_dir>/<name>/version_<N>/`` (or
     ``<save_dir>/<name>/<version>`` when ``version`` is a string). Nothing is
     created until the logger is first used, so a Trainer that never logs
-    leaves no empty folders behind.
+    leaves no empty folders behind. A logger keeps one event file: fit, then
+    validate and test with the same Trainer, append to it.
+
+    The HParams tab: ``log_hyperparams`` writes the run's hyperparameters as a
+    TensorBoard *session*, and ``finalize`` writes how the session ended. No
+    experiment summary is written (Lightning writes one naming only
+    ``hp_metric``), so TensorBoard lists every scalar the runs logged as a
+    metric column, each run showing its last value: runs compare on
+    ``val_loss``, ``val_acc``, ... with nothing to declare.
 
     Args:
         save_dir: root folder for all experiments.
@@ -47,6 +56,11 @@ class TensorBoardLogger(FolderLogger):
         # Scalars and hparams go through our own event file (see _event_file.py);
         # the SummaryWriter exists only when a user asks for `experiment`.
         self._events: EventFile | None = None
+        # The event file this logger writes, kept so that a reopened logger appends to it.
+        self._events_path: str | None = None
+        # Whether the HParams session was started (hyperparameters written) and
+        # not yet given its end; TensorBoard keeps the first end record only.
+        self._session_open = False
 
     @property
     def experiment(self) -> SummaryWriter:
@@ -92,14 +106,16 @@ class TensorBoardLogger(FolderLogger):
             self.log_metrics(metrics, 0)
         # SummaryWriter.add_hparams would write to a new sub-folder (a separate run
         # in TensorBoard); writing the protos ourselves keeps them with the scalars.
-        summaries = hparams(_flatten_for_tensorboard(params), metric_dict=dict(metrics or {}))  # type: ignore[no-untyped-call]
-        events = self._event_file()
-        for summary in summaries:
-            events.add_summary(summary)
+        # Only the session start: an experiment summary would fix the HParams tab's
+        # metric columns to the names known now (see the class docstring).
+        _, session_start, _ = hparams(_flatten_for_tensorboard(params), metric_dict={})  # type: ignore[no-untyped-call]
+        self._event_file().add_summary(session_start)
+        self._session_open = True
 
     def _event_file(self) -> EventFile:
         if self._events is None:
-            self._events = EventFile(self.log_dir)
+            self._events = EventFile(self.log_dir, path=self._events_path)
+            self._events_path = self._events.path
         return self._events
 
     def save(self) -> None:
@@ -115,12 +131,42 @@ class TensorBoardLogger(FolderLogger):
         Args:
             status: "success", "failed" or "interrupted".
         """
+        if self._session_open and status in _SESSION_STATUSES:
+            # An interrupted run gets no end record: TensorBoard keeps a session's
+            # first one, and the resumed run (same folder) writes the real end.
+            self._event_file().add_summary(_session_end(_SESSION_STATUSES[status]))
+        self._session_open = False
         if self._events is not None:
             self._events.close()
             self._events = None
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+
+# The run's ending (``finalize``'s status) as the HParams plugin's session status.
+_SESSION_STATUSES = {"success": "STATUS_SUCCESS", "failed": "STATUS_FAILURE"}
+
+
+def _session_end(status: str) -> Any:
+    """The HParams plugin's session-end summary with ``status`` (an ``api_pb2.Status`` name)."""
+    from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
+    from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
+
+    content = plugin_data_pb2.HParamsPluginData(
+        session_end_info=plugin_data_pb2.SessionEndInfo(
+            status=api_pb2.Status.Value(status),
+            end_time_secs=time.time(),
+        ),
+        version=metadata.PLUGIN_DATA_VERSION,
+    )
+    plugin = SummaryMetadata.PluginData(
+        plugin_name=metadata.PLUGIN_NAME, content=content.SerializeToString()
+    )
+    value = Summary.Value(
+        tag=metadata.SESSION_END_INFO_TAG, metadata=SummaryMetadata(plugin_data=plugin)
+    )
+    return Summary(value=[value])
 
 
 def _flatten_for_tensorboard(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -1,0 +1,146 @@
+"""Tests for MLflowLogger: a real MLflow file store, read back with MlflowClient."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import trainkit
+from tests.helpers import QUIET, BlobData, Classifier
+from trainkit.loggers import MLflowLogger
+
+mlflow = pytest.importorskip("mlflow")
+from mlflow.tracking import MlflowClient  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _no_tracking_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The tests decide the store; a developer's MLFLOW_TRACKING_URI must not leak in.
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+
+
+def _fit(logger: MLflowLogger, **options: Any) -> trainkit.Trainer:
+    settings = {**QUIET, "logger": logger, "max_epochs": 2, "limit_train_batches": 4}
+    trainer = trainkit.Trainer(log_every_n_steps=1, **{**settings, **options})
+    trainer.fit(Classifier(lr=0.05), datamodule=BlobData())
+    return trainer
+
+
+def _history(client: MlflowClient, run_id: str, key: str) -> list[tuple[int, float]]:
+    return [(m.step, m.value) for m in client.get_metric_history(run_id, key)]
+
+
+def test_a_fit_writes_params_and_metrics_at_their_steps(tmp_path: Path) -> None:
+    logger = MLflowLogger(experiment_name="blobs", save_dir=tmp_path / "mlruns", tags={"k": 1})
+    trainer = _fit(logger)
+
+    client = MlflowClient(tracking_uri=logger.tracking_uri)
+    run = client.get_run(logger.run_id)
+    assert client.get_experiment(run.info.experiment_id).name == "blobs"
+    assert run.data.params == {"features": "8", "classes": "3", "lr": "0.05"}
+    assert run.data.tags["k"] == "1"
+    assert run.info.status == "FINISHED"
+    assert [step for step, _ in _history(client, logger.run_id, "train/loss")] == list(range(8))
+    # Epoch metrics at the step each epoch ended; the last equals the Trainer's.
+    val_acc = _history(client, logger.run_id, "val/acc")
+    assert [step for step, _ in val_acc] == [3, 7]
+    assert val_acc[-1][1] == pytest.approx(trainer.callback_metrics["val/acc"].item())
+    # The file store is the save_dir, and the run's folder is its log_dir.
+    assert logger.log_dir == os.path.join(
+        tmp_path, "mlruns", run.info.experiment_id, run.info.run_id
+    )
+    assert os.path.isfile(os.path.join(logger.log_dir, "meta.yaml"))
+
+
+def test_nested_hyperparameters_and_prefix(tmp_path: Path) -> None:
+    logger = MLflowLogger(save_dir=tmp_path, prefix="blobs")
+    logger.log_hyperparams({"optim": {"lr": 0.1, "betas": [0.9, 0.99]}, "act": None})
+    logger.log_metrics({"loss": 0.5}, step=3)
+    logger.finalize("failed")
+
+    client = MlflowClient(tracking_uri=logger.tracking_uri)
+    run = client.get_run(logger.run_id)
+    assert run.data.params == {"optim/lr": "0.1", "optim/betas": "[0.9, 0.99]", "act": "None"}
+    assert _history(client, logger.run_id, "blobs-loss") == [(3, 0.5)]
+    assert run.info.status == "FAILED"
+
+
+def test_log_model_uploads_the_run_checkpoints(tmp_path: Path) -> None:
+    logger = MLflowLogger(save_dir=tmp_path / "mlruns", log_model=True)
+    checkpoint = trainkit.callbacks.ModelCheckpoint(monitor="val/acc", mode="max", save_last=True)
+    _fit(logger, enable_checkpointing=True, callbacks=[checkpoint])
+
+    saved = sorted(os.listdir(os.path.join(logger.log_dir, "checkpoints")))
+    client = MlflowClient(tracking_uri=logger.tracking_uri)
+    uploaded = sorted(
+        os.path.basename(item.path) for item in client.list_artifacts(logger.run_id, "checkpoints")
+    )
+    assert "last.ckpt" in saved
+    assert uploaded == [name for name in saved if name.endswith(".ckpt")]
+    local = client.download_artifacts(logger.run_id, "checkpoints/last.ckpt", str(tmp_path))
+    assert Path(local).read_bytes() == Path(checkpoint.last_model_path).read_bytes()
+
+
+def test_a_resumed_fit_continues_the_mlflow_run(tmp_path: Path) -> None:
+    store = tmp_path / "mlruns"
+    checkpoint = trainkit.callbacks.ModelCheckpoint(save_last=True)
+    first = MLflowLogger(save_dir=store)
+    _fit(first, max_epochs=1, enable_checkpointing=True, callbacks=[checkpoint])
+
+    resumed = MLflowLogger(save_dir=store)
+    trainer = trainkit.Trainer(
+        **{**QUIET, "logger": resumed, "enable_checkpointing": True},
+        max_epochs=2,
+        limit_train_batches=4,
+        log_every_n_steps=1,
+    )
+    trainer.fit(Classifier(lr=0.05), datamodule=BlobData(), ckpt_path=checkpoint.last_model_path)
+
+    assert resumed.run_id == first.run_id
+    client = MlflowClient(tracking_uri=resumed.tracking_uri)
+    steps = [step for step, _ in _history(client, first.run_id, "train/loss")]
+    assert steps == list(range(8))
+    assert len(client.search_runs([first.experiment_id])) == 1
+
+
+def test_an_explicit_run_id_continues_that_run(tmp_path: Path) -> None:
+    first = MLflowLogger(save_dir=tmp_path)
+    first.log_metrics({"loss": 1.0}, step=0)
+    first.finalize("interrupted")
+    assert MlflowClient(first.tracking_uri).get_run(first.run_id).info.status == "KILLED"
+
+    again = MLflowLogger(save_dir=tmp_path, run_id=first.run_id)
+    again.log_metrics({"loss": 0.5}, step=1)
+    again.finalize("success")
+    client = MlflowClient(tracking_uri=again.tracking_uri)
+    assert _history(client, first.run_id, "loss") == [(0, 1.0), (1, 0.5)]
+    assert client.get_run(first.run_id).info.status == "FINISHED"
+
+
+def test_a_tracking_uri_is_used_as_given(tmp_path: Path) -> None:
+    uri = (tmp_path / "elsewhere").as_uri()
+    logger = MLflowLogger(tracking_uri=uri, save_dir=tmp_path / "unused")
+    logger.log_metrics({"loss": 1.0}, step=0)
+    logger.finalize("success")
+    assert logger.save_dir == str(tmp_path / "elsewhere")
+    assert (tmp_path / "elsewhere").is_dir()
+    assert not (tmp_path / "unused").exists()
+
+
+def test_other_ranks_write_nothing(tmp_path: Path) -> None:
+    from trainkit.rank_zero import rank_zero_only
+
+    logger = MLflowLogger(save_dir=tmp_path / "mlruns")
+    rank_zero_only.rank = 1
+    try:
+        logger.log_hyperparams({"lr": 0.1})
+        logger.log_metrics({"loss": 1.0}, step=0)
+        logger.finalize("success")
+        with pytest.raises(RuntimeError, match="only rank 0 writes"):
+            logger.experiment  # noqa: B018
+    finally:
+        rank_zero_only.rank = None
+    assert not (tmp_path / "mlruns").exists()

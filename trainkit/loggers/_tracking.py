@@ -1,0 +1,133 @@
+"""Helpers shared by the experiment-tracker loggers (MLflow, Weights & Biases).
+
+Kept free of the trackers' packages: they are optional and imported only by
+the logger that uses them, when it first writes.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import os
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from trainkit.rank_zero import global_rank
+
+
+def require_package(module: str, extra: str, logger: str) -> None:
+    """Fail with the install command when an optional package is missing.
+
+    Only looks the package up (cheap); importing it is left to first use.
+
+    Args:
+        module: the import name (``mlflow``).
+        extra: trainkit's extra that installs it (``mlflow``).
+        logger: the logger's class name, for the message.
+
+    Raises:
+        ModuleNotFoundError: the package is not installed.
+    """
+    if importlib.util.find_spec(module) is None:
+        raise ModuleNotFoundError(
+            f"{logger} needs the '{module}' package, which is not installed "
+            f'(install it with: pip install "trainkit[{extra}]")',
+            name=module,
+        )
+
+
+def on_rank_zero() -> bool:
+    """Whether this process is global rank 0, the one that writes to trackers."""
+    return global_rank() == 0
+
+
+def not_on_rank_zero(logger: str) -> RuntimeError:
+    """The error for reaching a tracker's run from a rank other than 0."""
+    return RuntimeError(
+        f"{logger}.experiment was used on global rank {global_rank()}; only rank 0 writes to "
+        "the tracker (guard the call with `if self.trainer.is_global_zero:`)"
+    )
+
+
+def flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mappings as ``a/b`` keys (Lightning's form), values kept as they are.
+
+    Args:
+        params: hyperparameters, possibly nested.
+        prefix: the key of the mapping ``params`` sits under.
+
+    Example:
+        >>> flatten({"optim": {"lr": 0.1}, "layers": 3})
+        {'optim/lr': 0.1, 'layers': 3}
+    """
+    flat: dict[str, Any] = {}
+    for key, value in params.items():
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, prefix=f"{prefix}{key}/"))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def with_prefix(metrics: Mapping[str, float], prefix: str) -> dict[str, float]:
+    """Metric names with ``prefix-`` in front (Lightning's join character), values as floats.
+
+    Args:
+        metrics: metric name to value.
+        prefix: the logger's prefix; empty for none.
+    """
+    if not prefix:
+        return {name: float(value) for name, value in metrics.items()}
+    return {f"{prefix}-{name}": float(value) for name, value in metrics.items()}
+
+
+class CheckpointFiles:
+    """The checkpoint files a tracker logger uploads, each once per version on disk.
+
+    Files come from ``ModelCheckpoint`` (through ``after_save_checkpoint``) and
+    from the run's own checkpoint folder; a file is offered again only when it
+    changed (``last.ckpt`` is rewritten in place).
+    """
+
+    def __init__(self) -> None:
+        self._folders: set[str] = set()
+        self._uploaded: dict[str, tuple[int, int]] = {}
+
+    def note(self, checkpoint_callback: Any) -> list[str]:
+        """Remember the folder of a ``ModelCheckpoint`` and return its saved files.
+
+        Args:
+            checkpoint_callback: the callback that saved (its ``dirpath``,
+                ``best_model_path``, ``last_model_path`` and ``best_k_models`` are read).
+        """
+        paths = [
+            getattr(checkpoint_callback, "best_model_path", "") or "",
+            getattr(checkpoint_callback, "last_model_path", "") or "",
+            *dict(getattr(checkpoint_callback, "best_k_models", {}) or {}),
+        ]
+        folder = getattr(checkpoint_callback, "dirpath", None)
+        if folder:
+            self._folders.add(os.fspath(folder))
+        return sorted({os.fspath(path) for path in paths if path})
+
+    def due(self, paths: list[str] | None = None, folder: str | None = None) -> Iterator[str]:
+        """Yield the files not yet uploaded in their current form, and mark them uploaded.
+
+        Args:
+            paths: files to offer; None for every ``*.ckpt`` in the noted folders
+                and ``folder``.
+            folder: one more folder to look in (the run's ``checkpoints``).
+        """
+        if paths is None:
+            folders = self._folders | ({folder} if folder else set())
+            paths = sorted(p for f in folders for p in glob.glob(os.path.join(f, "*.ckpt")))
+        for path in paths:
+            real = os.path.realpath(path)  # last.ckpt may be a link
+            try:
+                stat = os.stat(real)
+            except FileNotFoundError:  # removed since (a top-k file replaced)
+                continue
+            key = (stat.st_size, stat.st_mtime_ns)
+            if self._uploaded.get(path) != key:
+                self._uploaded[path] = key
+                yield path
