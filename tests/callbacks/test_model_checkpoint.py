@@ -238,3 +238,42 @@ def test_an_explicit_dirpath_still_wins_with_a_logger(tmp_path: Path) -> None:
     trainer.fit(Classifier(), loader(blobs(64), 32))
     assert _names(tmp_path / "mine") == ["epoch=0-step=2.ckpt", "last.ckpt"]
     assert not (tmp_path / "checkpoints").exists()
+
+
+def test_every_save_is_reported_to_the_loggers(tmp_path: Path) -> None:
+    """Loggers hear of each save (trackers upload checkpoints then: log_model="all")."""
+    from trainkit.loggers import Logger
+
+    class Listening(Logger):
+        name = "listening"
+        version = 0
+
+        save_dir = "unused"
+
+        def __init__(self) -> None:
+            self.saves: list[tuple[str, str]] = []
+
+        def log_metrics(self, metrics: Any, step: int) -> None:
+            pass
+
+        def log_hyperparams(self, params: Any) -> None:
+            pass
+
+        def after_save_checkpoint(self, checkpoint_callback: Any) -> None:
+            callback = checkpoint_callback
+            self.saves.append((callback.best_model_path, callback.last_model_path))
+
+    listening = Listening()
+    callback = ModelCheckpoint(dirpath=tmp_path, monitor="val/loss", save_top_k=1, save_last=True)
+    trainer = trainkit.Trainer(
+        **{**QUIET, "logger": listening, "enable_checkpointing": True},
+        max_epochs=3,
+        callbacks=[callback],
+    )
+    trainer.fit(Classifier(), loader(blobs(64), 16), loader(blobs(32, seed=1), 16))
+    assert len(listening.saves) == 3  # one per epoch's save
+    # Each report names the file just kept (an earlier best may be gone since, top 1).
+    assert all(best.endswith(".ckpt") for best, _ in listening.saves)
+    assert listening.saves[-1][0] == callback.best_model_path
+    assert Path(callback.best_model_path).exists()
+    assert all(Path(last).name == "last.ckpt" for _, last in listening.saves)

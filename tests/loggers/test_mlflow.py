@@ -84,6 +84,23 @@ def test_log_model_uploads_the_run_checkpoints(tmp_path: Path) -> None:
     assert Path(local).read_bytes() == Path(checkpoint.last_model_path).read_bytes()
 
 
+def test_log_model_all_uploads_each_checkpoint_as_it_is_saved(tmp_path: Path) -> None:
+    logger = MLflowLogger(save_dir=tmp_path / "mlruns", log_model="all")
+    seen: list[list[str]] = []
+
+    class Watch(trainkit.Callback):
+        def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+            # Before this epoch's save: what earlier saves uploaded during the run.
+            client = MlflowClient(tracking_uri=logger.tracking_uri)
+            found = client.list_artifacts(logger.run_id, "checkpoints")
+            seen.append([item.path for item in found])
+
+    checkpoint = trainkit.callbacks.ModelCheckpoint(save_last=True, save_top_k=-1)
+    _fit(logger, max_epochs=2, enable_checkpointing=True, callbacks=[Watch(), checkpoint])
+    assert seen[0] == []  # nothing saved yet
+    assert "checkpoints/last.ckpt" in seen[1]  # epoch 0's save, uploaded before the run ended
+
+
 def test_a_resumed_fit_continues_the_mlflow_run(tmp_path: Path) -> None:
     store = tmp_path / "mlruns"
     checkpoint = trainkit.callbacks.ModelCheckpoint(save_last=True)

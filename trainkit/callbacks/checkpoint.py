@@ -490,6 +490,9 @@ class ModelCheckpoint(Callback):
                 written = self._save_scored(trainer, candidates)
         if self.save_last:
             self._save_last(trainer, written, candidates)
+        if trainer.is_global_zero and (written is not None or self.save_last):
+            for logger in trainer.loggers:  # trackers upload checkpoints (log_model)
+                logger.after_save_checkpoint(self)
         self._last_save_time = time.monotonic()
         self._last_saved_step = step
         self._saved_this_fit = True

@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from trainkit.lightning._missing import missing
-from trainkit.loggers import CSVLogger, Logger, TensorBoardLogger
+from trainkit.loggers import CSVLogger, Logger, MLflowLogger, TensorBoardLogger, WandbLogger
 
-__all__ = ["CSVLogger", "Logger", "TensorBoardLogger"]
+#: Lightning's spelling of the MLflow logger's name.
+MLFlowLogger = MLflowLogger
+
+__all__ = ["CSVLogger", "Logger", "MLFlowLogger", "TensorBoardLogger", "WandbLogger"]
 
 
 def __getattr__(name: str) -> Any:
