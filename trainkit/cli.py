@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from trainkit.callbacks.base import Callback
+from trainkit.messages import UsageError
 
 if TYPE_CHECKING:
     from trainkit.module import Module
@@ -51,11 +52,15 @@ EXAMPLES = """examples:
 """
 
 
+class UsageLineError(UsageError):
+    """The command line itself is wrong (an unknown flag, a missing command)."""
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse, with its errors as one ``trainkit: error:`` line (exit 2)."""
+    """argparse, whose errors ``main`` prints as one ``trainkit: error:`` line (exit 2)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"trainkit: error: {message} (see {self.prog} --help)\n")
+        raise UsageLineError(f"{message} (see {self.prog} --help)")
 
 
 USAGE = (

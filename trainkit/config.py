@@ -422,7 +422,16 @@ def build_dataclass(kind: type, raw: Any, path: str) -> Any:
         if name in raw:
             values[name] = check_type(raw[name], hints[name], _join(path, name))
         elif spec.default is dataclasses.MISSING and spec.default_factory is dataclasses.MISSING:
-            raise ConfigError(f"{_join(path, name)!r} is required ({spec.metadata.get('doc')}).")
+            key = _join(path, name)
+            example = (
+                " {class_path: package.module.Class}"
+                if spec.type in (ClassSpec, "ClassSpec")
+                else " ..."
+            )
+            raise ConfigError(
+                f"{key!r} is required ({spec.metadata.get('doc')}; add {key}:{example} to the "
+                "config)."
+            )
     return kind(**values)
 
 
