@@ -49,7 +49,7 @@ def test_a_list_entry_is_reached_by_index_and_by_class_name(
         ("trainer.callbacks.0.init_args.monitor=val/other", 0, "monitor", "val/other"),
         ("trainer.callbacks.1.init_args.patience=7", 1, "patience", 7),
         ("trainer.callbacks.-1.init_args.patience=8", 1, "patience", 8),  # from the end
-        ("trainer.callbacks.ModelCheckpoint.init_args.mode=min", 0, "mode", "min"),
+        ("trainer.callbacks.ModelCheckpoint.init_args.mode=max", 0, "mode", "max"),
         ("trainer.callbacks.EarlyStopping.patience=9", 1, "patience", 9),  # short form
         ("trainer.callbacks.ModelCheckpoint.save_top_k=3", 0, "save_top_k", 3),
     ]
