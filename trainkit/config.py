@@ -447,11 +447,16 @@ def check_type(value: Any, annotation: Any, path: str) -> Any:
         return value
     origin = typing.get_origin(annotation)
     if origin in (Union, types.UnionType):
+        deeper: list[ConfigError] = []
         for option in typing.get_args(annotation):
             try:
                 return check_type(value, option, path)
-            except ConfigError:
-                continue
+            except ConfigError as error:
+                # A list or mapping of the right kind with one wrong item: name the item.
+                if str(error).startswith((f"'{path}[", f"'{path}.")):
+                    deeper.append(error)
+        if deeper:
+            raise deeper[0]
         raise _type_error(path, annotation, value)
     if annotation is type(None):
         if value is None:
