@@ -236,7 +236,7 @@ def test_a_terminal_shows_one_line_and_the_traceback_only_when_asked(tmp_path: P
     assert plain.stderr.startswith("trainkit: error: Cannot read")
     assert plain.stderr.count("\n") == 1 and "Traceback" not in plain.stderr
     for shown in (
-        _command("fit", bad, "--traceback"),
+        _command("--traceback", "fit", bad),
         _command("fit", bad, env={"TRAINKIT_DEBUG": "1"}),
     ):
         assert shown.returncode == 2

@@ -89,7 +89,7 @@ def test_lightning_cli_flag_forms_mean_the_same_overrides(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     plain = _printed(
-        capsys, "fit", CONFIG, "trainer.max_epochs=3", "model.init_args.lr=0.25", "ckpt_path=last"
+        capsys, "fit", CONFIG, "trainer.max_epochs=3", "model.init_args.lr=0.25", "ckpt_path=x.ckpt"
     )
     flags = _printed(
         capsys,
@@ -99,9 +99,9 @@ def test_lightning_cli_flag_forms_mean_the_same_overrides(
         "--trainer.max_epochs=3",
         "--model.init_args.lr",
         "0.25",
-        "--ckpt_path=last",
+        "--ckpt_path=x.ckpt",
     )
-    assert flags == plain
+    assert flags == plain and plain["ckpt_path"] == "x.ckpt"  # not read by --print-config
     assert (plain["trainer"]["max_epochs"], plain["model"]["init_args"]["lr"]) == (3, 0.25)
     # LightningCLI's underscore spelling of --print-config; --config=FILE; negative values.
     assert main(["fit", f"--config={CONFIG}", "--trainer.max_epochs", "-1", "--print_config"]) == 0
@@ -120,6 +120,9 @@ def test_several_config_files_merge_in_order(
     assert run["trainer"]["enable_progress_bar"] is False  # kept from the first
     assert run["model"]["init_args"]["lr"] == 0.3  # the override comes last
     assert run["model"]["class_path"] == "tests.helpers.Classifier"
+    # An override between the files still comes after both.
+    run = _printed(capsys, "fit", "--config", CONFIG, "model.lr=0.3", "--config", str(extra))
+    assert run["model"]["init_args"]["lr"] == 0.3
 
 
 def test_print_config_shows_every_default_of_the_model_data_and_callbacks(

@@ -157,6 +157,7 @@ class _Typed:
         root: os.PathLike[str] | str = ".",
         table: dict[str, float] | None = None,
         anything: Any = None,
+        _private: int = 0,
     ) -> None:
         pass
 
@@ -218,4 +219,4 @@ def test_defaults_yaml_can_hold_are_filled_in_signature_order() -> None:
         "root": ".",
         "table": None,
         "anything": None,
-    }
+    }  # and no _private

@@ -243,7 +243,7 @@ def _run(
 
     run = cfg.load_config(list(configs), overrides)
     # Check every option, class and argument before building anything or reading data.
-    cli_checks.check_run(run, command)
+    cli_checks.check_run(run, command, files=not print_only)
     run = cfg.with_all_defaults(run)
     if print_only:
         print(cfg.to_yaml(run), end="")

@@ -81,11 +81,12 @@ def normalize(argv: list[str], sections: Collection[str] = SECTIONS) -> CommandL
         name, has_value, value = token[2:].partition("=")
         if name == "config" or name.split(".")[0] in sections:
             if not has_value:
-                value = next(tokens, None)  # type: ignore[arg-type]
-                if value is None:
+                following = next(tokens, None)
+                if following is None:
                     raise MissingValue(
                         f"--{name} needs a value (--{name} VALUE or --{name}=VALUE)."
                     )
+                value = following
             positional.append(value if name == "config" else f"{name}={value}")
             continue
         flags.append(_FLAGS.get(token, token))

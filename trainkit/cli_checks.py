@@ -32,26 +32,30 @@ DATALOADERS = {
 }
 
 
-def check_run(run: cfg.RunConfig, command: str) -> None:
+def check_run(run: cfg.RunConfig, command: str, files: bool = True) -> None:
     """Check everything about ``run`` that can be checked before it starts.
 
     Args:
         run: the loaded config.
         command: fit, validate, test or predict.
+        files: whether to check that ``ckpt_path`` exists (``--print-config``
+            does not: a config may be prepared before its checkpoint is written).
 
     Raises:
         ConfigError: the first problem, naming the key and the fix.
     """
-    check_trainer_options(run.trainer)
+    trainer: Any = run.trainer
+    check_trainer_options(trainer)
     model = cfg.check_init_args(run.model, "model")
     data = cfg.check_init_args(run.data, "data") if run.data is not None else None
-    for i, spec in enumerate(run.trainer.callbacks):
+    for i, spec in enumerate(trainer.callbacks):
         cfg.check_init_args(spec, f"trainer.callbacks[{i}]")
-    if isinstance(run.trainer.logger, list):
-        for i, spec in enumerate(run.trainer.logger):
+    if isinstance(trainer.logger, list):
+        for i, spec in enumerate(trainer.logger):
             cfg.check_init_args(spec, f"trainer.logger[{i}]")
     check_data_source(command, model, data, run.test_after_fit and command == "fit")
-    check_ckpt_path(run.ckpt_path)
+    if files:
+        check_ckpt_path(run.ckpt_path)
 
 
 def check_trainer_options(trainer: Any) -> None:

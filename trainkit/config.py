@@ -322,9 +322,10 @@ def _parse_value(text: str, item: str) -> Any:
     from omegaconf.errors import OmegaConfBaseException
 
     try:
-        return OmegaConf.to_container(OmegaConf.from_dotlist([f"value={text}"]), resolve=False)[
-            "value"
-        ]
+        parsed: Any = OmegaConf.to_container(
+            OmegaConf.from_dotlist([f"value={text}"]), resolve=False
+        )
+        return parsed["value"]
     except Exception as error:  # yaml.YAMLError or OmegaConfBaseException
         if not isinstance(error, OmegaConfBaseException) and "yaml" not in type(error).__module__:
             raise
@@ -736,7 +737,7 @@ def with_all_defaults(run: RunConfig) -> RunConfig:
     Args:
         run: a checked RunConfig whose classes import.
     """
-    trainer = run.trainer
+    trainer: Any = run.trainer
     callbacks = [
         with_defaults(spec, f"trainer.callbacks[{i}]") for i, spec in enumerate(trainer.callbacks)
     ]
