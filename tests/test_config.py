@@ -5,9 +5,10 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import os
 import typing
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -139,3 +140,83 @@ def test_config_and_cli_neither_read_docstrings_nor_import_the_trainer_for_the_s
         if module in ("trainkit", "trainkit.trainer") and name in ("", "Trainer", "trainer")
     ]
     assert trainer_imports == [("trainkit.trainer", "Trainer", "_run")]
+
+
+class _Typed:
+    """A class whose constructor uses the hints a config can express."""
+
+    def __init__(
+        self,
+        size: int,
+        rate: float = 0.1,
+        name: str | None = None,
+        flag: bool = False,
+        mode: Literal["min", "max"] = "min",
+        sizes: list[int] | None = None,
+        shape: tuple[int, int] = (1, 2),
+        root: os.PathLike[str] | str = ".",
+        table: dict[str, float] | None = None,
+        anything: Any = None,
+        _private: int = 0,
+    ) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("init_args", "message"),
+    [
+        ({"size": "3"}, "'model.init_args.size' must be an integer, got '3' (str)"),
+        ({"size": True}, "'model.init_args.size' must be an integer, got True (bool)"),
+        ({"size": 1, "rate": "fast"}, "'model.init_args.rate' must be a number, got 'fast'"),
+        ({"size": 1, "name": 5}, "'model.init_args.name' must be a string or null, got 5 (int)"),
+        ({"size": 1, "flag": "yes"}, "'model.init_args.flag' must be a boolean, got 'yes'"),
+        ({"size": 1, "mode": "maximum"}, "must be one of 'min', 'max', got 'maximum' (str)."),
+        ({"size": 1, "sizes": [1, "x"]}, "'model.init_args.sizes[1]' must be an integer"),
+        ({"size": 1, "shape": [1, 2, 3]}, "'model.init_args.shape' must be a list of 2"),
+        ({"size": 1, "root": 3}, "'model.init_args.root' must be a path (a string) or a string"),
+        ({"size": 1, "table": {"a": "b"}}, "'model.init_args.table.a' must be a number"),
+        ({}, "missing a required argument: 'size'. Set model.init_args.size."),
+        ({"size": 1, "sise": 2}, "Did you mean 'size'?"),
+    ],
+)
+def test_init_args_are_checked_against_the_type_hints(
+    init_args: dict[str, Any], message: str
+) -> None:
+    spec = cfg.ClassSpec(f"{__name__}._Typed", init_args)
+    with pytest.raises(cfg.ConfigError) as info:
+        cfg.check_init_args(spec, "model")
+    assert message in str(info.value)
+    if "declares" in str(info.value):
+        assert "(_Typed declares " in str(info.value)  # and names the hint
+
+
+def test_init_args_that_fit_the_hints_pass() -> None:
+    fits = {
+        "size": 3,
+        "rate": 1,  # an int is a number
+        "name": None,
+        "flag": True,
+        "mode": "max",
+        "sizes": [1, 2],
+        "shape": [3, 4],  # YAML has lists, not tuples
+        "root": "/data",
+        "table": {"a": 1.5},
+        "anything": {"class_path": "x"},
+    }
+    assert cfg.check_init_args(cfg.ClassSpec(f"{__name__}._Typed", fits), "model") is _Typed
+
+
+def test_defaults_yaml_can_hold_are_filled_in_signature_order() -> None:
+    spec = cfg.with_defaults(cfg.ClassSpec(f"{__name__}._Typed", {"size": 2}), "model")
+    assert spec.init_args == {
+        "size": 2,
+        "rate": 0.1,
+        "name": None,
+        "flag": False,
+        "mode": "min",
+        "sizes": None,
+        "shape": [1, 2],
+        "root": ".",
+        "table": None,
+        "anything": None,
+    }  # and no _private

@@ -1,8 +1,13 @@
 """The ``trainkit`` command: ``trainkit fit|validate|test|predict CONFIG.yaml [key=value ...]``.
 
-Everything is checked before anything is built or trained (see
-``trainkit.config``). The resolved config is saved beside the run's logs
-(``config.yaml`` in the logger's folder) and inside every checkpoint, so any
+LightningCLI's forms work too: ``--config CONFIG.yaml --trainer.max_epochs=3``
+(see ``trainkit.cli_args``). Everything is checked before anything is built or
+trained (``trainkit.config``, ``trainkit.cli_checks``); a mistake the user can
+fix prints one ``trainkit: error: ...`` line and exits with status 2, while an
+exception from the user's own code keeps its traceback.
+
+The resolved config is saved beside the run's logs (``config.yaml`` in the
+logger's folder) and inside every checkpoint, so any
 run can be repeated exactly from it. ``fit`` with ``ckpt_path`` compares the
 checkpoint's config with the current one and refuses a resume whose differences
 would change what the run computes (see ``trainkit.config.resume_differences``)
@@ -17,10 +22,12 @@ import json
 import os
 import sys
 import textwrap
+import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from trainkit.callbacks.base import Callback
+from trainkit.messages import UsageError
 
 if TYPE_CHECKING:
     from trainkit.module import Module
@@ -36,6 +43,8 @@ SUBCOMMANDS = {
 EXAMPLES = """examples:
   trainkit fit recipes/mnist/config.yaml
   trainkit fit recipes/mnist/config.yaml trainer.max_epochs=1 model.init_args.lr=0.02
+  trainkit fit --config recipes/mnist/config.yaml --trainer.max_epochs=1 --model.lr 0.02
+  trainkit fit recipes/mnist/config.yaml trainer.callbacks.ModelCheckpoint.monitor=val/loss
   trainkit fit recipes/mnist/config.yaml ckpt_path=last        # resume the newest run
   trainkit fit recipes/mnist/config.yaml ckpt_path=last trainer.seed=1 --force-resume
   trainkit test recipes/mnist/config.yaml ckpt_path=runs/mnist/logs/version_0/checkpoints/last.ckpt
@@ -43,8 +52,25 @@ EXAMPLES = """examples:
 """
 
 
+class UsageLineError(UsageError):
+    """The command line itself is wrong (an unknown flag, a missing command)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, whose errors ``main`` prints as one ``trainkit: error:`` line (exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageLineError(f"{message} (see {self.prog} --help)")
+
+
+USAGE = (
+    "{prog} CONFIG.yaml [CONFIG.yaml ...] [key=value ...] [--section.key=value ...] "
+    "[--print-config] [--traceback]"
+)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="trainkit",
         description="Train and evaluate trainkit Modules from a YAML config.",
         epilog=EXAMPLES,
@@ -58,21 +84,31 @@ def _parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(
             name,
             help=text,
+            usage=USAGE.format(prog=f"trainkit {name}"),
             description=f"trainkit {name}: {text}.",
             epilog=_config_help(),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        sub.add_argument("config", help="the YAML config (trainer / model / data / ckpt_path)")
         sub.add_argument(
-            "overrides",
+            "arguments",
             nargs="*",
-            metavar="key=value",
-            help="dot-list overrides, e.g. trainer.max_epochs=5 model.init_args.lr=0.1",
+            metavar="CONFIG.yaml | key=value",
+            help="the YAML config (trainer / model / data / ckpt_path / test_after_fit; several "
+            "are merged in order, as are --config FILE flags), then dot-list overrides, e.g. "
+            "trainer.max_epochs=5 model.init_args.lr=0.1 "
+            "trainer.callbacks.ModelCheckpoint.monitor=val/loss; --trainer.max_epochs=5 and "
+            "--trainer.max_epochs 5 mean the same",
         )
         sub.add_argument(
             "--print-config",
             action="store_true",
-            help="print the resolved config (defaults filled in) and exit",
+            help="print the resolved config (every default filled in, the model's and data's "
+            "too) and exit",
+        )
+        sub.add_argument(
+            "--traceback",
+            action="store_true",
+            help="on an error, show the traceback as well (also: TRAINKIT_DEBUG=1)",
         )
         if name == "fit":
             sub.add_argument(
@@ -97,6 +133,7 @@ def _config_help() -> str:
         "  data:       class_path + init_args of the DataModule",
         "  ckpt_path:  resume (fit) or load weights (validate/test/predict); 'last' for the",
         "              newest run's last.ckpt",
+        "  test_after_fit: true to test the best checkpoint after fit and print the metrics",
         "",
         "trainer options (set any with trainer.NAME=VALUE):",
     ]
@@ -157,64 +194,93 @@ def main(argv: list[str] | None = None) -> int:
         argv: the arguments (default: ``sys.argv[1:]``).
 
     Returns:
-        The exit status: 0 on success, 2 for a configuration error.
+        The exit status: 0 on success, 2 for an error the user can fix (printed as
+        one ``trainkit: error:`` line; with ``--traceback`` or ``TRAINKIT_DEBUG=1``
+        after its traceback). Any other exception propagates with its traceback.
     """
-    args = _parser().parse_args(argv)
-    from trainkit.checkpoint import CheckpointError
-    from trainkit.config import ConfigError
+    from trainkit import cli_args, cli_checks
 
-    # Recipes and user code are imported by class_path from the working directory.
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    force = getattr(args, "force_resume", False)
+    given = sys.argv[1:] if argv is None else list(argv)
+    debug = os.environ.get("TRAINKIT_DEBUG", "") not in ("", "0") or "--traceback" in given
     try:
-        return _run(args.command, args.config, args.overrides, args.print_config, force)
-    except (ConfigError, CheckpointError) as error:
-        print(f"trainkit: error: {error}", file=sys.stderr)
+        line = cli_args.normalize(given)
+        args = _parser().parse_args(line.argv)
+        # Recipes and user code are imported by class_path from the working directory.
+        if os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        configs, overrides = _split(args.arguments)
+        force = getattr(args, "force_resume", False)
+        return _run(args.command, configs, overrides, args.print_config, force)
+    except Exception as error:
+        message = cli_checks.user_error(error)
+        if message is None:
+            raise  # not a mistake in what was asked for: the traceback says where
+        if debug:
+            traceback.print_exc()
+        print(f"trainkit: error: {message}", file=sys.stderr, flush=True)
         return 2
 
 
+def _split(arguments: list[str]) -> tuple[list[str], list[str]]:
+    """Config files and ``key=value`` overrides, each in the order given."""
+    from trainkit.config import ConfigError
+
+    overrides = [a for a in arguments if "=" in a and not Path(a).is_file()]
+    configs = [a for a in arguments if a not in overrides]
+    if not configs:
+        raise ConfigError(
+            "No config file given (trainkit fit CONFIG.yaml [key=value ...], or "
+            "--config CONFIG.yaml; see trainkit fit --help)."
+        )
+    return configs, overrides
+
+
 def _run(
-    command: str, config_path: str, overrides: list[str], print_only: bool, force: bool = False
+    command: str, configs: list[str], overrides: list[str], print_only: bool, force: bool = False
 ) -> int:
+    from trainkit import cli_checks
     from trainkit import config as cfg
 
-    run = cfg.load_config(config_path, overrides)
+    run = cfg.load_config(list(configs), overrides)
+    # Check every option, class and argument before building anything or reading data.
+    cli_checks.check_run(run, command, files=not print_only)
+    run = cfg.with_all_defaults(run)
     if print_only:
         print(cfg.to_yaml(run), end="")
         return 0
-    # Check every class and its arguments before building anything.
-    cfg.check_init_args(run.model, "model")
-    if run.data is not None:
-        cfg.check_init_args(run.data, "data")
     trainer_options = cfg.to_dict(run.trainer)
     callbacks = [
-        cfg.instantiate(cfg.ClassSpec(**spec), f"trainer.callbacks[{i}]")
+        cli_checks.build(cfg.ClassSpec(**spec), f"trainer.callbacks[{i}]")
         for i, spec in enumerate(trainer_options.pop("callbacks"))
     ]
     logger_option = trainer_options.pop("logger")
     loggers: Any = logger_option
     if isinstance(logger_option, list):
         loggers = [
-            cfg.instantiate(cfg.ClassSpec(**spec), f"trainer.logger[{i}]")
+            cli_checks.build(cfg.ClassSpec(**spec), f"trainer.logger[{i}]")
             for i, spec in enumerate(logger_option)
         ]
 
     from trainkit.trainer import Trainer
 
     callbacks.append(_SaveConfig(cfg.to_yaml(run), cfg.to_dict(run), force_resume=force))
-    trainer = Trainer(callbacks=callbacks, logger=loggers, **trainer_options)
+    try:
+        trainer = Trainer(callbacks=callbacks, logger=loggers, **trainer_options)
+    except (ValueError, TypeError, RuntimeError) as error:
+        # Built from checked options only: what it refuses is in the config.
+        raise cfg.ConfigError(f"trainer: {error}") from error
     model = cfg.instantiate(run.model, "model")
     data = cfg.instantiate(run.data, "data") if run.data is not None else None
 
     if command == "fit":
         trainer.fit(model, datamodule=data, ckpt_path=run.ckpt_path)
+        if run.test_after_fit:
+            _test_after_fit(trainer, model, data)
         return 0
     if command in ("validate", "test"):
         evaluate = trainer.validate if command == "validate" else trainer.test
         results = evaluate(model, datamodule=data, ckpt_path=run.ckpt_path)
-        if trainer.is_global_zero:
-            print(json.dumps(results if len(results) > 1 else results[0], indent=2))
+        _print_results(trainer, results)
         return 0
     predictions = trainer.predict(model, datamodule=data, ckpt_path=run.ckpt_path)
     if trainer.is_global_zero:
@@ -225,6 +291,37 @@ def _run(
         torch.save(predictions, target)
         print(f"trainkit: {len(predictions or [])} prediction batches saved to {target}")
     return 0
+
+
+def _test_after_fit(trainer: Trainer, model: Module, data: Any) -> None:
+    """Test the best checkpoint of the fit that just ended (``test_after_fit``), print the metrics.
+
+    The best checkpoint is the one the first ModelCheckpoint kept for its
+    ``monitor``; without a monitored metric there is no "best", and the final
+    weights are tested. A fit that was interrupted (a stop signal) is not tested.
+    """
+    if trainer.interrupted:
+        if trainer.is_global_zero:
+            print("trainkit: the fit was interrupted; not testing (test_after_fit)", flush=True)
+        return
+    checkpoint = trainer.checkpoint_callback
+    ckpt_path: str | None = None
+    which = "the final weights (no ModelCheckpoint monitors a metric)"
+    if checkpoint is not None and checkpoint.monitor is not None and checkpoint.best_model_path:
+        ckpt_path = "best"
+        score = checkpoint.best_model_score
+        shown = f"{float(score):.4f}" if score is not None else "?"
+        which = f"the best checkpoint {checkpoint.best_model_path} ({checkpoint.monitor}={shown})"
+    if trainer.is_global_zero:
+        print(f"trainkit: test_after_fit: testing {which}", flush=True)
+    results = trainer.test(model, datamodule=data, ckpt_path=ckpt_path)
+    _print_results(trainer, results)
+
+
+def _print_results(trainer: Trainer, results: list[dict[str, float]]) -> None:
+    # One JSON object (a list with several dataloaders), from rank 0.
+    if trainer.is_global_zero:
+        print(json.dumps(results if len(results) > 1 else results[0], indent=2), flush=True)
 
 
 class _SaveConfig(Callback):

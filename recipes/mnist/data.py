@@ -8,6 +8,7 @@ internet) the error names the folder and the four files to put there.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 import trainkit
+from trainkit.messages import UsageError
 
 # The standard MNIST normalisation (mean and std of the training pixels).
 MEAN, STD = 0.1307, 0.3081
@@ -25,6 +27,14 @@ FILES = (
     "t10k-images-idx3-ubyte",
     "t10k-labels-idx1-ubyte",
 )
+
+
+class MNISTNotFound(UsageError, FileNotFoundError):
+    """The MNIST files are missing and cannot be downloaded; the message says where to put them.
+
+    A :class:`~trainkit.messages.UsageError`: the ``trainkit`` command prints it
+    as one line and exits with status 2.
+    """
 
 
 def default_data_dir() -> Path:
@@ -102,14 +112,25 @@ def load_mnist(root: Path, train: bool) -> tuple[torch.Tensor, torch.Tensor]:
     try:
         dataset = MNIST(str(root), train=train, download=False)
     except RuntimeError:  # torchvision: "Dataset not found"
+        raw = root / "MNIST" / "raw"
+        # torchvision makes the folders before it downloads: a failed download
+        # must not leave an empty MNIST/raw behind to puzzle the next look.
+        created = [folder for folder in (root, root / "MNIST", raw) if not folder.exists()]
         try:
             dataset = MNIST(str(root), train=train, download=True)
         except Exception as error:
-            raw = root / "MNIST" / "raw"
-            raise FileNotFoundError(
-                f"MNIST is not in {raw} and could not be downloaded ({type(error).__name__}: "
-                f"{error}). Put the four files {', '.join(FILES)} (uncompressed) in {raw}, or "
-                "set TRAINKIT_DATA_DIR to a folder that has MNIST/raw/ with them."
+            for folder in reversed(created):
+                _remove_if_empty(folder)
+            reason = " ".join(f"{type(error).__name__}: {error}".split())
+            raise MNISTNotFound(
+                f"MNIST is not in {raw} and could not be downloaded ({reason}). Put the four "
+                f"files {', '.join(FILES)} (uncompressed) in {raw}, or set TRAINKIT_DATA_DIR "
+                "to a folder that has MNIST/raw/ with them."
             ) from error
     images = dataset.data.unsqueeze(1).float().div_(255).sub_(MEAN).div_(STD)
     return images, dataset.targets.long()
+
+
+def _remove_if_empty(folder: Path) -> None:
+    with contextlib.suppress(OSError):  # rmdir removes only an empty folder
+        folder.rmdir()

@@ -197,3 +197,19 @@ def test_config_names_importable_classes_and_their_arguments() -> None:
     # Callbacks are cheap to build: check their arguments' values too.
     for spec in callbacks:
         assert isinstance(_import(spec["class_path"])(**spec["init_args"]), trainkit.Callback)
+
+
+def test_config_comment_states_the_run_s_step_count() -> None:
+    from trainkit import config as cfg
+
+    run = cfg.load_config(CONFIG)
+    data_defaults = inspect.signature(CIFAR10Data).parameters
+    train_images = 50_000 - data_defaults["val_size"].default
+    steps_per_epoch = math.ceil(train_images / run.data.init_args["batch_size"])  # type: ignore[union-attr]
+    total = steps_per_epoch * run.trainer.max_epochs
+    text = CONFIG.read_text()
+    assert (train_images, steps_per_epoch, total) == (45_000, 88, 2_112)
+    assert "an epoch is 88 steps (2,112 in all)" in text
+    # The DAWNBench run it compares with used all 50,000 images: 98 steps of 512 an epoch.
+    assert math.ceil(50_000 / 512) == 98 and "98 steps of 512 an epoch" in text
+    assert "once DDP exists" not in text  # DDP exists: the config says how to use it

@@ -36,6 +36,35 @@ def test_missing_files_offline_name_the_folder_and_files(
     assert "TRAINKIT_DATA_DIR" in message
 
 
+def test_offline_without_data_the_cli_prints_one_line_and_leaves_no_empty_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from torchvision.datasets import MNIST
+
+    from trainkit.cli import main
+
+    def no_network(self: MNIST) -> None:
+        raise OSError("network is unreachable")
+
+    monkeypatch.setattr(MNIST, "download", no_network)
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
+    data = tmp_path / "data"
+    monkeypatch.setenv("TRAINKIT_DATA_DIR", str(data))
+    root = f"trainer.default_root_dir={tmp_path / 'runs'}"
+    assert main(["fit", "recipes/mnist/config.yaml", root, "trainer.max_epochs=1"]) == 2
+    captured = capsys.readouterr()
+    output = captured.out + captured.err
+    (line,) = [line for line in output.splitlines() if "trainkit: error:" in line]
+    assert line.startswith(f"trainkit: error: MNIST is not in {data / 'MNIST' / 'raw'}")
+    assert "TRAINKIT_DATA_DIR" in line and "Traceback" not in output
+    assert not data.exists()  # no empty MNIST/raw (or data folder) left behind
+    # A data folder that existed stays; only the folders the failed download made go.
+    data.mkdir()
+    with pytest.raises(mnist_data.MNISTNotFound):
+        mnist_data.load_mnist(data, train=False)
+    assert list(data.iterdir()) == []
+
+
 def test_data_dir_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRAINKIT_DATA_DIR", "/somewhere/data")
     assert mnist_data.MNISTData().data_dir == Path("/somewhere/data")
@@ -85,6 +114,14 @@ def test_the_cli_trains_the_recipe_to_99_percent(
     start = time.perf_counter()
     assert main(["fit", config, root]) == 0
     fit_seconds = time.perf_counter() - start
+    # The README's first command ends by testing the best checkpoint (test_after_fit).
+    fit_output = capsys.readouterr().out
+    assert "trainkit: test_after_fit: testing the best checkpoint" in fit_output
+    tested = fit_output[fit_output.index("{", fit_output.index("test_after_fit")) :]
+    fit_accuracy = json.loads(tested)["test/acc"]
+    with capsys.disabled():
+        print(f"\nMNIST fit's test_after_fit: test/acc={fit_accuracy:.4f}")
+    assert fit_accuracy >= 0.99
     # The run's own folder holds the best and last; <root>/checkpoints/last.ckpt links
     # to the newest run's last.ckpt.
     run = tmp_path / "logs" / "version_0" / "checkpoints"
