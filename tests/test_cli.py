@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -221,6 +222,32 @@ def test_a_resume_under_another_config_lists_the_keys_and_refuses_what_changes_t
     with pytest.warns(UserWarning, match=r"model.init_args.lr: 0.1 -> 0.5"):
         assert main(["fit", CONFIG, root, *changed, "ckpt_path=last", "--force-resume"]) == 0
     assert load(saved)["loop"]["epoch"] == 2
+
+
+def test_resume_mismatch_in_the_config_says_what_a_mismatched_resume_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = f"trainer.default_root_dir={tmp_path}"
+    assert main(["fit", CONFIG, root, "trainer.max_epochs=1"]) == 0
+    capsys.readouterr()
+    changed = [root, "model.init_args.lr=0.5", "ckpt_path=last"]
+    error = _error(capsys, "fit", CONFIG, *changed, "trainer.resume_mismatch=error")
+    assert "model.init_args.lr: 0.1 -> 0.5" in error
+    # warn: as --force-resume; one warning (the command's), not one from the Trainer too.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        argv = ["fit", CONFIG, *changed, "trainer.max_epochs=2", "trainer.resume_mismatch=warn"]
+        assert main(argv) == 0
+    said = [str(w.message) for w in caught if "model.init_args.lr: 0.1 -> 0.5" in str(w.message)]
+    assert len(said) == 1
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        argv = ["fit", CONFIG, *changed, "trainer.max_epochs=3", "trainer.resume_mismatch=ignore"]
+        assert main(argv) == 0
+    assert not [w for w in caught if "model.init_args.lr" in str(w.message)]
+    capsys.readouterr()
+    assert main(["fit", CONFIG, root, "trainer.resume_mismatch=eror", "--print-config"]) == 2
+    assert "Did you mean 'error'" in capsys.readouterr().err
 
 
 def test_a_longer_run_blocks_a_resume_only_when_an_lr_schedule_was_built_for_the_saved_length() -> (

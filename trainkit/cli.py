@@ -263,7 +263,11 @@ def _run(
 
     from trainkit.trainer import Trainer
 
-    callbacks.append(_SaveConfig(cfg.to_yaml(run), cfg.to_dict(run), force_resume=force))
+    # The command compares its whole config on resume (a superset of what the
+    # Trainer compares from Python), so the Trainer's own comparison stands aside.
+    mismatch = "warn" if force else trainer_options.pop("resume_mismatch") or "error"
+    trainer_options["resume_mismatch"] = "ignore"
+    callbacks.append(_SaveConfig(cfg.to_yaml(run), cfg.to_dict(run), resume_mismatch=mismatch))
     try:
         trainer = Trainer(callbacks=callbacks, logger=loggers, **trainer_options)
     except (ValueError, TypeError, RuntimeError) as error:
@@ -334,13 +338,15 @@ class _SaveConfig(Callback):
     Args:
         text: the config as YAML.
         config: the config as plain containers (stored under "config" in checkpoints).
-        force_resume: resume even when the configs differ in keys that change the run.
+        resume_mismatch: what a resume under a config that changes the run does:
+            ``"error"`` (the command's default), ``"warn"`` (``--force-resume``)
+            or ``"ignore"``.
     """
 
-    def __init__(self, text: str, config: dict[str, Any], force_resume: bool = False) -> None:
+    def __init__(self, text: str, config: dict[str, Any], resume_mismatch: str = "error") -> None:
         self.text = text
         self.config = config
-        self.force_resume = force_resume
+        self.resume_mismatch = resume_mismatch
         self.saved: Path | None = None
 
     def on_save_checkpoint(
@@ -353,7 +359,7 @@ class _SaveConfig(Callback):
     ) -> None:
         """Refuse (or, with ``--force-resume``, warn about) a resume under another config."""
         saved = checkpoint.get("config")
-        if not isinstance(saved, dict):
+        if not isinstance(saved, dict) or self.resume_mismatch == "ignore":
             return  # not written by the trainkit command: nothing to compare
         from trainkit.config import ConfigError, resume_differences
 
@@ -361,12 +367,12 @@ class _SaveConfig(Callback):
             saved, self.config, has_schedule=bool(checkpoint.get("lr_schedulers"))
         )
         source = trainer.ckpt_path or "the checkpoint"
-        if blocking and not self.force_resume:
+        if blocking and self.resume_mismatch == "error":
             raise ConfigError(
                 f"{source} was saved with another config, and resuming would not continue "
                 f"that run: {'; '.join(blocking)}. Resume with the saved values (or pass the "
-                "path of the run you meant as ckpt_path), or add --force-resume to resume "
-                "anyway."
+                "path of the run you meant as ckpt_path), or add --force-resume (or "
+                "trainer.resume_mismatch=warn) to resume anyway."
             )
         if blocking or other:
             trainer.warn(

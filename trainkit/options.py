@@ -205,15 +205,17 @@ class LoopOptions:
         "Evaluate and predict under torch.inference_mode (False: torch.no_grad, for code "
         "that needs ordinary tensors out of evaluation).",
     )
-    resume_mismatch: str = option(
-        "warn",
+    resume_mismatch: str | None = option(
+        None,
         "What fit(ckpt_path=...) does when the checkpoint was saved with other hyperparameters "
         "or Trainer options that change what the run computes: 'error' refuses, 'warn' names "
-        "the keys and resumes, 'ignore' resumes silently.",
+        "the keys and resumes, 'ignore' resumes silently. None: 'warn' from Python (ported "
+        "Lightning code resumes under new settings on purpose), 'error' from the trainkit "
+        "command (--force-resume: 'warn').",
     )
 
     def __post_init__(self) -> None:
-        if self.resume_mismatch not in RESUME_MISMATCH:
+        if self.resume_mismatch is not None and self.resume_mismatch not in RESUME_MISMATCH:
             choices = ", ".join(map(repr, RESUME_MISMATCH))
             raise ValueError(
                 f"resume_mismatch={self.resume_mismatch!r} must be one of {choices}."

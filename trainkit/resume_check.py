@@ -8,9 +8,10 @@ compares its whole config (one classification for both:
 logs never matters; the run's length matters only when an LR scheduler was built
 for the saved length; anything else (hyperparameters, precision, accumulation,
 clipping, the seed, ...) means the resumed run would not continue the saved one.
-``Trainer(resume_mismatch=...)`` says what then happens: ``"warn"`` (the default:
-names the keys and resumes, as ported code that resumes with new settings
-expects), ``"error"`` (refuses), ``"ignore"``.
+``Trainer(resume_mismatch=...)`` says what then happens: ``"warn"`` (the Python
+API's default: names the keys and resumes, as ported code that resumes with new
+settings expects), ``"error"`` (refuses; the ``trainkit`` command's default),
+``"ignore"``.
 """
 
 from __future__ import annotations
@@ -60,12 +61,17 @@ def _comparable(values: Any) -> dict[str, Any]:
 
 
 def compare(
-    mode: str, source: str, saved: dict[str, Any], current: dict[str, Any], has_schedule: bool
+    mode: str | None,
+    source: str,
+    saved: dict[str, Any],
+    current: dict[str, Any],
+    has_schedule: bool,
 ) -> tuple[str | None, str | None]:
     """What a resume under ``current`` settings of a run saved under ``saved`` must say.
 
     Args:
-        mode: ``Trainer(resume_mismatch=...)``: ``"error"``, ``"warn"`` or ``"ignore"``.
+        mode: ``Trainer(resume_mismatch=...)``: ``"error"``, ``"warn"`` or ``"ignore"``
+            (None: ``"warn"``, the Python API's default).
         source: the checkpoint's path, for the message.
         saved: the saved run's settings (:func:`run_settings`).
         current: this run's.

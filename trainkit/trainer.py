@@ -133,7 +133,7 @@ class Trainer(TrainerViews):
         fast_dev_run: bool | int = False,
         reload_dataloaders_every_n_epochs: int = 0,
         inference_mode: bool = True,
-        resume_mismatch: str = "warn",
+        resume_mismatch: str | None = None,
         precision: str | int = "32-true",
         gradient_clip_val: float | None = None,
         gradient_clip_algorithm: str = "norm",
