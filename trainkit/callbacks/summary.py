@@ -5,9 +5,9 @@ run did and where its results are::
 
     fit: finished in 42.1s | epoch 3/3, step 1407 | 1407 batches at 33.4 it/s, 2137 samples/s
       metrics: train/loss 0.03121 | val/acc 0.9921 | val/loss 0.02541
-      best: val/acc 0.9921 at lightning_logs/version_0/checkpoints/epoch=2-step=1407.ckpt
-      last: lightning_logs/version_0/checkpoints/last.ckpt
-      logs: lightning_logs/version_0
+      best: val/acc 0.9921 at logs/version_0/checkpoints/epoch=2-step=1407.ckpt
+      last: logs/version_0/checkpoints/last.ckpt
+      logs: logs/version_0
 
 Everything in it is read at the run's end (and the clock at epoch and
 validation boundaries): nothing runs per batch.
