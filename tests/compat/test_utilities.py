@@ -125,8 +125,15 @@ def test_the_porting_module_offers_lightnings_names() -> None:
 def test_a_lightning_name_trainkit_lacks_fails_on_import_and_says_so() -> None:
     with pytest.raises(AttributeError, match="trainkit does not provide Lightning's Rich"):
         L.callbacks.RichProgressBar  # noqa: B018
-    with pytest.raises(ImportError, match="WandbLogger"):
-        from trainkit.lightning.loggers import WandbLogger  # noqa: F401
+    with pytest.raises(ImportError, match="NeptuneLogger"):
+        from trainkit.lightning.loggers import NeptuneLogger  # noqa: F401
+
+
+def test_the_experiment_trackers_are_served_under_lightnings_names() -> None:
+    from trainkit.lightning.loggers import MLFlowLogger, WandbLogger
+
+    assert MLFlowLogger is trainkit.loggers.MLflowLogger
+    assert WandbLogger is trainkit.loggers.WandbLogger
 
 
 def test_a_ported_module_trains_through_the_porting_names() -> None:
