@@ -259,32 +259,29 @@ class Module(BatchTransferHooks, HyperparametersMixin, nn.Module):
         return torch.float32
 
     def all_gather(self, data: Any, group: Any = None, sync_grads: bool = False) -> Any:
-        """Gather ``data`` (a tensor, or tensors in lists/dicts) from every process.
+        """Gather ``data`` (a tensor, a number, or tensors in lists/dicts) from every process.
 
         Each tensor comes back stacked along a new first dimension, one entry per
-        process; in a single process it comes back as it is (as in Lightning).
+        process, in rank order; in a single process ``data`` comes back as it is,
+        with no new dimension (Lightning's documented behaviour).
 
         Args:
             data: a tensor or a collection of tensors, the same shapes on every process.
-            group: not supported (all processes take part); must be None.
-            sync_grads: not supported; must be False (the result carries no gradient).
+            group: a ``torch.distributed`` process group to gather over (None: all).
+            sync_grads: let gradients flow back through the gather to each process's
+                own ``data`` (for losses over every process's outputs, e.g.
+                contrastive losses).
         """
-        if group is not None or sync_grads:
-            raise ValueError(
-                "all_gather(group=..., sync_grads=True) is not supported by trainkit: gather "
-                "over all processes without gradients, or call torch.distributed yourself."
-            )
         trainer = self._trainer
         if trainer is None or trainer.world_size == 1:
             return data
-        gather = trainer.strategy.all_gather
-        if isinstance(data, torch.Tensor):
-            return gather(data)
         if isinstance(data, Mapping):
-            return {key: self.all_gather(value) for key, value in data.items()}
+            return {key: self.all_gather(value, group, sync_grads) for key, value in data.items()}
         if isinstance(data, (list, tuple)):
-            return type(data)(self.all_gather(value) for value in data)
-        return gather(torch.as_tensor(data, device=self.device))
+            return type(data)(self.all_gather(value, group, sync_grads) for value in data)
+        if not isinstance(data, torch.Tensor):
+            data = torch.as_tensor(data, device=self.device)
+        return trainer.strategy.all_gather(data, group=group, sync_grads=sync_grads)
 
     def print(self, *args: Any, **kwargs: Any) -> None:
         """``print`` from global rank 0 only (every process runs the same code).

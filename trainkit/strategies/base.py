@@ -146,11 +146,15 @@ class Strategy(ABC):
         """
 
     @abstractmethod
-    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+    def all_gather(
+        self, tensor: torch.Tensor, group: Any = None, sync_grads: bool = False
+    ) -> torch.Tensor:
         """Gather ``tensor`` from all processes, stacked along a new first dimension.
 
         Args:
             tensor: a tensor of the same shape on every process.
+            group: a ``torch.distributed`` process group (None: every process).
+            sync_grads: let gradients flow back to each process's ``tensor``.
         """
 
     @abstractmethod

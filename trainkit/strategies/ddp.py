@@ -26,6 +26,7 @@ from trainkit.data import rebuild_dataloader
 from trainkit.launch.environment import ClusterEnvironment, attempt_store, detect_environment
 from trainkit.strategies.base import ReduceOp, Strategy
 from trainkit.strategies.control import ControlChannel
+from trainkit.strategies.gather import gather
 from trainkit.strategies.sampling import EvenSplitSampler, training_sampler
 from trainkit.strategies.wrapping import StepModule, unwrap
 
@@ -172,11 +173,10 @@ class DDPStrategy(Strategy):
         dist.all_reduce(result, op=_OPS["sum" if op == "mean" else op])
         return result / self.world_size if op == "mean" else result
 
-    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
-        tensor = tensor.to(self.root_device).contiguous()
-        gathered = [torch.empty_like(tensor) for _ in range(self.world_size)]
-        dist.all_gather(gathered, tensor)
-        return torch.stack(gathered)
+    def all_gather(
+        self, tensor: torch.Tensor, group: Any = None, sync_grads: bool = False
+    ) -> torch.Tensor:
+        return gather(tensor.to(self.root_device), group=group, sync_grads=sync_grads)
 
     def broadcast(self, obj: T, src: int = 0) -> T:
         holder = [obj]

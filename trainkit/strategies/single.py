@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 
@@ -41,7 +41,9 @@ class SingleDeviceStrategy(Strategy):
     def all_reduce(self, tensor: torch.Tensor, op: ReduceOp = "mean") -> torch.Tensor:
         return tensor
 
-    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+    def all_gather(
+        self, tensor: torch.Tensor, group: Any = None, sync_grads: bool = False
+    ) -> torch.Tensor:
         return tensor.unsqueeze(0)
 
     def broadcast(self, obj: T, src: int = 0) -> T:

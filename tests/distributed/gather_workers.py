@@ -1,0 +1,64 @@
+"""Worker functions for tests/distributed/test_all_gather.py (spawn imports them by name)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+import trainkit
+from tests.helpers import QUIET
+
+
+class Gathering(trainkit.Module):
+    """Gathers a rank-dependent tensor, a nested collection and a number in its first step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(2, 1)
+        self.seen: dict[str, Any] = {}
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        rank = self.trainer.global_rank
+        if batch_idx == 0:
+            mine = torch.full((2, 3), float(rank))
+            self.seen["tensor"] = self.all_gather(mine)
+            self.seen["nested"] = self.all_gather({"a": [mine[0], torch.tensor(rank)]})
+            self.seen["number"] = self.all_gather(rank * 10)
+            self.seen["input"] = mine
+        (x,) = batch
+        return self.layer(x).sum()
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def gather_in_a_module(strategy: str) -> dict[str, Any]:
+    data = DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2)
+    trainer = trainkit.Trainer(max_steps=1, strategy=strategy, **QUIET)
+    module = Gathering()
+    trainer.fit(module, data)
+    return module.seen
+
+
+def gather_gradients() -> dict[str, Any]:
+    """Every rank's input gathered with sync_grads=True; each rank's loss weighs the slots."""
+    import torch.distributed as dist
+
+    from trainkit.strategies.gather import gather
+
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    mine = torch.tensor([rank + 1.0, 2.0 * rank + 1.0], requires_grad=True)
+    gathered = gather(mine, sync_grads=True)
+    # Rank s's loss weighs slot j by (s + 1) * (j + 1).
+    slots = torch.arange(1.0, world + 1.0).unsqueeze(1)
+    (gathered * slots * (rank + 1)).sum().backward()
+    detached = gather(mine.detach().requires_grad_(), sync_grads=False)
+    return {
+        "gathered": gathered.detach(),
+        "grad": mine.grad,
+        "without_sync_has_graph": detached.requires_grad,
+        "world": world,
+    }

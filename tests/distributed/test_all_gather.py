@@ -1,0 +1,38 @@
+"""Module.all_gather: every rank's data in rank order; gradients flow back when asked."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.distributed import gather_workers as workers
+from tests.distributed.spawn import run_processes
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_all_gather_returns_every_ranks_data_in_rank_order(world: int) -> None:
+    ranks = run_processes(workers.gather_in_a_module, world, "ddp")
+    for seen in ranks:
+        expected = torch.stack([torch.full((2, 3), float(r)) for r in range(world)])
+        assert torch.equal(seen["tensor"], expected)
+        assert torch.equal(seen["nested"]["a"][0], expected[:, 0])
+        assert seen["nested"]["a"][1].tolist() == list(range(world))
+        assert seen["number"].tolist() == [10 * r for r in range(world)]
+
+
+def test_on_one_device_the_input_comes_back_unchanged() -> None:
+    seen = workers.gather_in_a_module("auto")
+    assert seen["tensor"] is seen["input"]  # no new dimension, as Lightning documents
+    assert seen["number"] == 0
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_sync_grads_sends_each_rank_the_gradient_of_its_own_input(world: int) -> None:
+    ranks = run_processes(workers.gather_gradients, world)
+    for rank, result in enumerate(ranks):
+        inputs = [[r + 1.0, 2.0 * r + 1.0] for r in range(world)]
+        assert result["gathered"].tolist() == inputs
+        # d/dx_rank of sum_s (s + 1) * (rank + 1) * x_rank = (rank + 1) * world(world + 1)/2
+        expected = (rank + 1) * world * (world + 1) / 2
+        assert result["grad"].tolist() == [expected, expected]
+        assert result["without_sync_has_graph"] is False
