@@ -62,3 +62,35 @@ def gather_gradients() -> dict[str, Any]:
         "without_sync_has_graph": detached.requires_grad,
         "world": world,
     }
+
+
+class Ring(trainkit.Callback):
+    """Each rank sends its rank to the next and receives from the previous (isend/irecv)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, Any] = {}
+
+    def on_train_start(self, trainer: trainkit.Trainer, module: trainkit.Module) -> None:
+        import torch.distributed as dist
+
+        strategy = trainer.strategy
+        rank, world, group = strategy.global_rank, strategy.world_size, strategy.process_group
+        outgoing, incoming = torch.tensor([float(rank)]), torch.zeros(1)
+        sent = dist.isend(outgoing, dst=(rank + 1) % world, group=group)
+        received = dist.irecv(incoming, src=(rank - 1) % world, group=group)
+        sent.wait()
+        received.wait()
+        self.seen["received"] = incoming.item()
+        self.seen["sum"] = strategy.all_reduce(torch.tensor(float(rank)), op="sum").item()
+        self.seen["broadcast"] = strategy.broadcast(f"from rank {rank}", src=0)
+        self.seen["any"] = strategy.reduce_boolean_decision(rank == 1, all_=False)
+        self.seen["all"] = strategy.reduce_boolean_decision(rank == 1, all_=True)
+        strategy.barrier("ring")
+
+
+def ring() -> dict[str, Any]:
+    data = DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2)
+    callback = Ring()
+    trainer = trainkit.Trainer(max_steps=1, strategy="ddp", callbacks=[callback], **QUIET)
+    trainer.fit(Gathering(), data)
+    return callback.seen

@@ -36,3 +36,11 @@ def test_sync_grads_sends_each_rank_the_gradient_of_its_own_input(world: int) ->
         expected = (rank + 1) * world * (world + 1) / 2
         assert result["grad"].tolist() == [expected, expected]
         assert result["without_sync_has_graph"] is False
+
+
+def test_the_process_group_serves_point_to_point_messages_and_collectives() -> None:
+    ranks = run_processes(workers.ring, 3)
+    assert [seen["received"] for seen in ranks] == [2.0, 0.0, 1.0]
+    assert all(seen["sum"] == 3.0 for seen in ranks)
+    assert all(seen["broadcast"] == "from rank 0" for seen in ranks)
+    assert all(seen["any"] is True and seen["all"] is False for seen in ranks)

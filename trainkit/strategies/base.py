@@ -63,6 +63,13 @@ class Strategy(ABC):
         return self.world_size
 
     @property
+    def process_group(self) -> Any:
+        """The ``torch.distributed`` group of every process, for your own collectives
+        and point-to-point messages (``dist.isend(tensor, dst, group=...)``); None
+        in a single process."""
+        return None
+
+    @property
     def is_global_zero(self) -> bool:
         """Whether this process is global rank 0 (the one that logs and writes)."""
         return self.global_rank == 0

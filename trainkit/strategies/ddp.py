@@ -107,6 +107,10 @@ class DDPStrategy(Strategy):
     def world_size(self) -> int:
         return self.environment.world_size
 
+    @property
+    def process_group(self) -> Any:
+        return dist.group.WORLD if dist.is_initialized() else None
+
     def setup_environment(self) -> None:
         if self._environment is None:
             self._environment = detect_environment()
