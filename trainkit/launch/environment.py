@@ -26,7 +26,8 @@ class ClusterEnvironment:
         master_addr: host of rank 0, for the rendezvous.
         master_port: port of the rendezvous.
         source: "torchrun", "slurm", "trainkit" (rank 0 of workers trainkit
-            started, see ``trainkit.launch.launcher``) or "local".
+            started, see ``trainkit.launch.launcher``), "user" (rank and world size
+            given to ``DDPStrategy``) or "local".
     """
 
     global_rank: int
@@ -38,8 +39,9 @@ class ClusterEnvironment:
 
     @property
     def launched_externally(self) -> bool:
-        """Whether the processes were started by torchrun or SLURM (trainkit launches none)."""
-        return self.source in ("torchrun", "slurm")
+        """Whether the processes were started by torchrun, SLURM or the user (trainkit
+        launches none)."""
+        return self.source in ("torchrun", "slurm", "user")
 
     @classmethod
     def local(cls, rank: int, world_size: int, port: int) -> ClusterEnvironment:
@@ -55,6 +57,27 @@ class ClusterEnvironment:
             '1'
         """
         return cls(rank, rank, world_size, "127.0.0.1", port, "trainkit")
+
+    @classmethod
+    def given(cls, rank: int, world_size: int) -> ClusterEnvironment:
+        """Rank ``rank`` of ``world_size`` processes started by the user, who said which.
+
+        The local rank (the GPU) is ``LOCAL_RANK`` if set, else the rank.
+
+        Args:
+            rank: the process's global rank.
+            world_size: the number of processes.
+
+        Example:
+            >>> ClusterEnvironment.given(1, 2).launched_externally
+            True
+        """
+        if not 0 <= rank < world_size:
+            raise ValueError(
+                f"rank={rank} must be in 0..{world_size - 1} for world_size={world_size}."
+            )
+        local = int(os.environ.get("LOCAL_RANK", rank))
+        return cls(rank, local, world_size, "", 0, "user")
 
     def variables(self) -> dict[str, str]:
         """The variables torchrun would set for this process (env:// reads them)."""

@@ -23,10 +23,11 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
 
 from trainkit.data import rebuild_dataloader
-from trainkit.launch.environment import ClusterEnvironment, attempt_store, detect_environment
+from trainkit.launch.environment import ClusterEnvironment, detect_environment
 from trainkit.strategies.base import ReduceOp, Strategy
 from trainkit.strategies.control import ControlChannel
 from trainkit.strategies.gather import gather
+from trainkit.strategies.rendezvous import check_init_method, join_group
 from trainkit.strategies.sampling import EvenSplitSampler, training_sampler
 from trainkit.strategies.wrapping import StepModule, unwrap
 
@@ -52,6 +53,13 @@ class DDPStrategy(Strategy):
         bucket_cap_mb: passed to DDP.
         environment: who this process is (default: read from the environment
             when the strategy sets up, in the process that runs it).
+        init_method: how the processes find each other, for clusters without
+            torchrun or SLURM: ``"env://"`` (``MASTER_ADDR``/``MASTER_PORT``),
+            ``"tcp://HOST:PORT"`` (rank 0's host and a free port) or
+            ``"file:///PATH"`` (a file on a filesystem every process shares). None:
+            ``env://`` from the variables torchrun, SLURM or trainkit's launcher set.
+        rank: this process's rank, with ``init_method`` (default: ``RANK``).
+        world_size: the number of processes, with ``init_method`` (default: ``WORLD_SIZE``).
     """
 
     name = "ddp"
@@ -66,7 +74,18 @@ class DDPStrategy(Strategy):
         gradient_as_bucket_view: bool = False,
         bucket_cap_mb: float | None = None,
         environment: ClusterEnvironment | None = None,
+        init_method: str | None = None,
+        rank: int | None = None,
+        world_size: int | None = None,
     ) -> None:
+        self.init_method = check_init_method(init_method)
+        if (rank is None) != (world_size is None):
+            raise ValueError(
+                "Give DDPStrategy both rank and world_size, or neither (then the RANK and "
+                "WORLD_SIZE variables say them)."
+            )
+        if rank is not None and world_size is not None:
+            environment = ClusterEnvironment.given(rank, world_size)
         self._environment = environment
         self.device_type = device_type
         self.timeout = timeout
@@ -117,19 +136,8 @@ class DDPStrategy(Strategy):
         if self.device_type == "cuda":
             torch.cuda.set_device(self.root_device)
         if not dist.is_initialized():
-            self.environment.export()
             backend = "nccl" if self.device_type == "cuda" else "gloo"
-            store = attempt_store(self.environment, self.timeout)
-            if store is None:
-                dist.init_process_group(backend, init_method="env://", timeout=self.timeout)
-            else:  # a torchrun attempt: its own keys in the agent's store
-                dist.init_process_group(
-                    backend,
-                    store=store,
-                    rank=self.environment.global_rank,
-                    world_size=self.environment.world_size,
-                    timeout=self.timeout,
-                )
+            join_group(self.init_method, backend, self.environment, self.timeout)
             # Leaving the group to the interpreter's shutdown can abort the process:
             # the backend's threads may still hold tensors while Python is torn down.
             atexit.register(end_process_group)
