@@ -24,6 +24,7 @@ from torch.utils.data import DataLoader
 
 from trainkit.batches import move_data_to_device
 from trainkit.checkpoint import load, save_atomic
+from trainkit.strategies.sampling import advise_on_loading
 
 ReduceOp = Literal["sum", "mean", "max", "min"]
 # A null context carries no state; one instance serves every step.
@@ -106,6 +107,8 @@ class Strategy(ABC):
             dataloader: the user's dataloader.
             training: True for the training loader, False for evaluation and prediction.
         """
+        if training:
+            advise_on_loading(dataloader, self.root_device, self.is_global_zero)
         return dataloader
 
     def step_function(self, module: nn.Module, name: str) -> Callable[..., Any]:

@@ -28,7 +28,7 @@ from trainkit.strategies.base import ReduceOp, Strategy
 from trainkit.strategies.control import ControlChannel
 from trainkit.strategies.gather import gather
 from trainkit.strategies.rendezvous import check_init_method, join_group
-from trainkit.strategies.sampling import EvenSplitSampler, training_sampler
+from trainkit.strategies.sampling import EvenSplitSampler, advise_on_loading, training_sampler
 from trainkit.strategies.wrapping import StepModule, unwrap
 
 T = TypeVar("T")
@@ -167,6 +167,8 @@ class DDPStrategy(Strategy):
         return module.no_sync()
 
     def prepare_dataloader(self, dataloader: DataLoader[Any], *, training: bool) -> DataLoader[Any]:
+        if training:
+            advise_on_loading(dataloader, self.root_device, self.is_global_zero)
         if not isinstance(dataloader, DataLoader):
             return dataloader
         if isinstance(dataloader.sampler, DistributedSampler):

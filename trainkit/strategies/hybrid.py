@@ -43,7 +43,7 @@ from trainkit.strategies.balance import Partition, balance_layers
 from trainkit.strategies.ddp import DDPStrategy
 from trainkit.strategies.pipe import PipelinedSequential
 from trainkit.strategies.pipeline import RankPipeline
-from trainkit.strategies.sampling import training_sampler
+from trainkit.strategies.sampling import advise_on_loading, training_sampler
 from trainkit.strategies.stages import refuse_step_shaping, stages_of
 from trainkit.strategies.wrapping import StepModule
 
@@ -237,6 +237,7 @@ class HybridStrategy(DDPStrategy):
     def prepare_dataloader(self, dataloader: DataLoader[Any], *, training: bool) -> DataLoader[Any]:
         if self.pipeline is None or not training or not isinstance(dataloader, DataLoader):
             return super().prepare_dataloader(dataloader, training=training)
+        advise_on_loading(dataloader, self.root_device, self.is_global_zero)
         # The ranks of one pipeline share each batch: split the data over the
         # data dimension only (rank = data_rank * pipeline_size + pipe_rank).
         sampler = training_sampler(

@@ -72,3 +72,58 @@ class EvenSplitSampler(Sampler[int]):
 
     def __len__(self) -> int:
         return len(range(self.rank, self.length, self.world_size))
+
+
+#: Below this many samples a training set loads fast enough however it is loaded.
+LARGE_DATASET = 10_000
+_ADVISED: set[int] = set()
+
+
+def advise_on_loading(dataloader: Any, device: Any, announce: bool) -> str | None:
+    """Warn once when a CUDA run's training loader leaves its GPU waiting for data.
+
+    With ``num_workers=0`` every batch is loaded in the training process between
+    steps; with ``pin_memory=False`` the copy to the GPU cannot overlap with
+    compute (trainkit moves pinned batches with ``non_blocking=True``). Both only
+    matter on a GPU and for a dataset of some size.
+
+    Args:
+        dataloader: the training dataloader.
+        device: the device the run computes on.
+        announce: whether this process warns (global rank 0).
+
+    Returns:
+        The advice (also warned, once per loader), or None.
+
+    Example:
+        >>> import torch
+        >>> from torch.utils.data import TensorDataset
+        >>> big = DataLoader(TensorDataset(torch.zeros(20_000, 1)), batch_size=64)
+        >>> "num_workers=0" in advise_on_loading(big, torch.device("cuda"), announce=False)
+        True
+        >>> advise_on_loading(big, torch.device("cpu"), announce=False) is None
+        True
+    """
+    if getattr(device, "type", None) != "cuda" or not isinstance(dataloader, DataLoader):
+        return None
+    try:
+        size = len(dataloader.dataset)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+    slow = []
+    if dataloader.num_workers == 0:
+        slow.append("num_workers=0 (each batch is loaded in the training process, between steps)")
+    if not dataloader.pin_memory:
+        slow.append("pin_memory=False (the copy to the GPU cannot overlap with compute)")
+    if size < LARGE_DATASET or not slow:
+        return None
+    advice = (
+        f"The training DataLoader ({size} samples) has {' and '.join(slow)}, so the GPU may "
+        "wait for data. Try DataLoader(..., num_workers=4, pin_memory=True, "
+        "persistent_workers=True) (more workers for costly decoding or augmentation; "
+        "prefetch_factor for how many batches each worker loads ahead)."
+    )
+    if announce and id(dataloader) not in _ADVISED:
+        _ADVISED.add(id(dataloader))
+        warnings.warn(advice, stacklevel=3)
+    return advice
