@@ -29,6 +29,7 @@ stays on CPU.
 
 from __future__ import annotations
 
+import multiprocessing
 import socket
 import tempfile
 import time
@@ -169,7 +170,8 @@ def run_master(config: Config, world_size: int) -> dict[str, Any]:
     n_workers = world_size - 1
     if config.batch_size < n_workers:
         raise ValueError(
-            f"batch_size={config.batch_size} gives some of {n_workers} workers nothing"
+            f"batch_size={config.batch_size} is smaller than the number of workers "
+            f"({n_workers}): each needs a part of every batch"
         )
     model = build_model(config.seed)
     workers = [
@@ -237,11 +239,10 @@ def run_process(rank: int, world_size: int, port: int, config: Config, result: s
         result: File the master saves :func:`run_master`'s result to.
     """
     torch.set_num_threads(1)
-    # Two warnings from inside torch 2.14 that a user of this recipe can do
-    # nothing about: init_rpc's own use of a gloo group, and DistributedOptimizer
-    # building TorchScript functional optimizers (deprecated; see docs/strategies.md).
+    # A warning from inside init_rpc (torch 2.14) that users of the recipe can do
+    # nothing about. DistributedOptimizer's own deprecation warning (it builds
+    # TorchScript functional optimizers) is forced on by torch and stays.
     warnings.filterwarnings("ignore", message=r"You are using a Backend .* as a ProcessGroup")
-    warnings.filterwarnings("ignore", message=r"`TorchScript` support for functional optimizers")
     options = rpc.TensorPipeRpcBackendOptions(
         init_method=f"tcp://127.0.0.1:{port}",
         rpc_timeout=config.rpc_timeout,
@@ -288,6 +289,9 @@ def launch(config: Config, world_size: int = 3, timeout: float = 300.0) -> dict[
     """
     if world_size < 2:
         raise ValueError(f"world_size={world_size}: the RPC hybrid needs a master and a worker")
+    # Fresh processes (not forks of a caller that may hold threads), forked
+    # from a server that imports torch once rather than once per process.
+    multiprocessing.get_context("forkserver").set_forkserver_preload([__name__])
     with tempfile.TemporaryDirectory() as folder:
         result = Path(folder) / "result.pt"
         context = mp.start_processes(  # type: ignore[attr-defined,no-untyped-call]
@@ -295,7 +299,7 @@ def launch(config: Config, world_size: int = 3, timeout: float = 300.0) -> dict[
             args=(world_size, _free_port(), config, str(result)),
             nprocs=world_size,
             join=False,
-            start_method="spawn",
+            start_method="forkserver",
         )
         deadline = time.monotonic() + timeout
         try:
