@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import multiprocessing
+import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
 
 from recipes.rpc_hybrid import train
-from recipes.rpc_hybrid.hybrid import Config, launch, train_single_process
+from recipes.rpc_hybrid.hybrid import Config, _free_port, launch, train_single_process
 
 STATED_ACCURACY = 0.95  # recipes/rpc_hybrid/README.md and docs/strategies.md state it
 
@@ -59,3 +61,70 @@ def test_the_cli_refuses_a_world_without_workers(capsys: pytest.CaptureFixture[s
         train.main(["--world-size", "1"])
     assert info.value.code == 2
     assert "needs a master and at least one worker" in capsys.readouterr().err
+
+
+# ---------------------------------------------------- the pitfalls the docs name
+# docs/strategies.md says why the recipe sends plain tensors and calls functions
+# rather than an RRef's proxy; these check that torch still behaves so.
+
+
+class _Scaler:
+    def scale(self, weight: torch.Tensor) -> torch.Tensor:
+        return (weight * 2).sum()
+
+
+def _scale(weight: torch.Tensor) -> torch.Tensor:
+    return (weight * 2).sum()
+
+
+def _pitfalls(rank: int, port: int, result: str) -> None:
+    import torch.distributed.autograd as dist_autograd
+    from torch.distributed import rpc
+
+    options = rpc.TensorPipeRpcBackendOptions(init_method=f"tcp://127.0.0.1:{port}", rpc_timeout=60)
+    rpc.init_rpc(f"p{rank}", rank=rank, world_size=2, rpc_backend_options=options)
+    if rank == 0:
+        parameter = torch.nn.Parameter(torch.ones(3))
+        found: dict[str, bool] = {}
+        for name, sent in (("parameter", parameter), ("view", parameter.view_as(parameter))):
+            with dist_autograd.context() as context_id:
+                loss = rpc.rpc_sync("p1", _scale, args=(sent,))
+                dist_autograd.backward(context_id, [loss])
+                found[name] = parameter in dist_autograd.get_gradients(context_id)
+        scaler = rpc.remote("p1", _Scaler)
+        with dist_autograd.context():
+            for call in ("proxy first call", "proxy second call"):
+                loss = scaler.rpc_async().scale(parameter.view_as(parameter)).wait()
+                found[call] = loss.grad_fn is not None
+        torch.save(found, result)
+    rpc.shutdown()
+
+
+def test_the_rpc_pitfalls_the_docs_name_are_still_there(tmp_path: Path) -> None:
+    result = tmp_path / "found.pt"
+    multiprocessing.get_context("forkserver").set_forkserver_preload(["torch"])
+    context = torch.multiprocessing.start_processes(
+        _pitfalls,
+        args=(_free_port(), str(result)),
+        nprocs=2,
+        join=False,
+        start_method="forkserver",
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not context.join(timeout=0.5):
+            assert time.monotonic() < deadline, "the two processes did not end"
+    finally:
+        for process in context.processes:
+            if process.is_alive():
+                process.kill()
+            process.join()
+    found = torch.load(result)
+    # An nn.Parameter arrives as a new leaf: no gradient comes back for it.
+    assert found == {
+        "parameter": False,
+        "view": True,
+        # An RRef proxy's first call runs outside the distributed-autograd context.
+        "proxy first call": False,
+        "proxy second call": True,
+    }
