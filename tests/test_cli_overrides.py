@@ -194,3 +194,59 @@ def test_test_after_fit_needs_test_data_before_anything_runs(
     error = capsys.readouterr().err
     assert "defines test_dataloader(), which test_after_fit needs" in error
     assert not (tmp_path / "root").exists()
+
+
+def _strategy(init_method: str, rank: int, world_size: int = 2) -> list[str]:
+    return [
+        "trainer.strategy.class_path=trainkit.strategies.ddp.DDPStrategy",
+        f"trainer.strategy.init_args.init_method={init_method}",
+        f"trainer.strategy.init_args.rank={rank}",
+        f"trainer.strategy.init_args.world_size={world_size}",
+    ]
+
+
+def test_a_strategy_with_arguments_is_a_class_path_entry(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    printed = _printed(capsys, "fit", CONFIG, *_strategy("tcp://127.0.0.1:29555", 1))
+    assert printed["trainer"]["strategy"]["class_path"] == "trainkit.strategies.ddp.DDPStrategy"
+    assert printed["trainer"]["strategy"]["init_args"]["init_method"] == "tcp://127.0.0.1:29555"
+    misspelt = [_strategy("env://", 0)[0], "trainer.strategy.init_args.init_metod=env://"]
+    assert main(["fit", CONFIG, *misspelt, "--print-config"]) == 2
+    assert "Did you mean 'init_method'" in capsys.readouterr().err
+    assert main(["fit", CONFIG, *_strategy("udp://host:1", 0), "--print-config"]) == 0  # not built
+    capsys.readouterr()
+    root = "trainer.default_root_dir=unused"
+    assert main(["fit", CONFIG, root, *_strategy("udp://host:1", 0)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("trainkit: error: trainer.strategy (DDPStrategy): init_method=")
+    assert error.count("\n") == 1
+
+
+def test_two_processes_started_by_hand_from_the_config_meet_over_tcp(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.distributed.spawn import free_port
+
+    init_method = f"tcp://127.0.0.1:{free_port()}"
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    command = [sys.executable, "-m", "trainkit", "fit", CONFIG]
+    ranks = [
+        subprocess.Popen(
+            [*command, f"trainer.default_root_dir={tmp_path}", *_strategy(init_method, rank)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for rank in range(2)
+    ]
+    outputs = [rank.communicate(timeout=240)[0] for rank in ranks]
+    for rank, output in zip(ranks, outputs, strict=True):
+        assert rank.returncode == 0, output[-3000:]
+    checkpoint = load(tmp_path / "checkpoints" / "last.ckpt")
+    # 512 samples, 32 per process and step, 2 processes: 8 steps an epoch, 2 epochs.
+    assert checkpoint["loop"]["global_step"] == 16

@@ -261,6 +261,10 @@ def _run(
             for i, spec in enumerate(logger_option)
         ]
 
+    if isinstance(trainer_options["strategy"], dict):
+        spec = cfg.ClassSpec(**trainer_options["strategy"])
+        trainer_options["strategy"] = cli_checks.build(spec, "trainer.strategy")
+
     from trainkit.trainer import Trainer
 
     # The command compares its whole config on resume (a superset of what the

@@ -74,6 +74,9 @@ def check_trainer_options(trainer: Any) -> None:
     from trainkit.strategies import STRATEGY_NAMES, plan_devices
 
     strategy = values["strategy"]
+    if isinstance(strategy, dict):  # a class_path entry: its class and arguments
+        cfg.check_init_args(cfg.ClassSpec(**strategy), "trainer.strategy")
+        return
     if strategy != "auto" and strategy not in STRATEGY_NAMES:
         raise ConfigError(
             f"Unknown strategy trainer.strategy={strategy!r}."

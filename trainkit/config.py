@@ -75,10 +75,12 @@ COMPONENTS_HEADING = "components"
 _COMPONENTS: tuple[tuple[str, Any, Any, str], ...] = (
     (
         "strategy",
-        str,
+        Union[str, ClassSpec],  # noqa: UP007 (a runtime type object)
         "auto",
         "How the processes and devices share the work: 'auto' (single_device on one "
-        "device, ddp on several), 'single_device', 'ddp', 'ddp_spawn', 'dp' or 'hybrid'.",
+        "device, ddp on several), 'single_device', 'ddp', 'ddp_spawn', 'dp' or 'hybrid'; "
+        "or a class_path + init_args entry for a strategy with arguments (e.g. "
+        "trainkit.strategies.ddp.DDPStrategy with init_method, rank and world_size).",
     ),
     (
         "callbacks",
@@ -850,7 +852,8 @@ def resume_differences(
         if before == after:
             continue
         line = f"{key}: {_short(before)} -> {_short(after)}"
-        if key in _RESUME_HARMLESS or (key in _RESUME_LENGTH and not has_schedule):
+        harmless = key in _RESUME_HARMLESS or key.startswith("trainer.strategy.")
+        if harmless or (key in _RESUME_LENGTH and not has_schedule):
             other.append(line)
         else:
             blocking.append(line)
