@@ -224,29 +224,11 @@ def test_a_strategy_with_arguments_is_a_class_path_entry(
 
 
 def test_two_processes_started_by_hand_from_the_config_meet_over_tcp(tmp_path: Path) -> None:
-    import os
-    import subprocess
-    import sys
-
-    from tests.distributed.spawn import free_port
+    from tests.distributed.spawn import free_port, run_by_hand
 
     init_method = f"tcp://127.0.0.1:{free_port()}"
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    command = [sys.executable, "-m", "trainkit", "fit", CONFIG]
-    ranks = [
-        subprocess.Popen(
-            [*command, f"trainer.default_root_dir={tmp_path}", *_strategy(init_method, rank)],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for rank in range(2)
-    ]
-    outputs = [rank.communicate(timeout=240)[0] for rank in ranks]
-    for rank, output in zip(ranks, outputs, strict=True):
-        assert rank.returncode == 0, output[-3000:]
+    command = ["-m", "trainkit", "fit", CONFIG, f"trainer.default_root_dir={tmp_path}"]
+    run_by_hand([[*command, *_strategy(init_method, rank)] for rank in range(2)])
     checkpoint = load(tmp_path / "checkpoints" / "last.ckpt")
     # 512 samples, 32 per process and step, 2 processes: 8 steps an epoch, 2 epochs.
     assert checkpoint["loop"]["global_step"] == 16

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -13,7 +16,7 @@ import torch.multiprocessing as mp
 from trainkit.launch.environment import ClusterEnvironment
 from trainkit.launch.launcher import free_port
 
-__all__ = ["free_port", "run_processes"]
+__all__ = ["free_port", "run_by_hand", "run_processes"]
 
 
 def _entry(
@@ -66,3 +69,29 @@ def run_processes(
             if process.is_alive():
                 process.kill()
     return [results[rank] for rank in range(world_size)]
+
+
+def run_by_hand(commands: list[list[str]], timeout: float = 240) -> None:
+    """Start each command as a plain subprocess, as a user would by hand; all must exit 0.
+
+    No rank variables are passed on (each process is told who it is on its
+    command line); the repository root is the working directory and on PYTHONPATH.
+    """
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "PYTHONPATH": root}
+    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK"):
+        env.pop(name, None)
+    processes = [
+        subprocess.Popen(
+            [sys.executable, *command],
+            cwd=root,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for command in commands
+    ]
+    outputs = [process.communicate(timeout=timeout)[0] for process in processes]
+    for process, output in zip(processes, outputs, strict=True):
+        assert process.returncode == 0, output[-3000:]

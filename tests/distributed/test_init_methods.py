@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -12,7 +9,7 @@ import pytest
 import torch
 
 from tests.distributed import workers
-from tests.distributed.spawn import free_port
+from tests.distributed.spawn import free_port, run_by_hand
 from trainkit.strategies.ddp import DDPStrategy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,24 +17,8 @@ SCRIPT = str(ROOT / "tests" / "distributed" / "init_script.py")
 
 
 def _start_by_hand(init_method: str, out: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK"):
-        env.pop(name, None)  # nothing but what each process is told
-    command = [sys.executable, SCRIPT, "--init-method", init_method, "--world-size", "2"]
-    ranks = [
-        subprocess.Popen(
-            [*command, "--rank", str(rank), "--out", str(out)],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for rank in range(2)
-    ]
-    outputs = [rank.communicate(timeout=180)[0] for rank in ranks]
-    for rank, output in zip(ranks, outputs, strict=True):
-        assert rank.returncode == 0, output[-3000:]
+    command = [SCRIPT, "--init-method", init_method, "--world-size", "2", "--out", str(out)]
+    run_by_hand([[*command, "--rank", str(rank)] for rank in range(2)], timeout=180)
 
 
 @pytest.mark.parametrize("scheme", ["tcp", "file"])
