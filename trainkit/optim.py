@@ -232,6 +232,7 @@ def step_scheduler(
     metrics: Mapping[str, Any],
     warn: Callable[[str], None],
     stepper: Callable[[Any, Any], None] | None = None,
+    agree: Callable[[str, float | None], float | None] | None = None,
 ) -> None:
     """Step one LR scheduler; a ``reduce_on_plateau`` one gets its monitored metric.
 
@@ -244,6 +245,8 @@ def step_scheduler(
         warn: prints a warning (rank 0), for a missing metric with ``strict=False``.
         stepper: the Module's ``lr_scheduler_step(scheduler, metric)`` when it
             overrides it (for schedulers without torch's ``step`` signature).
+        agree: ``(name, this process's value) -> the value to use`` in a
+            multi-process run (rank 0's: every process's learning rate stays equal).
     """
     if not config.reduce_on_plateau or config.monitor is None:
         if stepper is not None:
@@ -251,7 +254,11 @@ def step_scheduler(
         else:
             config.scheduler.step()
         return
-    if config.monitor not in metrics:
+    found = metrics.get(config.monitor)
+    value = None if found is None else float(found)
+    if agree is not None:
+        value = agree(config.monitor, value)
+    if value is None:
         message = (
             f"LR scheduler {type(config.scheduler).__name__} monitors {config.monitor!r}, "
             f"which was not logged; logged metrics are {sorted(metrics)}. Log it with "
@@ -261,7 +268,6 @@ def step_scheduler(
             raise RuntimeError(message)
         warn(message + " (strict=False: skipping this scheduler step.)")
         return
-    value = float(metrics[config.monitor])
     if stepper is not None:
         stepper(config.scheduler, value)
     else:

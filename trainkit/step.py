@@ -38,6 +38,7 @@ import torch
 from trainkit.hooks import RunContext
 from trainkit.module import fit_step_arguments, loss_from_output, overrides
 from trainkit.optim import LRSchedulerConfig, ManagedOptimizer, step_scheduler
+from trainkit.strategies.control import rank_zero_floats
 
 if TYPE_CHECKING:
     from trainkit.callbacks.slots import StepSlots
@@ -91,6 +92,7 @@ class Optimization:
         self._log_every = log_every_n_steps
         self._warn = warn
         self._skip_announced = False
+        self._unsynced_warned: set[str] = set()
         hooks, module = run.hooks, run.module
         self._training_step = fit_step_arguments(
             run.strategy.step_function(run.model, "training_step"), module.training_step
@@ -234,7 +236,7 @@ class Optimization:
         # (written at the step the values were logged in).
         for config in self._step_schedulers:
             if steps_done % config.frequency == 0:
-                step_scheduler(config, self.run.results.callback_metrics, self._warn, self._stepper)
+                self._step_scheduler(config)
         if self._log_every and steps_done % self._log_every == 0:
             self.run.results.write_step(steps_done - 1, self.run.state.epoch)
 
@@ -246,7 +248,27 @@ class Optimization:
         """
         for config in self._epoch_schedulers:
             if (epoch + 1) % config.frequency == 0:
-                step_scheduler(config, self.run.results.callback_metrics, self._warn, self._stepper)
+                self._step_scheduler(config)
+
+    def _step_scheduler(self, config: LRSchedulerConfig) -> None:
+        metrics = self.run.results.callback_metrics
+        agree = self._rank_zero_value if self.run.strategy.world_size > 1 else None
+        step_scheduler(config, metrics, self._warn, self._stepper, agree)
+
+    def _rank_zero_value(self, name: str, value: float | None) -> float | None:
+        # A plateau scheduler stepped with each process's own value (logged without
+        # sync_dist) would give the processes different learning rates.
+        point = f"an LR scheduler step on {name!r}"
+        (agreed,), (differs,) = rank_zero_floats(self.run.strategy.exchange, [value], point)
+        if differs and name not in self._unsynced_warned:
+            self._unsynced_warned.add(name)
+            self._warn(
+                f"The LR scheduler monitors {name!r}, whose value differs between the "
+                "processes (logged without sync_dist=True): every process steps it with "
+                f"rank 0's value, so their learning rates stay equal. Log it with "
+                f"self.log({name!r}, ..., sync_dist=True) to step on the mean over the processes."
+            )
+        return agreed
 
     # --------------------------------------------------------------- manual
     def manual(self, batch: Any, batch_idx: int, is_last: bool) -> Any:

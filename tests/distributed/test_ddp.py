@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import warnings
 from pathlib import Path
 
@@ -120,3 +121,40 @@ def test_the_process_group_timeout_is_a_trainer_option(monkeypatch: pytest.Monke
     assert trainer.strategy.timeout == timedelta(seconds=7)  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="process_group_timeout=0 must be a positive"):
         trainkit.Trainer(accelerator="cpu", strategy="ddp", process_group_timeout=0)
+
+
+def test_values_each_process_logged_for_itself_give_every_process_rank_zeros_decisions(
+    tmp_path: Path,
+) -> None:
+    # Each rank logs its own val/score (no sync_dist): rank 0's rises, rank 1's falls.
+    # Every rank must still save the same checkpoints (a rank that saves alone waits
+    # for the others at the write) and step the plateau scheduler alike (else their
+    # learning rates, and so their parameters, drift apart).
+    ranks = run_processes(workers.decide_on_own_scores, 2, str(tmp_path), timeout=240)
+    first, second = ranks
+    best = str(tmp_path / "epoch=2-step=6.ckpt")
+    assert first["best_model_path"] == second["best_model_path"] == best
+    assert first["best_k_models"] == second["best_k_models"] == {best: 2.0}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["epoch=2-step=6.ckpt", "last.ckpt"]
+    # Rank 0's score never stalls, so no process lowered its learning rate.
+    assert first["lr"] == second["lr"] == 0.1
+    for name, value in first["state"].items():
+        assert torch.equal(value, second["state"][name]), name
+    # Rank 0 says once, for each decision, that the processes' values differ.
+    said = [w for w in first["warnings"] if "logged without sync_dist=True" in w]
+    assert len(said) == 2, said
+    assert any(w.startswith("ModelCheckpoint(monitor='val/score')") for w in said)
+    assert any(w.startswith("The LR scheduler monitors 'val/score'") for w in said)
+
+
+def test_a_barrier_one_process_alone_reaches_is_named_on_every_process() -> None:
+    # Rank 1 waits at a barrier that rank 0 never reaches: both end at once with the
+    # two places named (the group's timeout is 120 s), neither pairs it with another wait.
+    started = time.monotonic()
+    messages = run_processes(workers.barrier_on_one_rank, 2)
+    for message in messages:
+        assert "the processes reached different synchronisation points" in message
+        assert "process 0 at the end of an epoch of training" in message
+        assert 'process 1 at the barrier "rank one\'s own"' in message
+        assert "Every process must reach a barrier" in message and "rank_zero_only" not in message
+    assert time.monotonic() - started < 100

@@ -115,6 +115,85 @@ def train_resumable(
     return {"state": {k: v.clone() for k, v in model.state_dict().items()}}
 
 
+class OwnScores(Classifier):
+    """Logs a score each process computes for itself, without sync_dist.
+
+    Rank 0's rises every epoch and rank 1's falls: ranked on its own values,
+    rank 0 would save a new best checkpoint and lower no learning rate while
+    rank 1 did the opposite.
+    """
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        direction = 1.0 if self.trainer.global_rank == 0 else -1.0
+        self.log("val/score", direction * self.current_epoch)
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+        plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(
+            optimizer, mode="max", factor=0.5, patience=0
+        )
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": plateau, "monitor": "val/score"},
+        }
+
+
+def decide_on_own_scores(root: str) -> dict[str, Any]:
+    """Fit :class:`OwnScores` for 3 epochs with a ModelCheckpoint ranking ``val/score``."""
+    import warnings
+
+    torch.manual_seed(0)
+    model = OwnScores()
+    saver = trainkit.callbacks.ModelCheckpoint(
+        dirpath=root, monitor="val/score", mode="max", save_top_k=1, save_last=True
+    )
+    trainer = trainkit.Trainer(
+        max_epochs=3,
+        strategy="ddp",
+        seed=7,
+        callbacks=[saver],
+        process_group_timeout=60,
+        **{**QUIET, "enable_checkpointing": True},
+    )
+    data = DataLoader(blobs(64, seed=0), batch_size=16)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.fit(model, data, data)
+    return {
+        "best_k_models": {path: float(score) for path, score in saver.best_k_models.items()},
+        "best_model_path": saver.best_model_path,
+        "lr": trainer.optimizers[0].param_groups[0]["lr"],
+        "state": {k: v.clone() for k, v in model.state_dict().items()},
+        "warnings": [str(w.message) for w in caught],
+    }
+
+
+class BarrierOnRankOne(trainkit.Callback):
+    """Rank 1 alone waits at a barrier after the first epoch (rank 0 goes on)."""
+
+    def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+        if trainer.global_rank == 1:
+            trainer.strategy.barrier("rank one's own")
+
+
+def barrier_on_one_rank() -> str:
+    """Fit with :class:`BarrierOnRankOne`; the error each rank ends with."""
+    from trainkit.strategies.control import CollectiveMismatchError
+
+    trainer = trainkit.Trainer(
+        max_epochs=2,
+        strategy="ddp",
+        callbacks=[BarrierOnRankOne()],
+        process_group_timeout=120,
+        **QUIET,
+    )
+    try:
+        trainer.fit(Classifier(), DataLoader(blobs(64), batch_size=16))
+    except CollectiveMismatchError as error:
+        return str(error)
+    return "no error"
+
+
 def validate(strategy: str) -> float:
     model = SyncedClassifier()
     torch.manual_seed(3)

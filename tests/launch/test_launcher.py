@@ -243,8 +243,8 @@ import subprocess, sys
 import trainkit.launch.launcher as launcher
 launcher.FINISH_TIMEOUT_S = 1.0
 waiting = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+print("flushed before the exit")
 launcher.WorkerWatch([waiting]).wait_at_exit()
-print(waiting.returncode)
 """
     result = subprocess.run(
         [sys.executable, "-c", script],
@@ -254,6 +254,30 @@ print(waiting.returncode)
         text=True,
         timeout=120,
     )
-    assert result.returncode == 0, result.stderr
-    assert "trainkit: rank 1 did not end within 1 s of rank 0's end; ending it." in result.stderr
-    assert result.stdout.strip() == str(-signal.SIGKILL)
+    # The job fails: a rank that never finished its run is no success.
+    assert result.returncode == 1, result.stderr
+    assert (
+        "trainkit: rank 1 did not end within 1 s of rank 0's end; ending it. The job fails"
+        in result.stderr
+    )
+    assert "flushed before the exit" in result.stdout
+
+
+def test_a_worker_that_fails_after_rank_0_finished_fails_the_job() -> None:
+    script = """
+import subprocess, sys
+import trainkit.launch.launcher as launcher
+late = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1); raise SystemExit(3)"])
+done = subprocess.Popen([sys.executable, "-c", "pass"])
+launcher.WorkerWatch([done, late]).wait_at_exit()
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1, result.stderr
+    assert "trainkit: rank 2 failed" in result.stderr and "exit code 3" in result.stderr

@@ -48,6 +48,7 @@ import torch
 from trainkit.callbacks.base import Callback
 from trainkit.checkpoint import collect_state, link_atomic, peek
 from trainkit.io import fsync_folder, remove_stale_temporaries, temporary_prefix
+from trainkit.strategies.control import rank_zero_floats
 
 if TYPE_CHECKING:
     from trainkit.module import Module
@@ -339,6 +340,10 @@ class ModelCheckpoint(Callback):
         due, self._due = self._due, False
         if getattr(trainer, "fast_dev_run", False):
             return  # a fast dev run checks the code; it saves nothing
+        if self.train_time_interval is not None and trainer.world_size > 1:
+            # Each process has its own clock: rank 0's says when, for all of them.
+            point = "ModelCheckpoint's train_time_interval check"
+            due = bool(trainer.strategy.exchange(point, [int(due)])[0][0])
         if due and trainer.global_step != self._last_saved_step:
             self.save(trainer)
 
@@ -481,6 +486,8 @@ class ModelCheckpoint(Callback):
         """
         assert self.dirpath is not None, "setup() fixes the folder before any save"
         candidates = self._monitor_candidates(trainer)
+        if trainer.world_size > 1:
+            candidates = self._rank_zero_candidates(trainer, candidates)
         step = trainer.global_step
         written: str | None = None
         if self.save_top_k != 0:
@@ -507,6 +514,34 @@ class ModelCheckpoint(Callback):
         candidates.setdefault("epoch", torch.tensor(epoch))
         candidates.setdefault("step", torch.tensor(trainer.global_step))
         return candidates
+
+    def _rank_zero_candidates(self, trainer: Trainer, candidates: dict[str, Any]) -> dict[str, Any]:
+        """Rank 0's values on every process, so that all take the same decisions and names.
+
+        A value logged without ``sync_dist=True`` is each process's own; ranking
+        each process's own would let one process save (and wait for the others
+        at the write) while another does not.
+        """
+        point = f"ModelCheckpoint's save at step {trainer.global_step}"
+        value = candidates.get(self.monitor) if self.monitor is not None else None
+        mine = None if value is None else float(_as_score(value))
+        _, (differs,) = rank_zero_floats(trainer.strategy.exchange, [mine], point)
+        if differs and trainer.is_global_zero:
+            self._warn_once(
+                f"differs:{self.monitor}",
+                f"ModelCheckpoint(monitor={self.monitor!r}): the processes have different "
+                f"values of {self.monitor!r} (logged without sync_dist=True), so every "
+                "process ranks rank 0's value and saves with it. Log it with "
+                f"self.log({self.monitor!r}, ..., sync_dist=True) to rank the mean over "
+                "the processes.",
+            )
+        # As Python numbers: a small pickle, the same names and scores.
+        plain = {
+            name: value.item() if isinstance(value, torch.Tensor) and value.numel() == 1 else value
+            for name, value in candidates.items()
+        }
+        agreed: dict[str, Any] = trainer.strategy.broadcast(plain)
+        return agreed
 
     def _save_newest(self, trainer: Trainer, candidates: dict[str, Any]) -> str:
         path = self._free_path(trainer, self.format_checkpoint_name(candidates))

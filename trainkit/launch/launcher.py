@@ -171,6 +171,7 @@ class WorkerWatch:
         self._lock = threading.Lock()
         self._ended = False  # rank 0 ended the workers itself
         self._failure: str | None = None  # the line that said which rank failed
+        self._worker_failed = False  # a worker failed: the job fails, whatever rank 0 did
         self._in_entry_point = threading.Event()
         self._entry_point_done = threading.Event()
         thread = threading.Thread(target=self._poll, name="trainkit-workers", daemon=True)
@@ -212,18 +213,37 @@ class WorkerWatch:
             worker.wait()
 
     def wait_at_exit(self) -> None:
-        """At rank 0's exit: let the workers end their run, and end any that does not."""
+        """At rank 0's exit: let the workers end their run, and end any that does not.
+
+        The job then fails (rank 0 exits with status 1) if a worker had to be
+        ended or failed after rank 0 had finished: its part of the run did not
+        end as rank 0's did, and an exit status of 0 would hide that.
+        """
         deadline = time.monotonic() + FINISH_TIMEOUT_S
+        failed = False
         for rank, worker in enumerate(self.workers, start=1):
             try:
                 worker.wait(timeout=max(deadline - time.monotonic(), 0.1))
             except subprocess.TimeoutExpired:
                 report(
                     f"rank {rank} did not end within {FINISH_TIMEOUT_S:.0f} s of rank 0's end; "
-                    "ending it."
+                    "ending it. The job fails: that rank had not finished its run."
                 )
                 worker.kill()
                 worker.wait()
+                failed = True
+        with self._lock:
+            late = None if self._ended or failed else self._failed_worker()
+            if late is not None:
+                report(
+                    f"rank {late[0]} failed after rank 0 had finished ({describe_exit(late[1])}; "
+                    "its traceback is above). The job fails."
+                )
+            failed = failed or late is not None or self._worker_failed
+        if failed:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(1)
 
     def _failed_worker(self) -> tuple[int, int] | None:
         # (rank, status) of the first worker that ended with a failure status.
@@ -257,6 +277,7 @@ class WorkerWatch:
             self.end_workers()
 
     def _report_worker(self, rank: int, code: int) -> None:
+        self._worker_failed = True
         others = [0, *(r for r in range(1, len(self.workers) + 1) if r != rank)]
         self._failure = report(
             f"rank {rank} failed ({describe_exit(code)}; its traceback is above); ending "

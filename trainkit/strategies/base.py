@@ -184,6 +184,19 @@ class Strategy(ABC):
             name: a label for debugging.
         """
 
+    def exchange(self, point: str, payload: Sequence[int] = ()) -> list[list[int]]:
+        """Every process's integers, by rank, once every process has reached ``point``.
+
+        Multi-process strategies check that every process names the same point,
+        and fail naming each one's when not, instead of pairing unrelated
+        collectives. Every process must call this at the same points.
+
+        Args:
+            point: where the processes are, in words.
+            payload: this process's integers (at most 8).
+        """
+        return [list(payload)]
+
     def reduce_boolean_decision(
         self, decision: bool, all_: bool = True, point: str = "a decision"
     ) -> bool:

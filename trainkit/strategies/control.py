@@ -20,6 +20,7 @@ the point this process waited at.
 from __future__ import annotations
 
 import hashlib
+import struct
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -36,6 +37,12 @@ _SYNC_DIST_ADVICE = (
     " A value logged with self.log(..., sync_dist=True) is reduced across processes, so "
     "every process must log it at the same point: log it on every process, or log it from "
     "one process with rank_zero_only=True and without sync_dist=True."
+)
+
+_BARRIER_ADVICE = (
+    " Every process must reach a barrier (trainer.strategy.barrier) at the same point: "
+    "one reached under a condition some processes do not meet (trainer.is_global_zero, "
+    "say) is waited at forever."
 )
 
 
@@ -133,9 +140,46 @@ def _decode(record: torch.Tensor) -> tuple[int, str, list[int]]:
 
 
 def _advice(labels: list[str]) -> str:
+    if any(label.startswith("the barrier") for label in labels):
+        return _BARRIER_ADVICE
     return _SYNC_DIST_ADVICE if any("sync_dist" in label for label in labels) else ""
 
 
 def _first_line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
     return text[0] if text else type(error).__name__
+
+
+def rank_zero_floats(
+    exchange: Callable[[str, Sequence[int]], list[list[int]]],
+    values: Sequence[float | None],
+    point: str,
+) -> tuple[list[float | None], list[bool]]:
+    """Rank 0's ``values`` on every process, and which of them some process had otherwise.
+
+    For decisions every process must take alike (a checkpoint's rank, a
+    plateau scheduler's step) from values each process logged itself: a value
+    logged without ``sync_dist=True`` differs between processes, and acting on
+    each process's own would split the processes' paths or learning rates.
+
+    Args:
+        exchange: the strategy's ``exchange`` (one labelled exchange carries it all).
+        values: this process's values, at most 4; None where it has none.
+        point: where the processes are, in words.
+
+    Example:
+        >>> rank_zero_floats(lambda point, payload: [list(payload)], [0.5, None], "a save")
+        ([0.5, None], [False, False])
+    """
+    payload: list[int] = []
+    for value in values:
+        bits = 0 if value is None else struct.unpack("<q", struct.pack("<d", value))[0]
+        payload += [int(value is not None), bits]
+    rows = exchange(point, payload)
+    agreed: list[float | None] = []
+    differs: list[bool] = []
+    for index in range(len(values)):
+        present, bits = rows[0][2 * index : 2 * index + 2]
+        agreed.append(struct.unpack("<d", struct.pack("<q", bits))[0] if present else None)
+        differs.append(any(row[2 * index : 2 * index + 2] != [present, bits] for row in rows))
+    return agreed, differs

@@ -198,13 +198,20 @@ class DDPStrategy(Strategy):
         return holder[0]
 
     def barrier(self, name: str | None = None) -> None:
-        if dist.is_initialized():
+        # Labelled: a process at another barrier (or another collective) is named,
+        # not paired with this one.
+        if self._control is not None:
+            self._control.exchange(f"the barrier {name or 'unnamed'!r}")
+        elif dist.is_initialized():
             dist.barrier()
+
+    def exchange(self, point: str, payload: Sequence[int] = ()) -> list[list[int]]:
+        return self._channel().exchange(point, payload)
 
     def reduce_boolean_decision(
         self, decision: bool, all_: bool = True, point: str = "a decision"
     ) -> bool:
-        flags = [payload[0] for payload in self._channel().exchange(point, [int(decision)])]
+        flags = [payload[0] for payload in self.exchange(point, [int(decision)])]
         return bool(min(flags) if all_ else max(flags))
 
     def reduce_logged(
@@ -241,6 +248,11 @@ class DDPStrategy(Strategy):
             return [max(column) for column in zip(*pending(), strict=True)]
 
         return result
+
+    def on_fit_end(self) -> None:
+        # Every process ends fit here: one left behind at a collective of its own
+        # is named now, instead of waiting until the job's end.
+        self.exchange("the end of fit")
 
     def _channel(self) -> ControlChannel:
         if self._control is None:

@@ -265,6 +265,7 @@ class HybridStrategy(DDPStrategy):
     def on_fit_end(self) -> None:
         # The caller's module (rank 0's above all) must hold the trained model,
         # not only this rank's stage.
+        super().on_fit_end()
         if self.pipeline is not None:
             self.pipeline.sync_parameters()
 
