@@ -766,7 +766,8 @@ def instantiate(spec: ClassSpec, where: str) -> Any:
 
 # ------------------------------------------------------------------ resuming
 #: Keys whose change never alters what training computes: where it runs, what it
-#: prints, how often it validates. A resume with other values only lists them.
+#: prints, how often it validates, whether the forward is compiled. A resume with
+#: other values only lists them.
 _RESUME_HARMLESS = frozenset(
     {
         "trainer.accelerator",
@@ -776,6 +777,7 @@ _RESUME_HARMLESS = frozenset(
         "trainer.process_group_timeout",
         "trainer.benchmark",
         "trainer.detect_anomaly",
+        "trainer.compile",
         "trainer.inference_mode",
         "trainer.resume_mismatch",
         "trainer.limit_val_batches",
@@ -852,7 +854,10 @@ def resume_differences(
         if before == after:
             continue
         line = f"{key}: {_short(before)} -> {_short(after)}"
-        harmless = key in _RESUME_HARMLESS or key.startswith("trainer.strategy.")
+        # compile's mapping flattens to trainer.compile.<keyword>: how, not what, it computes.
+        harmless = key in _RESUME_HARMLESS or key.startswith(
+            ("trainer.strategy.", "trainer.compile.")
+        )
         if harmless or (key in _RESUME_LENGTH and not has_schedule):
             other.append(line)
         else:

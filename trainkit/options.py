@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from trainkit.messages import did_you_mean
 
@@ -74,6 +74,23 @@ def option_docs(options: type) -> dict[str, str]:
     return {f.name: f.metadata.get("doc", "") for f in fields(options)}
 
 
+OptionsT = TypeVar("OptionsT")
+
+
+def from_keywords(options: type[OptionsT], given: Mapping[str, Any]) -> OptionsT:
+    """An option group built from the Trainer's keywords: its fields, taken by name.
+
+    Args:
+        options: one of the option classes of this module.
+        given: the Trainer's keywords (those of other groups are left alone).
+
+    Example:
+        >>> from_keywords(StepOptions, {"precision": 16, "seed": 0}).canonical_precision
+        '16-mixed'
+    """
+    return options(**{f.name: given[f.name] for f in fields(options) if f.name in given})  # type: ignore[arg-type]
+
+
 # ----------------------------------------------------------------- hardware
 @dataclass(frozen=True)
 class HardwareOptions:
@@ -118,8 +135,15 @@ class HardwareOptions:
     detect_anomaly: bool = option(
         False, "Run fit under torch.autograd.detect_anomaly (slow; finds the op making NaNs)."
     )
+    compile: bool | dict[str, Any] = option(
+        False,
+        "Compile the module's forward with torch.compile once the strategy has wrapped it: "
+        "true, or a mapping of torch.compile keyword arguments (e.g. {backend: inductor, "
+        "mode: max-autotune, dynamic: true}); see docs/compile.md.",
+    )
 
     def __post_init__(self) -> None:
+        compile_options(self.compile)
         if self.accelerator not in ACCELERATORS:
             hint = did_you_mean(str(self.accelerator), ACCELERATORS)
             raise ValueError(
@@ -141,6 +165,56 @@ class HardwareOptions:
             raise ValueError(
                 f"process_group_timeout={timeout!r} must be a positive number of seconds."
             )
+
+    @property
+    def compile_options(self) -> dict[str, Any] | None:
+        """``torch.compile``'s keyword arguments for ``compile`` (None: do not compile)."""
+        return compile_options(self.compile)
+
+
+def compile_options(setting: bool | Mapping[str, Any]) -> dict[str, Any] | None:
+    """``torch.compile``'s keyword arguments for a ``compile`` setting (None: no compiling).
+
+    A mapping is checked before anything runs: its keys against ``torch.compile``'s
+    signature, its values by ``torch.compile`` itself (which compiles nothing yet).
+
+    Args:
+        setting: ``Trainer(compile=...)``: True, False or a dict of keyword arguments.
+
+    Example:
+        >>> compile_options(False), compile_options(True)
+        (None, {})
+    """
+    if isinstance(setting, bool):
+        return {} if setting else None
+    if not isinstance(setting, Mapping):
+        raise TypeError(
+            f"compile must be True, False or a dict of torch.compile keyword arguments, got "
+            f"{setting!r}."
+        )
+    import inspect
+
+    import torch
+
+    valid = [name for name in inspect.signature(torch.compile).parameters if name != "model"]
+    for key in setting:
+        if key not in valid:
+            raise ValueError(
+                f"compile={dict(setting)!r}: {key!r} is not a torch.compile keyword argument."
+                f"{did_you_mean(str(key), valid)} Valid keys: {', '.join(valid)}."
+            )
+    try:
+        torch.compile(_nothing, **setting)
+    except Exception as error:  # torch's own check of the values (backend, mode, ...)
+        raise ValueError(
+            f"compile={dict(setting)!r} is refused by torch.compile: {error} (see "
+            "torch.compile's documentation for the values each keyword takes)."
+        ) from None
+    return dict(setting)
+
+
+def _nothing() -> None:
+    return None
 
 
 # --------------------------------------------------------------------- loop

@@ -17,7 +17,6 @@ import sys
 import uuid
 import warnings
 from collections.abc import Callable, Iterable
-from dataclasses import fields
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -52,7 +51,7 @@ from trainkit.loop import Fit, run_fit
 from trainkit.metrics import Results
 from trainkit.module import Module
 from trainkit.optim import LRSchedulerConfig, configured_optimizers
-from trainkit.options import HardwareOptions, LoopOptions, OutputOptions, StepOptions
+from trainkit.options import HardwareOptions, LoopOptions, OutputOptions, StepOptions, from_keywords
 from trainkit.preemption import Preemption, StopVote
 from trainkit.seed import seed_everything, set_deterministic
 from trainkit.state import RunState
@@ -73,7 +72,7 @@ class Trainer(TrainerViews):
     :class:`~trainkit.options.HardwareOptions` (``accelerator``, ``devices``,
     ``process_group_timeout``, ``seed``, ``deterministic``, ``num_nodes``,
     ``benchmark``, ``sync_batchnorm``, ``use_distributed_sampler``,
-    ``detect_anomaly``), :class:`~trainkit.options.LoopOptions` (``max_epochs``,
+    ``detect_anomaly``, ``compile``), :class:`~trainkit.options.LoopOptions` (``max_epochs``,
     ``min_epochs``, ``max_steps``, ``min_steps``, ``max_time``,
     ``overfit_batches``, ``limit_*_batches``, ``val_check_interval``,
     ``check_val_every_n_epoch``, ``num_sanity_val_steps``, ``log_every_n_steps``,
@@ -116,6 +115,7 @@ class Trainer(TrainerViews):
         sync_batchnorm: bool = False,
         use_distributed_sampler: bool = True,
         detect_anomaly: bool = False,
+        compile: bool | dict[str, Any] = False,
         max_epochs: int | None = None,
         min_epochs: int | None = None,
         max_steps: int = -1,
@@ -152,13 +152,13 @@ class Trainer(TrainerViews):
         root = os.fspath(default_root_dir) if default_root_dir is not None else None
         given["default_root_dir"] = root
         #: Where the run computes.
-        self.hardware = _group(HardwareOptions, given)
+        self.hardware = from_keywords(HardwareOptions, given)
         #: How long to train and when to validate and log (a fast dev run applied).
-        self.options = _group(LoopOptions, given).resolved()
+        self.options = from_keywords(LoopOptions, given).resolved()
         #: How one optimization step is shaped.
-        self.step_options = _group(StepOptions, given)
+        self.step_options = from_keywords(StepOptions, given)
         #: What the run writes and shows.
-        self.output = _group(OutputOptions, given)
+        self.output = from_keywords(OutputOptions, given)
         if seed is not None:
             seed_everything(seed)
         set_deterministic(deterministic)
@@ -397,6 +397,7 @@ class Trainer(TrainerViews):
         ending = "success"  # what the loggers are told when the run ends
         if fn == "fit":
             self.preemption.install()
+        uncompile = _nothing
         try:
             self.strategy.setup_environment()
             if datamodule is not None:
@@ -414,15 +415,17 @@ class Trainer(TrainerViews):
             model.zero_grad()  # every run starts without gradients, as Lightning's does
             if self.hardware.sync_batchnorm and self.strategy.world_size > 1:
                 convert_sync_batchnorm(model, self.strategy.root_device)
-            precision = self.step_slots.precision
+            precision, wrapped = self.step_slots.precision, self.strategy.setup_module(model)
+            if (options := self.hardware.compile_options) is not None:
+                uncompile = self.strategy.compile_module(wrapped, options, self.warn)
             run = RunContext(
                 state=state,
                 results=self.results,
                 hooks=hooks,
                 strategy=self.strategy,
                 module=model,
-                model=self.strategy.setup_module(model),
-                forward_context=precision.forward_context if precision else _no_context,
+                model=wrapped,
+                forward_context=precision.forward_context if precision else lambda: None,
                 batch_to_device=batch_transfer(self.strategy, model, datamodule),
                 inference_mode=self.options.inference_mode,
             )
@@ -448,6 +451,7 @@ class Trainer(TrainerViews):
             if self.is_global_zero:
                 for logger in self.loggers:
                     logger.finalize(ending)
+            uncompile()
             self.strategy.teardown()
             if self._optimization is not None:
                 self._optimization.close()
@@ -636,14 +640,5 @@ class Trainer(TrainerViews):
         ]
 
 
-# ---------------------------------------------------------------- helpers
-OptionsT = TypeVar("OptionsT")
-
-
-def _group(options: type[OptionsT], given: dict[str, Any]) -> OptionsT:
-    # The option group's fields, taken by name from the Trainer's keywords.
-    return options(**{field.name: given[field.name] for field in fields(options)})  # type: ignore[arg-type]
-
-
-def _no_context() -> None:
+def _nothing() -> None:
     return None

@@ -24,6 +24,7 @@ from torch.utils.data import DataLoader
 
 from trainkit.batches import move_data_to_device
 from trainkit.checkpoint import load, save_atomic
+from trainkit.compile import compile_forward
 from trainkit.strategies.sampling import advise_on_loading
 
 ReduceOp = Literal["sum", "mean", "max", "min"]
@@ -280,6 +281,14 @@ class Strategy(ABC):
 
     def teardown(self) -> None:
         """Release process groups and device memory at the end of a run."""
+
+    def compile_module(self, module: nn.Module, options: Any, warn: Any) -> Callable[[], None]:
+        """Compile the user's forward in ``module`` (from :meth:`setup_module`); return the undo.
+
+        Args:
+            module: the set-up module; options: ``torch.compile``'s keyword arguments;
+            warn: warns once about recompilations (see ``trainkit.compile``)."""
+        return compile_forward(self.unwrap(module), options, warn)
 
     def unwrap(self, module: nn.Module) -> nn.Module:
         """Return the user's module from the one :meth:`setup_module` returned.
