@@ -183,3 +183,49 @@ def test_toggling_compile_never_blocks_a_resume_of_the_cli() -> None:
         has_schedule=True,
     )
     assert blocking == [] and len(other) == 3
+
+
+def test_compiled_ddp_over_two_processes_equals_uncompiled_ddp() -> None:
+    from tests.distributed import compile_workers
+    from tests.distributed.spawn import run_processes
+
+    compiled = run_processes(compile_workers.train, 2, {"backend": "aot_eager"}, 10)
+    eager = run_processes(compile_workers.train, 2, False, 10)
+    # The forward ran inside DDP's forward, where torch's DDP optimizer split its graph.
+    assert all(rank["ddp_optimizer_graphs"] > 0 for rank in compiled)
+    assert all(rank["ddp_optimizer_graphs"] == 0 for rank in eager)
+    for rank in (0, 1):
+        for key, value in eager[rank]["state"].items():
+            torch.testing.assert_close(
+                compiled[rank]["state"][key], value, rtol=1e-5, atol=1e-6, msg=key
+            )
+
+
+def test_the_cli_says_in_one_line_that_no_cpp_compiler_was_found(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(root),
+        "CXX": str(tmp_path / "no-such-g++"),  # inductor's C++ compiler
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),  # no cached kernels
+    }
+    env.pop("TRAINKIT_DEBUG", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "trainkit", "fit", "tests/configs/blobs.yaml"]
+        + ["trainer.compile=true", "trainer.max_epochs=1", "trainer.logger=false"]
+        + [f"trainer.default_root_dir={tmp_path}"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if line.startswith("trainkit: error:")]
+    assert len(lines) == 1, done.stderr[-3000:]
+    assert "No working C++ compiler found" in lines[0] and "install a C++ compiler" in lines[0]
+    assert "Traceback" not in done.stderr
