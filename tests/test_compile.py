@@ -214,10 +214,10 @@ def test_the_cli_says_in_one_line_that_no_cpp_compiler_was_found(tmp_path: Path)
         "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),  # no cached kernels
     }
     env.pop("TRAINKIT_DEBUG", None)
+    overrides = ["trainer.compile=true", "trainer.max_epochs=1", "trainer.logger=false"]
+    overrides.append(f"trainer.default_root_dir={tmp_path}")
     done = subprocess.run(
-        [sys.executable, "-m", "trainkit", "fit", "tests/configs/blobs.yaml"]
-        + ["trainer.compile=true", "trainer.max_epochs=1", "trainer.logger=false"]
-        + [f"trainer.default_root_dir={tmp_path}"],
+        [sys.executable, "-m", "trainkit", "fit", "tests/configs/blobs.yaml", *overrides],
         cwd=root,
         capture_output=True,
         text=True,
