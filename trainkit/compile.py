@@ -59,13 +59,13 @@ def compile_forward(
             f"torch.compile is not available here: {_first_line(error)} (train without it: "
             "compile=False)."
         ) from None
+    from torch._dynamo.exc import BackendCompilerFailed  # loaded by module.compile already
+
     compiled = module._compiled_call_impl
     assert compiled is not None
     watch = _RecompileWatch()
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        from torch._dynamo.exc import BackendCompilerFailed
-
         try:
             result = compiled(*args, **kwargs)
         except BackendCompilerFailed as error:
