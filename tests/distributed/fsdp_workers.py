@@ -129,9 +129,7 @@ def train_on_meta(width: int, steps: int) -> dict[str, Any]:
     model = LateMlp(width=width)
     trainer = trainkit.Trainer(max_steps=steps, strategy=FSDPStrategy(), seed=SEED, **QUIET)
     trainer.fit(model, DataLoader(blobs(64), batch_size=8))
-    full = sum(
-        v.numel() * v.element_size() for v in full_model_state(model).values()
-    )
+    full = sum(v.numel() * v.element_size() for v in full_model_state(model).values())
     return {
         "peak_local_bytes": model.peak_local_bytes,
         "full_bytes": full,

@@ -188,7 +188,7 @@ class FSDPStrategy(DDPStrategy):
             patched.__signature__ = inspect.signature(getattr(type(module), name))
         if meta:
             sharding.materialize(meta, self.root_device)
-        module.register_load_state_dict_pre_hook(sharding.load_full_model_state)
+        module.register_load_state_dict_pre_hook(sharding.load_full_model_state)  # type: ignore[no-untyped-call]
         self._module = module
         return module
 

@@ -51,7 +51,9 @@ def mixed_precision_policy(precision: str) -> MixedPrecisionPolicy:
     return MixedPrecisionPolicy()
 
 
-def shard_units(module: nn.Module, policy: Collection[type[nn.Module] | str] | None) -> list[nn.Module]:
+def shard_units(
+    module: nn.Module, policy: Collection[type[nn.Module] | str] | None
+) -> list[nn.Module]:
     """The submodules of ``module`` that become their own FSDP units (innermost first).
 
     Args:
@@ -146,7 +148,7 @@ def full_model_state(module: nn.Module) -> dict[str, Any]:
 def full_optimizer_state(module: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
     """The optimizer's full state on rank 0, keyed by parameter index as
     ``optimizer.state_dict()`` keys it on one device (empty on other ranks); collective."""
-    state = get_optimizer_state_dict(module, optimizer, options=FULL_ON_RANK_ZERO)
+    state: dict[str, Any] = get_optimizer_state_dict(module, optimizer, options=FULL_ON_RANK_ZERO)
     if not state:
         return {}
     # torch names parameters by their fully qualified names; a one-device file
@@ -164,12 +166,14 @@ def shard_like(value: Any, target: Any) -> Any:
 
     Every rank cuts its own shard: no communication.
     """
-    if isinstance(target, DTensor) and isinstance(value, torch.Tensor):
-        if not isinstance(value, DTensor) and value.shape == target.shape:
-            local = value.to(device=target.device, dtype=target.dtype)
-            return distribute_tensor(
-                local, target.device_mesh, target.placements, src_data_rank=None
-            )
+    if (
+        isinstance(target, DTensor)
+        and isinstance(value, torch.Tensor)
+        and not isinstance(value, DTensor)
+        and value.shape == target.shape
+    ):
+        local = value.to(device=target.device, dtype=target.dtype)
+        return distribute_tensor(local, target.device_mesh, target.placements, src_data_rank=None)
     return value
 
 
@@ -178,7 +182,7 @@ def load_full_model_state(module: nn.Module, state: dict[str, Any], *_: Any) -> 
 
     So a one-device checkpoint (or any full state dict) loads into the sharded module.
     """
-    own = dict(module.named_parameters())
+    own: dict[str, torch.Tensor] = dict(module.named_parameters())
     own.update(module.named_buffers())
     for key, value in list(state.items()):
         if key in own:
