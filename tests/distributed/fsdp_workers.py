@@ -123,6 +123,11 @@ def train(
     }
 
 
+def train_many(runs: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
+    """:func:`train` once per argument tuple, in the same processes (one start for many fits)."""
+    return [train(*arguments) for arguments in runs]
+
+
 def train_on_meta(width: int, steps: int) -> dict[str, Any]:
     """Train LateMlp (built on the meta device, sharded) for ``steps`` steps."""
     torch.manual_seed(0)

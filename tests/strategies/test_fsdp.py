@@ -30,28 +30,27 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("processes", [2, 4])
-def test_fsdp_matches_one_device(case: str, processes: int) -> None:
-    settings, model_options = CASES[case]
-    expected = workers.train(None, GLOBAL_BATCH, STEPS, settings, model_options)
-    ranks = run_processes(
-        workers.train, processes, {}, GLOBAL_BATCH // processes, STEPS, settings, model_options
-    )
-    _assert_same_state(ranks[0]["state"], expected["state"])  # gathered on rank 0
-    assert all(not rank["state"] for rank in ranks[1:])  # the full state lives on rank 0 only
-
-
-def test_hsdp_2x2_matches_one_device() -> None:
-    expected = workers.train(None, GLOBAL_BATCH, STEPS, {}, {"optimizer": "adamw"})
-    ranks = run_processes(workers.train, 4, {"hsdp": (2, 2)}, 4, STEPS, {}, {"optimizer": "adamw"})
-    _assert_same_state(ranks[0]["state"], expected["state"])
-
-
-def test_manual_optimization_matches_one_device() -> None:
-    expected = workers.train(None, GLOBAL_BATCH, 10, {}, {"manual": True})
-    ranks = run_processes(workers.train, 2, {}, 8, 10, {}, {"manual": True})
-    _assert_same_state(ranks[0]["state"], expected["state"])
+def test_fsdp_matches_one_device(processes: int) -> None:
+    # Every case in one start of the processes (fits run one after another in them):
+    # SGD with momentum, AdamW, clipping, accumulation; on 2 processes manual
+    # optimization too, on 4 an HSDP 2x2 mesh.
+    runs: dict[str, tuple[Any, ...]] = {
+        case: ({}, GLOBAL_BATCH // processes, STEPS, settings, model_options)
+        for case, (settings, model_options) in CASES.items()
+    }
+    expected = {case: workers.train(None, GLOBAL_BATCH, STEPS, *CASES[case]) for case in CASES}
+    if processes == 2:
+        runs["manual"] = ({}, 8, 10, {}, {"manual": True})
+        expected["manual"] = workers.train(None, GLOBAL_BATCH, 10, {}, {"manual": True})
+    else:
+        runs["hsdp-2x2"] = ({"hsdp": (2, 2)}, 4, STEPS, {}, {"optimizer": "adamw"})
+        expected["hsdp-2x2"] = expected["adamw"]
+    ranks = run_processes(workers.train_many, processes, list(runs.values()), timeout=400)
+    for index, case in enumerate(runs):
+        _assert_same_state(ranks[0][index]["state"], expected[case]["state"])  # gathered on rank 0
+        # The full state lives on rank 0 only.
+        assert all(not rank[index]["state"] for rank in ranks[1:]), case
 
 
 def test_one_process_runs() -> None:
