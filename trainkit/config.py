@@ -78,7 +78,7 @@ _COMPONENTS: tuple[tuple[str, Any, Any, str], ...] = (
         Union[str, ClassSpec],  # noqa: UP007 (a runtime type object)
         "auto",
         "How the processes and devices share the work: 'auto' (single_device on one "
-        "device, ddp on several), 'single_device', 'ddp', 'ddp_spawn', 'dp' or 'hybrid'; "
+        "device, ddp on several), 'single_device', 'ddp', 'ddp_spawn', 'dp', 'hybrid' or 'fsdp'; "
         "or a class_path + init_args entry for a strategy with arguments (e.g. "
         "trainkit.strategies.ddp.DDPStrategy with init_method, rank and world_size).",
     ),

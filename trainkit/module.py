@@ -388,6 +388,7 @@ class Module(BatchTransferHooks, HyperparametersMixin, nn.Module):
                 f"checkpoint {checkpoint_path} saved these hyperparameters; pass the missing "
                 "or renamed ones as keyword overrides, e.g. load_from_checkpoint(path, x=...)."
             ) from error
+        module.configure_model()  # layers built late must exist to load into
         own_strict = getattr(module, "strict_loading", None)
         if own_strict is not None and strict is not None and strict != own_strict:
             raise ValueError(
@@ -618,6 +619,16 @@ class Module(BatchTransferHooks, HyperparametersMixin, nn.Module):
     #: One input batch for the model (``self(example_input_array)`` must run), used
     #: by ``HybridStrategy(balance="time")`` to time each layer.
     example_input_array: torch.Tensor | None = None
+
+    def configure_model(self) -> None:
+        """Build layers late, on every rank, before the strategy shards the model.
+
+        ``FSDPStrategy`` calls it under the meta device (``meta_init``): layers
+        made here get memory only as each rank's shards, initialized by their
+        ``reset_parameters()``, so a model larger than one rank never exists whole.
+        ``load_from_checkpoint`` calls it too. It may be called more than once
+        (each fit/validate/test): build only what is not built yet.
+        """
 
     def configure_stages(self) -> nn.Sequential | list[nn.Module] | None:
         """The model's layers in order, for the hybrid strategy to cut into stages.

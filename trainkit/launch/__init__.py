@@ -16,7 +16,7 @@ def select_launcher(strategy: str, processes: int) -> Launcher | None:
 
     Nothing is started under torchrun or SLURM (the ranks exist already: trainkit
     joins them), nor for a single process. ``"ddp_spawn"`` starts its ranks from
-    inside fit/validate/test/predict (for notebooks); ``"ddp"`` and ``"hybrid"``
+    inside fit/validate/test/predict (for notebooks); ``"ddp"``, ``"fsdp"`` and ``"hybrid"``
     in a plain ``python`` process re-run its command for the other ranks.
 
     Args:
@@ -33,7 +33,7 @@ def select_launcher(strategy: str, processes: int) -> Launcher | None:
         from trainkit.launch.spawn import SpawnLauncher  # torch.multiprocessing, when needed
 
         return SpawnLauncher(processes)
-    if strategy in ("ddp", "hybrid") and processes > 1:
+    if strategy in ("ddp", "hybrid", "fsdp") and processes > 1:
         return ScriptLauncher(processes)
     return None
 

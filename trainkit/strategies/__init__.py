@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 #: The names ``Trainer(strategy=...)`` takes.
-STRATEGY_NAMES = ("auto", "single_device", "ddp", "ddp_spawn", "dp", "hybrid")
+STRATEGY_NAMES = ("auto", "single_device", "ddp", "ddp_spawn", "dp", "hybrid", "fsdp")
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class DevicePlan:
             >>> DevicePlan("hybrid", "cuda", (0, 1, 2, 3)).processes
             2
         """
-        if self.strategy in ("ddp", "ddp_spawn"):
+        if self.strategy in ("ddp", "ddp_spawn", "fsdp"):
             return len(self.indices)
         if self.strategy == "hybrid":
             # Each process runs two stages: on CUDA, `devices` counts GPUs, two per process.
@@ -122,6 +122,10 @@ def build_strategy(
         from trainkit.strategies.ddp import DDPStrategy
 
         return DDPStrategy(plan.device_type, timeout=timeout, environment=environment)
+    if plan.strategy == "fsdp":
+        from trainkit.strategies.fsdp import FSDPStrategy
+
+        return FSDPStrategy(plan.device_type, timeout=timeout, environment=environment)
     if plan.strategy == "hybrid":
         from trainkit.strategies.hybrid import HybridStrategy
 

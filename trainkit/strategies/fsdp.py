@@ -1,0 +1,236 @@
+"""Fully sharded data parallel (FSDP2): each rank keeps 1/N of the parameters, gradients
+and optimizer state.
+
+Built on torch's ``fully_shard`` (DTensor): every shard unit all-gathers its
+parameters just before its forward (and backward) and frees them after, and
+gradients are reduce-scattered so each rank keeps only its shard. Everything
+about processes (joining the group, launching, samplers, rank-0 logging,
+failure handling, trainkit's control messages) is the DDP strategy's: this
+class changes only how the module is wrapped, how gradient sync is skipped on
+accumulating micro-batches, and how checkpoints gather the full state.
+
+Checkpoints are one ordinary trainkit file written by rank 0 from the full
+state dicts (``torch.distributed.checkpoint.state_dict``, gathered tensor by
+tensor onto rank 0's CPU), so they load under any strategy and with
+``Module.load_from_checkpoint``; a full state dict loads back into the sharded
+module (each rank cuts its own shards).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Collection, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from datetime import timedelta
+from typing import Any
+
+import torch
+from torch import nn
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+    apply_activation_checkpointing,
+)
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.fsdp import (
+    CPUOffloadPolicy,
+    FSDPModule,
+    OffloadPolicy,
+    fully_shard,
+    register_fsdp_forward_method,
+)
+
+from trainkit.launch.environment import ClusterEnvironment
+from trainkit.strategies import sharding
+from trainkit.strategies.ddp import DDPStrategy
+
+#: The Module's methods that run the model (parameters are gathered around each).
+_STEP_METHODS = ("training_step", "validation_step", "test_step", "predict_step")
+
+
+class FSDPStrategy(DDPStrategy):
+    """FSDP2 (``torch.distributed.fsdp.fully_shard``) over the job's processes.
+
+    Args:
+        device_type: "cpu" (gloo) or "cuda" (NCCL; the process's device is its local rank).
+        shard_modules: which submodules become their own shard units (gathered
+            one at a time, so at most one unit is whole at once). None (default):
+            each direct child of the Module that has parameters, where a
+            ``Sequential``/``ModuleList``/``ModuleDict`` gives each of its
+            children instead. Else module classes (each outermost module of
+            these classes, e.g. your transformer block) and submodule names
+            (each child of that submodule, e.g. ``"layers"``). The Module
+            itself is always the root unit (its remaining parameters). A Module
+            that defines ``configure_sharding(mesh)`` shards its submodules itself
+            (calling ``fully_shard``) instead.
+        reshard_after_forward: free each unit's gathered parameters after its
+            forward (gather them again for backward): less memory, more communication.
+        cpu_offload: keep parameter shards, gradients and optimizer state on the
+            CPU (torch's ``CPUOffloadPolicy``; for CUDA runs).
+        activation_checkpointing: module classes whose activations are recomputed
+            in backward instead of kept (torch's checkpoint wrapper).
+        hsdp: ``(replicate, shard)``: a 2-D mesh (hybrid sharding) where each
+            group of ``shard`` ranks shards the model and the ``replicate`` groups
+            average their gradients; ``replicate * shard`` must be the world size.
+        meta_init: build the layers ``Module.configure_model()`` creates on the
+            meta device, and give them memory only as shards (initialized by each
+            module's ``reset_parameters()``), so the whole model never exists on
+            one rank.
+        timeout, environment, init_method, rank, world_size: as for
+            :class:`~trainkit.strategies.ddp.DDPStrategy`.
+
+    ``Trainer(precision="bf16-mixed")`` becomes a ``MixedPrecisionPolicy`` that
+    computes in bfloat16 and reduces gradients in float32; "16-mixed" is refused.
+    """
+
+    name = "fsdp"
+
+    def __init__(
+        self,
+        device_type: str = "cpu",
+        *,
+        shard_modules: Collection[type[nn.Module] | str] | None = None,
+        reshard_after_forward: bool = True,
+        cpu_offload: bool = False,
+        activation_checkpointing: Collection[type[nn.Module]] = (),
+        hsdp: tuple[int, int] | None = None,
+        meta_init: bool = True,
+        timeout: timedelta = timedelta(minutes=30),
+        environment: ClusterEnvironment | None = None,
+        init_method: str | None = None,
+        rank: int | None = None,
+        world_size: int | None = None,
+    ) -> None:
+        super().__init__(
+            device_type,
+            timeout=timeout,
+            environment=environment,
+            init_method=init_method,
+            rank=rank,
+            world_size=world_size,
+        )
+        if hsdp is not None and (len(hsdp) != 2 or min(hsdp) < 1):
+            raise ValueError(
+                f"FSDPStrategy(hsdp={hsdp!r}) must be (replicate, shard), two positive "
+                "numbers whose product is the number of processes, e.g. hsdp=(2, 2)."
+            )
+        self.shard_modules = shard_modules
+        self.reshard_after_forward = reshard_after_forward
+        self.cpu_offload = cpu_offload
+        self.activation_checkpointing = tuple(activation_checkpointing)
+        self.hsdp = tuple(hsdp) if hsdp is not None else None
+        self.meta_init = meta_init
+        self.mesh: DeviceMesh | None = None
+        self._module: nn.Module | None = None
+
+    # ------------------------------------------------------------ the module
+    def model_init_context(self) -> AbstractContextManager[Any]:
+        """Where ``Module.configure_model()`` builds layers: the meta device with ``meta_init``."""
+        return torch.device("meta") if self.meta_init else torch.device(self.root_device)
+
+    def _build_mesh(self) -> DeviceMesh:
+        if self.hsdp is None:
+            return init_device_mesh(self.device_type, (self.world_size,))
+        replicate, shard = self.hsdp
+        if replicate * shard != self.world_size:
+            raise ValueError(
+                f"FSDPStrategy(hsdp=({replicate}, {shard})) needs {replicate * shard} "
+                f"processes, but the job has {self.world_size}; make replicate x shard equal "
+                "the number of processes."
+            )
+        return init_device_mesh(
+            self.device_type, (replicate, shard), mesh_dim_names=("replicate", "shard")
+        )
+
+    def setup_module(self, module: nn.Module) -> nn.Module:
+        if isinstance(module, FSDPModule):
+            self._module = module  # a later validate/test in the same process
+            return module
+        if self.cpu_offload and self.device_type == "cpu":
+            raise ValueError(
+                "FSDPStrategy(cpu_offload=True) moves parameters off a CUDA device, but this "
+                "run is on the CPU already; drop cpu_offload, or run with device_type='cuda'."
+            )
+        self.mesh = mesh = self._build_mesh()
+        configure_model = getattr(module, "configure_model", None)
+        if callable(configure_model):
+            with self.model_init_context():
+                configure_model()
+        meta = sharding.meta_modules(module)
+        if not meta:
+            module.to(self.root_device)
+        if self.activation_checkpointing:
+            classes = self.activation_checkpointing
+            apply_activation_checkpointing(module, check_fn=lambda m: isinstance(m, classes))
+        trainer = getattr(module, "_trainer", None)
+        precision = trainer.precision if trainer is not None else "32-true"
+        offload: OffloadPolicy = CPUOffloadPolicy() if self.cpu_offload else OffloadPolicy()
+        options: dict[str, Any] = {
+            "mesh": mesh,
+            "reshard_after_forward": self.reshard_after_forward,
+            "mp_policy": sharding.mixed_precision_policy(precision),
+            "offload_policy": offload,
+        }
+        configure_sharding = getattr(module, "configure_sharding", None)
+        if callable(configure_sharding):
+            configure_sharding(mesh)
+        else:
+            for unit in sharding.shard_units(module, self.shard_modules):
+                fully_shard(unit, **options)
+        fully_shard(module, **options)
+        for name in _STEP_METHODS:
+            # The step methods call forward (or submodules) themselves: gather the
+            # root unit's parameters around each, as around forward.
+            register_fsdp_forward_method(module, name)
+            # torch's wrapper copies the bound method's signature, which binding
+            # then shortens by one; trainkit reads it (``training_step(batch)``
+            # without batch_idx is allowed), so give it the unbound one.
+            patched = getattr(module, name).__func__
+            patched.__signature__ = inspect.signature(getattr(type(module), name))
+        if meta:
+            sharding.materialize(meta, self.root_device)
+        module.register_load_state_dict_pre_hook(sharding.load_full_model_state)  # type: ignore[no-untyped-call]
+        self._module = module
+        return module
+
+    def unwrap(self, module: nn.Module) -> nn.Module:
+        return module
+
+    def step_function(self, module: nn.Module, name: str) -> Any:
+        return getattr(module, name)
+
+    def setup_optimizers(
+        self, optimizers: list[torch.optim.Optimizer]
+    ) -> list[torch.optim.Optimizer]:
+        for optimizer in optimizers:
+            # A full (one-device) optimizer state loads as shards.
+            optimizer.register_load_state_dict_post_hook(sharding.shard_optimizer_state)
+        self._optimizers = optimizers
+        return optimizers
+
+    def no_backward_sync(self, module: nn.Module) -> AbstractContextManager[Any]:
+        return _no_gradient_sync(module)
+
+    # ------------------------------------------------------------ checkpoints
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: str | os.PathLike[str]) -> None:
+        # Every rank gathers (a collective, tensor by tensor); rank 0 keeps the full
+        # state on its CPU and writes the same file a single process would.
+        if self._module is not None:
+            checkpoint = {**checkpoint, "state_dict": sharding.full_model_state(self._module)}
+            if "optimizer_states" in checkpoint:
+                checkpoint["optimizer_states"] = [
+                    sharding.full_optimizer_state(self._module, optimizer)
+                    for optimizer in getattr(self, "_optimizers", [])
+                ]
+        super().save_checkpoint(checkpoint, path)
+
+
+@contextmanager
+def _no_gradient_sync(module: nn.Module) -> Iterator[None]:
+    # No reduce-scatter (nor HSDP all-reduce) on micro-batches that do not step:
+    # the unsharded gradients accumulate until the window's last backward.
+    assert isinstance(module, FSDPModule)
+    module.set_requires_gradient_sync(False)
+    try:
+        yield
+    finally:
+        module.set_requires_gradient_sync(True)
