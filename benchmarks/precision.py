@@ -21,80 +21,23 @@ import gc
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import _report  # benchmarks/_report.py, beside this script
 import torch
-import torch.nn.functional as F
+from _conv import BATCH_SIZE, CLASSES, LR, SEED, WARMUP_STEPS, Batch, ConvModule, StepTimer
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import trainkit
 
-SEED = 0
-BATCH_SIZE = 64
-WARMUP_STEPS = 5
-LR = 0.05
-CLASSES = 10
 # The dtype the first conv's output must have under each precision.
 CONV_DTYPE = {"32-true": torch.float32, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
 DEVICE_PRECISIONS = {
     "cpu": ("32-true", "bf16-mixed"),
     "cuda": ("32-true", "16-mixed", "bf16-mixed"),
 }
-
-Batch = tuple[torch.Tensor, ...]  # (images, labels)
-
-
-def build_network() -> nn.Sequential:
-    """The conv net every fit trains, initialised from ``SEED``."""
-    torch.manual_seed(SEED)
-    return nn.Sequential(
-        nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
-        nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(64, 128, 3, padding=1), nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, CLASSES),
-    )  # fmt: skip
-
-
-class ConvModule(trainkit.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.network = build_network()
-
-    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
-        x, y = batch
-        return F.cross_entropy(self.network(x), y)
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.SGD(self.parameters(), lr=LR, momentum=0.9)
-
-
-class StepTimer(trainkit.Callback):
-    """Records each training step's wall time."""
-
-    def __init__(self, device: str) -> None:
-        self.cuda = device == "cuda"
-        self.durations: list[float] = []
-        self._start = 0.0
-
-    def sync(self) -> None:
-        # CUDA kernels run asynchronously: without a sync the clock would stop
-        # when the work is queued, not when it is done.
-        if self.cuda:
-            torch.cuda.synchronize()
-
-    def on_train_batch_start(self, trainer: Any, module: Any, batch: Any, batch_idx: int) -> None:
-        self.sync()
-        self._start = time.perf_counter()
-
-    def on_train_batch_end(
-        self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int
-    ) -> None:
-        self.sync()
-        self.durations.append(time.perf_counter() - self._start)
 
 
 def run_fit(

@@ -218,16 +218,21 @@ WorkerWatch([failing, waiting]).run(time.sleep, 120)
 """
 
 
-def test_rank_0_waiting_on_after_a_worker_failed_is_ended(tmp_path: Path) -> None:
-    started = time.monotonic()
-    result = subprocess.run(
-        [sys.executable, "-c", WATCH_SCRIPT],
+def _run_python(script: str) -> subprocess.CompletedProcess[str]:
+    """``python -c script`` with trainkit importable; its output captured."""
+    return subprocess.run(
+        [sys.executable, "-c", script],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+def test_rank_0_waiting_on_after_a_worker_failed_is_ended(tmp_path: Path) -> None:
+    started = time.monotonic()
+    result = _run_python(WATCH_SCRIPT)
     assert result.returncode == 1, result.stderr
     assert time.monotonic() - started < 1 + FAILURE_GRACE_S + ENDS_WITHIN_S
     assert "trainkit: rank 1 failed (exit code 3; its traceback is above); ending ranks 0, 2" in (
@@ -246,14 +251,7 @@ waiting = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"
 print("flushed before the exit")
 launcher.WorkerWatch([waiting]).wait_at_exit()
 """
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = _run_python(script)
     # The job fails: a rank that never finished its run is no success.
     assert result.returncode == 1, result.stderr
     assert (
@@ -271,13 +269,6 @@ late = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1); rais
 done = subprocess.Popen([sys.executable, "-c", "pass"])
 launcher.WorkerWatch([done, late]).wait_at_exit()
 """
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = _run_python(script)
     assert result.returncode == 1, result.stderr
     assert "trainkit: rank 2 failed" in result.stderr and "exit code 3" in result.stderr
