@@ -18,7 +18,7 @@ from trainkit.version import __version__
 
 if TYPE_CHECKING:
     from trainkit.callbacks.base import Callback
-    from trainkit.checkpoint import CheckpointError
+    from trainkit.checkpoint import CheckpointError, consolidate_checkpoint
     from trainkit.data import DataModule
     from trainkit.module import Module
     from trainkit.rank_zero import rank_zero_only, rank_zero_print, rank_zero_warn
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 _PUBLIC = {
     "Callback": "trainkit.callbacks.base",
     "CheckpointError": "trainkit.checkpoint",
+    "consolidate_checkpoint": "trainkit.checkpoint",
     "DataModule": "trainkit.data",
     "Module": "trainkit.module",
     "Trainer": "trainkit.trainer",
@@ -45,6 +46,7 @@ __all__ = [
     "Module",
     "Trainer",
     "__version__",
+    "consolidate_checkpoint",
     "rank_zero_only",
     "rank_zero_print",
     "rank_zero_warn",

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from trainkit import sharded
 from trainkit.io import atomic_write, fsync_folder, no_space_error, temporary_prefix
 from trainkit.rank_zero import rank_zero_print
 from trainkit.resume_check import OPTIONS_KEY, compare, run_settings
@@ -253,6 +254,9 @@ def link_atomic(source: str | os.PathLike[str], path: str | os.PathLike[str]) ->
         source: an existing checkpoint file.
         path: the file to create or replace (e.g. ``last.ckpt``).
     """
+    if sharded.is_folder(source):
+        sharded.link(source, path)
+        return
     target = Path(path)
     temporary = target.parent / f"{temporary_prefix(target)}link"
     temporary.unlink(missing_ok=True)
@@ -271,10 +275,12 @@ def load(path: str | os.PathLike[str], map_location: Any = "cpu") -> dict[str, A
 
     A Lightning 2.x file (one with a ``pytorch-lightning_version`` entry) is
     returned as Lightning wrote it; :func:`is_lightning_checkpoint` tells the two
-    apart.
+    apart. A sharded checkpoint folder (see :mod:`trainkit.sharded`) is read
+    whole: every shard, checked against its digest, assembled into the dict one
+    file would hold.
 
     Args:
-        path: the checkpoint file.
+        path: the checkpoint file (or folder).
         map_location: where tensors are loaded (CPU by default; the Trainer moves
             the state to the right devices when it restores it).
 
@@ -287,6 +293,10 @@ def load(path: str | os.PathLike[str], map_location: Any = "cpu") -> dict[str, A
             Lightning checkpoint. The message names the file and the problem.
     """
     file = Path(path)
+    if sharded.is_folder(file):
+        meta = load_folder_meta(file)
+        check_shards(file, meta[sharded.SHARDED_KEY]["digests"])
+        return sharded.join(meta, sharded.read_tensors(file))
     if not file.is_file():
         raise CheckpointError(f"Checkpoint {file} does not exist (or is not a file).")
     try:
@@ -335,6 +345,88 @@ def load(path: str | os.PathLike[str], map_location: Any = "cpu") -> dict[str, A
     return checkpoint
 
 
+def load_folder_meta(folder: Path) -> dict[str, Any]:
+    """The :data:`trainkit.sharded.META_FILE` of a sharded checkpoint folder (digest checked).
+
+    Args:
+        folder: a sharded checkpoint folder.
+
+    Raises:
+        CheckpointError: the folder's save never completed, or it is not trainkit's.
+    """
+    meta_file = folder / sharded.META_FILE
+    if not meta_file.is_file():
+        raise CheckpointError(
+            f"{folder} is not a complete checkpoint: a sharded checkpoint folder holds "
+            f"{sharded.META_FILE}, written after every shard, and this one has none (its save "
+            "was interrupted, or it is another tool's folder); use another checkpoint, such as "
+            "the previous one in its folder."
+        )
+    meta = load(meta_file)
+    if sharded.SHARDED_KEY not in meta:
+        raise CheckpointError(
+            f"{meta_file} is not the index of a sharded checkpoint (no '{sharded.SHARDED_KEY}' "
+            "entry); load the folder's checkpoint file itself, or another checkpoint."
+        )
+    return meta
+
+
+def check_shards(folder: Path, digests: Mapping[str, str]) -> None:
+    """Refuse a sharded checkpoint whose shard files (those in ``digests``) changed on disk.
+
+    Args:
+        folder: a sharded checkpoint folder.
+        digests: file name -> SHA-256 recorded when the folder was written.
+    """
+    bad = sharded.damaged(folder, digests)
+    if bad:
+        raise CheckpointError(
+            f"Checkpoint {folder} is corrupt: its shard file(s) {', '.join(_clip(bad))} are "
+            "missing or do not match the SHA-256 digest trainkit recorded when it wrote them "
+            "(damaged on disk or in a copy); use another checkpoint, such as the previous one "
+            "in its folder."
+        )
+
+
+def consolidate_checkpoint(
+    folder: str | os.PathLike[str], output: str | os.PathLike[str], overwrite: bool = False
+) -> Path:
+    """Write a sharded checkpoint folder as one ordinary checkpoint file.
+
+    The file holds the whole model and optimizer states (gathered from every
+    shard in this one process) beside the folder's training state: it resumes
+    ``fit`` under any strategy, and loads with ``Module.load_from_checkpoint``
+    or ``torch.load``. Exported as ``trainkit.consolidate_checkpoint``; on the
+    command line: ``trainkit consolidate FOLDER OUTPUT``.
+
+    Args:
+        folder: a sharded checkpoint folder (what ``FSDPStrategy`` saves).
+        output: the file to write.
+        overwrite: replace ``output`` if it exists (by default an existing file is
+            never replaced).
+
+    Returns:
+        The written file.
+
+    Raises:
+        CheckpointError: ``folder`` is not a complete, intact sharded checkpoint,
+            or ``output`` exists and ``overwrite`` is False.
+    """
+    source, target = Path(folder), Path(output)
+    if not sharded.is_folder(source):
+        raise CheckpointError(
+            f"{source} is not a sharded checkpoint folder (it is a file or does not exist); "
+            "a checkpoint file needs no consolidating."
+        )
+    if target.exists() and not overwrite:
+        raise CheckpointError(
+            f"{target} exists already; choose another output file, or pass overwrite=True "
+            "(--overwrite on the command line) to replace it."
+        )
+    save_atomic(load(source), target)
+    return target
+
+
 def is_lightning_checkpoint(checkpoint: object) -> bool:
     """Whether ``checkpoint`` was written by Lightning (not by trainkit).
 
@@ -378,14 +470,17 @@ def resolve_path(
         return None
     if os.fspath(ckpt_path) != "last":
         return Path(ckpt_path)
-    candidates = [path for path in last_paths if path.is_file()]
+    candidates = [path for path in last_paths if sharded.exists(path)]
     what = ""
     if not candidates:
         # No last.ckpt (ModelCheckpoint(save_last=None), Lightning's default):
         # the newest checkpoint file of those folders, said below.
         folders = {str(path.parent) for path in last_paths}
         candidates = [
-            Path(name) for folder in folders for name in glob.glob(os.path.join(folder, "*.ckpt"))
+            Path(name)
+            for folder in folders
+            for name in glob.glob(os.path.join(folder, "*.ckpt"))
+            if sharded.exists(name)
         ]
         what = " (the newest checkpoint there: no last.ckpt was kept)"
     if not candidates:
@@ -395,7 +490,7 @@ def resolve_path(
             "last.ckpt with ModelCheckpoint(save_last=True))."
         )
         return None
-    picked = max(candidates, key=lambda path: path.stat().st_mtime)
+    picked = max(candidates, key=sharded.saved_at)
     rank_zero_print(f"trainkit: ckpt_path='last' resumes from {picked}{what}", flush=True)
     return picked
 
@@ -408,6 +503,8 @@ def peek(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     Args:
         path: a file that may be a trainkit checkpoint.
     """
+    if sharded.is_folder(path):
+        path = Path(path) / sharded.META_FILE
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception:  # any unreadable file is simply "not one of ours"

@@ -21,6 +21,7 @@ import contextlib
 import errno
 import os
 import re
+import shutil
 import socket
 import tempfile
 import time
@@ -144,7 +145,10 @@ def remove_stale_temporaries(folder: str | os.PathLike[str], target: str | None 
         if age < STALE_AFTER_SECONDS and (not ours or _alive(int(match["pid"]))):
             continue
         with contextlib.suppress(OSError):
-            os.remove(entry.path)
+            if entry.is_dir(follow_symlinks=False):  # a sharded checkpoint's staging folder
+                shutil.rmtree(entry.path)
+            else:
+                os.remove(entry.path)
             removed += 1
     return removed
 

@@ -56,7 +56,7 @@ from trainkit.preemption import Preemption, StopVote
 from trainkit.seed import seed_everything, set_deterministic
 from trainkit.state import RunState
 from trainkit.step import Optimization
-from trainkit.strategies import Strategy, build_strategy, plan_devices
+from trainkit.strategies import Strategy, build_strategy, launcher_for, plan_devices
 from trainkit.strategies.wrapping import convert_sync_batchnorm
 from trainkit.trainer_views import TrainerViews
 
@@ -169,6 +169,7 @@ class Trainer(TrainerViews):
         self.launcher: Launcher | None = None
         if isinstance(strategy, Strategy):
             self.strategy: Strategy = strategy
+            self.launcher = launcher_for(strategy, accelerator, devices)
         else:
             plan = plan_devices(strategy, accelerator, devices)
             self.launcher = select_launcher(plan.strategy, plan.processes)

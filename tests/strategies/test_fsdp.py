@@ -69,10 +69,13 @@ def test_a_model_built_on_meta_never_exists_whole_on_a_rank() -> None:
         assert 0 < rank["peak_local_bytes"] < full / 3
 
 
-def test_checkpoint_loads_on_one_device_and_resumes_under_fsdp(tmp_path: Path) -> None:
-    # One epoch (10 steps of 16 rows), then resumed for 4 more: the uninterrupted 14 steps.
-    uninterrupted = run_processes(workers.train, 2, {}, 8, 14)[0]["state"]
-    first = run_processes(workers.train, 2, {}, 8, 10, {}, {}, str(tmp_path / "a"))[0]
+def test_a_full_checkpoint_loads_on_one_device_and_resumes_under_fsdp(tmp_path: Path) -> None:
+    # checkpoint_format="full": one ordinary file. One epoch (10 steps of 16 rows), then
+    # resumed for 4 more: the uninterrupted 14 steps. Both first runs in one start.
+    full = {"checkpoint_format": "full"}
+    uninterrupted, first = run_processes(
+        workers.train_many, 2, [(full, 8, 14), (full, 8, 10, {}, {}, str(tmp_path / "a"))]
+    )[0]
     path = first["last"]
     assert path and Path(path).is_file()
     # The file is an ordinary one: one device loads it, with the FSDP run's gathered weights.
@@ -80,9 +83,9 @@ def test_checkpoint_loads_on_one_device_and_resumes_under_fsdp(tmp_path: Path) -
     _assert_same_state(loaded.state_dict(), first["state"])
     # Resumed under FSDP(2) (full state loaded as shards, optimizer state included),
     # training continues to the uninterrupted run's parameters, bitwise.
-    resumed = run_processes(workers.train, 2, {}, 8, 14, {}, {}, str(tmp_path / "b"), path)[0]
-    assert resumed["state"].keys() == uninterrupted.keys()
-    for key, value in uninterrupted.items():
+    resumed = run_processes(workers.train, 2, full, 8, 14, {}, {}, str(tmp_path / "b"), path)[0]
+    assert resumed["state"].keys() == uninterrupted["state"].keys()
+    for key, value in uninterrupted["state"].items():
         assert torch.equal(resumed["state"][key], value), key
 
 
@@ -106,3 +109,20 @@ def test_a_mesh_that_does_not_fit_the_options_is_refused() -> None:
         from trainkit.strategies.sharding import mixed_precision_policy
 
         mixed_precision_policy("16-mixed")
+
+
+def test_an_instance_with_devices_starts_that_many_processes() -> None:
+    # As with strategy="fsdp": Trainer(strategy=FSDPStrategy(...), devices=4) runs four
+    # processes, this one rank 0 (tests/strategies/test_fsdp_checkpoints.py runs such jobs).
+    import trainkit
+    from trainkit.launch import ScriptLauncher
+    from trainkit.strategies.fsdp import FSDPStrategy
+
+    trainer = trainkit.Trainer(strategy=FSDPStrategy(), devices=4, accelerator="cpu", logger=False)
+    assert isinstance(trainer.launcher, ScriptLauncher)
+    assert trainer.launcher.num_processes == 4
+    assert (trainer.strategy.global_rank, trainer.strategy.world_size) == (0, 4)
+    # An instance told its place (or devices="auto") starts nothing.
+    placed = trainkit.Trainer(strategy=FSDPStrategy(rank=0, world_size=2), devices=2, logger=False)
+    assert placed.launcher is None
+    assert trainkit.Trainer(strategy=FSDPStrategy(), logger=False).launcher is None

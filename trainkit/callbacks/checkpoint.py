@@ -40,11 +40,11 @@ import re
 import time
 import warnings
 from datetime import timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
+from trainkit import sharded
 from trainkit.callbacks.base import Callback
 from trainkit.checkpoint import collect_state, link_atomic, peek
 from trainkit.io import fsync_folder, remove_stale_temporaries, temporary_prefix
@@ -364,7 +364,7 @@ class ModelCheckpoint(Callback):
         elif self.save_last and trainer.is_global_zero and self._runs_root is not None:
             # A preempted run saved last.ckpt without this callback: link to it too.
             last = self.last_checkpoint_path(trainer.default_root_dir)
-            if self._root_dir is not None and self.dirpath is not None and os.path.isfile(last):
+            if self._root_dir is not None and self.dirpath is not None and sharded.exists(last):
                 self._point_to(last, os.path.join(self._root_dir, "checkpoints", LAST + EXTENSION))
 
     def _epoch_due(self, trainer: Trainer) -> None:
@@ -470,11 +470,11 @@ class ModelCheckpoint(Callback):
                 os.path.join(run.path, "checkpoints", name) for run in _runs(self._runs_root)
             ]
             + [legacy]
-            if os.path.isfile(path) and not os.path.islink(path)
+            if sharded.exists(path) and not os.path.islink(path)
         ]
         if not candidates:
             return os.path.join(self._runs_root, "*", "checkpoints", name)
-        return max(candidates, key=os.path.getmtime)
+        return max(candidates, key=sharded.saved_at)
 
     def save(self, trainer: Trainer) -> None:
         """Save now: a scored file if it ranks in the top k, and ``last.ckpt``.
@@ -595,7 +595,7 @@ class ModelCheckpoint(Callback):
             # Remove first: a crash between the two steps leaves k - 1 files, never k + 1.
             for old in evicted:
                 if old != path:
-                    Path(old).unlink(missing_ok=True)
+                    sharded.remove(old)
         if self.save_weights_only:
             state = collect_state(trainer)
             weights = {key: state[key] for key in _WEIGHTS_ONLY_KEYS if key in state}
@@ -622,7 +622,7 @@ class ModelCheckpoint(Callback):
         if previous and previous != last and trainer.is_global_zero:
             keep = set(self.best_k_models) | set(self._newest)
             if previous not in keep:
-                Path(previous).unlink(missing_ok=True)
+                sharded.remove(previous)
 
     def _point_to(self, last: str, pointer: str) -> None:
         """Make ``pointer`` a symbolic link to this run's ``last`` (where older trainkit kept it).
@@ -749,7 +749,7 @@ class ModelCheckpoint(Callback):
                 and info["lineage"] == trainer.state.lineage
                 and info["global_step"] > trainer.global_step
             ):
-                os.remove(path)
+                sharded.remove(path)
 
     # ----------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:

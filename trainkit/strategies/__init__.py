@@ -11,10 +11,11 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch
 
+from trainkit.launch import Launcher, select_launcher
 from trainkit.messages import did_you_mean
 from trainkit.options import HardwareOptions
 from trainkit.strategies.base import Strategy
@@ -22,6 +23,7 @@ from trainkit.strategies.single import SingleDeviceStrategy
 
 if TYPE_CHECKING:
     from trainkit.launch.environment import ClusterEnvironment
+    from trainkit.strategies.ddp import DDPStrategy
 
 __all__ = [
     "STRATEGY_NAMES",
@@ -29,6 +31,7 @@ __all__ = [
     "SingleDeviceStrategy",
     "Strategy",
     "build_strategy",
+    "launcher_for",
     "plan_devices",
     "resolve_strategy",
 ]
@@ -135,6 +138,32 @@ def build_strategy(
     index = plan.indices[0]
     device = torch.device("cuda", index) if plan.device_type == "cuda" else torch.device("cpu")
     return SingleDeviceStrategy(device)
+
+
+def launcher_for(
+    strategy: Strategy, accelerator: str, devices: int | list[int] | str
+) -> Launcher | None:
+    """The launcher that starts the processes ``devices`` asks of a strategy instance.
+
+    ``Trainer(strategy=FSDPStrategy(...), devices=4)`` runs four processes, as
+    ``strategy="fsdp", devices=4`` does (and as Lightning does with an
+    instance); this process becomes rank 0. Nothing is launched for
+    ``devices="auto"``, under torchrun or SLURM, or for an instance given its
+    rank and world size.
+
+    Args:
+        strategy: the instance passed to the Trainer.
+        accelerator: "auto", "cpu", "cuda" (or its alias "gpu").
+        devices: "auto", a device count, or a list of CUDA device indices.
+    """
+    if devices == "auto" or strategy.name not in ("ddp", "fsdp", "hybrid"):
+        return None
+    plan = plan_devices(strategy.name, accelerator, devices)
+    launcher = select_launcher(plan.strategy, plan.processes)
+    if launcher is None or launcher.environment is None:
+        return None
+    # The three names are the DDP strategy and its subclasses.
+    return launcher if cast("DDPStrategy", strategy).join_as(launcher.environment) else None
 
 
 def resolve_strategy(

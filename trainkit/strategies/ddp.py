@@ -101,6 +101,17 @@ class DDPStrategy(Strategy):
         self._control: ControlChannel | None = None
         self._control_world: Any = None
 
+    def join_as(self, environment: ClusterEnvironment) -> bool:
+        """Take the place a launcher gives this process, unless one was given at construction.
+
+        Returns:
+            Whether this process now has ``environment``'s place.
+        """
+        if self._environment is not None:
+            return False
+        self._environment = environment
+        return True
+
     @property
     def environment(self) -> ClusterEnvironment:
         """Who this process is in the job."""

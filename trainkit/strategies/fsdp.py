@@ -7,13 +7,16 @@ gradients are reduce-scattered so each rank keeps only its shard. Everything
 about processes (joining the group, launching, samplers, rank-0 logging,
 failure handling, trainkit's control messages) is the DDP strategy's: this
 class changes only how the module is wrapped, how gradient sync is skipped on
-accumulating micro-batches, and how checkpoints gather the full state.
+accumulating micro-batches, and how checkpoints are written.
 
-Checkpoints are one ordinary trainkit file written by rank 0 from the full
-state dicts (``torch.distributed.checkpoint.state_dict``, gathered tensor by
-tensor onto rank 0's CPU), so they load under any strategy and with
-``Module.load_from_checkpoint``; a full state dict loads back into the sharded
-module (each rank cuts its own shards).
+Checkpoints are sharded folders by default (:mod:`trainkit.strategies.shards`):
+every process writes its own shards with ``torch.distributed.checkpoint``, and
+a later run on any number of processes reads them resharded. With
+``checkpoint_format="full"`` they are one ordinary trainkit file written by
+rank 0 from the full state dicts (gathered tensor by tensor onto rank 0's CPU).
+Either loads under any strategy and with ``Module.load_from_checkpoint``; a
+full state dict loads back into the sharded module (each rank cuts its own
+shards).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import os
 from collections.abc import Collection, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -39,8 +42,9 @@ from torch.distributed.fsdp import (
     register_fsdp_forward_method,
 )
 
+from trainkit import sharded
 from trainkit.launch.environment import ClusterEnvironment
-from trainkit.strategies import sharding
+from trainkit.strategies import sharding, shards
 from trainkit.strategies.ddp import DDPStrategy
 
 #: The Module's methods that run the model (parameters are gathered around each).
@@ -75,6 +79,11 @@ class FSDPStrategy(DDPStrategy):
             meta device, and give them memory only as shards (initialized by each
             module's ``reset_parameters()``), so the whole model never exists on
             one rank.
+        checkpoint_format: "sharded" (default): each checkpoint is a folder to
+            which every process writes its own shards (``torch.distributed.checkpoint``)
+            beside the training state, resumable under any number of processes
+            (see :mod:`trainkit.sharded`; ``trainkit.consolidate_checkpoint`` makes
+            one file of it). "full": one ordinary file, gathered on rank 0.
         timeout, environment, init_method, rank, world_size: as for
             :class:`~trainkit.strategies.ddp.DDPStrategy`.
 
@@ -94,6 +103,7 @@ class FSDPStrategy(DDPStrategy):
         activation_checkpointing: Collection[type[nn.Module]] = (),
         hsdp: tuple[int, int] | None = None,
         meta_init: bool = True,
+        checkpoint_format: Literal["sharded", "full"] = "sharded",
         timeout: timedelta = timedelta(minutes=30),
         environment: ClusterEnvironment | None = None,
         init_method: str | None = None,
@@ -119,6 +129,13 @@ class FSDPStrategy(DDPStrategy):
         self.activation_checkpointing = tuple(activation_checkpointing)
         self.hsdp = tuple(hsdp) if hsdp is not None else None
         self.meta_init = meta_init
+        if checkpoint_format not in ("sharded", "full"):
+            raise ValueError(
+                f"FSDPStrategy(checkpoint_format={checkpoint_format!r}) must be 'sharded' (a "
+                "folder each process writes its shards to) or 'full' (one file from rank 0)."
+            )
+        self.checkpoint_format = checkpoint_format
+        self._optimizers: list[torch.optim.Optimizer] = []
         self.mesh: DeviceMesh | None = None
         self._module: nn.Module | None = None
 
@@ -212,16 +229,28 @@ class FSDPStrategy(DDPStrategy):
 
     # ------------------------------------------------------------ checkpoints
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | os.PathLike[str]) -> None:
-        # Every rank gathers (a collective, tensor by tensor); rank 0 keeps the full
-        # state on its CPU and writes the same file a single process would.
-        if self._module is not None:
+        if self._module is None:
+            super().save_checkpoint(checkpoint, path)
+        elif self.checkpoint_format == "sharded":
+            names = shards.parameter_names(self._module, self._optimizers)
+            shards.save(self, checkpoint, names, path)
+        else:
+            # Every rank gathers (a collective, tensor by tensor); rank 0 keeps the full
+            # state on its CPU and writes the same file a single process would.
             checkpoint = {**checkpoint, "state_dict": sharding.full_model_state(self._module)}
             if "optimizer_states" in checkpoint:
                 checkpoint["optimizer_states"] = [
                     sharding.full_optimizer_state(self._module, optimizer)
-                    for optimizer in getattr(self, "_optimizers", [])
+                    for optimizer in self._optimizers
                 ]
-        super().save_checkpoint(checkpoint, path)
+            super().save_checkpoint(checkpoint, path)
+
+    def load_checkpoint(self, path: str | os.PathLike[str]) -> dict[str, Any]:
+        # A sharded folder is read shard by shard (resharded to this run's layout);
+        # a file is read whole and cut into shards when it is loaded (load hooks).
+        if self._module is not None and sharded.is_folder(path):
+            return shards.load(self, self._module, path)
+        return super().load_checkpoint(path)
 
 
 @contextmanager

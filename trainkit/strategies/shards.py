@@ -1,0 +1,136 @@
+"""Sharded checkpoints of the FSDP strategy: every process writes and reads its own shards.
+
+The folder's layout is :mod:`trainkit.sharded`'s. Writing (collective):
+
+1. rank 0 picks and empties a staging folder beside the target;
+2. ``torch.distributed.checkpoint.save`` writes each process's shards of the
+   model and optimizer tensors there (rank 0 also the index);
+3. the processes hash the shard files (each a share of them) and rank 0 writes
+   :data:`~trainkit.sharded.META_FILE` with the rest of the checkpoint and the
+   digests, then renames the staging folder to the target.
+
+Reading: every process checks a share of the shard files against their
+digests, then ``torch.distributed.checkpoint.load`` reads into tensors shaped
+like this run's shards: a checkpoint written by another number of processes is
+resharded on the way in.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import distributed as dist
+from torch import nn
+
+from trainkit import sharded
+from trainkit.checkpoint import CheckpointError, check_shards, load_folder_meta, save_atomic
+from trainkit.strategies.base import Strategy
+
+
+def parameter_names(module: nn.Module, optimizers: list[torch.optim.Optimizer]) -> list[list[str]]:
+    """For each optimizer, the module's name of each parameter, in the optimizer's order."""
+    names = {id(parameter): name for name, parameter in module.named_parameters()}
+    return [
+        [names[id(p)] for group in optimizer.param_groups for p in group["params"]]
+        for optimizer in optimizers
+    ]
+
+
+def save(
+    strategy: Strategy,
+    checkpoint: dict[str, Any],
+    names: list[list[str]],
+    path: str | os.PathLike[str],
+) -> None:
+    """Write ``checkpoint`` (with sharded tensors) as a sharded checkpoint folder at ``path``.
+
+    Every process calls this at the same point.
+
+    Args:
+        strategy: the running strategy (its collectives and rank).
+        checkpoint: the full checkpoint dict; ``state_dict`` and ``optimizer_states``
+            hold this process's shards (DTensors).
+        names: :func:`parameter_names` of the run's optimizers.
+        path: the folder to write (replaced if it exists).
+    """
+    from torch.distributed.checkpoint.filesystem import FileSystemWriter
+    from torch.distributed.checkpoint.state_dict_saver import save as save_tensors
+
+    tensors, meta = sharded.split(checkpoint, names if "optimizer_states" in checkpoint else [])
+    target = Path(path)
+    staging = Path(
+        strategy.broadcast(str(sharded.staging_folder(target)) if strategy.is_global_zero else "")
+    )
+    if strategy.is_global_zero:
+        sharded.remove(staging)  # an earlier save's, killed before it finished
+        staging.mkdir(parents=True)
+    strategy.barrier("a sharded checkpoint's staging folder")
+    save_tensors(tensors, storage_writer=FileSystemWriter(os.fspath(staging)))
+    strategy.barrier("the shards of a checkpoint")
+    digests = _share_of_digests(strategy, staging)
+    if strategy.is_global_zero:
+        meta[sharded.SHARDED_KEY]["digests"] = digests
+        meta[sharded.SHARDED_KEY]["world_size"] = strategy.world_size
+        save_atomic(meta, staging / sharded.META_FILE)
+        sharded.commit(staging, target)
+    strategy.barrier("save_checkpoint")
+
+
+def load(strategy: Strategy, module: nn.Module, path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a sharded checkpoint folder into this process's shards (collective).
+
+    Args:
+        strategy: the running strategy.
+        module: the set-up (sharded) module; its tensors give each saved tensor's layout.
+        path: the checkpoint folder.
+
+    Returns:
+        The checkpoint dict, whose ``state_dict`` and optimizer states hold this
+        process's shards.
+    """
+    folder = Path(path)
+    meta = load_folder_meta(folder)
+    digests = meta[sharded.SHARDED_KEY]["digests"]
+    mine = sorted(digests)[strategy.global_rank :: strategy.world_size]
+    try:
+        check_shards(folder, {name: digests[name] for name in mine})
+        failure: CheckpointError | None = None
+    except CheckpointError as error:
+        failure = error
+    found = strategy.exchange("checking a checkpoint's shard files", [int(failure is not None)])
+    if failure is not None:
+        raise failure
+    if any(flag for (flag,) in found):
+        ranks = [rank for rank, (flag,) in enumerate(found) if flag]
+        raise CheckpointError(
+            f"Checkpoint {folder} is corrupt: process(es) {ranks} found shard files that are "
+            "missing or do not match their recorded digests (their messages name the files); "
+            "use another checkpoint, such as the previous one in its folder."
+        )
+    own = module.state_dict()
+    parameters = dict(module.named_parameters())
+
+    def template(key: str, size: torch.Size, dtype: torch.dtype) -> torch.Tensor:
+        # Shaped like this run's tensor (a DTensor reads only its own shards);
+        # anything else (a step counter, a key this model lacks) is read whole.
+        name = sharded.parameter_of(key)
+        like = parameters.get(name) if name is not None else own.get(key[len(sharded.MODEL) :])
+        if like is not None and like.shape == size:
+            return torch.empty_like(like, dtype=dtype)
+        return torch.empty(size, dtype=dtype)
+
+    tensors = sharded.read_tensors(folder, template, dist.group.WORLD)
+    return sharded.join(meta, tensors)
+
+
+def _share_of_digests(strategy: Strategy, folder: Path) -> dict[str, str]:
+    # Each process hashes every N-th file, so the files are read back once in all.
+    files = sharded.shard_files(folder)
+    share = files[strategy.global_rank :: strategy.world_size]
+    mine = {name: sharded.digest(folder / name) for name in share}
+    gathered: list[Any] = [None] * strategy.world_size
+    dist.all_gather_object(gathered, mine, group=strategy.process_group)
+    return {name: value for share in gathered for name, value in share.items()}
