@@ -49,6 +49,7 @@ EXAMPLES = """examples:
   trainkit fit recipes/mnist/config.yaml ckpt_path=last trainer.seed=1 --force-resume
   trainkit test recipes/mnist/config.yaml ckpt_path=runs/mnist/logs/version_0/checkpoints/last.ckpt
   trainkit fit recipes/mnist/config.yaml --print-config
+  trainkit consolidate runs/x/checkpoints/last.ckpt last-one-file.ckpt
 """
 
 
@@ -119,6 +120,17 @@ def _parser() -> argparse.ArgumentParser:
                 "optimization, or the length of a scheduled run); the differences are "
                 "printed as a warning",
             )
+    consolidate = commands.add_parser(
+        "consolidate",
+        help="write a sharded checkpoint folder (FSDP's) as one checkpoint file",
+        description="trainkit consolidate: write a sharded checkpoint folder (what "
+        "FSDPStrategy saves) as one ordinary checkpoint file, which resumes under any "
+        "strategy and loads with Module.load_from_checkpoint.",
+    )
+    consolidate.add_argument("folder", help="the sharded checkpoint folder")
+    consolidate.add_argument("output", help="the checkpoint file to write")
+    consolidate.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
+    consolidate.add_argument("--traceback", action="store_true", help="show tracebacks")
     return parser
 
 
@@ -205,6 +217,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         line = cli_args.normalize(given)
         args = _parser().parse_args(line.argv)
+        if args.command == "consolidate":
+            from trainkit.checkpoint import consolidate_checkpoint
+
+            written = consolidate_checkpoint(args.folder, args.output, args.overwrite)
+            print(f"trainkit: wrote {written}")
+            return 0
         # Recipes and user code are imported by class_path from the working directory.
         if os.getcwd() not in sys.path:
             sys.path.insert(0, os.getcwd())

@@ -161,3 +161,27 @@ def test_other_ranks_write_nothing(tmp_path: Path) -> None:
     finally:
         rank_zero_only.rank = None
     assert not (tmp_path / "mlruns").exists()
+
+
+def test_a_sharded_checkpoint_folder_is_uploaded_whole(tmp_path: Path) -> None:
+    # FSDP's checkpoints are folders (trainkit.sharded): uploaded under their own name.
+    from types import SimpleNamespace
+
+    from trainkit.sharded import META_FILE
+
+    folder = tmp_path / "checkpoints" / "step=3.ckpt"
+    folder.mkdir(parents=True)
+    (folder / META_FILE).write_bytes(b"index")
+    (folder / "__0_0.distcp").write_bytes(b"shard")
+    logger = MLflowLogger(save_dir=tmp_path / "mlruns", log_model="all")
+    logger.log_metrics({"loss": 1.0}, step=0)
+    saved = SimpleNamespace(dirpath=folder.parent, best_model_path=str(folder))
+    logger.after_save_checkpoint(saved)
+    client = MlflowClient(tracking_uri=logger.tracking_uri)
+    uploaded = client.list_artifacts(logger.run_id, "checkpoints/step=3.ckpt")
+    assert sorted(os.path.basename(item.path) for item in uploaded) == [
+        "__0_0.distcp",
+        META_FILE,
+    ]
+    logger.after_save_checkpoint(saved)  # unchanged: not uploaded again
+    logger.finalize("success")

@@ -167,3 +167,27 @@ def test_a_failed_run_is_finished_with_exit_code_1(tmp_path: Path) -> None:
 def test_offline_and_another_mode_contradict(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match='offline=True or mode="offline"'):
         WandbLogger(save_dir=tmp_path, offline=True, mode="online")
+
+
+def test_a_sharded_checkpoint_folder_is_added_whole(tmp_path: Path) -> None:
+    # FSDP's checkpoints are folders (trainkit.sharded): added under their own name.
+    from types import SimpleNamespace
+
+    from trainkit.sharded import META_FILE
+
+    folder = tmp_path / "checkpoints" / "step=3.ckpt"
+    folder.mkdir(parents=True)
+    (folder / META_FILE).write_bytes(b"index")
+    (folder / "__0_0.distcp").write_bytes(b"shard")
+    logger = WandbLogger(save_dir=tmp_path, offline=True, log_model="all")
+    logger.log_metrics({"loss": 1.0}, step=0)
+    logger.after_save_checkpoint(
+        SimpleNamespace(dirpath=folder.parent, best_model_path=str(folder))
+    )
+    run_id = _finish(logger)
+
+    artifacts = [
+        r.artifact for r in _records(tmp_path, run_id) if r.WhichOneof("record_type") == "artifact"
+    ]
+    paths = {entry.path for entry in artifacts[0].manifest.contents}
+    assert paths == {f"step=3.ckpt/{META_FILE}", "step=3.ckpt/__0_0.distcp"}

@@ -70,9 +70,9 @@ def test_a_model_built_on_meta_never_exists_whole_on_a_rank() -> None:
 
 
 def test_a_full_checkpoint_loads_on_one_device_and_resumes_under_fsdp(tmp_path: Path) -> None:
-    # checkpoint_format="full": one ordinary file. One epoch (10 steps of 16 rows), then
+    # state_dict_type="full": one ordinary file. One epoch (10 steps of 16 rows), then
     # resumed for 4 more: the uninterrupted 14 steps. Both first runs in one start.
-    full = {"checkpoint_format": "full"}
+    full = {"state_dict_type": "full"}
     uninterrupted, first = run_processes(
         workers.train_many, 2, [(full, 8, 14), (full, 8, 10, {}, {}, str(tmp_path / "a"))]
     )[0]

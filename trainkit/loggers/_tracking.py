@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from trainkit.rank_zero import global_rank
+from trainkit.sharded import META_FILE
 
 
 def require_package(module: str, extra: str, logger: str) -> None:
@@ -86,7 +87,8 @@ class CheckpointFiles:
 
     Files come from ``ModelCheckpoint`` (through ``after_save_checkpoint``) and
     from the run's own checkpoint folder; a file is offered again only when it
-    changed (``last.ckpt`` is rewritten in place).
+    changed (``last.ckpt`` is rewritten in place). A sharded checkpoint (a
+    folder, see ``trainkit.sharded``) counts as one file.
     """
 
     def __init__(self) -> None:
@@ -123,6 +125,8 @@ class CheckpointFiles:
             paths = sorted(p for f in folders for p in glob.glob(os.path.join(f, "*.ckpt")))
         for path in paths:
             real = os.path.realpath(path)  # last.ckpt may be a link
+            if os.path.isdir(real):  # a sharded checkpoint: its index is written last
+                real = os.path.join(real, META_FILE)
             try:
                 stat = os.stat(real)
             except FileNotFoundError:  # removed since (a top-k file replaced)

@@ -270,7 +270,11 @@ class MLflowLogger(Logger):
         client = self.experiment
         for path in paths:
             # The path as saved (last.ckpt may be a link): the artifact keeps its name.
-            client.log_artifact(self.run_id, path, artifact_path="checkpoints")
+            if os.path.isdir(path):  # a sharded checkpoint: the folder, under its name
+                name = os.path.basename(path)
+                client.log_artifacts(self.run_id, path, artifact_path=f"checkpoints/{name}")
+            else:
+                client.log_artifact(self.run_id, path, artifact_path="checkpoints")
 
 
 def _file_store_path(uri: str) -> str | None:

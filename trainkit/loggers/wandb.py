@@ -224,5 +224,9 @@ class WandbLogger(Logger):
         run = self.experiment
         artifact = wandb.Artifact(self._checkpoint_name or f"model-{run.id}", type="model")
         for path in paths:
-            artifact.add_file(os.path.realpath(path), name=os.path.basename(path))
+            real, name = os.path.realpath(path), os.path.basename(path)
+            if os.path.isdir(real):  # a sharded checkpoint: the folder, under its name
+                artifact.add_dir(real, name=name)
+            else:
+                artifact.add_file(real, name=name)
         run.log_artifact(artifact, aliases=["latest"])

@@ -12,7 +12,7 @@ accumulating micro-batches, and how checkpoints are written.
 Checkpoints are sharded folders by default (:mod:`trainkit.strategies.shards`):
 every process writes its own shards with ``torch.distributed.checkpoint``, and
 a later run on any number of processes reads them resharded. With
-``checkpoint_format="full"`` they are one ordinary trainkit file written by
+``state_dict_type="full"`` they are one ordinary trainkit file written by
 rank 0 from the full state dicts (gathered tensor by tensor onto rank 0's CPU).
 Either loads under any strategy and with ``Module.load_from_checkpoint``; a
 full state dict loads back into the sharded module (each rank cuts its own
@@ -79,11 +79,13 @@ class FSDPStrategy(DDPStrategy):
             meta device, and give them memory only as shards (initialized by each
             module's ``reset_parameters()``), so the whole model never exists on
             one rank.
-        checkpoint_format: "sharded" (default): each checkpoint is a folder to
+        state_dict_type: "sharded" (default): each checkpoint is a folder to
             which every process writes its own shards (``torch.distributed.checkpoint``)
             beside the training state, resumable under any number of processes
             (see :mod:`trainkit.sharded`; ``trainkit.consolidate_checkpoint`` makes
             one file of it). "full": one ordinary file, gathered on rank 0.
+            Lightning's name; its default is "full" (trainkit's is "sharded": no
+            rank has to hold the whole state to save it).
         timeout, environment, init_method, rank, world_size: as for
             :class:`~trainkit.strategies.ddp.DDPStrategy`.
 
@@ -103,7 +105,7 @@ class FSDPStrategy(DDPStrategy):
         activation_checkpointing: Collection[type[nn.Module]] = (),
         hsdp: tuple[int, int] | None = None,
         meta_init: bool = True,
-        checkpoint_format: Literal["sharded", "full"] = "sharded",
+        state_dict_type: Literal["sharded", "full"] = "sharded",
         timeout: timedelta = timedelta(minutes=30),
         environment: ClusterEnvironment | None = None,
         init_method: str | None = None,
@@ -129,12 +131,12 @@ class FSDPStrategy(DDPStrategy):
         self.activation_checkpointing = tuple(activation_checkpointing)
         self.hsdp = tuple(hsdp) if hsdp is not None else None
         self.meta_init = meta_init
-        if checkpoint_format not in ("sharded", "full"):
+        if state_dict_type not in ("sharded", "full"):
             raise ValueError(
-                f"FSDPStrategy(checkpoint_format={checkpoint_format!r}) must be 'sharded' (a "
+                f"FSDPStrategy(state_dict_type={state_dict_type!r}) must be 'sharded' (a "
                 "folder each process writes its shards to) or 'full' (one file from rank 0)."
             )
-        self.checkpoint_format = checkpoint_format
+        self.state_dict_type = state_dict_type
         self._optimizers: list[torch.optim.Optimizer] = []
         self.mesh: DeviceMesh | None = None
         self._module: nn.Module | None = None
@@ -231,7 +233,7 @@ class FSDPStrategy(DDPStrategy):
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | os.PathLike[str]) -> None:
         if self._module is None:
             super().save_checkpoint(checkpoint, path)
-        elif self.checkpoint_format == "sharded":
+        elif self.state_dict_type == "sharded":
             names = shards.parameter_names(self._module, self._optimizers)
             shards.save(self, checkpoint, names, path)
         else:
