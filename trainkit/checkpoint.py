@@ -254,7 +254,7 @@ def link_atomic(source: str | os.PathLike[str], path: str | os.PathLike[str]) ->
         source: an existing checkpoint file.
         path: the file to create or replace (e.g. ``last.ckpt``).
     """
-    if sharded.is_folder(source):
+    if sharded.is_folder(source) or sharded.is_pending(source):
         sharded.link(source, path)
         return
     target = Path(path)
@@ -292,6 +292,7 @@ def load(path: str | os.PathLike[str], map_location: Any = "cpu") -> dict[str, A
             do not match the digest stored with it), or neither a trainkit nor a
             Lightning checkpoint. The message names the file and the problem.
     """
+    sharded.settle()  # a save of it may still be under way in the background
     file = Path(path)
     if sharded.is_folder(file):
         meta = load_folder_meta(file)
@@ -470,6 +471,7 @@ def resolve_path(
         return None
     if os.fspath(ckpt_path) != "last":
         return Path(ckpt_path)
+    sharded.settle()
     candidates = [path for path in last_paths if sharded.exists(path)]
     what = ""
     if not candidates:

@@ -27,7 +27,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import queue
 import shutil
+import threading
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -223,17 +225,27 @@ def commit(staging: Path, target: str | os.PathLike[str]) -> None:
         # A crash between the two renames leaves no checkpoint under this name
         # (its older siblings stay), never a damaged one.
         aside = path.parent / f"{temporary_prefix(path)}old"
-        remove(aside)
+        _remove(aside)
         os.replace(path, aside)
         os.replace(staging, path)
-        remove(aside)
+        _remove(aside)
     else:
         os.replace(staging, path)
     fsync_folder(path.parent)
 
 
 def remove(path: str | os.PathLike[str]) -> None:
-    """Remove a checkpoint file or folder (a folder is renamed first, so it is never half there)."""
+    """Remove a checkpoint file or folder (a folder is renamed first, so it is never half there).
+
+    Behind any checkpoint work still under way in the background.
+    """
+    if busy():
+        later(lambda: _remove(path))
+    else:
+        _remove(path)
+
+
+def _remove(path: str | os.PathLike[str]) -> None:
     target = Path(path)
     if target.is_dir() and not target.is_symlink():
         doomed = target.parent / f"{temporary_prefix(target)}removed"
@@ -247,7 +259,17 @@ def remove(path: str | os.PathLike[str]) -> None:
 
 
 def link(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
-    """Make ``target`` a copy of the checkpoint folder ``source`` (hard links where possible)."""
+    """Make ``target`` a copy of the checkpoint folder ``source`` (hard links where possible).
+
+    Behind any checkpoint work still under way in the background (``source``'s save).
+    """
+    if busy():
+        later(lambda: _link(source, target), target)
+    else:
+        _link(source, target)
+
+
+def _link(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
     staging = Path(target).parent / f"{temporary_prefix(Path(target))}link"
     if staging.exists():
         shutil.rmtree(staging)
@@ -259,3 +281,84 @@ def link(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None
             shutil.copy2(Path(source) / name, staging / name)
     fsync_folder(staging)
     commit(staging, target)
+
+
+# ---------------------------------------------------------- saves in the background
+class _Background:
+    """Rank 0's file work for checkpoints still being written: one thread, in order.
+
+    An asynchronous save commits its folder when its shards are on disk; the
+    links (``last.ckpt``) and removals (top-k) that follow it must come after,
+    so they queue behind it. A daemon thread: a process that fails does not
+    wait for it at exit (its staging folder is cleaned up later).
+    """
+
+    def __init__(self) -> None:
+        self.jobs: queue.Queue[Callable[[], None]] = queue.Queue()
+        self.pending: set[str] = set()
+        self.error: BaseException | None = None
+        self.lock = threading.Lock()
+        threading.Thread(target=self._run, name="trainkit-checkpoints", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            job = self.jobs.get()
+            try:
+                if self.error is None:  # after a failure, nothing more is touched
+                    job()
+            except BaseException as error:  # reported to the training thread
+                self.error = error
+            finally:
+                self.jobs.task_done()
+
+
+_background: _Background | None = None
+
+
+def later(job: Callable[[], None], target: str | os.PathLike[str] | None = None) -> None:
+    """Run ``job`` in the background after the checkpoint work queued before it.
+
+    Args:
+        job: the work (rank 0's).
+        target: the checkpoint the job writes: it is pending (see :func:`is_pending`)
+            until the job ends.
+    """
+    global _background
+    if _background is None:
+        _background = _Background()
+    work = _background
+    if target is None:
+        work.jobs.put(job)
+        return
+    name = os.fspath(target)
+    with work.lock:
+        work.pending.add(name)
+
+    def write() -> None:
+        try:
+            job()
+        finally:
+            with work.lock:
+                work.pending.discard(name)
+
+    work.jobs.put(write)
+
+
+def busy() -> bool:
+    """Whether checkpoint work is queued in the background."""
+    return _background is not None and _background.jobs.unfinished_tasks > 0
+
+
+def is_pending(path: str | os.PathLike[str]) -> bool:
+    """Whether a save of ``path`` is still being written in the background."""
+    return _background is not None and os.fspath(path) in _background.pending
+
+
+def settle() -> None:
+    """Wait for the checkpoint work queued in the background; raise its error, if any."""
+    if _background is None:
+        return
+    _background.jobs.join()
+    error, _background.error = _background.error, None
+    if error is not None:
+        raise error

@@ -1,7 +1,7 @@
 """An FSDP training job for the sharded-checkpoint tests, meant to be killed and resumed.
 
 Run as ``python -m tests.distributed.fsdp_resume_script --root DIR --devices N
---batch-size B [--resume] [--delay S]``: trainkit starts the N processes itself.
+[--resume] [--delay S] [--async-save]``: trainkit starts the N processes itself.
 Rank 0 prints ``step N`` after every optimizer step; at the end it writes the
 full parameters (gathered from every shard) and the samples each step saw to
 ``DIR/final.pt``. Sharded checkpoints go to ``DIR/checkpoints`` every 3 steps
@@ -94,6 +94,7 @@ def main() -> None:
     parser.add_argument("--devices", type=int, default=2)
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--delay", type=float, default=0.0)
+    parser.add_argument("--async-save", action="store_true")
     arguments = parser.parse_args()
     torch.manual_seed(0)
     model = Net()
@@ -107,7 +108,7 @@ def main() -> None:
     )
     trainer = trainkit.Trainer(
         max_steps=MAX_STEPS,
-        strategy=FSDPStrategy(),
+        strategy=FSDPStrategy(async_save=arguments.async_save),
         devices=arguments.devices,
         seed=1,
         default_root_dir=arguments.root,

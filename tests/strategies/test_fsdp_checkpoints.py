@@ -31,9 +31,10 @@ def _run(root: Path, *extra: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    """The uninterrupted FSDP(2) run: its folder and its final state."""
+    """The uninterrupted FSDP(2) run, its checkpoints written in the background: its
+    folder and its final state."""
     root = tmp_path_factory.mktemp("reference")
-    return root, _run(root, "--devices", "2")
+    return root, _run(root, "--devices", "2", "--async-save")
 
 
 def test_sigkill_mid_epoch_resumes_bitwise_and_under_four_processes(
@@ -82,7 +83,8 @@ def test_checkpoint_folders_are_kept_whole(
     tmp_path: Path, reference: tuple[Path, dict[str, Any]]
 ) -> None:
     folder = reference[0] / "checkpoints"
-    # Top-2 folders and last.ckpt; older folders were removed, no staging folder is left.
+    # Written in the background, in order: the top-2 folders and last.ckpt; older folders
+    # were removed, no staging folder is left; last.ckpt holds the final weights.
     names = sorted(entry.name for entry in folder.iterdir())
     assert names == ["epoch=2-step=21.ckpt", "epoch=2-step=24.ckpt", "last.ckpt"], names
     assert all(sharded.exists(folder / name) for name in names)

@@ -24,11 +24,13 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Collection, Iterator
+from concurrent.futures import Future
 from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
 from typing import Any, Literal
 
 import torch
+from torch import distributed as dist
 from torch import nn
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
     apply_activation_checkpointing,
@@ -86,6 +88,10 @@ class FSDPStrategy(DDPStrategy):
             one file of it). "full": one ordinary file, gathered on rank 0.
             Lightning's name; its default is "full" (trainkit's is "sharded": no
             rank has to hold the whole state to save it).
+        async_save: write sharded checkpoints in the background: a save returns
+            once the tensors are copied to memory, and the folder appears (whole)
+            when every process has written its shards; waited for at the next
+            save, before a checkpoint is read, and at the end of fit.
         timeout, environment, init_method, rank, world_size: as for
             :class:`~trainkit.strategies.ddp.DDPStrategy`.
 
@@ -106,6 +112,7 @@ class FSDPStrategy(DDPStrategy):
         hsdp: tuple[int, int] | None = None,
         meta_init: bool = True,
         state_dict_type: Literal["sharded", "full"] = "sharded",
+        async_save: bool = False,
         timeout: timedelta = timedelta(minutes=30),
         environment: ClusterEnvironment | None = None,
         init_method: str | None = None,
@@ -137,6 +144,14 @@ class FSDPStrategy(DDPStrategy):
                 "folder each process writes its shards to) or 'full' (one file from rank 0)."
             )
         self.state_dict_type = state_dict_type
+        if async_save and state_dict_type != "sharded":
+            raise ValueError(
+                "FSDPStrategy(async_save=True) writes sharded checkpoints in the background; "
+                "it needs state_dict_type='sharded' (the default)."
+            )
+        self.async_save = async_save
+        self._background: Any = None  # the process group background writes use
+        self._writing: Future[Any] | None = None
         self._optimizers: list[torch.optim.Optimizer] = []
         self.mesh: DeviceMesh | None = None
         self._module: nn.Module | None = None
@@ -234,25 +249,35 @@ class FSDPStrategy(DDPStrategy):
         if self._module is None:
             super().save_checkpoint(checkpoint, path)
         elif self.state_dict_type == "sharded":
+            self._finish_writing()  # one background write at a time
+            if self.async_save and self._background is None:
+                # Background writes talk on a group of their own, so they never pair
+                # with the training's collectives.
+                self._background = dist.new_group(backend="gloo")
             names = shards.parameter_names(self._module, self._optimizers)
-            shards.save(self, checkpoint, names, path)
-        else:
-            # Every rank gathers (a collective, tensor by tensor); rank 0 keeps the full
-            # state on its CPU and writes the same file a single process would.
-            checkpoint = {**checkpoint, "state_dict": sharding.full_model_state(self._module)}
-            if "optimizer_states" in checkpoint:
-                checkpoint["optimizer_states"] = [
-                    sharding.full_optimizer_state(self._module, optimizer)
-                    for optimizer in self._optimizers
-                ]
-            super().save_checkpoint(checkpoint, path)
+            self._writing = shards.save(self, checkpoint, names, path, self._background)
+        else:  # gathered by every rank; rank 0 writes the file one process would
+            full = shards.gathered(self._module, self._optimizers, checkpoint)
+            super().save_checkpoint(full, path)
 
     def load_checkpoint(self, path: str | os.PathLike[str]) -> dict[str, Any]:
         # A sharded folder is read shard by shard (resharded to this run's layout);
         # a file is read whole and cut into shards when it is loaded (load hooks).
+        self._finish_writing()
         if self._module is not None and sharded.is_folder(path):
             return shards.load(self, self._module, path)
         return super().load_checkpoint(path)
+
+    def on_fit_end(self) -> None:
+        self._finish_writing()  # fit returns with every checkpoint on disk
+        super().on_fit_end()
+
+    def _finish_writing(self) -> None:
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            writing.result()
+        if self.is_global_zero:
+            sharded.settle()
 
 
 @contextmanager

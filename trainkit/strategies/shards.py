@@ -9,6 +9,11 @@ The folder's layout is :mod:`trainkit.sharded`'s. Writing (collective):
    :data:`~trainkit.sharded.META_FILE` with the rest of the checkpoint and the
    digests, then renames the staging folder to the target.
 
+Written in the background (``FSDPStrategy(async_save=True)``), step 2 runs in a
+thread on a process group of its own once the tensors are copied to memory,
+and rank 0 does step 3 when the write has ended on every process, before any
+later link (``last.ckpt``) or removal (top-k) of checkpoint files.
+
 Reading: every process checks a share of the shard files against their
 digests, then ``torch.distributed.checkpoint.load`` reads into tensors shaped
 like this run's shards: a checkpoint written by another number of processes is
@@ -17,9 +22,11 @@ resharded on the way in.
 
 from __future__ import annotations
 
+import copy
 import os
+from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import distributed as dist
@@ -27,6 +34,7 @@ from torch import nn
 
 from trainkit import sharded
 from trainkit.checkpoint import CheckpointError, check_shards, load_folder_meta, save_atomic
+from trainkit.strategies import sharding
 from trainkit.strategies.base import Strategy
 
 
@@ -39,12 +47,29 @@ def parameter_names(module: nn.Module, optimizers: list[torch.optim.Optimizer]) 
     ]
 
 
+def gathered(
+    module: nn.Module, optimizers: list[torch.optim.Optimizer], checkpoint: dict[str, Any]
+) -> dict[str, Any]:
+    """``checkpoint`` with the full model and optimizer states (on rank 0; collective).
+
+    Gathered tensor by tensor onto rank 0's CPU: the file rank 0 writes is the one
+    a single process would (``FSDPStrategy(state_dict_type="full")``).
+    """
+    full = {**checkpoint, "state_dict": sharding.full_model_state(module)}
+    if "optimizer_states" in checkpoint:
+        full["optimizer_states"] = [
+            sharding.full_optimizer_state(module, optimizer) for optimizer in optimizers
+        ]
+    return full
+
+
 def save(
     strategy: Strategy,
     checkpoint: dict[str, Any],
     names: list[list[str]],
     path: str | os.PathLike[str],
-) -> None:
+    background: Any = None,
+) -> Future[Any] | None:
     """Write ``checkpoint`` (with sharded tensors) as a sharded checkpoint folder at ``path``.
 
     Every process calls this at the same point.
@@ -55,8 +80,16 @@ def save(
             hold this process's shards (DTensors).
         names: :func:`parameter_names` of the run's optimizers.
         path: the folder to write (replaced if it exists).
+        background: a process group of its own (gloo) to write in the background
+            with: the call returns once the tensors are copied, and the folder is
+            committed (by rank 0, in order with later links and removals) once
+            every process's shards are on disk. None: write now.
+
+    Returns:
+        With ``background``: the write under way (wait for it before the next save).
     """
     from torch.distributed.checkpoint.filesystem import FileSystemWriter
+    from torch.distributed.checkpoint.state_dict_saver import async_save
     from torch.distributed.checkpoint.state_dict_saver import save as save_tensors
 
     tensors, meta = sharded.split(checkpoint, names if "optimizer_states" in checkpoint else [])
@@ -65,18 +98,40 @@ def save(
         strategy.broadcast(str(sharded.staging_folder(target)) if strategy.is_global_zero else "")
     )
     if strategy.is_global_zero:
+        sharded.settle()  # an earlier save of this folder must not land on top of this one
         sharded.remove(staging)  # an earlier save's, killed before it finished
         staging.mkdir(parents=True)
     strategy.barrier("a sharded checkpoint's staging folder")
-    save_tensors(tensors, storage_writer=FileSystemWriter(os.fspath(staging)))
+    writer = FileSystemWriter(os.fspath(staging))
+    meta[sharded.SHARDED_KEY]["world_size"] = strategy.world_size
+    if background is not None:
+        # The tensors are copied before this returns; training may change them after.
+        written = async_save(tensors, storage_writer=writer, process_group=background)
+        future = cast("Future[Any]", written)
+        if strategy.is_global_zero:
+            meta = copy.deepcopy(meta)
+            sharded.later(lambda: _commit(future.result, meta, staging, target, None), target)
+        return future
+    save_tensors(tensors, storage_writer=writer)
     strategy.barrier("the shards of a checkpoint")
     digests = _share_of_digests(strategy, staging)
     if strategy.is_global_zero:
-        meta[sharded.SHARDED_KEY]["digests"] = digests
-        meta[sharded.SHARDED_KEY]["world_size"] = strategy.world_size
-        save_atomic(meta, staging / sharded.META_FILE)
-        sharded.commit(staging, target)
+        _commit(lambda: None, meta, staging, target, digests)
     strategy.barrier("save_checkpoint")
+    return None
+
+
+def _commit(
+    written: Any, meta: dict[str, Any], staging: Path, target: Path, digests: dict[str, str] | None
+) -> None:
+    # Rank 0, once every process's shards are on disk: the index file (with the
+    # shards' digests) last, then the folder under its real name.
+    written()
+    if digests is None:  # written in the background: rank 0 hashes every file
+        digests = {name: sharded.digest(staging / name) for name in sharded.shard_files(staging)}
+    meta[sharded.SHARDED_KEY]["digests"] = digests
+    save_atomic(meta, staging / sharded.META_FILE)
+    sharded.commit(staging, target)
 
 
 def load(strategy: Strategy, module: nn.Module, path: str | os.PathLike[str]) -> dict[str, Any]:
