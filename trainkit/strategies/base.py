@@ -6,8 +6,7 @@ do values travel between processes. A single-device strategy answers them with
 identities (its collectives return their input), so the loop never asks "am I
 distributed?".
 
-Launching worker processes is not a strategy's business: that belongs to
-``trainkit.launch``.
+Launching worker processes is not a strategy's business (see ``trainkit.launch``).
 """
 
 from __future__ import annotations
@@ -38,6 +37,7 @@ class Strategy(ABC):
 
     #: Name used in ``Trainer(strategy=...)``.
     name: str = ""
+    precision = "32-true"  # the Trainer's (canonical name, e.g. "bf16-mixed"), handed over by it
 
     @property
     @abstractmethod
