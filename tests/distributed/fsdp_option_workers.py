@@ -8,6 +8,7 @@ import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.distributed.tensor import DTensor
 from torch.nn import functional as F
 
 import trainkit
@@ -95,11 +96,16 @@ def train(
     model = (SelfShardedNet if self_sharded else Net)(**(model_options or {}))
     calls = [0]  # forward calls of the blocks (recomputations included)
     seen: set[tuple[str, str]] = set()  # the head's (weight, output) dtypes in forward
+    first = model.blocks[0].linear  # by the head's forward, its forward is done
+    resharded: set[bool] = set()  # whether it was back to its shard by then
     for block in model.blocks:
         block.register_forward_pre_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
-    model.head.register_forward_hook(
-        lambda head, _, output: seen.add((str(head.weight.dtype), str(output.dtype)))
-    )
+
+    def look(head: nn.Module, _: Any, output: torch.Tensor) -> None:
+        seen.add((str(head.weight.dtype), str(output.dtype)))
+        resharded.add(isinstance(first.weight, DTensor))
+
+    model.head.register_forward_hook(look)
     GRAPHS[0] = 0
     fsdp = options is not None
     strategy: Any = FSDPStrategy(**options) if fsdp else "single_device"
@@ -120,6 +126,7 @@ def train(
         "gradient_dtypes": getattr(model, "gradient_dtypes", set()),
         "head_in_forward": seen,
         "block_calls": calls[0],
+        "resharded_after_forward": resharded,
         "compiled_graphs": GRAPHS[0],
         "sharded_on": getattr(model, "sharded_on", None),
         "last": trainer.checkpoint_callback.last_model_path if root else None,

@@ -183,6 +183,11 @@ def test_configure_sharding_is_used_instead_of_the_policy(
 def test_reshard_after_forward_false_equals_one_device(
     runs: dict[str, Any], one_device: dict[str, Any]
 ) -> None:
+    # By the head's forward the first block's forward is done: by default its
+    # parameters are back to their shards; with reshard_after_forward=False they
+    # stay gathered (whole tensors) until backward.
+    assert runs["default"]["resharded_after_forward"] == {True}
+    assert runs["no-reshard"]["resharded_after_forward"] == {False}
     assert runs["no-reshard"]["units"] == ROOT_UNITS
     _assert_close(runs["no-reshard"]["state"], one_device["state"], rtol=1e-6, atol=1e-12)
 
