@@ -27,8 +27,7 @@ from trainkit.compile import compile_forward
 from trainkit.strategies.sampling import advise_on_loading
 
 ReduceOp = Literal["sum", "mean", "max", "min"]
-# A null context carries no state; one instance serves every step.
-_NO_SYNC_CONTEXT = nullcontext()
+_NO_SYNC_CONTEXT = nullcontext()  # a null context carries no state: one serves every step
 T = TypeVar("T")
 
 
@@ -37,7 +36,8 @@ class Strategy(ABC):
 
     #: Name used in ``Trainer(strategy=...)``.
     name: str = ""
-    precision = "32-true"  # the Trainer's (canonical name, e.g. "bf16-mixed"), handed over by it
+    #: The Trainer's precision (its canonical name, e.g. "bf16-mixed"); the Trainer sets it.
+    precision: str = "32-true"
 
     @property
     @abstractmethod
