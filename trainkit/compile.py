@@ -6,6 +6,8 @@ the uncompiled ones (no ``_orig_mod.`` prefix), so a compiled run's checkpoint
 loads without compiling and the other way round. Under DDP the compiled forward
 runs inside DDP's forward, where torch's DDP optimizer
 (``torch._dynamo.config.optimize_ddp``) splits the graph at DDP's gradient buckets.
+Under FSDP the module is its own wrapper: torch runs FSDP's hooks (gathering and
+freeing each shard unit's parameters) uncompiled, between the compiled pieces.
 
 trainkit adds two things around torch's machinery:
 

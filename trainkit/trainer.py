@@ -175,6 +175,7 @@ class Trainer(TrainerViews):
             self.launcher = select_launcher(plan.strategy, plan.processes)
             environment = self.launcher.environment if self.launcher is not None else None
             self.strategy = build_strategy(plan, timeout=timeout, environment=environment)
+        self.strategy.precision = self.step_options.canonical_precision  # e.g. FSDP casts by it
         self.default_root_dir = root or os.getcwd()
         self.fast_dev_run = self.options.fast_dev_run_batches
         self.callbacks = assemble_callbacks(

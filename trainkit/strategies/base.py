@@ -6,8 +6,7 @@ do values travel between processes. A single-device strategy answers them with
 identities (its collectives return their input), so the loop never asks "am I
 distributed?".
 
-Launching worker processes is not a strategy's business: that belongs to
-``trainkit.launch``.
+Launching worker processes is not a strategy's business (see ``trainkit.launch``).
 """
 
 from __future__ import annotations
@@ -28,8 +27,7 @@ from trainkit.compile import compile_forward
 from trainkit.strategies.sampling import advise_on_loading
 
 ReduceOp = Literal["sum", "mean", "max", "min"]
-# A null context carries no state; one instance serves every step.
-_NO_SYNC_CONTEXT = nullcontext()
+_NO_SYNC_CONTEXT = nullcontext()  # a null context carries no state: one serves every step
 T = TypeVar("T")
 
 
@@ -38,6 +36,8 @@ class Strategy(ABC):
 
     #: Name used in ``Trainer(strategy=...)``.
     name: str = ""
+    #: The Trainer's precision (its canonical name, e.g. "bf16-mixed"); the Trainer sets it.
+    precision: str = "32-true"
 
     @property
     @abstractmethod

@@ -184,6 +184,7 @@ class FSDPStrategy(DDPStrategy):
                 "FSDPStrategy(cpu_offload=True) moves parameters off a CUDA device, but this "
                 "run is on the CPU already; drop cpu_offload, or run with device_type='cuda'."
             )
+        mp_policy = sharding.mixed_precision_policy(self.precision)  # refuses "16-mixed"
         self.mesh = mesh = self._build_mesh()
         configure_model = getattr(module, "configure_model", None)
         if callable(configure_model):
@@ -195,13 +196,11 @@ class FSDPStrategy(DDPStrategy):
         if self.activation_checkpointing:
             classes = self.activation_checkpointing
             apply_activation_checkpointing(module, check_fn=lambda m: isinstance(m, classes))
-        trainer = getattr(module, "_trainer", None)
-        precision = trainer.precision if trainer is not None else "32-true"
         offload: OffloadPolicy = CPUOffloadPolicy() if self.cpu_offload else OffloadPolicy()
         options: dict[str, Any] = {
             "mesh": mesh,
             "reshard_after_forward": self.reshard_after_forward,
-            "mp_policy": sharding.mixed_precision_policy(precision),
+            "mp_policy": mp_policy,
             "offload_policy": offload,
         }
         configure_sharding = getattr(module, "configure_sharding", None)

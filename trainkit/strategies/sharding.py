@@ -85,7 +85,10 @@ def shard_units(
             f"FSDPStrategy(shard_modules={policy!r}) selects no submodule of "
             f"{type(module).__name__}; give classes or names its submodules have."
         )
-    return units
+    # fully_shard takes a unit inside another first (a name and a class may pick
+    # both, e.g. "blocks" and Linear); reversed pre-order puts inner before outer.
+    chosen = {id(unit) for unit in units}
+    return [sub for sub in reversed(list(module.modules())) if id(sub) in chosen]
 
 
 def _default_units(module: nn.Module) -> Iterator[nn.Module]:
