@@ -108,3 +108,25 @@ def test_checkpoint_folders_are_kept_whole(
     shard.write_bytes(bytes(data))
     with pytest.raises(CheckpointError, match=r"corrupt: its shard file\(s\) __1_0.distcp"):
         load(copy / "epoch=2-step=24.ckpt")
+
+
+def test_the_command_consolidates_a_folder_into_one_file(
+    tmp_path: Path, reference: tuple[Path, dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from trainkit.cli import main
+
+    folder = reference[0] / "checkpoints" / "last.ckpt"
+    output = tmp_path / "last-one-file.ckpt"
+    assert main(["consolidate", str(folder), str(output)]) == 0
+    assert output.is_file()
+    single = load(output)
+    for name, tensor in reference[1]["state_dict"].items():
+        assert torch.equal(single["state_dict"][name], tensor), name
+    assert single["global_step"] == script.MAX_STEPS  # the training state came along
+    # An existing file is never replaced without --overwrite: one line, exit 2.
+    capsys.readouterr()
+    assert main(["consolidate", str(folder), str(output)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("trainkit: error:") and "exists already" in error
+    assert error.count("\n") == 1
+    assert main(["consolidate", str(folder), str(output), "--overwrite"]) == 0
