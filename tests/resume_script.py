@@ -52,7 +52,8 @@ class PrintSteps(trainkit.Callback):
         self.delay = delay
 
     def on_train_batch_end(self, trainer: Any, module: Any, *args: Any) -> None:
-        print(f"step {trainer.global_step}", flush=True)
+        if trainer.is_global_zero:  # one line per step in a job of several processes too
+            print(f"step {trainer.global_step}", flush=True)
         time.sleep(self.delay)
 
 

@@ -118,10 +118,9 @@ def join(meta: Mapping[str, Any], tensors: Mapping[str, torch.Tensor]) -> dict[s
     """The checkpoint dict :func:`split` took apart, from its two halves."""
     checkpoint = dict(meta)
     info = checkpoint.pop(SHARDED_KEY)
+    # Every saved key, in the saved order (keys this model lacks too: the error names them).
     state_dict = {key: tensors[MODEL + key] for key in info["model_keys"] if MODEL + key in tensors}
     state_dict.update(info["model_extras"])
-    # Keys the caller's model does not have were read too (so the error names them).
-    state_dict.update({k[len(MODEL) :]: v for k, v in tensors.items() if k.startswith(MODEL)})
     checkpoint["state_dict"] = state_dict
     if "optimizer_states" in checkpoint:
         states = []

@@ -11,7 +11,6 @@ full parameters (gathered from every shard) and the samples each step saw to
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from torch.utils.data import DataLoader, Dataset
 
 import trainkit
 from tests.helpers import QUIET
+from tests.resume_script import PrintSteps
 from trainkit.callbacks import ModelCheckpoint
 from trainkit.strategies.fsdp import FSDPStrategy
 from trainkit.strategies.sharding import full_model_state
@@ -76,16 +76,6 @@ class Net(trainkit.Module):
             "optimizer": optimizer,
             "lr_scheduler": {"scheduler": scheduler, "interval": "step"},
         }
-
-
-class PrintSteps(trainkit.Callback):
-    def __init__(self, delay: float) -> None:
-        self.delay = delay
-
-    def on_train_batch_end(self, trainer: Any, module: Any, *args: Any) -> None:
-        if trainer.is_global_zero:
-            print(f"step {trainer.global_step}", flush=True)
-        time.sleep(self.delay)
 
 
 def main() -> None:
