@@ -584,13 +584,28 @@ class Results:
         """The latest value of each name logged with ``logger=True``, as 0-dim CPU tensors.
 
         As Lightning's ``trainer.logged_metrics``: filled whether or not a logger
-        writes them (values are read from the device only when asked for).
+        writes them, and holding the latest training step's values, also between
+        the ``log_every_n_steps`` writes (values are read from the device only when
+        asked for).
         """
+        if self._context in (_TRAIN_STEP, _TRAIN_EPOCH):
+            self._keep_step_values(sync=False)
         if self._unread:
             floats = to_floats(dict(self._unread), set(self._unread))
             self._logged.update({name: torch.tensor(value) for name, value in floats.items()})
             self._unread.clear()
         return self._logged
+
+    def _keep_step_values(self, *, sync: bool) -> None:
+        # The training step values meant for the loggers, kept for logged_metrics
+        # without writing them. Unsynced (read by one process), a sync_dist value
+        # waits for the next write or the epoch's end, where it is reduced.
+        train = self.train
+        keys = display_names(train, prog_bar=None, logger=True)
+        if not sync:
+            keys -= {entry.step_key for entry in train.entries.values() if entry.sync_dist}
+        values = train.step_values(sync=sync)
+        self._unread.update({name: values[name] for name in keys if name in values})
 
     def enter_training_epoch_end(self) -> None:
         """The training epoch's batches are done: reduce its values, then log per epoch.
@@ -814,6 +829,8 @@ class Results:
             return
         # trainer.logged_metrics holds what was logged; "epoch" goes to the loggers only.
         self._logged.update({name: torch.tensor(value) for name, value in floats.items()})
+        for name in floats:
+            self._unread.pop(name, None)  # older than what was just written
         if epoch is not None:
             floats["epoch"] = epoch  # an int, as Lightning writes it
         for logger in self.loggers:
@@ -860,6 +877,7 @@ class Results:
             step: the global step to write them at.
             epoch: the epoch that ends.
         """
+        self._keep_step_values(sync=True)  # the last step's, written or not
         values = self.train.epoch_values()
         self.update_epoch_metrics(values)
         self._bar_names |= display_names(self.train, prog_bar=True, logger=None) & set(values)

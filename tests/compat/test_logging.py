@@ -629,6 +629,38 @@ def test_logged_metrics_are_filled_without_a_logger() -> None:
     assert floats(trainer.logged_metrics) == {"seen_step": 22.0, "seen_epoch": 14.0}
 
 
+@pytest.mark.parametrize("logger", [False, True])
+def test_logged_metrics_hold_the_latest_step_between_logging_intervals(
+    logger: bool, tmp_path: Any
+) -> None:
+    # Lightning's trainer.logged_metrics show the current step's values whenever
+    # read, not only at the log_every_n_steps writes (50 here: no step is written).
+    def log(module: trainkit.Module, x: torch.Tensor, batch_idx: int) -> None:
+        module.log("step", float(module.global_step))
+        module.log("seen", x.sum(), on_step=True, on_epoch=True)
+
+    seen: list[dict[str, float]] = []
+
+    class Reads(trainkit.Callback):
+        def on_train_batch_end(self, trainer: trainkit.Trainer, *args: Any) -> None:
+            seen.append(floats(trainer.logged_metrics))
+
+    trainer = trainkit.Trainer(
+        max_epochs=2,
+        callbacks=[Reads()],
+        default_root_dir=tmp_path,
+        **{**QUIET, "logger": logger},
+    )
+    trainer.fit(Logs(train=log), numbers(8, 4))
+    assert [(values["step"], values["seen_step"]) for values in seen] == [
+        (0.0, 6.0),
+        (1.0, 22.0),
+        (2.0, 6.0),
+        (3.0, 22.0),
+    ]
+    assert floats(trainer.logged_metrics) == {"step": 3.0, "seen_step": 22.0, "seen_epoch": 14.0}
+
+
 def test_loggers_get_metrics_and_step_as_keywords_and_the_epoch_as_an_int(tmp_path: Any) -> None:
     calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
 
