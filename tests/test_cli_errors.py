@@ -68,6 +68,11 @@ MISTAKES = [
         "Unknown strategy trainer.strategy='dpp'. Did you mean 'dp' or 'ddp'?",
     ),
     (
+        "unknown profiler",
+        lambda t: [CONFIG, "trainer.profiler=fancy"],
+        "profiler='fancy' is not a profiler: pass 'simple', 'advanced' or 'pytorch'",
+    ),
+    (
         "accelerator=gpu without a GPU",
         lambda t: [CONFIG, "trainer.accelerator=gpu"],
         "CUDA is not available on this machine",

@@ -17,7 +17,7 @@ from trainkit import config as cfg
 from trainkit.options import HardwareOptions, LoopOptions, OutputOptions, StepOptions
 
 OPTION_CLASSES = (HardwareOptions, LoopOptions, StepOptions, OutputOptions)
-COMPONENTS = ["strategy", "callbacks", "logger"]
+COMPONENTS = ["strategy", "callbacks", "logger", "profiler"]
 PACKAGE = Path(cfg.__file__).parent
 
 

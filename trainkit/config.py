@@ -96,6 +96,13 @@ _COMPONENTS: tuple[tuple[str, Any, Any, str], ...] = (
         "true for a TensorBoard logger under default_root_dir, false for none, or a list "
         "of class_path + init_args entries.",
     ),
+    (
+        "profiler",
+        Union[str, None],  # noqa: UP007 (a runtime type object)
+        None,
+        "Time every hook, step and batch fetch, and print the report when the run ends: "
+        "'simple', 'advanced' (cProfile) or 'pytorch' (torch.profiler); null: no profiling.",
+    ),
 )
 
 
@@ -104,12 +111,12 @@ def trainer_config_class() -> type:
 
     The fields are every field of the :data:`OPTION_GROUPS` dataclasses (their
     types, defaults and ``doc`` metadata), then the components ``strategy``,
-    ``callbacks`` and ``logger`` in their config form. No docstring is read, so
+    ``callbacks``, ``logger`` and ``profiler`` in their config form. No docstring is read, so
     editing one never changes the command line.
 
     Example:
-        >>> [f.name for f in dataclasses.fields(trainer_config_class())][-3:]
-        ['strategy', 'callbacks', 'logger']
+        >>> [f.name for f in dataclasses.fields(trainer_config_class())][-4:]
+        ['strategy', 'callbacks', 'logger', 'profiler']
     """
     specs: list[tuple[str, Any, Any]] = []
     for options in OPTION_GROUPS.values():
@@ -137,7 +144,7 @@ def trainer_groups() -> dict[str, list[str]]:
 
     Example:
         >>> trainer_groups()["components"]
-        ['strategy', 'callbacks', 'logger']
+        ['strategy', 'callbacks', 'logger', 'profiler']
     """
     groups = {
         heading: [option.name for option in dataclasses.fields(options)]

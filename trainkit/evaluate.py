@@ -59,6 +59,7 @@ def run_evaluation(
     several = len(loaders) > 1
     check_dataloader_idx(step, f"{stage}_step", several)
     step = fit_step_arguments(step, getattr(run.module, f"{stage}_step"))
+    step = hooks.profiled(f"[Strategy]{type(run.strategy).__name__}.{stage}_step", step)
     modes = {sub: sub.training for sub in run.module.modules()}
     _set_mode(run, f"on_{stage}_model_eval")
     if state.fn in _STAGES.values():  # a validate()/test() call starts with no metrics
@@ -154,6 +155,7 @@ def run_predict(
     several = len(loaders) > 1
     check_dataloader_idx(step, "predict_step", several)
     step = fit_step_arguments(step, run.module.predict_step)
+    step = run.hooks.profiled(f"[Strategy]{type(run.strategy).__name__}.predict_step", step)
     modes = {sub: sub.training for sub in run.module.modules()}
     _set_mode(run, "on_predict_model_eval")
     run.state.stage = "predict"

@@ -10,15 +10,16 @@ results (which they write to), its hooks, the strategy and the model.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from trainkit.callbacks.base import Callback, attach_module
 from trainkit.callbacks.defaults import is_monitoring
 from trainkit.data import DataModule
 from trainkit.module import Module, overrides
+from trainkit.profilers import Profiler, is_active
 
 __all__ = ["NO_CONTEXT", "Hooks", "RunContext", "batch_transfer", "overrides"]
 
@@ -42,6 +43,8 @@ def _noop(*args: Any) -> None:
 # epoch): a callback's return value must not stand in for it.
 _RESULT_HOOKS = frozenset({"on_train_batch_start"})
 
+T = TypeVar("T")
+
 
 class Hooks:
     """The hooks of one run, resolved once: each name maps to a single caller.
@@ -64,17 +67,53 @@ class Hooks:
         self.module = module
         self.callbacks = callbacks
         self._callers: dict[str, Callable[..., Any]] = {}
+        profiler = trainer.profiler
+        self._profiler = profiler if is_active(profiler) else None
         attach_module(callbacks, module)  # self.log inside a callback logs through the Module
+
+    def profiled(self, action: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        """``function``, timed as ``action`` by the Trainer's profiler (as it is without one).
+
+        Args:
+            action: the name the profiler reports it under.
+            function: what to time.
+        """
+        profiler = self._profiler
+        if profiler is None:
+            return function
+
+        @functools.wraps(function)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            profiler.start(action)
+            try:
+                return function(*args, **kwargs)
+            finally:
+                profiler.stop(action)
+
+        return timed
+
+    def profiled_iterable(self, action: str, iterable: Iterable[T]) -> Iterable[T]:
+        """``iterable``, each ``next`` timed as ``action`` (as it is without a profiler).
+
+        Args:
+            action: the name the profiler reports it under.
+            iterable: what to time the items of.
+        """
+        profiler = self._profiler
+        return iterable if profiler is None else _timed_items(profiler, action, iterable)
 
     def _callback_methods(self, name: str) -> list[Callable[..., Any]]:
         return [
-            getattr(cb, name)
+            self.profiled(f"[Callback]{type(cb).__name__}.{name}", getattr(cb, name))
             for cb in self.callbacks
             if overrides(cb, name, Callback) and type(cb).uses_hook(cb, name)
         ]
 
     def _module_method(self, name: str) -> Callable[..., Any] | None:
-        return getattr(self.module, name) if overrides(self.module, name) else None
+        if not overrides(self.module, name):
+            return None
+        action = f"[Module]{type(self.module).__name__}.{name}"
+        return self.profiled(action, getattr(self.module, name))
 
     def caller(self, name: str) -> Callable[..., Any]:
         """The function that runs hook ``name`` everywhere it is overridden.
@@ -147,7 +186,9 @@ class Hooks:
             if monitoring is not None and is_monitoring(callback) != monitoring:
                 continue
             if overrides(callback, name, Callback) and type(callback).uses_hook(callback, name):
-                getattr(callback, name)(self.trainer, self.module, *args)
+                hook = getattr(callback, name)
+                action = f"[Callback]{type(callback).__name__}.{name}"
+                self.profiled(action, hook)(self.trainer, self.module, *args)
 
     def call_epoch_end(self, name: str, between: Callable[[], Any]) -> None:
         """An epoch-end hook in Lightning's order, with ``between`` run after the Module's.
@@ -164,6 +205,19 @@ class Hooks:
         self.call_module(name)
         between()
         self.call_callbacks(name, monitoring=True)
+
+
+def _timed_items(profiler: Profiler, action: str, iterable: Iterable[T]) -> Iterator[T]:
+    iterator = iter(iterable)
+    while True:
+        profiler.start(action)
+        try:
+            item = next(iterator)
+        except StopIteration:
+            return
+        finally:
+            profiler.stop(action)
+        yield item
 
 
 _TRANSFER_HOOKS = (

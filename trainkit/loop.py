@@ -141,6 +141,7 @@ def _train_epoch(run: RunContext, fit: Fit) -> None:
     max_steps = options.max_steps if options.max_steps != -1 else math.inf
     optimization = fit.optimization
     step = optimization.automatic if run.module.automatic_optimization else optimization.manual
+    step = hooks.profiled("run_training_batch", step)
     to_device = run.batch_to_device
     on_batch_start = hooks.optional("on_train_batch_start")
     on_batch_end = hooks.optional("on_train_batch_end")
@@ -155,7 +156,7 @@ def _train_epoch(run: RunContext, fit: Fit) -> None:
         loader, total, state.batch_idx, state.epoch_start_rng
     )
     empty = True
-    for batch_idx, batch, is_last in epoch:
+    for batch_idx, batch, is_last in hooks.profiled_iterable("train_dataloader_next", epoch):
         empty = False
         state.batch_idx, state.is_last_batch = batch_idx, is_last
         batch = to_device(batch, 0)

@@ -94,8 +94,11 @@ class Optimization:
         self._skip_announced = False
         self._unsynced_warned: set[str] = set()
         hooks, module = run.hooks, run.module
-        self._training_step = fit_step_arguments(
-            run.strategy.step_function(run.model, "training_step"), module.training_step
+        self._training_step = hooks.profiled(
+            f"[Strategy]{type(run.strategy).__name__}.training_step",
+            fit_step_arguments(
+                run.strategy.step_function(run.model, "training_step"), module.training_step
+            ),
         )
         self._no_sync = run.strategy.no_backward_sync
         # The slots, read once.

@@ -53,6 +53,7 @@ from trainkit.module import Module
 from trainkit.optim import LRSchedulerConfig, configured_optimizers
 from trainkit.options import HardwareOptions, LoopOptions, OutputOptions, StepOptions, from_keywords
 from trainkit.preemption import Preemption, StopVote
+from trainkit.profilers import Profiler, build_profiler, is_active
 from trainkit.seed import seed_everything, set_deterministic
 from trainkit.state import RunState
 from trainkit.step import Optimization
@@ -67,8 +68,8 @@ Dataloaders = Iterable[Any] | list[Iterable[Any]]
 class Trainer(TrainerViews):
     """Trains, evaluates and runs a :class:`~trainkit.Module`.
 
-    Every keyword but ``strategy``, ``callbacks`` and ``logger`` is an option of
-    one of four groups, each documented field by field in ``trainkit.options``:
+    Every keyword but ``strategy``, ``callbacks``, ``logger`` and ``profiler`` is an
+    option of one of four groups, each documented field by field in ``trainkit.options``:
     :class:`~trainkit.options.HardwareOptions` (``accelerator``, ``devices``,
     ``process_group_timeout``, ``seed``, ``deterministic``, ``num_nodes``,
     ``benchmark``, ``sync_batchnorm``, ``use_distributed_sampler``,
@@ -92,6 +93,8 @@ class Trainer(TrainerViews):
         callbacks: callbacks, called in this order after the Module's own hooks.
         logger: True for a TensorBoard logger under ``default_root_dir``, False for
             none, or a Logger / list of Loggers.
+        profiler: "simple", "advanced", "pytorch" or a :class:`~trainkit.profilers.Profiler`
+            timing every hook, step and batch fetch; reported when each run ends.
 
     The other keywords are the options listed above.
 
@@ -146,6 +149,7 @@ class Trainer(TrainerViews):
         strategy: str | Strategy = "auto",
         callbacks: Callback | list[Callback] | None = None,
         logger: bool | Logger | list[Logger] | None = True,
+        profiler: Profiler | str | None = None,
     ) -> None:
         # Each keyword lands in its option group, a frozen dataclass that checks it.
         given = dict(locals())
@@ -189,6 +193,8 @@ class Trainer(TrainerViews):
         self.step_slots = step_slots(self.callbacks)
         quiet = self.fast_dev_run or barebones
         self.loggers = [] if quiet else build_loggers(logger, self.default_root_dir)
+        #: Times the runs' hooks and steps (a PassThroughProfiler times nothing).
+        self.profiler = build_profiler(profiler)
         #: Where the run is: counters, stage and status.
         self.state = RunState()
         #: Where ``self.log`` values go, and the metrics callbacks and loggers read.
@@ -309,23 +315,6 @@ class Trainer(TrainerViews):
         )
 
     # ------------------------------------------------------------ state (public)
-    @property
-    def module(self) -> Module:
-        """The user's Module being run."""
-        if self._module is None:
-            raise RuntimeError("No Module is attached: call fit/validate/test/predict first.")
-        return self._module
-
-    @property
-    def optimization(self) -> Optimization:
-        """How the running fit updates parameters (what manual optimization calls)."""
-        if self._optimization is None:
-            raise RuntimeError(
-                "Optimizers are set up only while fit runs: call self.optimizers() and "
-                "self.manual_backward() from training_step or a training hook."
-            )
-        return self._optimization
-
     def warn(self, message: str) -> None:
         """Emit a warning from global rank 0 only.
 
@@ -396,6 +385,9 @@ class Trainer(TrainerViews):
         model.trainer = self
         self._configure_callbacks(model)
         hooks = Hooks(self, model, self.callbacks)
+        if is_active(profiler := self.profiler):
+            rank = self.local_rank if self.world_size > 1 else None
+            profiler.setup(fn, rank, self.log_dir, global_zero=self.is_global_zero)
         ending = "success"  # what the loggers are told when the run ends
         if fn == "fit":
             self.preemption.install()
@@ -460,6 +452,8 @@ class Trainer(TrainerViews):
             self.preemption.uninstall()
             self.results.close()
             self.state.stage = None
+            profiler.describe()
+            profiler.teardown(fn)
 
     def _configure_callbacks(self, model: Module) -> None:
         # Module.configure_callbacks() joins the Trainer's callbacks for this run.

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from trainkit.module import Module
     from trainkit.options import HardwareOptions, LoopOptions, OutputOptions, StepOptions
     from trainkit.state import RunState
+    from trainkit.step import Optimization
     from trainkit.strategies import Strategy
 
 
@@ -46,6 +47,7 @@ class TrainerViews:
     step_slots: StepSlots
     default_root_dir: str
     _module: Module | None
+    _optimization: Optimization | None
 
     # ------------------------------------------------------------ the run
     @property
@@ -102,6 +104,23 @@ class TrainerViews:
     def model(self) -> Module | None:
         """The user's Module of the current (or last) run."""
         return self._module
+
+    @property
+    def module(self) -> Module:
+        """The user's Module being run."""
+        if self._module is None:
+            raise RuntimeError("No Module is attached: call fit/validate/test/predict first.")
+        return self._module
+
+    @property
+    def optimization(self) -> Optimization:
+        """How the running fit updates parameters (what manual optimization calls)."""
+        if self._optimization is None:
+            raise RuntimeError(
+                "Optimizers are set up only while fit runs: call self.optimizers() and "
+                "self.manual_backward() from training_step or a training hook."
+            )
+        return self._optimization
 
     @property
     def num_training_batches(self) -> float:

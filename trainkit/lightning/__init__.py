@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from trainkit.callbacks.base import Callback
 from trainkit.data import DataModule as LightningDataModule
-from trainkit.lightning import callbacks, loggers, utilities
+from trainkit.lightning import callbacks, loggers, profilers, utilities
 from trainkit.module import Module as LightningModule
 from trainkit.seed import seed_everything
 from trainkit.state import RunningStage, TrainerFn, TrainerStatus
@@ -37,6 +37,7 @@ __all__ = [
     "__version__",
     "callbacks",
     "loggers",
+    "profilers",
     "seed_everything",
     "utilities",
 ]

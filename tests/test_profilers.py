@@ -1,0 +1,221 @@
+"""``Trainer(profiler=...)``: what is timed, where the report goes, and the profiler API."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+import trainkit
+from trainkit.profilers import (
+    AdvancedProfiler,
+    PassThroughProfiler,
+    Profiler,
+    PyTorchProfiler,
+    SimpleProfiler,
+    build_profiler,
+)
+
+from . import helpers
+from .distributed.spawn import run_processes
+
+BATCHES = 4
+
+
+class Net(trainkit.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(2, 1)
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        return self.layer(batch[0]).square().mean()
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        self.log("val", self.layer(batch[0]).mean())
+
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        self.validation_step(batch, batch_idx)
+
+    def on_train_epoch_start(self) -> None:
+        pass
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+class Seen(trainkit.Callback):
+    def on_train_batch_end(self, *args: Any) -> None:
+        pass
+
+
+def data() -> DataLoader[Any]:
+    return DataLoader(TensorDataset(torch.randn(2 * BATCHES, 2)), batch_size=2)
+
+
+def fit(profiler: Any, tmp_path: Path, epochs: int = 2) -> trainkit.Trainer:
+    trainer = trainkit.Trainer(
+        max_epochs=epochs,
+        profiler=profiler,
+        callbacks=[Seen()],
+        default_root_dir=tmp_path,
+        num_sanity_val_steps=0,
+        **{**helpers.QUIET, "enable_checkpointing": False},
+    )
+    trainer.fit(Net(), data(), data())
+    return trainer
+
+
+def calls(report: str) -> dict[str, int]:
+    """Action -> number of calls, read from a SimpleProfiler report."""
+    rows = [line.split("|") for line in report.splitlines() if line.count("|") == 4]
+    return {row[0].strip(): int(row[2]) for row in rows[1:] if row[2].strip().isdigit()}
+
+
+def test_the_simple_report_counts_every_hook_step_and_fetch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fit("simple", tmp_path, epochs=2)
+    out = capsys.readouterr().out
+    assert out.startswith("FIT profiler report\n")
+    counted = calls(out)
+    assert counted["[Strategy]SingleDeviceStrategy.training_step"] == 2 * BATCHES
+    assert counted["run_training_batch"] == 2 * BATCHES
+    # One fetch per batch, and the one that finds the epoch's end.
+    assert counted["train_dataloader_next"] == 2 * (BATCHES + 1)
+    assert counted["[Strategy]SingleDeviceStrategy.validation_step"] == 2 * BATCHES
+    assert counted["[Module]Net.on_train_epoch_start"] == 2
+    assert counted["[Callback]Seen.on_train_batch_end"] == 2 * BATCHES
+    assert "Total" in out and "% of run" in out
+
+
+def test_a_filename_writes_one_report_per_run_in_the_log_dir(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    profiler = SimpleProfiler(filename="perf")
+    trainer = fit(profiler, tmp_path, epochs=1)
+    trainer.test(Net(), data(), verbose=False)
+    assert capsys.readouterr().out == ""  # written, not printed
+    fit_report = (tmp_path / "fit-perf.txt").read_text()
+    assert calls(fit_report)["[Strategy]SingleDeviceStrategy.training_step"] == BATCHES
+    test_report = (tmp_path / "test-perf.txt").read_text()
+    assert test_report.startswith("TEST profiler report")
+    # Each run reports its own actions only.
+    assert "training_step" not in test_report
+    assert calls(test_report)["[Strategy]SingleDeviceStrategy.test_step"] == BATCHES
+
+
+def test_the_advanced_report_lists_the_functions_each_action_ran(tmp_path: Path) -> None:
+    profiler = AdvancedProfiler(dirpath=tmp_path / "prof", filename="adv")
+    fit(profiler, tmp_path, epochs=1)
+    report = (tmp_path / "prof" / "fit-adv.txt").read_text()
+    assert "Profile stats for: [Strategy]SingleDeviceStrategy.training_step" in report
+    assert "(training_step)" in report  # Net.training_step, as cProfile names it
+    assert "cumulative" in report
+
+
+def test_the_pytorch_profiler_writes_a_chrome_trace_with_the_actions(tmp_path: Path) -> None:
+    profiler = PyTorchProfiler(dirpath=tmp_path, filename="trace", row_limit=5)
+    fit(profiler, tmp_path, epochs=1)
+    report = (tmp_path / "fit-trace.txt").read_text()
+    assert "Self CPU time total" in report  # torch's table of operators and ranges
+    assert "run_training_batch" in report
+    trace = json.loads((tmp_path / "fit-trace.pt.trace.json").read_text())
+    names = {event.get("name") for event in trace["traceEvents"]}
+    assert "[Strategy]SingleDeviceStrategy.training_step" in names
+    assert "run_training_batch" in names
+
+
+def test_start_stop_and_profile_record_durations() -> None:
+    profiler = SimpleProfiler()
+    with profiler.profile("load"):
+        pass
+    profiler.start("step")
+    profiler.stop("step")
+    profiler.start("step")
+    profiler.stop("step")
+    assert [len(profiler.recorded_durations[name]) for name in ("load", "step")] == [1, 2]
+    assert all(d >= 0 for d in profiler.recorded_durations["step"])
+    with pytest.raises(ValueError, match="not timing"):
+        profiler.stop("never")
+    profiler.start("twice")
+    with pytest.raises(ValueError, match="already timing"):
+        profiler.start("twice")
+
+
+def test_profiler_names_and_objects_and_errors() -> None:
+    assert type(build_profiler("simple")) is SimpleProfiler
+    assert type(build_profiler("Advanced")) is AdvancedProfiler
+    assert type(build_profiler("pytorch")) is PyTorchProfiler
+    assert type(build_profiler(None)) is PassThroughProfiler
+    mine = SimpleProfiler(extended=False)
+    assert build_profiler(mine) is mine
+    with pytest.raises(ValueError, match="pass 'simple', 'advanced' or 'pytorch'"):
+        trainkit.Trainer(profiler="fancy")
+
+
+def test_without_a_profiler_nothing_is_wrapped(tmp_path: Path) -> None:
+    seen: list[Any] = []
+
+    class Probe(trainkit.Callback):
+        def on_train_start(self, trainer: trainkit.Trainer, module: trainkit.Module) -> None:
+            seen.append(trainer.profiler)
+
+    trainer = trainkit.Trainer(max_steps=1, callbacks=[Probe()], **helpers.QUIET)
+    trainer.fit(Net(), data())
+    assert type(seen[0]) is PassThroughProfiler
+    # The hook caller is the user's bound method itself: no timing frame in between.
+    from trainkit.hooks import Hooks
+
+    hooks = Hooks(trainer, Net(), [])
+    assert hooks.caller("on_train_epoch_start").__func__ is Net.on_train_epoch_start  # type: ignore[attr-defined]
+
+
+def test_a_custom_profiler_sees_matching_starts_and_stops(tmp_path: Path) -> None:
+    class Counting(Profiler):
+        def __init__(self) -> None:
+            super().__init__()
+            self.open: list[str] = []
+            self.closed = 0
+
+        def start(self, action_name: str) -> None:
+            self.open.append(action_name)
+
+        def stop(self, action_name: str) -> None:
+            assert self.open.pop() == action_name  # properly nested
+            self.closed += 1
+
+    profiler = Counting()
+    fit(profiler, tmp_path, epochs=1)
+    assert profiler.open == [] and profiler.closed > 3 * BATCHES
+
+
+def _profiled_job(root: str) -> None:
+    trainer = trainkit.Trainer(
+        max_steps=2,
+        strategy="ddp",
+        profiler=SimpleProfiler(dirpath=root, filename="p"),
+        **helpers.QUIET,
+    )
+    trainer.fit(Net(), data())
+
+
+def test_each_process_writes_its_own_report(tmp_path: Path) -> None:
+    run_processes(_profiled_job, 2, str(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fit-p-0.txt", "fit-p-1.txt"]
+    for rank in (0, 1):
+        report = (tmp_path / f"fit-p-{rank}.txt").read_text()
+        assert calls(report)["[Strategy]DDPStrategy.training_step"] == 2
+
+
+def test_pytorch_profiler_arguments_it_cannot_honour_fail_when_built() -> None:
+    import torch.profiler
+
+    with pytest.raises(ValueError, match="steps no schedule"):
+        PyTorchProfiler(schedule=torch.profiler.schedule(wait=1, warmup=1, active=2))
+    with pytest.raises(ValueError, match=r"emit_nvtx, which torch\.profiler\.profile does not"):
+        PyTorchProfiler(emit_nvtx=True)
+    assert PyTorchProfiler(profile_memory=True).profiler_kwargs == {"profile_memory": True}

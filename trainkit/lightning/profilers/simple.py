@@ -1,0 +1,5 @@
+"""Lightning's ``lightning.pytorch.profilers.simple`` module name."""
+
+from trainkit.profilers import SimpleProfiler
+
+__all__ = ["SimpleProfiler"]

@@ -1,0 +1,418 @@
+"""Profilers: where a run's time goes, by hook, step and data fetch.
+
+``Trainer(profiler="simple" | "advanced" | "pytorch" | Profiler(...))`` times every
+hook the run calls (``[Callback]Name.hook``, ``[Module]Name.hook``), the step
+functions (``[Strategy]Name.training_step``, ...), each whole training batch
+(``run_training_batch``) and each fetch of a training batch
+(``train_dataloader_next``). When a run (fit, validate, test, predict) ends, the
+profiler's report is printed by rank 0, or, when the profiler has a ``filename``,
+written by each process to ``<dirpath>/<stage>-<filename>[-<local rank>].txt``
+(``dirpath`` defaults to the Trainer's ``log_dir``). Without a profiler nothing is
+wrapped, so an unprofiled run pays nothing.
+
+The classes follow Lightning's ``lightning.pytorch.profilers``: ``start``/``stop``/
+``profile(action)``, ``summary()``, ``describe()``; the reports are laid out by
+trainkit.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import os
+import pstats
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "AdvancedProfiler",
+    "PassThroughProfiler",
+    "Profiler",
+    "PyTorchProfiler",
+    "SimpleProfiler",
+    "build_profiler",
+]
+
+
+class Profiler:
+    """The interface: time named actions, then report on them.
+
+    Args:
+        dirpath: where ``describe`` writes the report (None: the Trainer's ``log_dir``).
+        filename: the report's file name stem; None prints the report (rank 0) instead.
+    """
+
+    def __init__(
+        self, dirpath: str | os.PathLike[str] | None = None, filename: str | None = None
+    ) -> None:
+        self.dirpath = dirpath
+        self.filename = filename
+        self._stage: str | None = None
+        self._local_rank: int | None = None
+        self._global_zero = True
+
+    def start(self, action_name: str) -> None:
+        """Start timing ``action_name``."""
+
+    def stop(self, action_name: str) -> None:
+        """Stop timing ``action_name``."""
+
+    def summary(self) -> str:
+        """The report on what was timed so far."""
+        return ""
+
+    @contextmanager
+    def profile(self, action_name: str) -> Iterator[None]:
+        """Time the ``with`` block as ``action_name``.
+
+        Example:
+            >>> profiler = SimpleProfiler()
+            >>> with profiler.profile("load"):
+            ...     pass
+            >>> len(profiler.recorded_durations["load"])
+            1
+        """
+        self.start(action_name)
+        try:
+            yield
+        finally:
+            self.stop(action_name)
+
+    def setup(
+        self,
+        stage: str,
+        local_rank: int | None = None,
+        log_dir: str | os.PathLike[str] | None = None,
+        *,
+        global_zero: bool = True,
+    ) -> None:
+        """Called by the Trainer when a run starts.
+
+        Args:
+            stage: "fit", "validate", "test" or "predict".
+            local_rank: this process's local rank when there are several (else None).
+            log_dir: the Trainer's ``log_dir``, used when ``dirpath`` is None.
+            global_zero: whether this is the process that prints.
+        """
+        self._stage, self._local_rank, self._global_zero = stage, local_rank, global_zero
+        if self.dirpath is None:
+            self.dirpath = log_dir
+
+    def describe(self) -> None:
+        """Print the report (rank 0), or write it to its file (every process)."""
+        report = self.summary()
+        if not report:
+            return
+        if self.filename is None:
+            if self._global_zero:
+                print(report, flush=True)
+            return
+        path = self.report_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as stream:
+            stream.write(report + "\n")
+
+    def report_path(self, extension: str = ".txt") -> Path:
+        """``<dirpath>/<stage>-<filename>[-<local rank>]<extension>``."""
+        parts = [part for part in (self._stage, self.filename) if part]
+        if self._local_rank is not None:
+            parts.append(str(self._local_rank))
+        return Path(self.dirpath or ".") / ("-".join(parts) + extension)
+
+    def teardown(self, stage: str | None) -> None:
+        """Called by the Trainer when a run ends, after :meth:`describe`."""
+        self._stage = None
+
+
+class PassThroughProfiler(Profiler):
+    """Times nothing (what the Trainer holds without a profiler)."""
+
+
+class SimpleProfiler(Profiler):
+    """Wall-clock time of every action: calls, mean, total and share of the run.
+
+    Args:
+        dirpath: see :class:`Profiler`.
+        filename: see :class:`Profiler`.
+        extended: also show the run's total time and each action's percentage of it.
+    """
+
+    def __init__(
+        self,
+        dirpath: str | os.PathLike[str] | None = None,
+        filename: str | None = None,
+        extended: bool = True,
+    ) -> None:
+        super().__init__(dirpath, filename)
+        self.extended = extended
+        self.current_actions: dict[str, float] = {}
+        self.recorded_durations: dict[str, list[float]] = {}
+        self.start_time = time.monotonic()
+
+    def setup(
+        self,
+        stage: str,
+        local_rank: int | None = None,
+        log_dir: str | os.PathLike[str] | None = None,
+        *,
+        global_zero: bool = True,
+    ) -> None:
+        super().setup(stage, local_rank, log_dir, global_zero=global_zero)
+        self.start_time = time.monotonic()
+
+    def start(self, action_name: str) -> None:
+        if action_name in self.current_actions:
+            raise _already_started(action_name)
+        self.current_actions[action_name] = time.monotonic()
+
+    def stop(self, action_name: str) -> None:
+        started = self.current_actions.pop(action_name, None)
+        if started is None:
+            raise _never_started(action_name)
+        self.recorded_durations.setdefault(action_name, []).append(time.monotonic() - started)
+
+    def summary(self) -> str:
+        if not self.recorded_durations:
+            return ""
+        total = time.monotonic() - self.start_time
+        rows = sorted(
+            ((name, sum(d), len(d)) for name, d in self.recorded_durations.items()),
+            key=lambda row: row[1],
+            reverse=True,
+        )
+        width = max(len("Action"), *(len(name) for name, _, _ in rows))
+        header = f"{'Action':<{width}} | {'Mean (s)':>10} | {'Calls':>7} | {'Total (s)':>10}"
+        if self.extended:
+            header += f" | {'% of run':>8}"
+        lines = [f"{(self._stage or 'run').upper()} profiler report", header, "-" * len(header)]
+        if self.extended:
+            total_row = f"{'Total':<{width}} | {'-':>10} | {'-':>7} | {total:>10.5f}"
+            lines.append(f"{total_row} | {100:>8.1f}")
+        for name, spent, calls in rows:
+            line = f"{name:<{width}} | {spent / calls:>10.5f} | {calls:>7} | {spent:>10.5f}"
+            if self.extended:
+                line += f" | {100 * spent / total if total > 0 else 0.0:>8.1f}"
+            lines.append(line)
+        return "\n".join(lines)
+
+    def teardown(self, stage: str | None) -> None:
+        super().teardown(stage)
+        self.current_actions.clear()
+        self.recorded_durations.clear()
+
+
+class AdvancedProfiler(Profiler):
+    """``cProfile`` statistics per action: the functions each action spent its time in.
+
+    Args:
+        dirpath: see :class:`Profiler`.
+        filename: see :class:`Profiler`.
+        line_count_restriction: how many functions each action lists (an int), or
+            the fraction of them (a float in (0, 1]), sorted by cumulative time.
+    """
+
+    def __init__(
+        self,
+        dirpath: str | os.PathLike[str] | None = None,
+        filename: str | None = None,
+        line_count_restriction: float = 1.0,
+    ) -> None:
+        super().__init__(dirpath, filename)
+        self.line_count_restriction = line_count_restriction
+        self.profiled_actions: dict[str, cProfile.Profile] = {}
+
+    def start(self, action_name: str) -> None:
+        profiler = self.profiled_actions.get(action_name)
+        if profiler is None:
+            profiler = self.profiled_actions[action_name] = cProfile.Profile()
+        profiler.enable()
+
+    def stop(self, action_name: str) -> None:
+        profiler = self.profiled_actions.get(action_name)
+        if profiler is None:
+            raise _never_started(action_name)
+        profiler.disable()
+
+    def summary(self) -> str:
+        reports = []
+        for name, profiler in self.profiled_actions.items():
+            stream = io.StringIO()
+            stats = pstats.Stats(profiler, stream=stream).strip_dirs()
+            stats.sort_stats("cumulative").print_stats(self.line_count_restriction)
+            reports.append(f"Profile stats for: {name}\n{stream.getvalue()}")
+        if not reports:
+            return ""
+        return f"{(self._stage or 'run').upper()} profiler report\n\n" + "\n".join(reports)
+
+    def teardown(self, stage: str | None) -> None:
+        super().teardown(stage)
+        self.profiled_actions.clear()
+
+
+class PyTorchProfiler(Profiler):
+    """``torch.profiler`` over the whole run, each action a ``record_function`` range.
+
+    The report is torch's operator table (``key_averages``); with
+    ``export_to_chrome`` each process also writes one Chrome trace of the run,
+    ``<dirpath>/<stage>-<filename>[-<local rank>].pt.trace.json`` (open it in
+    ``chrome://tracing`` or Perfetto). Lightning writes a trace per action instead.
+
+    Args:
+        dirpath: see :class:`Profiler`.
+        filename: see :class:`Profiler` (the trace is written only with a filename).
+        export_to_chrome: write the Chrome trace.
+        row_limit: rows in the operator table (-1: all).
+        sort_by_key: the table's sort column (default: CUDA time total when CUDA
+            is profiled, else CPU time total).
+        group_by_input_shapes: one row per operator and input shapes (records shapes).
+        **profiler_kwargs: passed to ``torch.profiler.profile`` (``activities``,
+            ``record_shapes``, ``profile_memory``, ``with_stack``, ...).
+    """
+
+    def __init__(
+        self,
+        dirpath: str | os.PathLike[str] | None = None,
+        filename: str | None = None,
+        export_to_chrome: bool = True,
+        row_limit: int = 20,
+        sort_by_key: str | None = None,
+        group_by_input_shapes: bool = False,
+        **profiler_kwargs: Any,
+    ) -> None:
+        super().__init__(dirpath, filename)
+        self.export_to_chrome = export_to_chrome
+        self.row_limit = row_limit
+        self.sort_by_key = sort_by_key
+        self.group_by_input_shapes = group_by_input_shapes
+        _check_torch_profiler_arguments(profiler_kwargs)
+        if group_by_input_shapes:
+            profiler_kwargs.setdefault("record_shapes", True)
+        self.profiler_kwargs = profiler_kwargs
+        self._profiler: Any = None
+        self._ranges: dict[str, Any] = {}
+        self._table = ""
+
+    def start(self, action_name: str) -> None:
+        import torch
+
+        if self._profiler is None:
+            activities = [torch.profiler.ProfilerActivity.CPU]
+            if torch.cuda.is_available():
+                activities.append(torch.profiler.ProfilerActivity.CUDA)
+            kwargs = {"activities": activities, **self.profiler_kwargs}
+            self._profiler = torch.profiler.profile(**kwargs)
+            self._profiler.__enter__()
+        if action_name in self._ranges:
+            raise _already_started(action_name)
+        record: Any = torch.profiler.record_function(action_name)
+        record.__enter__()
+        self._ranges[action_name] = record
+
+    def stop(self, action_name: str) -> None:
+        record = self._ranges.pop(action_name, None)
+        if record is None:
+            raise _never_started(action_name)
+        record.__exit__(None, None, None)
+
+    def _finish(self) -> None:
+        # Ends the torch profiler once per run: the table and the trace come from it.
+        profiler, self._profiler = self._profiler, None
+        if profiler is None:
+            return
+        for record in self._ranges.values():
+            record.__exit__(None, None, None)
+        self._ranges.clear()
+        profiler.__exit__(None, None, None)
+        if self.export_to_chrome and self.filename is not None:
+            path = self.report_path(".pt.trace.json")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            profiler.export_chrome_trace(str(path))
+        uses_cuda = any("CUDA" in str(a) for a in self.profiler_kwargs.get("activities", []))
+        sort_by = self.sort_by_key or ("cuda_time_total" if uses_cuda else "cpu_time_total")
+        events = profiler.key_averages(group_by_input_shape=self.group_by_input_shapes)
+        self._table = events.table(sort_by=sort_by, row_limit=self.row_limit)
+
+    def summary(self) -> str:
+        self._finish()
+        if not self._table:
+            return ""
+        return f"{(self._stage or 'run').upper()} profiler report\n\n{self._table}"
+
+    def teardown(self, stage: str | None) -> None:
+        self._finish()
+        super().teardown(stage)
+        self._table = ""
+
+
+def _check_torch_profiler_arguments(kwargs: dict[str, Any]) -> None:
+    # Fail when built, not silently record nothing: the profiler runs over the whole
+    # run, so a step schedule (or a trace handler it drives) would never advance.
+    import inspect
+
+    import torch
+
+    taken = set(inspect.signature(torch.profiler.profile).parameters)
+    scheduled = {"schedule", "on_trace_ready"} & set(kwargs)
+    if scheduled:
+        raise ValueError(
+            f"PyTorchProfiler({', '.join(sorted(scheduled))}=...): trainkit's PyTorchProfiler "
+            "profiles the whole run as one range and steps no schedule; remove the argument "
+            "and profile a short run (limit_train_batches / max_steps) instead."
+        )
+    unknown = sorted(set(kwargs) - taken)
+    if unknown:
+        raise ValueError(
+            f"PyTorchProfiler got {', '.join(unknown)}, which torch.profiler.profile does "
+            f"not take; it takes {', '.join(sorted(taken - {'schedule', 'on_trace_ready'}))}."
+        )
+
+
+def _never_started(action: str) -> ValueError:
+    return ValueError(
+        f"The profiler was asked to stop {action!r}, which it is not timing: call "
+        f"start({action!r}) first, or time a block with profiler.profile({action!r})."
+    )
+
+
+def _already_started(action: str) -> ValueError:
+    return ValueError(
+        f"The profiler was asked to start {action!r}, which it is already timing: "
+        f"stop({action!r}) first (an action does not nest in itself)."
+    )
+
+
+_BY_NAME: dict[str, Callable[[], Profiler]] = {
+    "simple": SimpleProfiler,
+    "advanced": AdvancedProfiler,
+    "pytorch": PyTorchProfiler,
+}
+
+
+def build_profiler(profiler: Profiler | str | None) -> Profiler:
+    """The Trainer's profiler from its ``profiler`` argument.
+
+    Args:
+        profiler: None (no profiling), "simple", "advanced", "pytorch" or a :class:`Profiler`.
+
+    Example:
+        >>> type(build_profiler("simple")).__name__
+        'SimpleProfiler'
+    """
+    if profiler is None:
+        return PassThroughProfiler()
+    if isinstance(profiler, Profiler):
+        return profiler
+    if isinstance(profiler, str) and profiler.lower() in _BY_NAME:
+        return _BY_NAME[profiler.lower()]()
+    raise ValueError(
+        f"profiler={profiler!r} is not a profiler: pass 'simple', 'advanced' or 'pytorch', "
+        "a trainkit.profilers.Profiler, or None for no profiling."
+    )
+
+
+def is_active(profiler: Profiler) -> bool:
+    """Whether ``profiler`` times anything (the Trainer wraps hooks only then)."""
+    return type(profiler) is not PassThroughProfiler
