@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pstats
 from pathlib import Path
 from typing import Any
 
@@ -109,12 +110,43 @@ def test_a_filename_writes_one_report_per_run_in_the_log_dir(
 
 
 def test_the_advanced_report_lists_the_functions_each_action_ran(tmp_path: Path) -> None:
-    profiler = AdvancedProfiler(dirpath=tmp_path / "prof", filename="adv")
+    profiler = AdvancedProfiler(dirpath=tmp_path / "prof", filename="adv", dump_stats=True)
     fit(profiler, tmp_path, epochs=1)
     report = (tmp_path / "prof" / "fit-adv.txt").read_text()
     assert "Profile stats for: [Strategy]SingleDeviceStrategy.training_step" in report
     assert "(training_step)" in report  # Net.training_step, as cProfile names it
     assert "cumulative" in report
+    raw = tmp_path / "prof" / "fit-adv-Strategy_SingleDeviceStrategy.training_step.prof"
+    functions = {name for (_, _, name) in pstats.Stats(str(raw)).stats}  # type: ignore[attr-defined]
+    assert "training_step" in functions
+
+
+def _outer_work() -> None:
+    pass
+
+
+def _inner_work() -> None:
+    pass
+
+
+def test_advanced_counts_each_call_in_the_innermost_action() -> None:
+    profiler = AdvancedProfiler()
+    profiler.start("outer")
+    _outer_work()
+    profiler.start("inner")
+    _inner_work()
+    profiler.stop("inner")
+    _outer_work()
+    profiler.stop("outer")
+
+    def functions(action: str) -> dict[str, int]:
+        stats = pstats.Stats(profiler.profiled_actions[action]).stats  # type: ignore[attr-defined]
+        return {name: calls for (_, _, name), (calls, *_) in stats.items() if "work" in name}
+
+    assert functions("outer") == {"_outer_work": 2}
+    assert functions("inner") == {"_inner_work": 1}
+    with pytest.raises(ValueError, match="not timing"):
+        profiler.stop("inner")
 
 
 def test_the_pytorch_profiler_writes_a_chrome_trace_with_the_actions(tmp_path: Path) -> None:

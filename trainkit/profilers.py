@@ -21,6 +21,7 @@ import cProfile
 import io
 import os
 import pstats
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -207,11 +208,17 @@ class SimpleProfiler(Profiler):
 class AdvancedProfiler(Profiler):
     """``cProfile`` statistics per action: the functions each action spent its time in.
 
+    One ``cProfile`` profiler runs at a time (Python allows no more): an action
+    started inside another pauses the outer one's until it stops, so each
+    function call is counted in the innermost action running it.
+
     Args:
         dirpath: see :class:`Profiler`.
         filename: see :class:`Profiler`.
         line_count_restriction: how many functions each action lists (an int), or
             the fraction of them (a float in (0, 1]), sorted by cumulative time.
+        dump_stats: also write each action's raw statistics (``pstats`` format) to
+            ``<dirpath>/<stage>-<filename>[-<local rank>]-<action>.prof``.
     """
 
     def __init__(
@@ -219,37 +226,62 @@ class AdvancedProfiler(Profiler):
         dirpath: str | os.PathLike[str] | None = None,
         filename: str | None = None,
         line_count_restriction: float = 1.0,
+        dump_stats: bool = False,
     ) -> None:
         super().__init__(dirpath, filename)
         self.line_count_restriction = line_count_restriction
+        self.dump_stats = dump_stats
         self.profiled_actions: dict[str, cProfile.Profile] = {}
+        self._running: list[str] = []
 
     def start(self, action_name: str) -> None:
+        if action_name in self._running:
+            raise _already_started(action_name)
+        if self._running:
+            self.profiled_actions[self._running[-1]].disable()
         profiler = self.profiled_actions.get(action_name)
         if profiler is None:
             profiler = self.profiled_actions[action_name] = cProfile.Profile()
+        self._running.append(action_name)
         profiler.enable()
 
     def stop(self, action_name: str) -> None:
-        profiler = self.profiled_actions.get(action_name)
-        if profiler is None:
+        if action_name not in self._running:
             raise _never_started(action_name)
-        profiler.disable()
+        self.profiled_actions[action_name].disable()
+        self._running.remove(action_name)
+        if self._running:  # the outer action goes on
+            self.profiled_actions[self._running[-1]].enable()
 
     def summary(self) -> str:
         reports = []
         for name, profiler in self.profiled_actions.items():
             stream = io.StringIO()
-            stats = pstats.Stats(profiler, stream=stream).strip_dirs()
+            try:
+                stats = pstats.Stats(profiler, stream=stream).strip_dirs()
+            except TypeError:  # nothing was recorded for it
+                continue
             stats.sort_stats("cumulative").print_stats(self.line_count_restriction)
             reports.append(f"Profile stats for: {name}\n{stream.getvalue()}")
+            if self.dump_stats:
+                path = self.report_path(f"-{_safe_name(name)}.prof")
+                path.parent.mkdir(parents=True, exist_ok=True)
+                profiler.dump_stats(path)
         if not reports:
             return ""
         return f"{(self._stage or 'run').upper()} profiler report\n\n" + "\n".join(reports)
 
     def teardown(self, stage: str | None) -> None:
+        for name in reversed(self._running):
+            self.profiled_actions[name].disable()
+        self._running.clear()
         super().teardown(stage)
         self.profiled_actions.clear()
+
+
+def _safe_name(action: str) -> str:
+    # An action's name as part of a file name on any platform.
+    return re.sub(r"_+", "_", re.sub(r"[\\/:*?\"<>|\s\[\]]", "_", action)).strip("_")
 
 
 class PyTorchProfiler(Profiler):
