@@ -576,6 +576,11 @@ class OutputOptions:
         "Only train: no progress bar, model summary, checkpointing or loggers, whatever the "
         "enable_* options and logger say (for measuring raw speed).",
     )
+    enable_autolog_hparams: bool = option(
+        True,
+        "Write the hyperparameters the Module and DataModule saved (save_hyperparameters) "
+        "to the loggers when fit starts.",
+    )
 
 
 def _is_int(value: object) -> bool:

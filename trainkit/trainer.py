@@ -46,7 +46,7 @@ from trainkit.evaluate import format_results, run_evaluation, run_predict
 from trainkit.hooks import Hooks, RunContext, batch_transfer, overrides
 from trainkit.launch import Launcher, select_launcher
 from trainkit.launch.environment import resume_on_restart
-from trainkit.loggers import Logger, build_loggers
+from trainkit.loggers import Logger, build_loggers, run_hyperparameters
 from trainkit.loop import Fit, run_fit
 from trainkit.metrics import Results
 from trainkit.module import Module
@@ -82,7 +82,7 @@ class Trainer(TrainerViews):
     ``gradient_clip_algorithm``, ``accumulate_grad_batches``) and
     :class:`~trainkit.options.OutputOptions` (``default_root_dir``,
     ``enable_progress_bar``, ``enable_model_summary``, ``enable_checkpointing``,
-    ``barebones``). A bad value fails here, before anything runs, naming the fix.
+    ``barebones``, ``enable_autolog_hparams``). A bad value fails here, naming the fix.
     The Lightning-named read-only views (``trainer.training``,
     ``trainer.checkpoint_callback``, ``trainer.world_size``, ...) are in
     ``trainkit/trainer_views.py``.
@@ -146,6 +146,7 @@ class Trainer(TrainerViews):
         enable_model_summary: bool = True,
         enable_checkpointing: bool = True,
         barebones: bool = False,
+        enable_autolog_hparams: bool = True,
         strategy: str | Strategy = "auto",
         callbacks: Callback | list[Callback] | None = None,
         logger: bool | Logger | list[Logger] | None = True,
@@ -514,9 +515,11 @@ class Trainer(TrainerViews):
         )
         if checkpoint is not None:
             checkpoint_io.restore_state(self, checkpoint, str(resume_from))
-        if self.is_global_zero and model.logs_hyperparams:  # save_hyperparameters() ran
+        autolog = self.output.enable_autolog_hparams  # and save_hyperparameters() ran:
+        logged = run_hyperparameters(model, self.datamodule) if autolog else None
+        if self.is_global_zero and logged is not None:
             for logger in self.loggers:
-                logger.log_hyperparams(dict(model.hparams))
+                logger.log_hyperparams(logged)
         run.hooks.call("on_fit_start")
         fit = Fit(
             options=options,

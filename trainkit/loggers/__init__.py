@@ -5,6 +5,8 @@ imported only when a logger first writes. MLflow and Weights & Biases are
 optional: ``pip install "trainkit[mlflow]"`` / ``"trainkit[wandb]"``.
 """
 
+from typing import Any
+
 from trainkit.loggers.base import Logger
 from trainkit.loggers.csv import CSVLogger
 from trainkit.loggers.mlflow import MLflowLogger
@@ -18,6 +20,7 @@ __all__ = [
     "TensorBoardLogger",
     "WandbLogger",
     "build_loggers",
+    "run_hyperparameters",
 ]
 
 
@@ -38,3 +41,40 @@ def build_loggers(logger: bool | Logger | list[Logger] | None, root_dir: str) ->
         if not isinstance(item, Logger):
             raise TypeError(f"logger must be a trainkit Logger, got {type(item).__name__}.")
     return loggers
+
+
+def run_hyperparameters(*owners: Any) -> dict[str, Any] | None:
+    """The hyperparameters fit writes to the loggers: the Module's and the DataModule's.
+
+    As Lightning merges them: each owner (a Module, a DataModule or None) counts
+    when it recorded hyperparameters and did not pass ``logger=False``. None when
+    none counts.
+
+    Args:
+        *owners: the Module, then the DataModule (or None).
+
+    Raises:
+        ValueError: the two give one name different values.
+    """
+    counted = [owner for owner in owners if owner is not None and owner.logs_hyperparams]
+    if not counted:
+        return None
+    merged: dict[str, Any] = {}
+    for owner in counted:
+        for key, value in owner.hparams.items():
+            if key in merged and not _same(merged[key], value):
+                raise ValueError(
+                    f"The Module and the DataModule both save the hyperparameter {key!r}, with "
+                    f"different values ({merged[key]!r} and {value!r}), and the loggers get "
+                    "one set of hyperparameters. Rename one, or pass logger=False to one "
+                    "save_hyperparameters() call."
+                )
+            merged[key] = value
+    return merged
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except (RuntimeError, TypeError, ValueError):  # a tensor of several values, say
+        return a is b
