@@ -98,7 +98,11 @@ def test_a_filename_writes_one_report_per_run_in_the_log_dir(
 ) -> None:
     profiler = SimpleProfiler(filename="perf")
     trainer = fit(profiler, tmp_path, epochs=1)
+    # Readable after the run, as Lightning's recorded_durations are.
+    assert len(profiler.recorded_durations["run_training_batch"]) == BATCHES
+    assert profiler.summary().startswith("FIT profiler report")
     trainer.test(Net(), data(), verbose=False)
+    assert "run_training_batch" not in profiler.recorded_durations
     assert capsys.readouterr().out == ""  # written, not printed
     fit_report = (tmp_path / "fit-perf.txt").read_text()
     assert calls(fit_report)["[Strategy]SingleDeviceStrategy.training_step"] == BATCHES

@@ -124,8 +124,8 @@ class Profiler:
         return Path(self.dirpath or ".") / ("-".join(parts) + extension)
 
     def teardown(self, stage: str | None) -> None:
-        """Called by the Trainer when a run ends, after :meth:`describe`."""
-        self._stage = None
+        """Called by the Trainer when a run ends, after :meth:`describe` (the results
+        stay readable until the next run's :meth:`setup`)."""
 
 
 class PassThroughProfiler(Profiler):
@@ -152,6 +152,7 @@ class SimpleProfiler(Profiler):
         self.current_actions: dict[str, float] = {}
         self.recorded_durations: dict[str, list[float]] = {}
         self.start_time = time.monotonic()
+        self._end_time: float | None = None
 
     def setup(
         self,
@@ -162,7 +163,9 @@ class SimpleProfiler(Profiler):
         global_zero: bool = True,
     ) -> None:
         super().setup(stage, local_rank, log_dir, global_zero=global_zero)
-        self.start_time = time.monotonic()
+        self.current_actions.clear()
+        self.recorded_durations.clear()  # each run reports its own actions
+        self.start_time, self._end_time = time.monotonic(), None
 
     def start(self, action_name: str) -> None:
         if action_name in self.current_actions:
@@ -178,7 +181,7 @@ class SimpleProfiler(Profiler):
     def summary(self) -> str:
         if not self.recorded_durations:
             return ""
-        total = time.monotonic() - self.start_time
+        total = (self._end_time or time.monotonic()) - self.start_time
         rows = sorted(
             ((name, sum(d), len(d)) for name, d in self.recorded_durations.items()),
             key=lambda row: row[1],
@@ -200,9 +203,10 @@ class SimpleProfiler(Profiler):
         return "\n".join(lines)
 
     def teardown(self, stage: str | None) -> None:
+        # The durations stay readable (recorded_durations, summary()) until the next run.
         super().teardown(stage)
         self.current_actions.clear()
-        self.recorded_durations.clear()
+        self._end_time = time.monotonic()
 
 
 class AdvancedProfiler(Profiler):
@@ -233,6 +237,17 @@ class AdvancedProfiler(Profiler):
         self.dump_stats = dump_stats
         self.profiled_actions: dict[str, cProfile.Profile] = {}
         self._running: list[str] = []
+
+    def setup(
+        self,
+        stage: str,
+        local_rank: int | None = None,
+        log_dir: str | os.PathLike[str] | None = None,
+        *,
+        global_zero: bool = True,
+    ) -> None:
+        super().setup(stage, local_rank, log_dir, global_zero=global_zero)
+        self.profiled_actions.clear()  # each run reports its own actions
 
     def start(self, action_name: str) -> None:
         if action_name in self._running:
@@ -275,8 +290,7 @@ class AdvancedProfiler(Profiler):
         for name in reversed(self._running):
             self.profiled_actions[name].disable()
         self._running.clear()
-        super().teardown(stage)
-        self.profiled_actions.clear()
+        super().teardown(stage)  # the statistics stay readable until the next run
 
 
 def _safe_name(action: str) -> str:
@@ -373,10 +387,20 @@ class PyTorchProfiler(Profiler):
             return ""
         return f"{(self._stage or 'run').upper()} profiler report\n\n{self._table}"
 
+    def setup(
+        self,
+        stage: str,
+        local_rank: int | None = None,
+        log_dir: str | os.PathLike[str] | None = None,
+        *,
+        global_zero: bool = True,
+    ) -> None:
+        super().setup(stage, local_rank, log_dir, global_zero=global_zero)
+        self._table = ""  # each run reports its own actions
+
     def teardown(self, stage: str | None) -> None:
         self._finish()
-        super().teardown(stage)
-        self._table = ""
+        super().teardown(stage)  # the table stays readable until the next run
 
 
 def _check_torch_profiler_arguments(kwargs: dict[str, Any]) -> None:
