@@ -216,6 +216,7 @@ def test_a_custom_profiler_sees_matching_starts_and_stops(tmp_path: Path) -> Non
             super().__init__()
             self.open: list[str] = []
             self.closed = 0
+            self.stages: list[tuple[str, int | None, str | None]] = []
 
         def start(self, action_name: str) -> None:
             self.open.append(action_name)
@@ -224,9 +225,17 @@ def test_a_custom_profiler_sees_matching_starts_and_stops(tmp_path: Path) -> Non
             assert self.open.pop() == action_name  # properly nested
             self.closed += 1
 
+        # Lightning's signature, as a ported subclass overrides it.
+        def setup(
+            self, stage: str, local_rank: int | None = None, log_dir: str | None = None
+        ) -> None:
+            super().setup(stage, local_rank, log_dir)
+            self.stages.append((stage, local_rank, log_dir))
+
     profiler = Counting()
     fit(profiler, tmp_path, epochs=1)
     assert profiler.open == [] and profiler.closed > 3 * BATCHES
+    assert profiler.stages == [("fit", None, str(tmp_path))]
 
 
 def _profiled_job(root: str) -> None:

@@ -5,7 +5,7 @@ hook the run calls (``[Callback]Name.hook``, ``[Module]Name.hook``), the step
 functions (``[Strategy]Name.training_step``, ...), each whole training batch
 (``run_training_batch``) and each fetch of a training batch
 (``train_dataloader_next``). When a run (fit, validate, test, predict) ends, the
-profiler's report is printed by rank 0, or, when the profiler has a ``filename``,
+profiler's report is printed by local rank 0, or, when the profiler has a ``filename``,
 written by each process to ``<dirpath>/<stage>-<filename>[-<local rank>].txt``
 (``dirpath`` defaults to the Trainer's ``log_dir``). Without a profiler nothing is
 wrapped, so an unprofiled run pays nothing.
@@ -53,7 +53,6 @@ class Profiler:
         self.filename = filename
         self._stage: str | None = None
         self._local_rank: int | None = None
-        self._global_zero = True
 
     def start(self, action_name: str) -> None:
         """Start timing ``action_name``."""
@@ -66,7 +65,7 @@ class Profiler:
         return ""
 
     @contextmanager
-    def profile(self, action_name: str) -> Iterator[None]:
+    def profile(self, action_name: str) -> Iterator[str]:
         """Time the ``with`` block as ``action_name``.
 
         Example:
@@ -78,7 +77,7 @@ class Profiler:
         """
         self.start(action_name)
         try:
-            yield
+            yield action_name
         finally:
             self.stop(action_name)
 
@@ -87,28 +86,26 @@ class Profiler:
         stage: str,
         local_rank: int | None = None,
         log_dir: str | os.PathLike[str] | None = None,
-        *,
-        global_zero: bool = True,
     ) -> None:
         """Called by the Trainer when a run starts.
 
         Args:
             stage: "fit", "validate", "test" or "predict".
-            local_rank: this process's local rank when there are several (else None).
+            local_rank: this process's local rank when there are several (else None);
+                the report is printed where it is None or 0.
             log_dir: the Trainer's ``log_dir``, used when ``dirpath`` is None.
-            global_zero: whether this is the process that prints.
         """
-        self._stage, self._local_rank, self._global_zero = stage, local_rank, global_zero
+        self._stage, self._local_rank = stage, local_rank
         if self.dirpath is None:
             self.dirpath = log_dir
 
     def describe(self) -> None:
-        """Print the report (rank 0), or write it to its file (every process)."""
+        """Print the report (local rank 0), or write it to its file (every process)."""
         report = self.summary()
         if not report:
             return
         if self.filename is None:
-            if self._global_zero:
+            if self._local_rank in (None, 0):
                 print(report, flush=True)
             return
         path = self.report_path()
@@ -159,10 +156,8 @@ class SimpleProfiler(Profiler):
         stage: str,
         local_rank: int | None = None,
         log_dir: str | os.PathLike[str] | None = None,
-        *,
-        global_zero: bool = True,
     ) -> None:
-        super().setup(stage, local_rank, log_dir, global_zero=global_zero)
+        super().setup(stage, local_rank, log_dir)
         self.current_actions.clear()
         self.recorded_durations.clear()  # each run reports its own actions
         self.start_time, self._end_time = time.monotonic(), None
@@ -243,10 +238,8 @@ class AdvancedProfiler(Profiler):
         stage: str,
         local_rank: int | None = None,
         log_dir: str | os.PathLike[str] | None = None,
-        *,
-        global_zero: bool = True,
     ) -> None:
-        super().setup(stage, local_rank, log_dir, global_zero=global_zero)
+        super().setup(stage, local_rank, log_dir)
         self.profiled_actions.clear()  # each run reports its own actions
 
     def start(self, action_name: str) -> None:
@@ -392,10 +385,8 @@ class PyTorchProfiler(Profiler):
         stage: str,
         local_rank: int | None = None,
         log_dir: str | os.PathLike[str] | None = None,
-        *,
-        global_zero: bool = True,
     ) -> None:
-        super().setup(stage, local_rank, log_dir, global_zero=global_zero)
+        super().setup(stage, local_rank, log_dir)
         self._table = ""  # each run reports its own actions
 
     def teardown(self, stage: str | None) -> None:

@@ -388,7 +388,7 @@ class Trainer(TrainerViews):
         hooks = Hooks(self, model, self.callbacks)
         if is_active(profiler := self.profiler):
             rank = self.local_rank if self.world_size > 1 else None
-            profiler.setup(fn, rank, self.log_dir, global_zero=self.is_global_zero)
+            profiler.setup(stage=fn, local_rank=rank, log_dir=self.log_dir)
         ending = "success"  # what the loggers are told when the run ends
         if fn == "fit":
             self.preemption.install()
