@@ -73,6 +73,7 @@ def fit(profiler: Any, tmp_path: Path, epochs: int = 2) -> trainkit.Trainer:
 def calls(report: str) -> dict[str, int]:
     """Action -> number of calls, read from a SimpleProfiler report."""
     rows = [line.split("|") for line in report.splitlines() if line.count("|") == 4]
+    assert rows and rows[0][2].strip() == "Num calls", report
     return {row[0].strip(): int(row[2]) for row in rows[1:] if row[2].strip().isdigit()}
 
 
@@ -81,7 +82,7 @@ def test_the_simple_report_counts_every_hook_step_and_fetch(
 ) -> None:
     fit("simple", tmp_path, epochs=2)
     out = capsys.readouterr().out
-    assert out.startswith("FIT profiler report\n")
+    assert out.startswith("FIT Profiler Report\n")
     counted = calls(out)
     assert counted["[Strategy]SingleDeviceStrategy.training_step"] == 2 * BATCHES
     assert counted["run_training_batch"] == 2 * BATCHES
@@ -90,7 +91,7 @@ def test_the_simple_report_counts_every_hook_step_and_fetch(
     assert counted["[Strategy]SingleDeviceStrategy.validation_step"] == 2 * BATCHES
     assert counted["[Module]Net.on_train_epoch_start"] == 2
     assert counted["[Callback]Seen.on_train_batch_end"] == 2 * BATCHES
-    assert "Total" in out and "% of run" in out
+    assert "Total" in out and "Percentage %" in out
 
 
 def test_a_filename_writes_one_report_per_run_in_the_log_dir(
@@ -100,14 +101,14 @@ def test_a_filename_writes_one_report_per_run_in_the_log_dir(
     trainer = fit(profiler, tmp_path, epochs=1)
     # Readable after the run, as Lightning's recorded_durations are.
     assert len(profiler.recorded_durations["run_training_batch"]) == BATCHES
-    assert profiler.summary().startswith("FIT profiler report")
+    assert profiler.summary().startswith("FIT Profiler Report")
     trainer.test(Net(), data(), verbose=False)
     assert "run_training_batch" not in profiler.recorded_durations
     assert capsys.readouterr().out == ""  # written, not printed
     fit_report = (tmp_path / "fit-perf.txt").read_text()
     assert calls(fit_report)["[Strategy]SingleDeviceStrategy.training_step"] == BATCHES
     test_report = (tmp_path / "test-perf.txt").read_text()
-    assert test_report.startswith("TEST profiler report")
+    assert test_report.startswith("TEST Profiler Report")
     # Each run reports its own actions only.
     assert "training_step" not in test_report
     assert calls(test_report)["[Strategy]SingleDeviceStrategy.test_step"] == BATCHES

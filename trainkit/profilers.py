@@ -183,18 +183,22 @@ class SimpleProfiler(Profiler):
             reverse=True,
         )
         width = max(len("Action"), *(len(name) for name, _, _ in rows))
-        header = f"{'Action':<{width}} | {'Mean (s)':>10} | {'Calls':>7} | {'Total (s)':>10}"
+        columns = ["Mean duration (s)", "Num calls", "Total time (s)"]
+        columns += ["Percentage %"] if self.extended else []
+        header = " | ".join([f"{'Action':<{width}}", *columns])
+
+        def row(name: str, *values: str) -> str:
+            # Without the percentage column, its value (the last) is left out.
+            pairs = zip(columns, values, strict=False)
+            cells = [f"{value:>{len(column)}}" for column, value in pairs]
+            return " | ".join([f"{name:<{width}}", *cells])
+
+        lines = [f"{_stage_title(self._stage)} Profiler Report", header, "-" * len(header)]
         if self.extended:
-            header += f" | {'% of run':>8}"
-        lines = [f"{(self._stage or 'run').upper()} profiler report", header, "-" * len(header)]
-        if self.extended:
-            total_row = f"{'Total':<{width}} | {'-':>10} | {'-':>7} | {total:>10.5f}"
-            lines.append(f"{total_row} | {100:>8.1f}")
+            lines.append(row("Total", "-", "-", f"{total:.5f}", "100 %"))
         for name, spent, calls in rows:
-            line = f"{name:<{width}} | {spent / calls:>10.5f} | {calls:>7} | {spent:>10.5f}"
-            if self.extended:
-                line += f" | {100 * spent / total if total > 0 else 0.0:>8.1f}"
-            lines.append(line)
+            share = f"{100 * spent / total if total > 0 else 0.0:.1f} %"
+            lines.append(row(name, f"{spent / calls:.5f}", str(calls), f"{spent:.5f}", share))
         return "\n".join(lines)
 
     def teardown(self, stage: str | None) -> None:
@@ -277,13 +281,17 @@ class AdvancedProfiler(Profiler):
                 profiler.dump_stats(path)
         if not reports:
             return ""
-        return f"{(self._stage or 'run').upper()} profiler report\n\n" + "\n".join(reports)
+        return f"{_stage_title(self._stage)} Profiler Report\n\n" + "\n".join(reports)
 
     def teardown(self, stage: str | None) -> None:
         for name in reversed(self._running):
             self.profiled_actions[name].disable()
         self._running.clear()
         super().teardown(stage)  # the statistics stay readable until the next run
+
+
+def _stage_title(stage: str | None) -> str:
+    return (stage or "run").upper()
 
 
 def _safe_name(action: str) -> str:
@@ -378,7 +386,7 @@ class PyTorchProfiler(Profiler):
         self._finish()
         if not self._table:
             return ""
-        return f"{(self._stage or 'run').upper()} profiler report\n\n{self._table}"
+        return f"{_stage_title(self._stage)} Profiler Report\n\n{self._table}"
 
     def setup(
         self,
