@@ -98,6 +98,10 @@ class Profiler:
         self._stage, self._local_rank = stage, local_rank
         if self.dirpath is None:
             self.dirpath = log_dir
+        self._start_run()
+
+    def _start_run(self) -> None:
+        """A new run starts: forget the last one's results (what subclasses keep)."""
 
     def describe(self) -> None:
         """Print the report (local rank 0), or write it to its file (every process)."""
@@ -151,13 +155,7 @@ class SimpleProfiler(Profiler):
         self.start_time = time.monotonic()
         self._end_time: float | None = None
 
-    def setup(
-        self,
-        stage: str,
-        local_rank: int | None = None,
-        log_dir: str | os.PathLike[str] | None = None,
-    ) -> None:
-        super().setup(stage, local_rank, log_dir)
+    def _start_run(self) -> None:
         self.current_actions.clear()
         self.recorded_durations.clear()  # each run reports its own actions
         self.start_time, self._end_time = time.monotonic(), None
@@ -237,13 +235,7 @@ class AdvancedProfiler(Profiler):
         self.profiled_actions: dict[str, cProfile.Profile] = {}
         self._running: list[str] = []
 
-    def setup(
-        self,
-        stage: str,
-        local_rank: int | None = None,
-        log_dir: str | os.PathLike[str] | None = None,
-    ) -> None:
-        super().setup(stage, local_rank, log_dir)
+    def _start_run(self) -> None:
         self.profiled_actions.clear()  # each run reports its own actions
 
     def start(self, action_name: str) -> None:
@@ -388,13 +380,7 @@ class PyTorchProfiler(Profiler):
             return ""
         return f"{_stage_title(self._stage)} Profiler Report\n\n{self._table}"
 
-    def setup(
-        self,
-        stage: str,
-        local_rank: int | None = None,
-        log_dir: str | os.PathLike[str] | None = None,
-    ) -> None:
-        super().setup(stage, local_rank, log_dir)
+    def _start_run(self) -> None:
         self._table = ""  # each run reports its own actions
 
     def teardown(self, stage: str | None) -> None:
