@@ -304,8 +304,8 @@ class PyTorchProfiler(Profiler):
         filename: see :class:`Profiler` (the trace is written only with a filename).
         export_to_chrome: write the Chrome trace.
         row_limit: rows in the operator table (-1: all).
-        sort_by_key: the table's sort column (default: CUDA time total when CUDA
-            is profiled, else CPU time total).
+        sort_by_key: the table's sort column (default ``"cpu_time_total"``; on a
+            GPU, ``"device_time_total"`` sorts by time on the device).
         group_by_input_shapes: one row per operator and input shapes (records shapes).
         **profiler_kwargs: passed to ``torch.profiler.profile`` (``activities``,
             ``record_shapes``, ``profile_memory``, ``with_stack``, ...).
@@ -369,9 +369,8 @@ class PyTorchProfiler(Profiler):
             path = self.report_path(".pt.trace.json")
             path.parent.mkdir(parents=True, exist_ok=True)
             profiler.export_chrome_trace(str(path))
-        uses_cuda = any("CUDA" in str(a) for a in self.profiler_kwargs.get("activities", []))
-        sort_by = self.sort_by_key or ("cuda_time_total" if uses_cuda else "cpu_time_total")
         events = profiler.key_averages(group_by_input_shape=self.group_by_input_shapes)
+        sort_by = self.sort_by_key or "cpu_time_total"
         self._table = events.table(sort_by=sort_by, row_limit=self.row_limit)
 
     def summary(self) -> str:
