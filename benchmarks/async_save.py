@@ -34,7 +34,7 @@ from typing import Any
 
 import _report  # benchmarks/_report.py, beside this script
 import torch
-from torch import nn
+from _wide import Wide  # benchmarks/_wide.py, beside this script
 from torch.utils.data import DataLoader, TensorDataset
 
 import trainkit
@@ -44,24 +44,6 @@ from trainkit.sharded import META_FILE
 from trainkit.strategies.fsdp import FSDPStrategy
 
 VARIANTS = ("none", "sync", "async")
-
-
-class Wide(trainkit.Module):
-    """``blocks`` blocks of Linear(width, width) + ReLU."""
-
-    def __init__(self, width: int, blocks: int) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.blocks = nn.Sequential(
-            *[nn.Sequential(nn.Linear(width, width), nn.ReLU()) for _ in range(blocks)]
-        )
-
-    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        (x,) = batch
-        return self.blocks(x).square().mean()  # type: ignore[no-any-return]
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.AdamW(self.parameters(), lr=1e-4)
 
 
 class TimedFSDP(FSDPStrategy):
@@ -83,6 +65,7 @@ def worker(
     variant: str, root: str, width: int, blocks: int, steps: int, every: int
 ) -> tuple[float, float, int]:
     """One fit; returns (fit seconds, seconds inside save_checkpoint, saves)."""
+    torch.manual_seed(0)
     model = Wide(width, blocks)
     strategy = TimedFSDP(async_save=variant == "async")
     callbacks = []

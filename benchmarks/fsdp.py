@@ -14,9 +14,9 @@ Run from the repository root::
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 import torch
+from _wide import Wide  # benchmarks/_wide.py, beside this script
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -26,22 +26,12 @@ from trainkit.strategies.ddp import DDPStrategy
 from trainkit.strategies.fsdp import FSDPStrategy
 
 
-class Wide(trainkit.Module):
-    """``blocks`` blocks of Linear(width, width) + ReLU."""
+class Measured(Wide):
+    """:class:`Wide`, counting the bytes this rank holds after each optimizer step."""
 
     def __init__(self, width: int, blocks: int) -> None:
-        super().__init__()
-        self.blocks = nn.Sequential(
-            *[nn.Sequential(nn.Linear(width, width), nn.ReLU()) for _ in range(blocks)]
-        )
+        super().__init__(width, blocks)
         self.measured = 0
-
-    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        (x,) = batch
-        return self.blocks(x).square().mean()  # type: ignore[no-any-return]
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.AdamW(self.parameters(), lr=1e-4)
 
     def on_before_zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
         # After the step, before zero_grad: gradients and AdamW's moments all exist.
@@ -66,7 +56,7 @@ def local_bytes(module: nn.Module, optimizer: torch.optim.Optimizer) -> int:
 
 def worker(kind: str, width: int, blocks: int) -> int:
     torch.manual_seed(0)
-    model = Wide(width, blocks)
+    model = Measured(width, blocks)
     strategy = FSDPStrategy() if kind == "fsdp" else DDPStrategy()
     trainer = trainkit.Trainer(
         max_steps=1,
