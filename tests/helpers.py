@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 import trainkit
+from trainkit.loggers import Logger
 
 QUIET: dict[str, Any] = {
     "logger": False,
@@ -95,3 +97,33 @@ class BlobData(trainkit.DataModule):
 
     def predict_dataloader(self) -> DataLoader[Any]:
         return loader(self.val, 50)
+
+
+class MemoryLogger(Logger):
+    """Keeps every ``log_metrics`` row and ``log_hyperparams`` call in memory."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, float]] = []
+        self.hyperparameters: list[dict[str, Any]] = []
+
+    @property
+    def name(self) -> str:
+        return "memory"
+
+    @property
+    def version(self) -> int:
+        return 0
+
+    @property
+    def save_dir(self) -> str:
+        return ""
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+        self.rows.append(dict(metrics))
+
+    def log_hyperparams(self, params: Mapping[str, Any]) -> None:
+        self.hyperparameters.append(dict(params))
+
+    def values(self, name: str) -> list[float]:
+        """Every value written under ``name``, in order."""
+        return [row[name] for row in self.rows if name in row]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +18,8 @@ import pytest
 import torch
 
 import trainkit
-from tests.helpers import QUIET, Classifier, blobs, loader
+from tests.helpers import QUIET, Classifier, MemoryLogger, blobs, loader
 from trainkit.callbacks import ModelCheckpoint
-from trainkit.loggers.base import Logger
 
 torchmetrics = pytest.importorskip("torchmetrics")
 from torchmetrics.classification import (  # noqa: E402
@@ -32,34 +30,6 @@ from torchmetrics.classification import (  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN: dict[str, Any] = {**QUIET, "num_sanity_val_steps": 0}
-
-
-class Written(Logger):
-    """Keeps every ``log_metrics`` call in memory."""
-
-    def __init__(self) -> None:
-        self.rows: list[dict[str, float]] = []
-
-    @property
-    def name(self) -> str:
-        return "memory"
-
-    @property
-    def version(self) -> int:
-        return 0
-
-    @property
-    def save_dir(self) -> str:
-        return ""
-
-    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
-        self.rows.append(dict(metrics))
-
-    def log_hyperparams(self, params: Mapping[str, Any]) -> None:
-        pass
-
-    def values(self, name: str) -> list[float]:
-        return [row[name] for row in self.rows if name in row]
 
 
 def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
@@ -101,7 +71,7 @@ def test_the_epoch_value_is_the_accuracy_over_the_whole_validation_set() -> None
 
 
 def test_step_values_are_each_batch_own_forward_value() -> None:
-    written = Written()
+    written = MemoryLogger()
     module = ValAccuracy("forward", on_step=True, on_epoch=True)
     (result,) = trainkit.Trainer(**{**RUN, "logger": written}).validate(
         module, loader(blobs(100), 32)
@@ -177,7 +147,7 @@ def test_lightning_pattern_of_logging_the_metric_again_in_the_epoch_end_hook() -
             self.log("train_acc_epoch", self.acc)
 
     module = EpochEnd()
-    written = Written()
+    written = MemoryLogger()
     trainer = trainkit.Trainer(max_epochs=2, log_every_n_steps=1, **{**RUN, "logger": written})
     trainer.fit(module, loader(blobs(96), 32))
     epochs = []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -10,34 +9,8 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 import trainkit
-from trainkit.loggers import Logger
 
 from .. import helpers
-
-
-class Recording(Logger):
-    """Keeps every log_hyperparams call."""
-
-    def __init__(self) -> None:
-        self.calls: list[dict[str, Any]] = []
-
-    @property
-    def name(self) -> str:
-        return "recording"
-
-    @property
-    def version(self) -> int:
-        return 0
-
-    @property
-    def save_dir(self) -> str | None:
-        return None
-
-    def log_hyperparams(self, params: Mapping[str, Any]) -> None:
-        self.calls.append(dict(params))
-
-    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
-        pass
 
 
 class Net(trainkit.Module):
@@ -65,10 +38,10 @@ class Data(trainkit.DataModule):
 
 
 def fit(model: Net, data: Data, **options: Any) -> list[dict[str, Any]]:
-    logger = Recording()
+    logger = helpers.MemoryLogger()
     trainer = trainkit.Trainer(max_steps=1, **{**helpers.QUIET, "logger": logger, **options})
     trainer.fit(model, datamodule=data)
-    return logger.calls
+    return logger.hyperparameters
 
 
 def test_the_module_and_datamodule_hyperparameters_are_written_together() -> None:
