@@ -160,6 +160,96 @@ def test_lightning_pattern_of_logging_the_metric_again_in_the_epoch_end_hook() -
     assert written.values("train_acc_step") == pytest.approx(steps, abs=1e-6)
 
 
+class ComputeInHooks(Classifier):
+    """Logs one Metric per stage and reads ``compute()`` in every epoch-end hook.
+
+    The pattern of torchmetrics' Lightning page and of project templates that
+    keep a best-so-far value (``self.val_acc_best(self.val_acc.compute())``).
+    """
+
+    def __init__(self) -> None:
+        super().__init__(lr=0.5)
+        self.accs = {stage: MulticlassAccuracy(num_classes=3, average="micro") for stage in STAGES}
+        for stage, metric in self.accs.items():
+            self.add_module(f"{stage}_acc", metric)
+        self.seen: dict[tuple[str, int], list[tuple[torch.Tensor, torch.Tensor]]] = {}
+        self.read: list[tuple[str, str, int, float]] = []
+
+    def _step(self, stage: str, batch: Any) -> torch.Tensor:
+        x, y = batch
+        logits = self(x)
+        self.seen.setdefault((stage, self.current_epoch), []).append((logits.detach(), y))
+        self.accs[stage](logits, y)
+        self.log(f"{stage}/acc", self.accs[stage], on_step=False, on_epoch=True)
+        return torch.nn.functional.cross_entropy(logits, y)
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        return self._step("train", batch)
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        self._step("val", batch)
+
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        self._step("test", batch)
+
+    def reading(self, who: str, stage: str) -> None:
+        self.read.append((who, stage, self.current_epoch, float(self.accs[stage].compute())))
+
+    def on_train_epoch_end(self) -> None:
+        self.reading("module", "train")
+
+    def on_validation_epoch_end(self) -> None:
+        self.reading("module", "val")
+
+    def on_validation_end(self) -> None:
+        self.reading("module end", "val")
+
+    def on_test_epoch_end(self) -> None:
+        self.reading("module", "test")
+
+    def on_train_epoch_start(self) -> None:
+        assert not self.accs["train"].update_called, "not reset after the last epoch"
+
+    def on_validation_epoch_start(self) -> None:
+        assert not self.accs["val"].update_called, "not reset after the last validation"
+
+
+STAGES = ("train", "val", "test")
+
+
+class ComputeInCallbackHooks(trainkit.Callback):
+    def on_train_epoch_end(self, trainer: Any, module: ComputeInHooks) -> None:
+        module.reading("callback", "train")
+
+    def on_validation_epoch_end(self, trainer: Any, module: ComputeInHooks) -> None:
+        module.reading("callback", "val")
+
+    def on_test_epoch_end(self, trainer: Any, module: ComputeInHooks) -> None:
+        module.reading("callback", "test")
+
+
+def test_compute_in_the_epoch_end_hooks_gives_the_epochs_value() -> None:
+    # Lightning computes and resets logged Metric objects after the epoch-end
+    # hooks: a compute() there is the epoch's value, not that of a reset metric.
+    module = ComputeInHooks()
+    trainer = trainkit.Trainer(max_epochs=2, callbacks=[ComputeInCallbackHooks()], **RUN)
+    trainer.fit(module, loader(blobs(96), 32), loader(blobs(64, seed=1), 32))
+    trainer.test(module, loader(blobs(64, seed=2), 32))
+    expected = {}
+    for (stage, epoch), seen in module.seen.items():
+        logits = torch.cat([logits for logits, _ in seen])
+        expected[stage, epoch] = accuracy(logits, torch.cat([labels for _, labels in seen]))
+    assert len(module.read) == 2 * 5 + 2
+    for who, stage, epoch, value in module.read:
+        assert value == pytest.approx(expected[stage, epoch], abs=1e-6), (who, stage, epoch)
+    assert {(who, stage) for who, stage, *_ in module.read} == {
+        (who, stage) for who in ("module", "callback") for stage in STAGES
+    } | {("module end", "val")}
+    # Reset after the hooks: the next epoch starts afresh, and the run leaves none updated.
+    assert expected["train", 0] != expected["train", 1]
+    assert not any(metric.update_called for metric in module.accs.values())
+
+
 def test_one_metric_under_two_names_gives_both_the_same_epoch_value() -> None:
     class TwoNames(ValAccuracy):
         def validation_step(self, batch: Any, batch_idx: int) -> None:

@@ -105,6 +105,9 @@ def run_evaluation(
             values = _epoch_results(results, sanity_checking)
         results.close(f"on_{stage}_end")
         hooks.call(f"on_{stage}_end")
+        # Logged Metric objects start afresh only now: the epoch-end and end hooks
+        # may read metric.compute() (the epoch's value), as in Lightning.
+        results.eval.reset_computed_metrics()
     finally:
         results.close()
         state.stage = outer_stage

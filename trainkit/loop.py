@@ -202,6 +202,8 @@ def _end_epoch(run: RunContext, fit: Fit) -> None:
         lambda: results.update_epoch_metrics(results.train.epoch_values()),
     )
     results.end_training_epoch(step=max(state.global_step - 1, 0), epoch=state.epoch)
+    # After every epoch-end hook (they may read metric.compute()), as Lightning.
+    results.train.reset_computed_metrics()
     fit.optimization.end_epoch(state.epoch)
     results.close()
     state.epoch += 1

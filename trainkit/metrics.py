@@ -336,8 +336,11 @@ class MetricStore:
         """The aggregates over the run, keyed ``name`` (or ``name_epoch`` when also per-step).
 
         ``sync_dist`` values are reduced across processes, so every process must
-        call this at the same point. Logged ``Metric`` objects are computed (they
-        sync themselves) and reset here, once per run of the store.
+        call this at the same point. Logged ``Metric`` objects are computed here
+        (they sync themselves), once per run of the store, and reset later by
+        :meth:`reset_computed_metrics`, after the epoch-end hooks: a hook that calls
+        ``metric.compute()`` gets the epoch's value (torchmetrics caches it), as
+        in Lightning.
         """
         self.epoch_reduced = True
         values: dict[str, Number] = {}
@@ -345,19 +348,16 @@ class MetricStore:
         synced: list[tuple[str, torch.Tensor, str]] = []
         means: list[tuple[_Entry, int]] = []
         # A Metric logged under several names (or by several dataloaders) is
-        # computed once: after its reset, a second compute() would see no updates.
+        # computed once.
         computed: dict[int, Any] = {}
         for entry in self.entries.values():
             if entry.metric is not None and entry.on_epoch and entry.total is None:
-                # A Metric syncs its own state across processes in compute(); it
-                # starts afresh for the next epoch, as Lightning resets it.
+                # A Metric syncs its own state across processes in compute().
                 key = id(entry.metric)
                 if key not in computed:
                     computed[key] = _computed_value(entry)
-                    entry.metric.reset()
                 entry.total = computed[key]
                 entry.weight = 1
-                entry.metric_reset = True
             if entry.total is None:
                 continue
             total: Number = entry.total
@@ -395,6 +395,18 @@ class MetricStore:
             if (prog_bar is None or entry.prog_bar == prog_bar)
             and (logger is None or entry.logger == logger)
         }
+
+    def reset_computed_metrics(self) -> None:
+        """Reset the logged ``Metric`` objects whose epoch value was computed.
+
+        Called once the epoch's end hooks have run (Lightning resets them at the
+        same point), so that each starts the next epoch afresh. The values stay
+        in the store.
+        """
+        for entry in self.entries.values():
+            if entry.metric is not None and entry.total is not None and not entry.metric_reset:
+                entry.metric.reset()
+                entry.metric_reset = True
 
     def reset(self) -> None:
         """Forget everything (at the start of a new epoch or run).
@@ -645,6 +657,7 @@ class Results:
             self.update_epoch_metrics(values)
             self._bar_names |= display_names(self._start, prog_bar=True, logger=None)
             self.write(values, display_names(self._start, prog_bar=None, logger=True), step, epoch)
+        self._start.reset_computed_metrics()
 
     def enter_evaluation(self, dataloader_idx: int | None = None, batch: Any = None) -> None:
         """``self.log`` now logs per epoch into the evaluation store.
