@@ -7,6 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from trainkit.rank_zero import rank_zero_only
+
 # Variables trainkit sets (seed_everything) or reads (the launch environment).
 _WATCHED = ("TRAINKIT_", "RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
@@ -19,3 +21,6 @@ def _restore_environment() -> Iterator[None]:
         if key not in before:
             del os.environ[key]
     os.environ.update(before)
+    # A Trainer fixes the process's rank when it sets up; the next test reads the
+    # environment again (and so does lightning_utilities', which follows it).
+    rank_zero_only.rank = None

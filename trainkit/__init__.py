@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from trainkit.rank_zero import share_rank_with_lightning_utilities
 from trainkit.version import __version__
 
 if TYPE_CHECKING:
@@ -72,3 +73,7 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_PUBLIC))
+
+
+# Libraries that log through lightning_utilities need its rank set (as Lightning does).
+share_rank_with_lightning_utilities()

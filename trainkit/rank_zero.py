@@ -3,12 +3,22 @@
 Only for work that involves no other process. Anything that talks to the other
 processes (a collective, ``self.log(..., sync_dist=True)``, saving a checkpoint)
 must run on every rank, or the job hangs.
+
+Many libraries (torchmetrics, Lightning projects' own loggers) decide the same
+thing through ``lightning_utilities``' ``rank_zero_only``, whose ``rank`` must be
+set before use. When that package is installed (trainkit does not need it),
+trainkit sets its rank as Lightning does: from the launcher's variables when
+trainkit is imported (:func:`share_rank_with_lightning_utilities`), and to the
+global rank when a Trainer sets up its processes; assigning
+``trainkit.rank_zero_only.rank`` sets both, so the two always agree.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
+import sys
 import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -37,11 +47,12 @@ class _RankZeroOnly:
         """This process's global rank."""
         if self._rank is not None:
             return self._rank
-        return int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")))
+        return int(next((os.environ[name] for name in _RANK_VARIABLES if name in os.environ), 0))
 
     @rank.setter
     def rank(self, rank: int | None) -> None:
         self._rank = rank
+        _set_lightning_utilities_rank(self.rank)
 
     def __call__(self, function: F) -> F:
         """Decorate ``function`` so that it runs on global rank 0 and returns None elsewhere.
@@ -66,6 +77,35 @@ class _RankZeroOnly:
 
 #: Decorates a function to run on global rank 0 only (see :class:`_RankZeroOnly`).
 rank_zero_only = _RankZeroOnly()
+
+# The launchers' variables that hold the global rank (torchrun, SLURM).
+_RANK_VARIABLES = ("RANK", "SLURM_PROCID")
+
+
+def _set_lightning_utilities_rank(rank: int, *, unless_set: bool = False) -> None:
+    # Imported only when installed: it is not one of trainkit's dependencies.
+    if (
+        "lightning_utilities" not in sys.modules
+        and importlib.util.find_spec("lightning_utilities") is None
+    ):
+        return
+    from lightning_utilities.core.rank_zero import rank_zero_only as theirs
+
+    if not (unless_set and getattr(theirs, "rank", None) is not None):
+        theirs.rank = rank
+
+
+def share_rank_with_lightning_utilities() -> None:
+    """Give ``lightning_utilities``' ``rank_zero_only.rank`` this process's rank, if installed.
+
+    Called when trainkit is imported, as Lightning does when it is imported. A
+    launcher's variable (torchrun's ``RANK``, SLURM's ``SLURM_PROCID``) is the
+    global rank and always wins; without one, a rank another library set first
+    is kept (it may know better), and an unset one becomes 0. A Trainer sets
+    the global rank again when it sets up its processes.
+    """
+    launched = any(name in os.environ for name in _RANK_VARIABLES)
+    _set_lightning_utilities_rank(rank_zero_only.rank, unless_set=not launched)
 
 
 @rank_zero_only

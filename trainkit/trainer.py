@@ -54,6 +54,7 @@ from trainkit.optim import LRSchedulerConfig, configured_optimizers
 from trainkit.options import HardwareOptions, LoopOptions, OutputOptions, StepOptions, from_keywords
 from trainkit.preemption import Preemption, StopVote
 from trainkit.profilers import Profiler, build_profiler, is_active
+from trainkit.rank_zero import rank_zero_only
 from trainkit.seed import seed_everything, set_deterministic
 from trainkit.state import RunState
 from trainkit.step import Optimization
@@ -395,6 +396,9 @@ class Trainer(TrainerViews):
         uncompile = _nothing
         try:
             self.strategy.setup_environment()
+            # Every launcher ends here with the processes set up: rank_zero_only (and
+            # lightning_utilities', which other libraries read) now know the rank.
+            rank_zero_only.rank = self.strategy.global_rank
             if datamodule is not None:
                 datamodule.trainer = self
                 # Downloads happen once per node; the other ranks wait for them.

@@ -37,9 +37,26 @@ class MaybeFailing(Classifier):
         return super().training_step(batch, batch_idx)
 
 
+def lightning_utilities_rank() -> int | None:
+    """``lightning_utilities``' rank_zero_only.rank (None: unset), which libraries log by."""
+    from lightning_utilities.core.rank_zero import rank_zero_only
+
+    return getattr(rank_zero_only, "rank", None)
+
+
+# What importing trainkit set it to, from the launcher's variables.
+RANK_AT_IMPORT = lightning_utilities_rank()
+
+
 class RecordRank(trainkit.Callback):
     def __init__(self, root: str) -> None:
         self.root = root
+
+    def on_train_start(self, trainer: trainkit.Trainer, module: trainkit.Module) -> None:
+        # Once the processes are set up, both rank_zero_only agree on the global rank.
+        ranks = (RANK_AT_IMPORT, lightning_utilities_rank(), trainkit.rank_zero_only.rank)
+        rank = trainer.strategy.global_rank
+        Path(self.root, f"ranks{rank}.txt").write_text(" ".join(map(str, ranks)))
 
     def on_train_end(self, trainer: trainkit.Trainer, module: trainkit.Module) -> None:
         rank = trainer.strategy.global_rank

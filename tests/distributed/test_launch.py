@@ -47,10 +47,16 @@ def _run(command: list[str], root: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _both_ranks_trained_and_only_rank_zero_wrote(root: Path) -> None:
+def _both_ranks_trained_and_only_rank_zero_wrote(root: Path, launched: bool = True) -> None:
     # 128 samples, 16 per rank and step: 4 steps an epoch, 3 epochs, on both ranks.
     assert (root / "rank0.txt").read_text() == "12"
     assert (root / "rank1.txt").read_text() == "12"
+    # lightning_utilities' rank (torchmetrics and projects log by it): set from the
+    # launcher's variables when trainkit is imported (a spawned rank is told its
+    # rank only later), then to the global rank once the processes are set up.
+    for rank in (0, 1):
+        at_import = str(rank) if launched else "0"
+        assert (root / f"ranks{rank}.txt").read_text() == f"{at_import} {rank} {rank}"
     assert sorted(p.name for p in (root / "logs").iterdir()) == ["version_0"]
     assert (root / "checkpoints" / "last.ckpt").is_file()
     # Each rank ran its exit handlers and had left the process group by its last
@@ -122,7 +128,7 @@ def test_spawned_ranks_train_and_hand_the_result_back(tmp_path: Path) -> None:
     spawned, launched = tmp_path / "spawned", tmp_path / "launched"
     result = _python(spawned, "--strategy", "ddp_spawn")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    _both_ranks_trained_and_only_rank_zero_wrote(spawned)
+    _both_ranks_trained_and_only_rank_zero_wrote(spawned, launched=False)
     # The calling process took no part, yet ends with the trained weights and
     # counters: the same as rank 0 of a `ddp` run from the same seed.
     reference = _python(launched)
