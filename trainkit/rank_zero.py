@@ -92,7 +92,8 @@ def _set_lightning_utilities_rank(rank: int, *, unless_set: bool = False) -> Non
     from lightning_utilities.core.rank_zero import rank_zero_only as theirs
 
     if not (unless_set and getattr(theirs, "rank", None) is not None):
-        theirs.rank = rank
+        # Their decorator keeps the rank as a function attribute (typed as overloads).
+        setattr(theirs, "rank", rank)  # noqa: B010
 
 
 def share_rank_with_lightning_utilities() -> None:
