@@ -732,7 +732,10 @@ def collect_state(trainer: Trainer, weights_only: bool = False) -> dict[str, Any
     module = trainer.module
     state = trainer.state
     finished = state.status != "running"
-    callback_states = {cb.state_key: cb.state_dict() for cb in trainer.callbacks}
+    # Imported here: trainkit.callbacks imports this module.
+    from trainkit.callbacks.state import call_hook, callback_state, callback_state_key
+
+    callback_states = {callback_state_key(cb): callback_state(cb) for cb in trainer.callbacks}
     checkpoint: dict[str, Any] = {
         # Lightning's layout (a Lightning 2.x tool reads these).
         "epoch": _lightning_epoch(state.epoch, state.batch_idx, finished),
@@ -788,7 +791,7 @@ def collect_state(trainer: Trainer, weights_only: bool = False) -> dict[str, Any
     module.on_save_checkpoint(checkpoint)
     if not weights_only:  # as in Lightning, callbacks add nothing to a weights-only file
         for callback in trainer.callbacks:
-            callback.on_save_checkpoint(trainer, module, checkpoint)
+            call_hook(callback, "on_save_checkpoint", trainer, module, checkpoint)
     return checkpoint
 
 
@@ -830,10 +833,12 @@ def restore_state(trainer: Trainer, checkpoint: dict[str, Any], source: str) -> 
             "nothing can be resumed from it; use a checkpoint written by ModelCheckpoint or "
             "Trainer.save_checkpoint."
         )
+    from trainkit.callbacks.state import call_hook  # trainkit.callbacks imports this module
+
     _check_settings(trainer, checkpoint, source)
     module.on_load_checkpoint(checkpoint)
     for callback in trainer.callbacks:
-        callback.on_load_checkpoint(trainer, module, checkpoint)
+        call_hook(callback, "on_load_checkpoint", trainer, module, checkpoint)
     load_module_state(module, checkpoint["state_dict"], source)
     if "optimizer_states" not in checkpoint:
         raise CheckpointError(
@@ -919,10 +924,13 @@ _RESUME_KEYS = {"loop": "the loop's progress", "rng": "the random generators' st
 
 def _restore_trainkit_state(trainer: Trainer, checkpoint: dict[str, Any], source: str) -> None:
     """The part of :func:`restore_state` that reads what only trainkit's files hold."""
+    from trainkit.callbacks.state import callback_state_key, load_callback_state
+
     callback_states = checkpoint.get("callbacks", {})
     for callback in trainer.callbacks:
-        if callback.state_key in callback_states:
-            callback.load_state_dict(callback_states[callback.state_key])
+        key = callback_state_key(callback)
+        if key in callback_states:
+            load_callback_state(callback, callback_states[key])
     state = trainer.state
     loop_state = checkpoint["loop"]
     # The position is counted in this run's batches, which may hold another
@@ -956,18 +964,20 @@ _LEGACY_SCALER_KEY = "native_amp_scaling_state"
 
 def _restore_lightning_state(trainer: Trainer, checkpoint: dict[str, Any], source: str) -> None:
     """The part of :func:`restore_state` that reads what only Lightning's files hold."""
+    from trainkit.callbacks.state import callback_state_key, load_callback_state
+
     callback_states = dict(checkpoint.get("callbacks") or {})
     scaler = checkpoint.get(_PRECISION_KEY, checkpoint.get(_LEGACY_SCALER_KEY))
     if scaler:
         callback_states.setdefault(_PRECISION_KEY, {"scaler": scaler})
     restored: set[str] = set()
     for callback in trainer.callbacks:
-        key = callback.state_key
+        key = callback_state_key(callback)
         if key not in callback_states:
             continue
         restored.add(key)
         try:
-            callback.load_state_dict(dict(callback_states[key]))
+            load_callback_state(callback, dict(callback_states[key]))
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             trainer.warn(
                 f"The Lightning checkpoint {source} holds a state for {key} that it cannot "

@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from trainkit.callbacks.base import Callback, attach_module
+from trainkit.callbacks.base import Callback, attach_module, calls_hook
 from trainkit.callbacks.defaults import is_monitoring
 from trainkit.data import DataModule
 from trainkit.module import Module, overrides
@@ -106,7 +106,7 @@ class Hooks:
         return [
             self.profiled(f"[Callback]{type(cb).__name__}.{name}", getattr(cb, name))
             for cb in self.callbacks
-            if overrides(cb, name, Callback) and type(cb).uses_hook(cb, name)
+            if overrides(cb, name, Callback) and calls_hook(cb, name)
         ]
 
     def _module_method(self, name: str) -> Callable[..., Any] | None:
@@ -173,7 +173,9 @@ class Hooks:
         module_hook = self._module_method(name)
         return module_hook(*args) if module_hook is not None else None
 
-    def call_callbacks(self, name: str, *args: Any, monitoring: bool | None = None) -> None:
+    def call_callbacks(
+        self, name: str, *args: Any, monitoring: bool | None = None, **kwargs: Any
+    ) -> None:
         """Run only the callbacks' hook ``name``.
 
         Args:
@@ -181,14 +183,16 @@ class Hooks:
             *args: the hook's arguments after ``(trainer, module)``.
             monitoring: only the callbacks that act on monitored values (True),
                 only the others (False), or all (None).
+            **kwargs: keyword arguments of the hook (``stage=`` of setup and teardown,
+                passed by name as Lightning passes it).
         """
         for callback in self.callbacks:
             if monitoring is not None and is_monitoring(callback) != monitoring:
                 continue
-            if overrides(callback, name, Callback) and type(callback).uses_hook(callback, name):
+            if overrides(callback, name, Callback) and calls_hook(callback, name):
                 hook = getattr(callback, name)
                 action = f"[Callback]{type(callback).__name__}.{name}"
-                self.profiled(action, hook)(self.trainer, self.module, *args)
+                self.profiled(action, hook)(self.trainer, self.module, *args, **kwargs)
 
     def call_epoch_end(self, name: str, between: Callable[[], Any]) -> None:
         """An epoch-end hook in Lightning's order, with ``between`` run after the Module's.

@@ -408,8 +408,7 @@ class Trainer(TrainerViews):
                     datamodule.prepare_data()
                 self.strategy.barrier("prepare_data")
                 datamodule.setup(stage=fn)
-            for callback in self.callbacks:  # Lightning's order: callbacks, then the Module
-                callback.setup(self, model, stage=fn)
+            hooks.call_callbacks("setup", stage=fn)  # Lightning's order: callbacks, then the Module
             model.setup(stage=fn)
             model.zero_grad()  # every run starts without gradients, as Lightning's does
             if self.hardware.sync_batchnorm and self.strategy.world_size > 1:
@@ -435,8 +434,7 @@ class Trainer(TrainerViews):
         except BaseException as exception:
             state.status = "interrupted"
             ending = "interrupted" if isinstance(exception, KeyboardInterrupt) else "failed"
-            for callback in self.callbacks:
-                callback.on_exception(self, model, exception)
+            hooks.call_callbacks("on_exception", exception)
             if isinstance(exception, KeyboardInterrupt):  # as Lightning: handled, then exit
                 print(f"trainkit: {fn} interrupted (KeyboardInterrupt).", file=sys.stderr)
                 raise SystemExit(130) from None
@@ -444,8 +442,7 @@ class Trainer(TrainerViews):
         finally:
             if datamodule is not None:
                 datamodule.teardown(stage=fn)
-            for callback in self.callbacks:
-                callback.teardown(self, model, stage=fn)
+            hooks.call_callbacks("teardown", stage=fn)
             model.teardown(stage=fn)
             if self.is_global_zero:
                 for logger in self.loggers:

@@ -373,4 +373,51 @@ def attach_module(callbacks: list[Callback], module: Module | None) -> None:
         >>> attach_module([callback], None)
     """
     for callback in callbacks:
-        callback._logging_module = module
+        if isinstance(callback, Callback):  # another object keeps its attributes as they are
+            callback._logging_module = module
+
+
+# Any object may be a callback, as in Lightning, which calls the hooks it has (a
+# ported class without trainkit's base, a test's Mock). trainkit's own methods
+# are then Callback's defaults: it is never asked for what only trainkit defines.
+
+
+def base_method(callback: object, name: str) -> Any:
+    """trainkit's method ``name`` (``uses_hook``, ``configure_step``) for ``callback``.
+
+    The one its class defines, or :class:`Callback`'s default for an object whose
+    class does not (called as ``method(callback, ...)``). Looked up on the class,
+    so that instance attributes wrapping hooks (a recorder) do not see the call.
+
+    Args:
+        callback: one of the run's callbacks.
+        name: the method's name.
+
+    Example:
+        >>> class Plain:
+        ...     def on_train_start(self, trainer, module): ...
+        >>> base_method(Plain(), "uses_hook")(Plain(), "on_train_start")
+        True
+    """
+    method = getattr(type(callback), name, None) if isinstance(callback, Callback) else None
+    return method if callable(method) else getattr(Callback, name)
+
+
+# trainkit's hooks that Lightning's callbacks do not have: an object that is not a
+# trainkit Callback (a ported class, a Mock) is not called with them.
+_TRAINKIT_ONLY_HOOKS = frozenset({"on_resume_point"})
+
+
+def calls_hook(callback: object, name: str) -> bool:
+    """Whether the loop calls ``callback``'s hook ``name`` (given that it has one).
+
+    A trainkit Callback decides through :meth:`Callback.uses_hook`; another
+    object gets Lightning's hooks only.
+
+    Args:
+        callback: one of the run's callbacks.
+        name: the hook's name.
+    """
+    if not isinstance(callback, Callback):
+        return name not in _TRAINKIT_ONLY_HOOKS
+    return bool(base_method(callback, "uses_hook")(callback, name))

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from trainkit.callbacks.accumulation import GradientAccumulation
-from trainkit.callbacks.base import Callback
+from trainkit.callbacks.base import Callback, base_method
 from trainkit.callbacks.checkpoint import ModelCheckpoint
 from trainkit.callbacks.clipping import GradientClipping
 from trainkit.callbacks.early_stopping import EarlyStopping
@@ -54,14 +54,11 @@ def assemble_callbacks(
         fast_dev_run: a fast dev run adds no model summary and no checkpointing.
         barebones: add no model summary, checkpointing or progress bar.
     """
-    if isinstance(callbacks, Callback):
+    if callbacks is not None and not isinstance(callbacks, (list, tuple)):
         callbacks = [callbacks]
     user = list(callbacks or [])
     for callback in user:
-        if not isinstance(callback, Callback):
-            raise TypeError(
-                f"callbacks must be trainkit.Callback instances, got {type(callback).__name__}."
-            )
+        _check_callback(callback)
         _refuse_old_step_hooks(callback)
     if not output.enable_checkpointing and _has(user, ModelCheckpoint):
         # Lightning refuses this combination; trainkit keeps the user's callback.
@@ -118,7 +115,7 @@ def merge_configured(
         callbacks: the Trainer's callbacks.
         configured: what ``configure_callbacks`` returned (a callback or a list).
     """
-    if isinstance(configured, Callback):
+    if configured is not None and not isinstance(configured, (list, tuple)):
         configured = [configured]
     if not configured:
         return callbacks
@@ -139,7 +136,7 @@ def step_slots(callbacks: list[Callback]) -> StepSlots:
     for callback in callbacks:
         # Through the class: trainkit's own calls do not show in a callback whose
         # instance attributes wrap its hooks (a hook recorder, as in ported tests).
-        type(callback).configure_step(callback, slots)
+        base_method(callback, "configure_step")(callback, slots)
     return slots
 
 
@@ -219,6 +216,29 @@ _OLD_STEP_HOOKS = (
     "should_optimizer_step",
     "prepare_optimizer_step",
     "optimizer_step",
+)
+
+
+def _check_callback(callback: object) -> None:
+    # Any object with hooks is a callback, as in Lightning (which calls the hooks an
+    # object has); a class, or an object with no hook at all, is a mistake.
+    if isinstance(callback, Callback):
+        return
+    hooks = [name for name in _HOOKS if callable(getattr(callback, name, None))]
+    if isinstance(callback, type) or not hooks:
+        what = f"the class {callback.__name__}" if isinstance(callback, type) else repr(callback)
+        raise TypeError(
+            f"callbacks=[...] holds {what}, which is not a callback: pass instances of "
+            "trainkit.Callback subclasses (or objects with Callback's hook methods, such as "
+            "on_train_epoch_end(trainer, module))."
+        )
+
+
+# The hooks a callback may have (Callback's methods but trainkit's own helpers).
+_HOOKS = tuple(
+    name
+    for name in vars(Callback)
+    if name.startswith("on_") or name in ("setup", "teardown", "state_dict", "load_state_dict")
 )
 
 

@@ -44,6 +44,7 @@ import torch
 import torch.multiprocessing as mp
 from torch.multiprocessing.spawn import ProcessExitedException, ProcessRaisedException
 
+from trainkit.callbacks.state import callback_state, load_callback_state
 from trainkit.launch.environment import ClusterEnvironment
 from trainkit.launch.launcher import (
     POLL_S,
@@ -241,7 +242,7 @@ def _run_rank(
             trainer_state=trainer.state.state_dict(),
             callback_metrics={k: v.detach().cpu() for k, v in trainer.callback_metrics.items()},
             logged_metrics=dict(trainer.logged_metrics),
-            callback_states=[callback.state_dict() for callback in trainer.callbacks],
+            callback_states=[callback_state(callback) for callback in trainer.callbacks],
             preempted=trainer.state.preempted,
             status=trainer.state.status,
             stop_signal=trainer.preemption.stopped_by,
@@ -275,4 +276,4 @@ def _adopt(trainer: Trainer, module: Any, result: SpawnResult) -> None:
     trainer.results.adopt(result.callback_metrics, result.logged_metrics)
     for callback, state in zip(trainer.callbacks, result.callback_states, strict=True):
         if state:
-            callback.load_state_dict(state)
+            load_callback_state(callback, state)
