@@ -312,7 +312,9 @@ def _run(
     if trainer.is_global_zero:
         import torch
 
-        target = Path(trainer.log_dir) / "predictions.pt"
+        from trainkit.loggers import run_folder
+
+        target = Path(run_folder(trainer.loggers, trainer.default_root_dir)) / "predictions.pt"
         target.parent.mkdir(parents=True, exist_ok=True)
         torch.save(predictions, target)
         print(f"trainkit: {len(predictions or [])} prediction batches saved to {target}")
@@ -403,7 +405,10 @@ class _SaveConfig(Callback):
 
     def _save(self, trainer: Trainer) -> None:
         if self.saved is None and trainer.is_global_zero:
-            self.saved = _save_config(self.text, Path(trainer.log_dir))
+            from trainkit.loggers import run_folder
+
+            folder = run_folder(trainer.loggers, trainer.default_root_dir)
+            self.saved = _save_config(self.text, Path(folder))
             print(f"trainkit: config saved to {self.saved}", flush=True)
 
     def on_fit_start(self, trainer: Trainer, module: Module) -> None:

@@ -333,6 +333,14 @@ class LoopOptions:
             _check_int(
                 "check_val_every_n_epoch", self.check_val_every_n_epoch, minimum=1, hint="or None"
             )
+        elif isinstance(interval, float):
+            # As Lightning: with no epoch to be a fraction of, the interval counts batches.
+            raise ValueError(
+                f"val_check_interval={interval} is a fraction of an epoch, but "
+                "check_val_every_n_epoch=None counts the interval in training batches across "
+                "epochs: pass an int number of batches (e.g. val_check_interval=1000), or set "
+                "check_val_every_n_epoch to validate by epoch."
+            )
         _check_int(
             "num_sanity_val_steps",
             self.num_sanity_val_steps,

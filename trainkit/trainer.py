@@ -193,8 +193,11 @@ class Trainer(TrainerViews):
         )
         #: What the callbacks contribute to the training step (see trainkit.callbacks.slots).
         self.step_slots = step_slots(self.callbacks)
-        quiet = self.fast_dev_run or barebones
-        self.loggers = [] if quiet else build_loggers(logger, self.default_root_dir)
+        self.loggers = (
+            []
+            if barebones
+            else build_loggers(logger, self.default_root_dir, dry_run=bool(self.fast_dev_run))
+        )
         #: Times the runs' hooks and steps (a PassThroughProfiler times nothing).
         self.profiler = build_profiler(profiler)
         #: Where the run is: counters, stage and status.

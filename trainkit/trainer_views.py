@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from trainkit import loggers
 from trainkit.callbacks import defaults
 from trainkit.options import DEFAULT_MAX_EPOCHS
 from trainkit.schedule import sanity_batches
@@ -172,9 +173,18 @@ class TrainerViews:
         return self.state.preempted
 
     @property
-    def log_dir(self) -> str:
-        """The first logger's folder, or ``default_root_dir`` without loggers."""
-        return self.loggers[0].log_dir if self.loggers else self.default_root_dir
+    def log_dir(self) -> str | None:
+        """Where to save a run's files, as Lightning documents it.
+
+        The first logger's versioned folder for a TensorBoard or CSV logger, the
+        first logger's ``save_dir`` for any other (None for a logger that writes
+        no files, such as a fast dev run's), ``default_root_dir`` without loggers.
+        """
+        if not self.loggers:
+            return self.default_root_dir
+        first = self.loggers[0]
+        versioned = isinstance(first, (loggers.TensorBoardLogger, loggers.CSVLogger))
+        return first.log_dir if versioned else first.save_dir
 
     @property
     def train_metrics(self) -> Any:

@@ -381,3 +381,144 @@ def test_predict_gives_every_submodule_its_mode_back() -> None:
     trainkit.Trainer(**QUIET).predict(model, loader(blobs(32), 16))
     assert model.training and not model.net[0].training and model.net[2].training
     assert not model.on_gpu
+
+
+# ----------------------------------------------------------------- loggers and folders
+def test_fast_dev_run_keeps_logger_calls_working_and_writes_nothing(tmp_path: Path) -> None:
+    from trainkit.loggers import DummyLogger, TensorBoardLogger
+
+    class LogsImages(Classifier):
+        def on_train_epoch_end(self) -> None:
+            # What a Module does with its logger: fine in a dry run too.
+            self.logger.experiment.add_image("sample", torch.zeros(3, 4, 4), self.global_step)
+            self.logger.log_metrics({"extra": 1.0}, step=self.global_step)
+
+    trainer = trainkit.Trainer(
+        fast_dev_run=2,
+        logger=TensorBoardLogger(tmp_path / "tb"),
+        default_root_dir=str(tmp_path),
+        **{k: v for k, v in QUIET.items() if k != "logger"},
+    )
+    assert isinstance(trainer.logger, DummyLogger) and len(trainer.loggers) == 1
+    fit_quietly(trainer, LogsImages())
+    assert trainer.global_step == 2
+    assert list(tmp_path.iterdir()) == []  # no log folder, no checkpoint
+    assert trainer.log_dir is None  # as Lightning: the dummy logger has no folder
+    assert trainkit.Trainer(fast_dev_run=True, **QUIET).loggers == []  # logger=False stays off
+
+
+class FolderlessLogger(trainkit.loggers.Logger):
+    """A custom logger as Lightning documents one: a name, a version, no save_dir."""
+
+    name = "remote"
+    version = 7
+
+    def log_metrics(self, metrics: Any, step: int) -> None:
+        pass
+
+    def log_hyperparams(self, params: Any) -> None:
+        pass
+
+
+class SavingLogger(FolderlessLogger):
+    save_dir = "/tmp/somewhere"
+
+
+@pytest.mark.parametrize(
+    ("logger", "expected"),
+    [
+        (True, "root/logs/version_0"),  # trainkit's default name (docs/porting.md)
+        (False, "root"),
+        ("tensorboard", "tb/exp/version_3"),
+        ("csv", "csv/lightning_logs/version_0"),
+        ("list", "csv/lightning_logs/version_0"),  # the first logger's
+        (SavingLogger(), "/tmp/somewhere"),  # any other logger: its save_dir
+        (FolderlessLogger(), None),
+    ],
+    ids=["default", "none", "tensorboard", "csv", "list", "custom", "custom-folderless"],
+)
+def test_log_dir_in_each_documented_logger_configuration(
+    tmp_path: Path, logger: Any, expected: str | None
+) -> None:
+    from trainkit.loggers import CSVLogger, TensorBoardLogger
+
+    made = {
+        "tensorboard": TensorBoardLogger(tmp_path / "tb", name="exp", version=3),
+        "csv": CSVLogger(tmp_path / "csv", name="lightning_logs"),
+        "list": [
+            CSVLogger(tmp_path / "csv", name="lightning_logs"),
+            TensorBoardLogger(tmp_path / "tb"),
+        ],
+    }
+    trainer = trainkit.Trainer(
+        logger=made.get(logger, logger) if isinstance(logger, str) else logger,
+        default_root_dir=str(tmp_path / "root"),
+        **{k: v for k, v in QUIET.items() if k != "logger"},
+    )
+    if expected is None or expected.startswith("/"):
+        assert trainer.log_dir == expected
+    else:
+        assert trainer.log_dir == str(tmp_path / expected)
+
+
+def test_a_folderless_loggers_run_keeps_its_checkpoints_in_a_folder_of_its_own(
+    tmp_path: Path,
+) -> None:
+    # Lightning: <default_root_dir>/<name>/<version>/checkpoints when save_dir is None.
+    trainer = trainkit.Trainer(
+        max_epochs=1,
+        logger=FolderlessLogger(),
+        default_root_dir=str(tmp_path),
+        **{k: v for k, v in QUIET.items() if k not in ("logger", "enable_checkpointing")},
+    )
+    fit_quietly(trainer, Classifier())
+    assert trainer.checkpoint_callback is not None
+    folder = tmp_path / "remote" / "version_7" / "checkpoints"
+    assert Path(trainer.checkpoint_callback.dirpath) == folder
+    assert (folder / "last.ckpt").is_file()
+
+
+def test_a_fractional_val_check_interval_without_epochs_to_count_in_is_refused() -> None:
+    # As Lightning: check_val_every_n_epoch=None counts training batches across epochs.
+    with pytest.raises(ValueError, match="pass an int number of batches"):
+        trainkit.Trainer(check_val_every_n_epoch=None, val_check_interval=0.5)
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        # (epoch, global_step) of each validation run, and the batches each runs.
+        ({"check_val_every_n_epoch": 2, "limit_val_batches": 1}, ([(1, 8), (3, 16)], 1)),
+        (
+            {"check_val_every_n_epoch": 2, "val_check_interval": 2},
+            ([(1, 6), (1, 8), (3, 14), (3, 16)], 2),
+        ),
+        (
+            {"check_val_every_n_epoch": 2, "val_check_interval": 0.5, "limit_val_batches": 0.5},
+            ([(1, 6), (1, 8), (3, 14), (3, 16)], 1),
+        ),
+        ({"check_val_every_n_epoch": 3, "limit_val_batches": 0}, ([], 0)),
+        (
+            {"check_val_every_n_epoch": None, "val_check_interval": 5},
+            ([(1, 5), (2, 10), (3, 15)], 2),
+        ),
+    ],
+)
+def test_check_val_every_n_epoch_with_interval_and_limits(
+    options: dict[str, Any], expected: tuple[list[tuple[int, int]], int]
+) -> None:
+    # Each case was run under Lightning 2.6.6 with the same data: the same runs.
+    runs: list[tuple[int, int]] = []
+    batches: list[int] = []
+
+    class Record(Classifier):
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            if batch_idx == 0:
+                runs.append((self.current_epoch, self.global_step))
+                batches.append(0)
+            batches[-1] += 1
+
+    trainer = trainkit.Trainer(max_epochs=4, num_sanity_val_steps=0, **options, **QUIET)
+    trainer.fit(Record(), loader(blobs(64), 16), loader(blobs(32), 16))
+    assert runs == expected[0]
+    assert all(count == expected[1] for count in batches)

@@ -48,6 +48,7 @@ from trainkit import sharded
 from trainkit.callbacks.base import Callback
 from trainkit.checkpoint import collect_state, link_atomic, peek
 from trainkit.io import fsync_folder, remove_stale_temporaries, temporary_prefix
+from trainkit.loggers import run_folder
 from trainkit.strategies.control import rank_zero_floats
 
 if TYPE_CHECKING:
@@ -277,7 +278,8 @@ class ModelCheckpoint(Callback):
             # Not the logger's version yet: reading it would claim a new version_N
             # before a resume restores the saved one.
             self.dirpath = None
-            self._runs_root = os.path.join(loggers[0].save_dir, loggers[0].name)
+            save_dir = loggers[0].save_dir or trainer.default_root_dir
+            self._runs_root = os.path.join(save_dir, loggers[0].name)
         elif not self._dirpath_given:
             self.dirpath = os.path.join(trainer.default_root_dir, "checkpoints")
         self._last_save_time = time.monotonic()
@@ -289,7 +291,10 @@ class ModelCheckpoint(Callback):
         if self.dirpath is None:
             # The logger's folder, now that a resume has restored its version. Only
             # rank 0 reads it (elsewhere reading it would claim a folder).
-            folder = os.path.join(trainer.log_dir, "checkpoints") if trainer.is_global_zero else ""
+            folder = ""
+            if trainer.is_global_zero:
+                run = run_folder(trainer.loggers, trainer.default_root_dir)
+                folder = os.path.join(run, "checkpoints")
             self.dirpath = trainer.strategy.broadcast(folder)
         if self._pending_state is not None:
             pending, self._pending_state = self._pending_state, None

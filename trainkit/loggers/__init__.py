@@ -7,40 +7,70 @@ optional: ``pip install "trainkit[mlflow]"`` / ``"trainkit[wandb]"``.
 
 from typing import Any
 
-from trainkit.loggers.base import Logger
+from trainkit.loggers.base import Logger, versioned_folder
 from trainkit.loggers.csv import CSVLogger
+from trainkit.loggers.dummy import DummyLogger
 from trainkit.loggers.mlflow import MLflowLogger
 from trainkit.loggers.tensorboard import TensorBoardLogger
 from trainkit.loggers.wandb import WandbLogger
 
 __all__ = [
     "CSVLogger",
+    "DummyLogger",
     "Logger",
     "MLflowLogger",
     "TensorBoardLogger",
     "WandbLogger",
     "build_loggers",
+    "run_folder",
     "run_hyperparameters",
 ]
 
 
-def build_loggers(logger: bool | Logger | list[Logger] | None, root_dir: str) -> list[Logger]:
+def build_loggers(
+    logger: bool | Logger | list[Logger] | None, root_dir: str, *, dry_run: bool = False
+) -> list[Logger]:
     """The loggers ``Trainer(logger=...)`` asks for.
 
     Args:
         logger: True for a TensorBoard logger under ``root_dir``, False or None for
             none, or a Logger / list of Loggers.
         root_dir: the Trainer's ``default_root_dir``.
+        dry_run: a fast dev run: any loggers become one :class:`DummyLogger`, which
+            writes nothing and accepts every call (as in Lightning).
     """
+    if logger is None or logger is False or logger == []:
+        return []
+    if dry_run:
+        return [DummyLogger()]
     if logger is True:
         return [TensorBoardLogger(root_dir)]
-    if logger is None or logger is False:
-        return []
     loggers = [logger] if isinstance(logger, Logger) else list(logger)
     for item in loggers:
         if not isinstance(item, Logger):
             raise TypeError(f"logger must be a trainkit Logger, got {type(item).__name__}.")
     return loggers
+
+
+def run_folder(loggers: list[Logger], default_root_dir: str) -> str:
+    """The folder that holds this run's own files (its config, checkpoints, predictions).
+
+    The first logger's versioned folder (``log_dir``), so that runs never share
+    one; for a logger that writes no files, ``<default_root_dir>/<name>/<version>``
+    (where Lightning's ModelCheckpoint saves then); ``default_root_dir`` without
+    loggers.
+
+    Args:
+        loggers: the Trainer's loggers.
+        default_root_dir: the Trainer's ``default_root_dir``.
+    """
+    if not loggers:
+        return default_root_dir
+    first = loggers[0]
+    folder = first.log_dir
+    return (
+        versioned_folder(default_root_dir, first.name, first.version) if folder is None else folder
+    )
 
 
 def run_hyperparameters(*owners: Any) -> dict[str, Any] | None:

@@ -13,12 +13,28 @@ from collections.abc import Mapping
 from typing import Any
 
 
+def versioned_folder(save_dir: str, name: str, version: int | str) -> str:
+    """``<save_dir>/<name>/version_<N>`` (a string version is the folder's name).
+
+    Args:
+        save_dir: the root folder.
+        name: the experiment's name.
+        version: the run's version.
+
+    Example:
+        >>> versioned_folder("runs", "logs", 3) == os.path.join("runs", "logs", "version_3")
+        True
+    """
+    folder = version if isinstance(version, str) else f"version_{version}"
+    return os.path.join(save_dir, name, folder)
+
+
 class Logger(ABC):
     """Base class for experiment loggers: subclass it to send metrics anywhere.
 
-    A logger implements three properties (``name``, ``version``, ``save_dir``)
-    and two methods (``log_metrics``, ``log_hyperparams``); the others have
-    defaults. What the Trainer promises a logger:
+    A logger implements two properties (``name``, ``version``) and two methods
+    (``log_metrics``, ``log_hyperparams``); the others have defaults (a logger
+    that writes files also gives its ``save_dir``). What the Trainer promises a logger:
 
     - it is called from global rank 0 only, so a logger never checks the rank;
     - ``log_hyperparams`` is called once when ``fit`` starts, if the Module
@@ -62,16 +78,18 @@ class Logger(ABC):
         """The run's version (``N`` of ``version_N``), assigned on first use."""
 
     @property
-    @abstractmethod
-    def save_dir(self) -> str:
-        """The root folder passed by the user."""
+    def save_dir(self) -> str | None:
+        """The root folder passed by the user (None, the default: the logger writes no files)."""
+        return None
 
     @property
-    def log_dir(self) -> str:
-        """The folder this run writes to: ``<save_dir>/<name>/version_<version>``."""
-        version = self.version
-        folder = version if isinstance(version, str) else f"version_{version}"
-        return os.path.join(self.save_dir, self.name, folder)
+    def log_dir(self) -> str | None:
+        """The folder this run writes to: ``<save_dir>/<name>/version_<version>``.
+
+        None for a logger without a ``save_dir``.
+        """
+        save_dir = self.save_dir
+        return None if save_dir is None else versioned_folder(save_dir, self.name, self.version)
 
     @abstractmethod
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
@@ -159,6 +177,11 @@ class FolderLogger(Logger):
     def save_dir(self) -> str:
         """The root folder passed by the user."""
         return self._save_dir
+
+    @property
+    def log_dir(self) -> str:
+        """The folder this run writes to: ``<save_dir>/<name>/version_<version>``."""
+        return versioned_folder(self._save_dir, self.name, self.version)
 
     @property
     def version(self) -> int | str:

@@ -18,7 +18,7 @@ from trainkit.loggers._tracking import (
     require_package,
     with_prefix,
 )
-from trainkit.loggers.base import Logger
+from trainkit.loggers.base import Logger, versioned_folder
 
 if TYPE_CHECKING:
     from wandb.sdk.wandb_run import Run
@@ -201,7 +201,9 @@ class WandbLogger(Logger):
             return
         if status == "success":
             if self._log_model:
-                folder = os.path.join(self.log_dir, "checkpoints")
+                folder = os.path.join(
+                    versioned_folder(self.save_dir, self.name, self.version), "checkpoints"
+                )
                 self._upload(list(self._checkpoints.due(folder=folder)))
             return
         self._run.finish(exit_code=1)
