@@ -5,9 +5,10 @@ another spelling of the MixedPrecision, GradientClipping and
 GradientAccumulation callbacks, and every Trainer watches the loss with
 NonFiniteLoss: one mechanism, whichever way it is asked for. The
 ``enable_*`` flags add ModelSummary, ModelCheckpoint and TQDMProgressBar unless
-the user passed their own (any ProgressBar, a RichProgressBar say, is their bar). Every run (but a barebones one) gets a RunSummary,
-which warns when the run is too short to log a step; it prints the end-of-run
-summary when the Trainer adds its own progress bar too (the user's RunSummary
+the user passed their own (any ProgressBar, a RichProgressBar say, is their
+bar). Every run (but a barebones one) gets a RunSummary, which warns when the
+run is too short to log a step; it prints the end-of-run summary when the
+Trainer adds its own progress bar too (the user's RunSummary
 decides for itself).
 """
 
