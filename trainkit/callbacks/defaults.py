@@ -5,9 +5,10 @@ another spelling of the MixedPrecision, GradientClipping and
 GradientAccumulation callbacks, and every Trainer watches the loss with
 NonFiniteLoss: one mechanism, whichever way it is asked for. The
 ``enable_*`` flags add ModelSummary, ModelCheckpoint and TQDMProgressBar unless
-the user passed their own. Every run (but a barebones one) gets a RunSummary,
-which warns when the run is too short to log a step; it prints the end-of-run
-summary when the Trainer adds its own progress bar too (the user's RunSummary
+the user passed their own (any ProgressBar, a RichProgressBar say, is their
+bar). Every run (but a barebones one) gets a RunSummary, which warns when the
+run is too short to log a step; it prints the end-of-run summary when the
+Trainer adds its own progress bar too (the user's RunSummary
 decides for itself).
 """
 
@@ -25,7 +26,7 @@ from trainkit.callbacks.early_stopping import EarlyStopping
 from trainkit.callbacks.model_summary import ModelSummary
 from trainkit.callbacks.nonfinite import NonFiniteLoss
 from trainkit.callbacks.precision import MixedPrecision
-from trainkit.callbacks.progress import TQDMProgressBar
+from trainkit.callbacks.progress import ProgressBar, TQDMProgressBar
 from trainkit.callbacks.slots import StepSlots
 from trainkit.callbacks.summary import RunSummary
 from trainkit.module import overrides
@@ -92,7 +93,7 @@ def assemble_callbacks(
         # trainkit's own default keeps last.ckpt: ckpt_path="last" resumes any run.
         back.append(ModelCheckpoint(save_last=True))
     built = front + user + back
-    own_bar = output.enable_progress_bar and not barebones and not _has(user, TQDMProgressBar)
+    own_bar = output.enable_progress_bar and not barebones and not _has(user, ProgressBar)
     if own_bar:
         # The Trainer's bar is the one whose log lines carry timing (see TQDMProgressBar).
         built.append(TQDMProgressBar(timing=True))
@@ -196,16 +197,16 @@ def early_stopping_callbacks(callbacks: list[Callback]) -> list[EarlyStopping]:
     return _of_type(callbacks, EarlyStopping)
 
 
-def progress_bar_callback(callbacks: list[Callback]) -> TQDMProgressBar | None:
+def progress_bar_callback(callbacks: list[Callback]) -> ProgressBar | None:
     """The progress bar among ``callbacks``, or None (``Trainer.progress_bar_callback``).
 
     Args:
         callbacks: the Trainer's callbacks.
 
     Returns:
-        The first TQDMProgressBar, or None without one.
+        The first ProgressBar (TQDMProgressBar, RichProgressBar, a user's own), or None.
     """
-    bars = _of_type(callbacks, TQDMProgressBar)
+    bars = _of_type(callbacks, ProgressBar)
     return bars[0] if bars else None
 
 

@@ -9,6 +9,7 @@ table says so.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -51,21 +52,36 @@ def _count(parameters: list[torch.nn.Parameter]) -> tuple[int, int]:
     return sum(p.numel() for p in parameters if not is_lazy(p)), lazy
 
 
-def summarize(module: torch.nn.Module, max_depth: int = 1) -> str:
-    """Build the summary table of ``module``.
+@dataclass
+class SummaryTable:
+    """What a model summary shows, before it is formatted.
+
+    Args:
+        header: the layer table's column names.
+        rows: one row of cells per listed submodule.
+        totals: (value, label) pairs: parameter counts, size, modules per mode.
+        note: a note on lazy parameters, or None.
+    """
+
+    header: list[str]
+    rows: list[list[str]]
+    totals: list[tuple[str, str]]
+    note: str | None = None
+
+
+def summary_table(module: torch.nn.Module, max_depth: int = 1) -> SummaryTable:
+    """Collect the summary of ``module``: what :func:`summarize` formats.
 
     Args:
         module: the model to describe.
         max_depth: how deep to list submodules (1: direct children; -1: all;
             0: totals only).
 
-    Returns:
-        The table and totals as one string.
-
     Example:
         >>> model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU())
-        >>> print(summarize(model).splitlines()[-4])
-        2.1 K     Total params
+        >>> table = summary_table(model)
+        >>> table.rows[0], table.totals[2]
+        (['0', '0', 'Linear', '2.1 K', 'train'], ('2.1 K', 'Total params'))
     """
     if max_depth < -1:
         raise ValueError(f"summarize(max_depth={max_depth}) must be -1 (all), 0 or more.")
@@ -87,16 +103,6 @@ def summarize(module: torch.nn.Module, max_depth: int = 1) -> str:
     trainable, trainable_lazy = _count([p for p in parameters if p.requires_grad])
     frozen, frozen_lazy = _count([p for p in parameters if not p.requires_grad])
     size_mb = sum(p.numel() * p.element_size() for p in parameters if not is_lazy(p)) / 1e6
-
-    lines: list[str] = []
-    if rows:
-        widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-        table = [
-            " | ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()
-            for row in [header, *rows]
-        ]
-        rule = "-" * max(len(line) for line in table)
-        lines = [rule, table[0], rule, *table[1:], rule]
     totals = [
         (human_readable_count(trainable), "Trainable params"),
         (human_readable_count(frozen), "Non-trainable params"),
@@ -109,13 +115,46 @@ def summarize(module: torch.nn.Module, max_depth: int = 1) -> str:
         (str(sum(modes)), "Modules in train mode"),
         (str(len(modes) - sum(modes)), "Modules in eval mode"),
     ]
-    lines.extend(f"{value:<10}{label}" for value, label in totals)
+    note = None
     if trainable_lazy or frozen_lazy:
         where = ", ".join(lazy_modules) if lazy_modules else type(module).__name__
-        lines.append(
+        note = (
             f"Note: {trainable_lazy + frozen_lazy} uninitialized (lazy) parameters in {where} "
             "count as 0; run one forward pass before summarizing to count them."
         )
+    return SummaryTable(header, rows, totals, note)
+
+
+def summarize(module: torch.nn.Module, max_depth: int = 1) -> str:
+    """Build the summary table of ``module``.
+
+    Args:
+        module: the model to describe.
+        max_depth: how deep to list submodules (1: direct children; -1: all;
+            0: totals only).
+
+    Returns:
+        The table and totals as one string.
+
+    Example:
+        >>> model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU())
+        >>> print(summarize(model).splitlines()[-4])
+        2.1 K     Total params
+    """
+    table = summary_table(module, max_depth)
+    lines: list[str] = []
+    if table.rows:
+        cells = [table.header, *table.rows]
+        widths = [max(len(row[i]) for row in cells) for i in range(len(table.header))]
+        formatted = [
+            " | ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()
+            for row in cells
+        ]
+        rule = "-" * max(len(line) for line in formatted)
+        lines = [rule, formatted[0], rule, *formatted[1:], rule]
+    lines.extend(f"{value:<10}{label}" for value, label in table.totals)
+    if table.note:
+        lines.append(table.note)
     return "\n".join(lines)
 
 

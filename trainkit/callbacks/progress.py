@@ -1,4 +1,9 @@
-"""TQDMProgressBar: progress bars in a terminal, plain lines in a log file.
+"""ProgressBar, the base of trainkit's bars, and TQDMProgressBar.
+
+``ProgressBar`` holds what every bar shares (Lightning's base class of the same
+name): enabling, the Trainer's batch totals, the metrics shown, and the
+per-batch counting that decides when a redraw is due. ``TQDMProgressBar`` draws
+with tqdm; ``RichProgressBar`` (``trainkit.callbacks.rich_progress``) with rich.
 
 The bar must cost almost nothing per step (promise 1 in DESIGN.md): reading
 ``trainer.progress_bar_metrics`` turns device tensors into floats, a host/device
@@ -116,7 +121,248 @@ def _resumed_batch(trainer: Any) -> int:
     return int(getattr(state, "batch_idx", 0) or 0)
 
 
-class TQDMProgressBar(Callback):
+class _Track:
+    """One bar's counting: all that a batch-end hook does until a redraw is due.
+
+    Example:
+        >>> track = _Track()
+        >>> track.start(active=True)
+        >>> [track.due(refresh_rate=2, mininterval=0.0) for _ in range(4)]
+        [False, True, False, True]
+    """
+
+    __slots__ = ("active", "first", "last_draw", "pending", "position", "stage", "started")
+
+    def __init__(self) -> None:
+        self.active = False  # rank 0, enabled, and inside this bar's run
+        self.stage = ""  # which run: "train", "sanity", "validation", "test", "predict"
+        self.position = 0  # batches done
+        self.first = 0  # the position it started from (a resumed epoch starts midway)
+        self.pending = 0  # batches since the last draw
+        self.last_draw = 0.0
+        self.started = 0.0
+
+    def start(self, active: bool, stage: str = "", position: int = 0) -> None:
+        """Begin a run of this bar at ``position``."""
+        self.active = active
+        self.stage = stage
+        self.position = self.first = position
+        self.pending = 0
+        self.last_draw = self.started = time.monotonic()
+
+    def due(self, refresh_rate: int, mininterval: float) -> bool:
+        """Count a batch; True when a redraw is due (every ``refresh_rate`` batches,
+        at most every ``mininterval`` seconds). Only then is the clock read."""
+        self.pending += 1
+        if self.pending < refresh_rate:
+            return False
+        now = time.monotonic()
+        if now - self.last_draw < mininterval:
+            return False
+        self.pending = 0
+        self.last_draw = now
+        return True
+
+    def elapsed(self) -> float:
+        """Seconds since the run started."""
+        return time.monotonic() - self.started
+
+    def timing(self, total: float | None) -> list[str]:
+        """The rate, elapsed time and (with a known ``total``) ETA of a plain line."""
+        # The rate counts the batches this process ran (not those a resume skipped).
+        elapsed = self.elapsed()
+        done = self.position - self.first
+        parts = [format_rate(done, elapsed), f"elapsed {format_duration(elapsed)}"]
+        if total is not None and not math.isinf(total) and done > 0 and elapsed > 0:
+            left = max(total - self.position, 0) * elapsed / done
+            parts.append(f"eta {format_duration(left)}")
+        return parts
+
+
+class ProgressBar(Callback):
+    """The base of progress bars: Lightning's ``ProgressBar``; rank 0 only.
+
+    A subclass draws; this class keeps what every bar needs: whether it is
+    enabled, the Trainer's batch totals, the metrics to show (:meth:`get_metrics`)
+    and the per-batch counting (``self._train`` and ``self._eval``) that keeps a
+    batch-end hook to a counter until a redraw is due. The Trainer treats any
+    ProgressBar among the callbacks as *the* progress bar
+    (``trainer.progress_bar_callback``) and then adds no TQDMProgressBar of its own.
+
+    Example:
+        >>> class DotBar(ProgressBar):
+        ...     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        ...         print(".", end="", flush=True)
+        >>> DotBar().is_enabled
+        True
+    """
+
+    def __init__(self) -> None:
+        self._enabled = True
+        self._trainer: Any = None
+        self._train = _Track()
+        self._eval = _Track()
+        self._mininterval = _DEFAULT_MININTERVAL
+
+    # ------------------------------------------------------ public state
+    @property
+    def is_enabled(self) -> bool:
+        """Whether the bar draws (or prints) anything."""
+        return self._enabled
+
+    @property
+    def is_disabled(self) -> bool:
+        """Whether the bar is switched off (see :meth:`disable`)."""
+        return not self.is_enabled
+
+    def enable(self) -> None:
+        """Switch the bar back on."""
+        self._enabled = True
+
+    def disable(self) -> None:
+        """Switch the bar off: its hooks draw and print nothing (a rank other than 0's)."""
+        self._enabled = False
+
+    @property
+    def trainer(self) -> Trainer:
+        """The Trainer this bar belongs to (known from ``setup`` on)."""
+        if self._trainer is None:
+            raise TypeError(
+                f"The progress bar {type(self).__name__} is not attached to a Trainer yet; "
+                "pass it in Trainer(callbacks=[...]) and read this during a run."
+            )
+        return self._trainer  # type: ignore[no-any-return]
+
+    # Lightning's descriptions of the bars: override one to rename a bar.
+    @property
+    def sanity_check_description(self) -> str:
+        """The sanity-check bar's description."""
+        return "Sanity Checking"
+
+    @property
+    def train_description(self) -> str:
+        """The training bar's description before an epoch starts."""
+        return "Training"
+
+    @property
+    def validation_description(self) -> str:
+        """The validation bar's description."""
+        return "Validation"
+
+    @property
+    def test_description(self) -> str:
+        """The test bar's description."""
+        return "Testing"
+
+    @property
+    def predict_description(self) -> str:
+        """The predict bar's description."""
+        return "Predicting"
+
+    @property
+    def total_train_batches(self) -> int | float:
+        """Training batches in an epoch (``inf`` for an iterable without a length)."""
+        return self.trainer.num_training_batches
+
+    @property
+    def total_val_batches(self) -> int | float:
+        """Validation batches in a validation run, over every dataloader."""
+        return _sum(self.trainer.num_val_batches)
+
+    @property
+    def total_test_batches(self) -> int | float:
+        """Test batches in a test run, over every dataloader."""
+        return _sum(self.trainer.num_test_batches)
+
+    @property
+    def total_predict_batches(self) -> int | float:
+        """Predict batches in a predict run, over every dataloader."""
+        return _sum(self.trainer.num_predict_batches)
+
+    @property
+    def train_batch_idx(self) -> int:
+        """Training batches done in the current epoch (a resumed epoch counts from its start)."""
+        return self._train.position
+
+    @property
+    def val_batch_idx(self) -> int:
+        """Validation (or sanity-check) batches done in the current run, over every dataloader."""
+        return self._eval.position if self._eval.stage in ("sanity", "validation") else 0
+
+    @property
+    def test_batch_idx(self) -> int:
+        """Test batches done in the current test run, over every dataloader."""
+        return self._eval.position if self._eval.stage == "test" else 0
+
+    @property
+    def predict_batch_idx(self) -> int:
+        """Predict batches done in the current predict run, over every dataloader."""
+        return self._eval.position if self._eval.stage == "predict" else 0
+
+    def get_metrics(self, trainer: Trainer, pl_module: Module) -> dict[str, Any]:
+        """What the bar shows: the logger's version as ``v_num``, then ``progress_bar_metrics``.
+
+        Override it to change what is shown (for example to drop ``v_num``).
+        Reading it syncs device tensors to the host: bars call it only when they
+        redraw.
+
+        Args:
+            trainer: the running Trainer.
+            pl_module: the user's Module.
+
+        Returns:
+            Name to value (numbers, or a version string).
+        """
+        shown: dict[str, Any] = {}
+        versions = []
+        for logger in getattr(trainer, "loggers", None) or []:
+            version = getattr(logger, "version", None)
+            if version is not None and version not in versions:
+                versions.append(version)
+        if versions:
+            version = versions[0] if len(versions) == 1 else "_".join(map(str, versions))
+            # Long version strings (dates, hashes) show their last 4 characters.
+            shown["v_num"] = version[-4:] if isinstance(version, str) else version
+        shown.update(trainer.progress_bar_metrics)
+        return shown
+
+    def print(self, *args: Any, sep: str = " ", **kwargs: Any) -> None:
+        """Print a message without breaking the active bar.
+
+        Args:
+            args: what to print.
+            sep: the separator between ``args``.
+            kwargs: passed on to ``print`` (``end``, ``file``).
+        """
+        print(*args, sep=sep, **kwargs)
+
+    # -------------------------------------------------------------- setup
+    def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
+        """Remember the Trainer (read by :attr:`trainer` and the ``total_*`` properties).
+
+        Args:
+            trainer: the running Trainer.
+            module: the user's Module.
+            stage: one of "fit", "validate", "test", "predict".
+        """
+        self._trainer = trainer
+
+    # ------------------------------------------------------------ counting
+    def _start_train(self, trainer: Trainer) -> bool:
+        """Begin counting a training epoch; False where this bar shows nothing."""
+        # A resumed epoch goes on from the batch the checkpoint was saved after.
+        self._train.start(
+            trainer.is_global_zero and self.is_enabled, "train", _resumed_batch(trainer)
+        )
+        return self._train.active
+
+    def _start_eval_count(self, trainer: Trainer, stage: str) -> bool:
+        """Begin counting an evaluation run; False where this bar shows nothing."""
+        self._eval.start(trainer.is_global_zero and self.is_enabled, stage)
+        return self._eval.active
+
+
+class TQDMProgressBar(ProgressBar):
     """Progress bars for training, validation, test and predict; rank 0 only.
 
     Args:
@@ -161,87 +407,22 @@ class TQDMProgressBar(Callback):
             raise ValueError(
                 f"TQDMProgressBar(print_every_n_steps={print_every_n_steps}) must be at least 1."
             )
+        super().__init__()
         self.refresh_rate = refresh_rate
         self.print_every_n_steps = print_every_n_steps
         self.leave = leave
         self.timing = timing
         self._process_position = process_position
-        self._enabled = True
-        self._trainer: Any = None
         self._plain_override = plain
         self._plain: bool | None = None
-
         self._train_bar: Any = None
-        self._train_active = False  # rank 0 and inside a training epoch
-        self._train_pending = 0  # batches since the last draw
-        self._train_position = 0  # batches done this epoch (batch_idx + 1)
-        self._train_last_draw = 0.0
-        self._mininterval = _DEFAULT_MININTERVAL
-        # When the epoch started, and at which batch (a resumed epoch starts midway):
-        # plain lines compute the rate from them, only when they print.
-        self._train_started = 0.0
-        self._train_first = 0
-
         self._eval_bar: Any = None
-        self._eval_active = False
-        self._eval_pending = 0
-        self._eval_position = 0
-        self._eval_last_draw = 0.0
-        self._eval_started = 0.0
 
     # ------------------------------------------------------ public state
     @property
     def process_position(self) -> int:
         """The terminal line of the first bar."""
         return self._process_position
-
-    @property
-    def is_enabled(self) -> bool:
-        """Whether the bar draws (or prints) anything."""
-        return self._enabled
-
-    @property
-    def is_disabled(self) -> bool:
-        """Whether the bar is switched off (see :meth:`disable`)."""
-        return not self._enabled
-
-    def enable(self) -> None:
-        """Switch the bar back on."""
-        self._enabled = True
-
-    def disable(self) -> None:
-        """Switch the bar off: its hooks draw and print nothing (a rank other than 0's)."""
-        self._enabled = False
-
-    @property
-    def trainer(self) -> Trainer:
-        """The Trainer this bar belongs to (known from ``setup`` on)."""
-        if self._trainer is None:
-            raise TypeError(
-                f"The progress bar {type(self).__name__} is not attached to a Trainer yet; "
-                "pass it in Trainer(callbacks=[...]) and read this during a run."
-            )
-        return self._trainer  # type: ignore[no-any-return]
-
-    @property
-    def total_train_batches(self) -> int | float:
-        """Training batches in an epoch (``inf`` for an iterable without a length)."""
-        return self.trainer.num_training_batches
-
-    @property
-    def total_val_batches(self) -> int | float:
-        """Validation batches in a validation run, over every dataloader."""
-        return _sum(self.trainer.num_val_batches)
-
-    @property
-    def total_test_batches(self) -> int | float:
-        """Test batches in a test run, over every dataloader."""
-        return _sum(self.trainer.num_test_batches)
-
-    @property
-    def total_predict_batches(self) -> int | float:
-        """Predict batches in a predict run, over every dataloader."""
-        return _sum(self.trainer.num_predict_batches)
 
     @property
     def train_progress_bar(self) -> Any:
@@ -272,31 +453,6 @@ class TQDMProgressBar(Callback):
             )
         return bar
 
-    def get_metrics(self, trainer: Trainer, pl_module: Module) -> dict[str, Any]:
-        """What the bar shows: the logger's version as ``v_num``, then ``progress_bar_metrics``.
-
-        Override it to change what is shown (for example to drop ``v_num``).
-
-        Args:
-            trainer: the running Trainer.
-            pl_module: the user's Module.
-
-        Returns:
-            Name to value (numbers, or a version string).
-        """
-        shown: dict[str, Any] = {}
-        versions = []
-        for logger in getattr(trainer, "loggers", None) or []:
-            version = getattr(logger, "version", None)
-            if version is not None and version not in versions:
-                versions.append(version)
-        if versions:
-            version = versions[0] if len(versions) == 1 else "_".join(map(str, versions))
-            # Long version strings (dates, hashes) show their last 4 characters.
-            shown["v_num"] = version[-4:] if isinstance(version, str) else version
-        shown.update(trainer.progress_bar_metrics)
-        return shown
-
     def print(self, *args: Any, sep: str = " ", **kwargs: Any) -> None:
         """Print a message without breaking the active bar.
 
@@ -305,9 +461,8 @@ class TQDMProgressBar(Callback):
             sep: the separator between ``args``.
             kwargs: passed on to ``tqdm.write``/``print`` (``end``, ``file``).
         """
-        bar = self._eval_bar if self._eval_bar is not None else self._train_bar
-        if bar is None:
-            print(*args, sep=sep, **kwargs)
+        if self._eval_bar is None and self._train_bar is None:
+            super().print(*args, sep=sep, **kwargs)
             return
         from tqdm.auto import tqdm
 
@@ -366,7 +521,7 @@ class TQDMProgressBar(Callback):
             module: the user's Module.
             stage: one of "fit", "validate", "test", "predict".
         """
-        self._trainer = trainer
+        super().setup(trainer, module, stage)
         self._plain = None
         _ = self.is_plain
 
@@ -374,8 +529,8 @@ class TQDMProgressBar(Callback):
         """Close any open bar, also after an error."""
         self._close_eval_bar()
         self._close_train_bar()
-        self._train_active = False
-        self._eval_active = False
+        self._train.active = False
+        self._eval.active = False
 
     def on_exception(self, trainer: Trainer, module: Module, exception: BaseException) -> None:
         """Close open bars so the traceback is not drawn over."""
@@ -384,14 +539,7 @@ class TQDMProgressBar(Callback):
     # ----------------------------------------------------------- training
     def on_train_epoch_start(self, trainer: Trainer, module: Module) -> None:
         """Start (or reset) the training bar for this epoch."""
-        self._train_active = trainer.is_global_zero and self._enabled
-        if not self._train_active:
-            return
-        self._train_pending = 0
-        # A resumed epoch goes on from the batch the checkpoint was saved after.
-        self._train_first = self._train_position = _resumed_batch(trainer)
-        self._train_last_draw = self._train_started = time.monotonic()
-        if self.is_plain:
+        if not self._start_train(trainer) or self.is_plain:
             return
         total = _total(trainer.num_training_batches)
         desc = f"Epoch {trainer.current_epoch}"
@@ -405,62 +553,43 @@ class TQDMProgressBar(Callback):
         self, trainer: Trainer, module: Module, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         """Count the batch; read metrics and redraw only when a frame is due."""
-        if not self._train_active:
+        if not self._train.active:
             return
         # batch_idx, not a counter: after a mid-epoch resume the bar still ends at total.
-        self._train_position = batch_idx + 1
+        self._train.position = batch_idx + 1
         if self._plain:  # resolved at epoch start
-            if self._train_position % self.print_every_n_steps == 0:
+            if self._train.position % self.print_every_n_steps == 0:
                 self._print_train_line(trainer, module)
             return
-        self._train_pending += 1
-        if self._train_pending < self.refresh_rate:
-            return
-        now = time.monotonic()
-        if now - self._train_last_draw < self._mininterval:
-            return
-        self._train_pending = 0
-        self._train_last_draw = now
-        self._draw(self._train_bar, self._train_position, self.get_metrics(trainer, module))
+        if self._train.due(self.refresh_rate, self._mininterval):
+            self._draw(self._train_bar, self._train.position, self.get_metrics(trainer, module))
 
     def _print_train_line(self, trainer: Trainer, module: Module) -> None:
         total = trainer.num_training_batches
-        step = f"step {self._train_position}"
+        step = f"step {self._train.position}"
         if not math.isinf(total):
             step += f"/{int(total)}"
         parts = [f"epoch {trainer.current_epoch}", step, *self._train_timing(total)]
         print(_join(parts, format_metrics(self.get_metrics(trainer, module))), flush=True)
 
     def _train_timing(self, total: float | None) -> list[str]:
-        # The rate counts the batches this process ran (not those a resume skipped).
-        if not self.timing:
-            return []
-        elapsed = time.monotonic() - self._train_started
-        done = self._train_position - self._train_first
-        parts = [format_rate(done, elapsed), f"elapsed {format_duration(elapsed)}"]
-        if total is not None and not math.isinf(total) and done > 0 and elapsed > 0:
-            left = max(total - self._train_position, 0) * elapsed / done
-            parts.append(f"eta {format_duration(left)}")
-        return parts
+        return self._train.timing(total) if self.timing else []
 
     def _eval_timing(self) -> list[str]:
-        if not self.timing:
-            return []
-        elapsed = time.monotonic() - self._eval_started
-        return [format_rate(self._eval_position, elapsed), f"elapsed {format_duration(elapsed)}"]
+        return self._eval.timing(None) if self.timing else []
 
     def on_train_epoch_end(self, trainer: Trainer, module: Module) -> None:
         """Bring the bar to its final count with the epoch's final metrics."""
-        if not self._train_active:
+        if not self._train.active:
             return
-        self._train_active = False
+        self._train.active = False
         metrics = self.get_metrics(trainer, module)
         if self.is_plain:
-            parts = [f"epoch {trainer.current_epoch}", f"end ({self._train_position} batches)"]
+            parts = [f"epoch {trainer.current_epoch}", f"end ({self._train.position} batches)"]
             parts += self._train_timing(None)
             print(_join(parts, format_metrics(metrics)), flush=True)
             return
-        self._draw(self._train_bar, self._train_position, metrics)
+        self._draw(self._train_bar, self._train.position, metrics)
         if self.leave:
             self._close_train_bar()
 
@@ -470,13 +599,7 @@ class TQDMProgressBar(Callback):
 
     # --------------------------------------------------------- evaluation
     def _start_eval(self, trainer: Trainer, stage: str, counts: list[float]) -> None:
-        self._eval_active = trainer.is_global_zero and self._enabled
-        if not self._eval_active:
-            return
-        self._eval_pending = 0
-        self._eval_position = 0
-        self._eval_last_draw = self._eval_started = time.monotonic()
-        if self.is_plain:
+        if not self._start_eval_count(trainer, stage) or self.is_plain:
             return
         self._close_eval_bar()
         factories = {
@@ -491,25 +614,27 @@ class TQDMProgressBar(Callback):
     # The bars' factories: override one to change how that bar looks (Lightning's names).
     def init_train_tqdm(self) -> Any:
         """A new training bar (kept across epochs; its total is set each epoch)."""
-        return self._new_bar("Training", None, position=0, leave=True)
+        return self._new_bar(self.train_description, None, position=0, leave=True)
 
     def init_sanity_tqdm(self) -> Any:
         """A new sanity-check bar; it is cleared from the screen when the check ends."""
         placement = self._eval_placement()
         # Its results are not real metrics: nothing of it stays (Lightning's leave=False).
-        return self._new_bar("Sanity Checking", None, position=placement["position"], leave=False)
+        return self._new_bar(
+            self.sanity_check_description, None, position=placement["position"], leave=False
+        )
 
     def init_validation_tqdm(self) -> Any:
         """A new validation bar (below the training bar, gone when done, while fitting)."""
-        return self._new_bar("Validation", None, **self._eval_placement())
+        return self._new_bar(self.validation_description, None, **self._eval_placement())
 
     def init_test_tqdm(self) -> Any:
         """A new test bar."""
-        return self._new_bar("Testing", None, **self._eval_placement())
+        return self._new_bar(self.test_description, None, **self._eval_placement())
 
     def init_predict_tqdm(self) -> Any:
         """A new predict bar."""
-        return self._new_bar("Predicting", None, **self._eval_placement())
+        return self._new_bar(self.predict_description, None, **self._eval_placement())
 
     def _eval_placement(self) -> dict[str, Any]:
         # Nested under the training bar it disappears when done; alone it stays.
@@ -517,26 +642,19 @@ class TQDMProgressBar(Callback):
         return {"position": 1 if nested else 0, "leave": not nested}
 
     def _eval_batch_end(self) -> None:
-        if not self._eval_active:
+        if not self._eval.active:
             return
         # A counter, not batch_idx: batch_idx restarts for each dataloader.
-        self._eval_position += 1
+        self._eval.position += 1
         if self._plain:  # resolved at evaluation start
             return
-        self._eval_pending += 1
-        if self._eval_pending < self.refresh_rate:
-            return
-        now = time.monotonic()
-        if now - self._eval_last_draw < self._mininterval:
-            return
-        self._eval_pending = 0
-        self._eval_last_draw = now
-        self._draw(self._eval_bar, self._eval_position, None)
+        if self._eval.due(self.refresh_rate, self._mininterval):
+            self._draw(self._eval_bar, self._eval.position, None)
 
     def _end_eval(self, trainer: Trainer, module: Module, label: str, show_metrics: bool) -> None:
-        if not self._eval_active:
+        if not self._eval.active:
             return
-        self._eval_active = False
+        self._eval.active = False
         if self.is_plain:
             if show_metrics:
                 metrics = self.get_metrics(trainer, module)
@@ -544,10 +662,10 @@ class TQDMProgressBar(Callback):
                 metrics.pop("loss", None)
                 print(_join([label, *self._eval_timing()], format_metrics(metrics)), flush=True)
             else:
-                parts = [label, f"{self._eval_position} batches", *self._eval_timing()]
+                parts = [label, f"{self._eval.position} batches", *self._eval_timing()]
                 print(_join(parts, {}), flush=True)
             return
-        self._draw(self._eval_bar, self._eval_position, None)
+        self._draw(self._eval_bar, self._eval.position, None)
         self._close_eval_bar()
 
     def on_validation_start(self, trainer: Trainer, module: Module) -> None:
@@ -556,9 +674,9 @@ class TQDMProgressBar(Callback):
             stage = "sanity"
         else:
             stage = "validation"
-            if self._train_active and not self.is_plain:
+            if self._train.active and not self.is_plain:
                 # Show the full epoch on the training bar while validation runs.
-                self._draw(self._train_bar, self._train_position, self.get_metrics(trainer, module))
+                self._draw(self._train_bar, self._train.position, self.get_metrics(trainer, module))
         self._start_eval(trainer, stage, trainer.num_val_batches)
 
     def on_validation_batch_end(
@@ -578,7 +696,7 @@ class TQDMProgressBar(Callback):
         if trainer.sanity_checking:
             if self.is_plain:
                 # Sanity-check results are not real metrics; a log line would mislead.
-                self._eval_active = False
+                self._eval.active = False
             self._end_eval(trainer, module, "sanity check", show_metrics=False)
             return
         label = f"validation | epoch {trainer.current_epoch}"

@@ -1,0 +1,518 @@
+"""RichProgressBar: Lightning's rich progress bars; plain lines when not in a terminal.
+
+It needs the ``rich`` package (``pip install 'trainkit[rich]'``), imported only
+when a bar is built: ``import trainkit`` never imports rich.
+
+Like TQDMProgressBar it costs nothing per step but counting (promise 1 in
+DESIGN.md): a batch-end hook counts, and only when a redraw is due (every
+``refresh_rate`` batches, at most every 0.1 s) does it read the metrics (a
+host/device sync) and draw. rich's own refresh thread is not used: it would
+render, and so read, on its own schedule.
+
+The bar follows its console (``console_kwargs`` builds it; by default it writes
+to stdout): in a terminal (or a notebook) it draws live bars; otherwise (a CI
+log, a file) every line would be a control-code frame, so it prints one plain
+line every ``print_every_n_steps`` training batches and one as each epoch,
+validation, test or predict run ends, with the columns the bar shows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from trainkit.callbacks.progress import ProgressBar, _Track
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress, ProgressColumn, TaskID
+    from rich.style import Style
+
+    from trainkit.module import Module
+    from trainkit.trainer import Trainer
+
+RICH_EXTRA = "pip install 'trainkit[rich]'"
+
+
+def require_rich(feature: str) -> None:
+    """Raise an error naming the extra to install when ``rich`` is missing.
+
+    Args:
+        feature: what needs rich, for the message (``"RichProgressBar"``).
+
+    Raises:
+        ModuleNotFoundError: rich cannot be imported.
+    """
+    try:
+        import rich  # noqa: F401
+    except ImportError as error:
+        raise ModuleNotFoundError(
+            f"{feature} draws with the rich package, which is not installed; "
+            f"install it with: {RICH_EXTRA}"
+        ) from error
+
+
+@dataclass
+class RichProgressBarTheme:
+    """Styles of the bar's parts (rich style strings or ``rich.style.Style``).
+
+    Args:
+        description: the bar's description (``Epoch 0/9``, ``Validation``...).
+        progress_bar: the bar while in progress.
+        progress_bar_finished: the finished bar.
+        progress_bar_pulse: the bar of a run of unknown length (an iterable dataset).
+        batch_progress: the batch count (``10/50``).
+        time: the elapsed and remaining time.
+        processing_speed: the speed (``12.34it/s``).
+        metrics: the metrics.
+        metrics_text_delimiter: what separates two metrics.
+        metrics_format: the format spec of a metric value.
+
+    Example:
+        >>> RichProgressBarTheme(metrics_format=".2e").metrics_format
+        '.2e'
+    """
+
+    description: str | Style = ""
+    progress_bar: str | Style = "#6206E0"
+    progress_bar_finished: str | Style = "#6206E0"
+    progress_bar_pulse: str | Style = "#6206E0"
+    batch_progress: str | Style = ""
+    time: str | Style = "dim"
+    processing_speed: str | Style = "dim underline"
+    metrics: str | Style = "italic"
+    metrics_text_delimiter: str = " "
+    metrics_format: str = ".3f"
+
+
+def format_rich_metrics(metrics: Mapping[str, Any], theme: RichProgressBarTheme) -> str:
+    """The metrics as the rich bar shows them: ``name: value``, in the order given.
+
+    A value that the theme's format does not fit (a version string) shows as is.
+
+    Args:
+        metrics: name to value (:meth:`ProgressBar.get_metrics`).
+        theme: its ``metrics_format`` and ``metrics_text_delimiter`` apply.
+
+    Example:
+        >>> theme = RichProgressBarTheme()
+        >>> format_rich_metrics({"v_num": 3, "loss": 0.12345, "run": "ab12"}, theme)
+        'v_num: 3.000 loss: 0.123 run: ab12'
+    """
+    texts = []
+    for name, value in metrics.items():
+        if not isinstance(value, str):
+            try:
+                value = format(value, theme.metrics_format)
+            except (TypeError, ValueError):
+                value = str(value)
+        texts.append(f"{name}: {value}")
+    return theme.metrics_text_delimiter.join(texts)
+
+
+def _clock(seconds: float | None) -> str:
+    return "-:--:--" if seconds is None else str(timedelta(seconds=int(seconds)))
+
+
+def _columns_text(track: _Track, total: float | None) -> dict[str, str]:
+    """The batch count, time and speed of a bar, from its counting alone."""
+    elapsed = track.elapsed()
+    done = track.position - track.first
+    rate = done / elapsed if done > 0 and elapsed > 0 else None
+    remaining = None
+    if rate is not None and total is not None and not math.isinf(total):
+        remaining = max(total - track.position, 0) / rate
+    shown_total = "--" if total is None or math.isinf(total) else str(int(total))
+    return {
+        "batches": f"{track.position}/{shown_total}",
+        "clock": f"{_clock(elapsed)} • {_clock(remaining)}",
+        "speed": f"{rate or 0:.2f}it/s",
+    }
+
+
+class RichProgressBar(ProgressBar):
+    """Lightning's rich progress bars for training, sanity check, validation, test, predict.
+
+    In a terminal it draws a training bar (its metrics beside it, as Lightning
+    shows them: ``v_num: 0.000 train/loss: 0.123``) and a bar for each
+    evaluation; elsewhere it prints plain lines (see the module's docstring).
+    Rank 0 only.
+
+    Args:
+        refresh_rate: redraw at most every this many batches (and at most every
+            0.1 s); 0 turns the bar off.
+        leave: keep each epoch's finished training bar on screen; when False one
+            training bar is reused across epochs.
+        theme: the bar's styles.
+        console_kwargs: arguments of the ``rich.console.Console`` it writes to
+            (``file=``, ``force_terminal=``, ``width=``...).
+        print_every_n_steps: when the console is not a terminal, print a line
+            every this many training batches (trainkit's, as TQDMProgressBar's).
+
+    Raises:
+        ModuleNotFoundError: rich is not installed.
+
+    Example:
+        >>> import io
+        >>> bar = RichProgressBar(console_kwargs={"file": io.StringIO()})
+        >>> bar.is_enabled, RichProgressBar(refresh_rate=0).is_enabled
+        (True, False)
+    """
+
+    def __init__(
+        self,
+        refresh_rate: int = 1,
+        leave: bool = False,
+        theme: RichProgressBarTheme | None = None,
+        console_kwargs: dict[str, Any] | None = None,
+        *,
+        print_every_n_steps: int = 50,
+    ) -> None:
+        require_rich(type(self).__name__)
+        if refresh_rate < 0:
+            raise ValueError(
+                f"RichProgressBar(refresh_rate={refresh_rate}) must be 0 (no bar) or more."
+            )
+        if print_every_n_steps < 1:
+            raise ValueError(
+                f"RichProgressBar(print_every_n_steps={print_every_n_steps}) must be at least 1."
+            )
+        super().__init__()
+        self._refresh_rate = refresh_rate
+        self._leave = leave
+        self.theme = theme if theme is not None else RichProgressBarTheme()
+        self._console_kwargs = dict(console_kwargs or {})
+        self.print_every_n_steps = print_every_n_steps
+        self._console: Console | None = None
+        self.progress: Progress | None = None
+        self.train_progress_bar_id: TaskID | None = None
+        self._eval_id: TaskID | None = None
+
+    # ------------------------------------------------------ public state
+    @property
+    def refresh_rate(self) -> int:
+        """Redraw every this many batches (0: the bar is off)."""
+        return self._refresh_rate
+
+    @property
+    def is_enabled(self) -> bool:
+        """Whether the bar draws (or prints) anything: enabled, and ``refresh_rate`` > 0."""
+        return self._enabled and self._refresh_rate > 0
+
+    @property
+    def console(self) -> Console:
+        """The rich console the bar writes to, built from ``console_kwargs``."""
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._console_kwargs)
+        return self._console
+
+    @property
+    def is_plain(self) -> bool:
+        """Whether the bar prints plain lines: its console is no terminal (nor a notebook)."""
+        console = self.console
+        live = (console.is_terminal and not console.is_dumb_terminal) or console.is_jupyter
+        return not live
+
+    @property
+    def train_progress_bar(self) -> Any:
+        """The rich task of the training bar (while training runs, in a terminal)."""
+        return self._task(self.train_progress_bar_id, "train")
+
+    @property
+    def val_progress_bar(self) -> Any:
+        """The rich task of the validation bar (while it runs, in a terminal)."""
+        return self._task(self._eval_id if self._eval.stage == "validation" else None, "validation")
+
+    @property
+    def test_progress_bar(self) -> Any:
+        """The rich task of the test bar (while testing runs, in a terminal)."""
+        return self._task(self._eval_id if self._eval.stage == "test" else None, "test")
+
+    @property
+    def predict_progress_bar(self) -> Any:
+        """The rich task of the predict bar (while predicting runs, in a terminal)."""
+        return self._task(self._eval_id if self._eval.stage == "predict" else None, "predict")
+
+    def _task(self, task_id: TaskID | None, stage: str) -> Any:
+        if self.progress is None or task_id is None:
+            mode = " (this bar prints plain lines: its console is not a terminal)"
+            raise TypeError(
+                f"The {type(self).__name__} {stage} bar has not been created yet"
+                f"{mode if self._console is not None and self.is_plain else ''}; "
+                "read it while that stage runs."
+            )
+        return self.progress.tasks[task_id] if task_id in self.progress.task_ids else None
+
+    def configure_columns(self, trainer: Trainer) -> list[ProgressColumn]:
+        """The bar's columns before the metrics: description, bar, batches, time, speed.
+
+        Override it to change them; the values are in the task's fields
+        ``batches``, ``clock`` and ``speed``.
+
+        Args:
+            trainer: the running Trainer.
+        """
+        from rich.progress import BarColumn, TextColumn
+
+        theme = self.theme
+        return [
+            TextColumn("{task.description}", style=theme.description, markup=False),
+            BarColumn(
+                complete_style=theme.progress_bar,
+                finished_style=theme.progress_bar_finished,
+                pulse_style=theme.progress_bar_pulse,
+            ),
+            TextColumn("{task.fields[batches]}", style=theme.batch_progress, markup=False),
+            TextColumn("{task.fields[clock]}", style=theme.time, markup=False),
+            TextColumn("{task.fields[speed]}", style=theme.processing_speed, markup=False),
+        ]
+
+    # ------------------------------------------------------------ drawing
+    def _start_progress(self, trainer: Trainer) -> Progress:
+        if self.progress is None:
+            from rich.progress import Progress, TextColumn
+
+            # Drawn by our hooks only (auto_refresh=False): no thread reads metrics.
+            self.progress = Progress(
+                *self.configure_columns(trainer),
+                TextColumn("{task.fields[metrics]}", style=self.theme.metrics, markup=False),
+                console=self.console,
+                auto_refresh=False,
+            )
+            self.progress.start()
+        return self.progress
+
+    def _stop_progress(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()  # leaves the last frame on screen
+        self.progress = None
+        self.train_progress_bar_id = None
+        self._eval_id = None
+
+    def _add_task(self, trainer: Trainer, description: str, track: _Track, total: float) -> TaskID:
+        progress = self._start_progress(trainer)
+        known = None if math.isinf(total) else total
+        fields: dict[str, Any] = _columns_text(track, known)
+        return progress.add_task(description, total=known, metrics="", **fields)
+
+    def _draw(
+        self, task_id: TaskID | None, track: _Track, total: float, metrics: str | None
+    ) -> None:
+        if self.progress is None or task_id is None:
+            return
+        known = None if math.isinf(total) else total
+        fields: dict[str, Any] = _columns_text(track, known)
+        if metrics is not None:
+            fields["metrics"] = metrics
+        self.progress.update(task_id, completed=track.position, **fields)
+        self.progress.refresh()
+
+    def _metrics_text(self, trainer: Trainer, module: Module) -> str:
+        return format_rich_metrics(self.get_metrics(trainer, module), self.theme)
+
+    def _line(self, description: str, track: _Track, total: float, metrics: str) -> None:
+        known = None if math.isinf(total) else total
+        parts = [description, *_columns_text(track, known).values()]
+        if metrics:
+            parts.append(metrics)
+        # soft_wrap: one log line however long, never cut at the console's width.
+        self.console.print(" ".join(parts), markup=False, highlight=False, soft_wrap=True)
+
+    def _train_description(self, trainer: Trainer) -> str:
+        max_epochs = getattr(trainer, "max_epochs", None)
+        last = f"/{max_epochs - 1}" if isinstance(max_epochs, int) and max_epochs > 0 else ""
+        return f"Epoch {trainer.current_epoch}{last}"
+
+    # ---------------------------------------------------------- lifecycle
+    def teardown(self, trainer: Trainer, module: Module, stage: str) -> None:
+        """Stop the live display, leaving its last frame; also after an error."""
+        self._stop_progress()
+        self._train.active = False
+        self._eval.active = False
+
+    def on_exception(self, trainer: Trainer, module: Module, exception: BaseException) -> None:
+        """Stop the live display so the traceback is not drawn over."""
+        self.teardown(trainer, module, "")
+
+    # ----------------------------------------------------------- training
+    def on_train_epoch_start(self, trainer: Trainer, module: Module) -> None:
+        """Start (or reset) the training bar for this epoch."""
+        if not self._start_train(trainer) or self.is_plain:
+            return
+        total = self.total_train_batches
+        description = self._train_description(trainer)
+        if self.train_progress_bar_id is not None and self._leave:
+            # The finished epoch's bar stays on screen; the new epoch gets a new display.
+            self._stop_progress()
+        if self.train_progress_bar_id is None:
+            self.train_progress_bar_id = self._add_task(trainer, description, self._train, total)
+        else:
+            assert self.progress is not None
+            self.progress.reset(
+                self.train_progress_bar_id,
+                total=None if math.isinf(total) else total,
+                completed=self._train.position,
+                description=description,
+            )
+        self._draw(self.train_progress_bar_id, self._train, total, None)
+
+    def on_train_batch_end(
+        self, trainer: Trainer, module: Module, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        """Count the batch; read metrics and redraw only when a frame is due."""
+        if not self._train.active:
+            return
+        # batch_idx, not a counter: after a mid-epoch resume the bar still ends at total.
+        self._train.position = batch_idx + 1
+        if self.progress is None:  # plain lines
+            # The epoch's last batch gets its line at the epoch end (with validation's results).
+            last = self._train.position == self.total_train_batches
+            if self._train.position % self.print_every_n_steps == 0 and not last:
+                self._train_line(trainer, module)
+            return
+        if self._train.due(self._refresh_rate, self._mininterval):
+            metrics = self._metrics_text(trainer, module)
+            self._draw(self.train_progress_bar_id, self._train, self.total_train_batches, metrics)
+
+    def _train_line(self, trainer: Trainer, module: Module) -> None:
+        metrics = self._metrics_text(trainer, module)
+        self._line(self._train_description(trainer), self._train, self.total_train_batches, metrics)
+
+    def on_train_epoch_end(self, trainer: Trainer, module: Module) -> None:
+        """Show the epoch's final count and metrics."""
+        if not self._train.active:
+            return
+        self._train.active = False
+        if self.progress is None:
+            self._train_line(trainer, module)
+            return
+        metrics = self._metrics_text(trainer, module)
+        self._draw(self.train_progress_bar_id, self._train, self.total_train_batches, metrics)
+
+    # --------------------------------------------------------- evaluation
+    def _start_eval(self, trainer: Trainer, stage: str, description: str, total: float) -> None:
+        if not self._start_eval_count(trainer, stage) or self.is_plain:
+            return
+        self._eval_id = self._add_task(trainer, description, self._eval, total)
+        self._draw(self._eval_id, self._eval, total, None)
+
+    def _eval_total(self) -> float:
+        stage = self._eval.stage
+        if stage == "test":
+            return self.total_test_batches
+        if stage == "predict":
+            return self.total_predict_batches
+        return self.total_val_batches
+
+    def _eval_batch_end(self) -> None:
+        if not self._eval.active:
+            return
+        # A counter, not batch_idx: batch_idx restarts for each dataloader.
+        self._eval.position += 1
+        if self.progress is not None and self._eval.due(self._refresh_rate, self._mininterval):
+            self._draw(self._eval_id, self._eval, self._eval_total(), None)
+
+    def _end_eval(self, trainer: Trainer, description: str, keep: bool) -> None:
+        """Finish an evaluation bar: kept on screen (``keep``) or removed."""
+        if not self._eval.active:
+            return
+        self._eval.active = False
+        if self.progress is None:
+            if self._eval.stage != "sanity":  # its results are not real metrics
+                self._line(description, self._eval, self._eval_total(), "")
+            return
+        if keep:
+            self._draw(self._eval_id, self._eval, self._eval_total(), None)
+        elif self._eval_id is not None:
+            self.progress.remove_task(self._eval_id)
+            self.progress.refresh()
+        self._eval_id = None
+
+    def on_validation_start(self, trainer: Trainer, module: Module) -> None:
+        """Start the validation (or sanity-check) bar."""
+        if trainer.sanity_checking:
+            self._start_eval(
+                trainer, "sanity", self.sanity_check_description, self.total_val_batches
+            )
+            return
+        if self._train.active and self.progress is not None:
+            # The training bar shows where the epoch is while validation runs.
+            metrics = self._metrics_text(trainer, module)
+            self._draw(self.train_progress_bar_id, self._train, self.total_train_batches, metrics)
+        self._start_eval(trainer, "validation", self.validation_description, self.total_val_batches)
+
+    def on_validation_batch_end(
+        self,
+        trainer: Trainer,
+        module: Module,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        """Count the batch; redraw when a frame is due."""
+        self._eval_batch_end()
+
+    def on_validation_end(self, trainer: Trainer, module: Module) -> None:
+        """End the validation bar; inside fit, it goes and the training bar shows the results."""
+        # Validation inside fit runs within a training epoch, before its end.
+        fitting = self._train.active
+        description = self.sanity_check_description
+        if not trainer.sanity_checking:
+            description = self.validation_description
+        self._end_eval(trainer, description, keep=not fitting and not trainer.sanity_checking)
+        if fitting and self.progress is not None and not trainer.sanity_checking:
+            metrics = self._metrics_text(trainer, module)
+            self._draw(self.train_progress_bar_id, self._train, self.total_train_batches, metrics)
+
+    def on_test_start(self, trainer: Trainer, module: Module) -> None:
+        """Start the test bar."""
+        self._start_eval(trainer, "test", self.test_description, self.total_test_batches)
+
+    def on_test_batch_end(
+        self,
+        trainer: Trainer,
+        module: Module,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        """Count the batch; redraw when a frame is due."""
+        self._eval_batch_end()
+
+    def on_test_end(self, trainer: Trainer, module: Module) -> None:
+        """Finish the test bar (it stays on screen)."""
+        self._end_eval(trainer, self.test_description, keep=True)
+
+    def on_predict_start(self, trainer: Trainer, module: Module) -> None:
+        """Start the predict bar."""
+        self._start_eval(trainer, "predict", self.predict_description, self.total_predict_batches)
+
+    def on_predict_batch_end(
+        self,
+        trainer: Trainer,
+        module: Module,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        """Count the batch; redraw when a frame is due."""
+        self._eval_batch_end()
+
+    def on_predict_end(self, trainer: Trainer, module: Module) -> None:
+        """Finish the predict bar (it stays on screen)."""
+        self._end_eval(trainer, self.predict_description, keep=True)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The console and the live display hold locks and open files: not picklable.
+        state = self.__dict__.copy()
+        state["_console"] = None
+        state["progress"] = None
+        return state
