@@ -240,7 +240,7 @@ class WeightAveraging(Callback):
     def on_save_checkpoint(
         self, trainer: Trainer, module: Module, checkpoint: dict[str, Any]
     ) -> None:
-        """Save the averaged weights as ``state_dict``; the training ones as ``current_model_state``.
+        """Save the averaged weights as ``state_dict``, the trained as ``current_model_state``.
 
         So ``Module.load_from_checkpoint`` and ``trainer.test(ckpt_path=...)`` load
         the average, and resuming ``fit`` restores both (Lightning's layout).
@@ -283,9 +283,7 @@ class WeightAveraging(Callback):
         assert self._average_model is not None
         average = self._average_model.module
         with torch.no_grad():
-            for mine, theirs in zip(
-                _tensors(average, True), _tensors(module, True), strict=True
-            ):
+            for mine, theirs in zip(_tensors(average, True), _tensors(module, True), strict=True):
                 kept = theirs.detach().clone()
                 theirs.copy_(mine.to(theirs.device))
                 mine.copy_(kept.to(mine.device))
