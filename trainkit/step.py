@@ -83,9 +83,10 @@ class Optimization:
         self.run = run
         self.optimizers = optimizers
         # In manual optimization the user steps the schedulers (as in Lightning).
-        stepped = schedulers if run.module.automatic_optimization else []
-        self._step_schedulers = [c for c in stepped if c.interval == "step"]
-        self._epoch_schedulers = [c for c in stepped if c.interval == "epoch"]
+        # Otherwise the Trainer's own list is read at each step, not a copy: a
+        # callback may swap a scheduler in it while fit runs, as Lightning's
+        # StochasticWeightAveraging swaps in SWALR (trainer.lr_scheduler_configs).
+        self._schedulers = schedulers if run.module.automatic_optimization else []
         self._stepper = (
             run.module.lr_scheduler_step if overrides(run.module, "lr_scheduler_step") else None
         )
@@ -237,8 +238,8 @@ class Optimization:
     def _after_step(self, steps_done: int) -> None:
         # Step-interval LR schedulers, and step metrics to the loggers every n steps
         # (written at the step the values were logged in).
-        for config in self._step_schedulers:
-            if steps_done % config.frequency == 0:
+        for config in self._schedulers:
+            if config.interval == "step" and steps_done % config.frequency == 0:
                 self._step_scheduler(config)
         if self._log_every and steps_done % self._log_every == 0:
             self.run.results.write_step(steps_done - 1, self.run.state.epoch)
@@ -249,8 +250,8 @@ class Optimization:
         Args:
             epoch: the epoch that just ended, counted from 0.
         """
-        for config in self._epoch_schedulers:
-            if (epoch + 1) % config.frequency == 0:
+        for config in self._schedulers:
+            if config.interval == "epoch" and (epoch + 1) % config.frequency == 0:
                 self._step_scheduler(config)
 
     def _step_scheduler(self, config: LRSchedulerConfig) -> None:
