@@ -7,16 +7,19 @@ import torch
 
 from trainkit.throughput import Throughput, get_available_flops, measure_flops
 
-READINGS = [(1.0, 1, 4, 10, 100), (2.0, 2, 8, 25, 100), (4.0, 3, 12, 30, 200), (5.0, 4, 16, 40, 100)]
+READINGS = [
+    (1.0, 1, 4, 10, 100),
+    (2.0, 2, 8, 25, 100),
+    (4.0, 3, 12, 30, 200),
+    (5.0, 4, 16, 40, 100),
+]
 
 
 def test_rates_over_the_window_match_lightnings() -> None:
     throughput = Throughput(available_flops=50, world_size=2, window_size=3)
     results = []
     for time, batches, samples, lengths, flops in READINGS:
-        throughput.update(
-            time=time, batches=batches, samples=samples, lengths=lengths, flops=flops
-        )
+        throughput.update(time=time, batches=batches, samples=samples, lengths=lengths, flops=flops)
         results.append(throughput.compute())
     # Until the window is full: totals only.
     assert results[1] == {"time": 2.0, "batches": 2, "samples": 8, "lengths": 25}

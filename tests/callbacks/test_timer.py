@@ -105,7 +105,11 @@ def test_state_holds_each_stage_and_a_resume_counts_the_time_before(
     run_kwargs: dict[str, Any] = {"default_root_dir": tmp_path, "enable_checkpointing": True}
     trainer = trainkit.Trainer(
         max_steps=2,
-        callbacks=[Tick(clock, 10.0), first, ModelCheckpoint(every_n_train_steps=1, save_last=True)],
+        callbacks=[
+            Tick(clock, 10.0),
+            first,
+            ModelCheckpoint(every_n_train_steps=1, save_last=True),
+        ],
         **{**QUIET, **run_kwargs},
     )
     trainer.fit(Classifier(), loader(DATA, 8))
@@ -116,7 +120,11 @@ def test_state_holds_each_stage_and_a_resume_counts_the_time_before(
     resumed = Timer(duration="00:00:00:35", verbose=False)
     trainer = trainkit.Trainer(
         max_epochs=3,
-        callbacks=[Tick(clock, 10.0), resumed, ModelCheckpoint(every_n_train_steps=1, save_last=True)],
+        callbacks=[
+            Tick(clock, 10.0),
+            resumed,
+            ModelCheckpoint(every_n_train_steps=1, save_last=True),
+        ],
         **{**QUIET, **run_kwargs},
     )
     trainer.fit(Classifier(), loader(DATA, 8), ckpt_path="last")
@@ -132,7 +140,10 @@ def test_resume_with_time_left_is_exact(tmp_path: Path) -> None:
             max_steps=max_steps,
             seed=0,
             default_root_dir=tmp_path,
-            callbacks=[Timer(duration={"days": 1}), ModelCheckpoint(every_n_train_steps=1, save_last=True)],
+            callbacks=[
+                Timer(duration={"days": 1}),
+                ModelCheckpoint(every_n_train_steps=1, save_last=True),
+            ],
             **{**QUIET, "enable_checkpointing": True},
         )
         trainer.fit(model, loader(DATA, 8, shuffle=True), ckpt_path=ckpt)
@@ -151,7 +162,7 @@ def test_resume_with_time_left_is_exact(tmp_path: Path) -> None:
 def test_bad_arguments_say_the_format() -> None:
     with pytest.raises(ValueError, match="DD:HH:MM:SS"):
         Timer(duration="1:00:00")
-    with pytest.raises(ValueError, match="'step'.*'epoch'"):
+    with pytest.raises(ValueError, match=r"'step'.*'epoch'"):
         Timer(interval="batch")
     with pytest.raises(ValueError, match="timedelta's arguments"):
         Timer(duration={"hourz": 1})
