@@ -25,6 +25,7 @@ from trainkit.callbacks.clipping import GradientClipping
 from trainkit.callbacks.early_stopping import EarlyStopping
 from trainkit.callbacks.model_summary import ModelSummary
 from trainkit.callbacks.nonfinite import NonFiniteLoss
+from trainkit.callbacks.on_exception_checkpoint import OnExceptionCheckpoint
 from trainkit.callbacks.precision import MixedPrecision
 from trainkit.callbacks.progress import ProgressBar, TQDMProgressBar
 from trainkit.callbacks.slots import StepSlots
@@ -144,6 +145,9 @@ def step_slots(callbacks: list[Callback]) -> StepSlots:
 def last_checkpoint_paths(callbacks: list[Callback], default_root_dir: str) -> list[Path]:
     """Where ``last.ckpt`` lives: each ModelCheckpoint's, else under ``default_root_dir``.
 
+    Each OnExceptionCheckpoint's file is a candidate too (as in Lightning):
+    ``ckpt_path="last"`` resumes from the newest of them.
+
     Args:
         callbacks: the Trainer's callbacks.
         default_root_dir: the Trainer's root folder.
@@ -151,8 +155,10 @@ def last_checkpoint_paths(callbacks: list[Callback], default_root_dir: str) -> l
     paths = [
         Path(callback.last_checkpoint_path(default_root_dir))
         for callback in checkpoint_callbacks(callbacks)
+    ] or [Path(default_root_dir) / "checkpoints" / "last.ckpt"]
+    return paths + [
+        Path(callback.ckpt_path) for callback in _of_type(callbacks, OnExceptionCheckpoint)
     ]
-    return paths or [Path(default_root_dir) / "checkpoints" / "last.ckpt"]
 
 
 def best_checkpoint_path(callbacks: list[Callback]) -> str:
