@@ -47,8 +47,14 @@ def test_results_hold_one_point_per_step_with_the_learning_rate_used(tmp_path: P
     model = Watch()
     data = blobs(64)  # 4 batches an epoch: the search runs over several epochs
     result = Tuner(_trainer(tmp_path)).lr_find(
-        model, loader(data, 16), min_lr=1e-3, max_lr=1.0, num_training=10, mode="linear",
-        early_stop_threshold=None, update_attr=False,
+        model,
+        loader(data, 16),
+        min_lr=1e-3,
+        max_lr=1.0,
+        num_training=10,
+        mode="linear",
+        early_stop_threshold=None,
+        update_attr=False,
     )
     assert result is not None
     expected = learning_rates("linear", 1e-3, 1.0, 10)
@@ -127,7 +133,7 @@ def test_update_attr_sets_the_suggestion(
 
 
 def test_update_attr_without_an_attribute_names_the_fix(tmp_path: Path) -> None:
-    with pytest.raises(AttributeError, match="attr_name=..., or pass update_attr=False"):
+    with pytest.raises(AttributeError, match=r"attr_name=\.\.\., or pass update_attr=False"):
         Tuner(_trainer(tmp_path)).lr_find(_NoLR(), loader(blobs(64), 16), num_training=5)
     with pytest.raises(AttributeError, match="attr_name='nope'"):
         Tuner(_trainer(tmp_path)).lr_find(
@@ -137,7 +143,11 @@ def test_update_attr_without_an_attribute_names_the_fix(tmp_path: Path) -> None:
 
 def test_divergence_stops_the_search_early(tmp_path: Path) -> None:
     result = Tuner(_trainer(tmp_path)).lr_find(
-        Classifier(), loader(blobs(256), 16), min_lr=1e-2, max_lr=1e6, num_training=60,
+        Classifier(),
+        loader(blobs(256), 16),
+        min_lr=1e-2,
+        max_lr=1e6,
+        num_training=60,
         update_attr=False,
     )
     assert result is not None
@@ -165,8 +175,11 @@ class _Counting(Callback):
 def test_tuning_leaves_the_run_and_the_folder_as_they_were(tmp_path: Path) -> None:
     counting = _Counting()
     trainer = trainkit.Trainer(
-        default_root_dir=str(tmp_path), max_epochs=1, enable_progress_bar=False,
-        accelerator="cpu", callbacks=[counting],
+        default_root_dir=str(tmp_path),
+        max_epochs=1,
+        enable_progress_bar=False,
+        accelerator="cpu",
+        callbacks=[counting],
     )  # the default TensorBoard logger and ModelCheckpoint: neither may write
     model = Classifier()
     before = _state(model)

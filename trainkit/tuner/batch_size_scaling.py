@@ -156,8 +156,9 @@ def _search(
                 following = min(size * 2, cap) if cap else size * 2
             else:
                 following = (good + bad) // 2
-            if following == size:
-                break  # the whole dataset in one batch, or nothing left between the bounds
+            if following == size or (bad is not None and following >= bad):
+                break  # the whole dataset in one batch, nothing left between the bounds,
+                # or (power, after halving) the next size is one that ran out of memory
         else:
             bad = size
             if mode == "power" and good is not None:

@@ -5,8 +5,9 @@ step): from a tuning callback's ``on_fit_start``, or from :class:`~trainkit.tune
 whose ``fit`` runs the search (:func:`searching`) where training would start.
 Before it, :class:`Snapshot` copies what a checkpoint holds (weights, optimizers,
 schedulers, callbacks, counters, random states, logged values) to host memory,
-as ``trainkit.checkpoint.collect_state`` reads them, and puts it back afterwards: nothing is written to disk, and the fit that
-follows starts exactly where it would have without the search.
+as ``trainkit.checkpoint.collect_state`` reads them, and puts it back
+afterwards: nothing is written to disk, and the fit that follows starts
+exactly where it would have without the search.
 
 A trial (:func:`train_trial`) is the fit loop itself (``trainkit.loop.run_fit``)
 over a copy of the run's context with other hooks: the Module's and the
