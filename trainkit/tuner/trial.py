@@ -143,7 +143,10 @@ class Snapshot:
         for config, saved in zip(trainer.lr_scheduler_configs, self._schedulers, strict=True):
             config.scheduler.load_state_dict(saved)
         for callback, saved in zip(trainer.callbacks, self._callbacks, strict=True):
-            callback.load_state_dict(saved)
+            # Only a step slot's state moves in a trial (the float16 loss scale); loading
+            # an unchanged state is not always a no-op (ModelCheckpoint defers its paths).
+            if not _same(callback.state_dict(), saved):
+                callback.load_state_dict(saved)
         results.load_state_dict(self._results)
         if trainer.datamodule is not None and self._datamodule is not None:
             trainer.datamodule.load_state_dict(self._datamodule)
@@ -156,6 +159,21 @@ class Snapshot:
         module.zero_grad(set_to_none=True)  # a trial may end inside an accumulation window
         for submodule, training in zip(module.modules(), self._modes, strict=True):
             submodule.training = training
+
+
+def _same(now: Any, saved: Any) -> bool:
+    # Whether a state equals its host copy (tensors by value).
+    if isinstance(now, torch.Tensor) or isinstance(saved, torch.Tensor):
+        return (
+            isinstance(now, torch.Tensor)
+            and isinstance(saved, torch.Tensor)
+            and torch.equal(now.detach().cpu(), saved)
+        )
+    if isinstance(now, Mapping) and isinstance(saved, Mapping):
+        return now.keys() == saved.keys() and all(_same(now[k], saved[k]) for k in now)
+    if isinstance(now, (list, tuple)) and isinstance(saved, (list, tuple)):
+        return len(now) == len(saved) and all(map(_same, now, saved))
+    return bool(now == saved)
 
 
 def _discard(name: str, value: Any, arguments: Any) -> None:
