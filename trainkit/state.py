@@ -80,6 +80,9 @@ class RunState:
     status: str = _status("initializing")
     #: True after fit stopped for a preemption signal (a checkpoint was saved first).
     preempted: bool = _status(False)
+    #: Set in on_fit_start by a tuner that changed the batch size: fit builds the
+    #: dataloaders again before training (BatchSizeFinder).
+    reload_dataloaders: bool = _status(False)
     #: Whether the training batch running now is the epoch's last.
     is_last_batch: bool = _status(False)
     #: Batches per training epoch (after limit_train_batches; inf when unknown).

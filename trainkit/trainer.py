@@ -61,6 +61,7 @@ from trainkit.step import Optimization
 from trainkit.strategies import Strategy, build_strategy, launcher_for, plan_devices
 from trainkit.strategies.wrapping import convert_sync_batchnorm
 from trainkit.trainer_views import TrainerViews
+from trainkit.tuner.trial import running_search
 
 T = TypeVar("T")
 Dataloaders = Iterable[Any] | list[Iterable[Any]]
@@ -499,14 +500,15 @@ class Trainer(TrainerViews):
         state.start_fit(lineage=self.strategy.broadcast(uuid.uuid4().hex))  # one per job
 
         def load_dataloaders() -> tuple[Iterable[Any], list[Iterable[Any]]]:
-            return self._fit_loaders(model, train_dataloaders, val_dataloaders, datamodule)
+            loaders = self._fit_loaders(model, train_dataloaders, val_dataloaders, datamodule)
+            self.train_dataloader, self.val_dataloaders = loaders[0], one_or_list(loaders[1])
+            batch_size = getattr(loaders[0], "batch_size", None)
+            state.samples_per_step = (
+                batch_size * self.strategy.data_parallel_size if batch_size else None
+            )
+            return loaders
 
         train_loader, val_loaders = load_dataloaders()
-        self.train_dataloader, self.val_dataloaders = train_loader, one_or_list(val_loaders)
-        batch_size = getattr(train_loader, "batch_size", None)
-        state.samples_per_step = (
-            batch_size * self.strategy.data_parallel_size if batch_size else None
-        )
         validates = any(total > 0 for total in state.num_val_batches) and overrides(
             model, "validation_step"
         )
@@ -519,12 +521,16 @@ class Trainer(TrainerViews):
         )
         if checkpoint is not None:
             checkpoint_io.restore_state(self, checkpoint, str(resume_from))
+        if (search := running_search()) is not None:  # trainkit.tuner.Tuner: search, not train
+            return search(self, model)
         autolog = self.output.enable_autolog_hparams  # and save_hyperparameters() ran:
         logged = run_hyperparameters(model, self.datamodule) if autolog else None
         if self.is_global_zero and logged is not None:
             for logger in self.loggers:
                 logger.log_hyperparams(logged)
         run.hooks.call("on_fit_start")
+        if state.reload_dataloaders:  # BatchSizeFinder set a new batch size (trainkit/tuner)
+            state.reload_dataloaders, (train_loader, val_loaders) = False, load_dataloaders()
         fit = Fit(
             options=options,
             train_loader=train_loader,

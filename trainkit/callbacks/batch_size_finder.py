@@ -1,0 +1,92 @@
+"""BatchSizeFinder: find the largest batch size that fits when fit starts, then train with it.
+
+Lightning's ``BatchSizeFinder`` callback. ``on_fit_start`` runs the search
+(``trainkit.tuner.batch_size_scaling``): trials of ``steps_per_trial`` steps
+with growing batch sizes until one runs out of memory; the run is then put
+back exactly as it was, the batch size attribute holds the largest size that
+ran, and fit builds its dataloaders again with it. Override ``on_fit_start``
+(or call :meth:`BatchSizeFinder.scale_batch_size` from it) to change when.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from trainkit.callbacks.base import Callback
+
+if TYPE_CHECKING:
+    from trainkit.module import Module
+    from trainkit.trainer import Trainer
+
+__all__ = ["BatchSizeFinder"]
+
+
+class BatchSizeFinder(Callback):
+    """Finds the largest batch size that trains, at the start of fit (Lightning's BatchSizeFinder).
+
+    The dataloaders must come from the Module's or DataModule's hooks, reading
+    the batch size from ``batch_arg_name``.
+
+    Args:
+        mode: "power" (double the size until out of memory) or "binsearch" (then
+            bisect between the last size that ran and the first that did not).
+        steps_per_trial: training steps per trial.
+        init_val: the first batch size tried.
+        max_trials: the most trials (sizes tried).
+        batch_arg_name: the attribute (of the Module or DataModule) or hparams key
+            holding the batch size.
+
+    Example:
+        >>> finder = BatchSizeFinder(mode="binsearch", init_val=16)
+        >>> finder.optimal_batch_size is None
+        True
+    """
+
+    SUPPORTED_MODES = ("power", "binsearch")
+
+    def __init__(
+        self,
+        mode: str = "power",
+        steps_per_trial: int = 3,
+        init_val: int = 2,
+        max_trials: int = 25,
+        batch_arg_name: str = "batch_size",
+    ) -> None:
+        if mode not in self.SUPPORTED_MODES:
+            raise ValueError(f"`mode` should be either of {self.SUPPORTED_MODES}, got {mode!r}.")
+        self._mode = mode
+        self._steps_per_trial = steps_per_trial
+        self._init_val = init_val
+        self._max_trials = max_trials
+        self._batch_arg_name = batch_arg_name
+        #: The batch size the last search found (None: not run, or skipped).
+        self.optimal_batch_size: int | None = None
+
+    def scale_batch_size(self, trainer: Trainer, pl_module: Module) -> None:
+        """Run the search now; the result goes to ``optimal_batch_size``.
+
+        Args:
+            trainer: the running Trainer.
+            pl_module: the Module.
+        """
+        # Imported here: the tuner runs the fit loop, which callbacks do not import.
+        from trainkit.tuner.batch_size_scaling import scale_batch_size
+
+        self.optimal_batch_size = scale_batch_size(
+            trainer,
+            pl_module,
+            mode=self._mode,
+            steps_per_trial=self._steps_per_trial,
+            init_val=self._init_val,
+            max_trials=self._max_trials,
+            batch_arg_name=self._batch_arg_name,
+        )
+
+    def on_fit_start(self, trainer: Trainer, pl_module: Module) -> None:
+        """Search the batch size before training starts.
+
+        Args:
+            trainer: the running Trainer.
+            pl_module: the Module.
+        """
+        self.scale_batch_size(trainer, pl_module)
