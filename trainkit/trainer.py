@@ -194,11 +194,8 @@ class Trainer(TrainerViews):
         )
         #: What the callbacks contribute to the training step (see trainkit.callbacks.slots).
         self.step_slots = step_slots(self.callbacks)
-        self.loggers = (
-            []
-            if barebones
-            else build_loggers(logger, self.default_root_dir, dry_run=bool(self.fast_dev_run))
-        )
+        root, dry_run = self.default_root_dir, bool(self.fast_dev_run)  # dry: a DummyLogger
+        self.loggers = [] if barebones else build_loggers(logger, root, dry_run=dry_run)
         #: Times the runs' hooks and steps (a PassThroughProfiler times nothing).
         self.profiler = build_profiler(profiler)
         #: Where the run is: counters, stage and status.
@@ -400,8 +397,7 @@ class Trainer(TrainerViews):
         uncompile = _nothing
         try:
             self.strategy.setup_environment()
-            # Every launcher ends here with the processes set up: rank_zero_only (and
-            # lightning_utilities', which other libraries read) now know the rank.
+            # Processes set up (any launcher): rank_zero_only, lightning_utilities' too.
             rank_zero_only.rank = self.strategy.global_rank
             if datamodule is not None:
                 datamodule.trainer = self

@@ -11,7 +11,7 @@ import torch
 
 import trainkit
 from tests.helpers import QUIET, Classifier, blobs, loader
-from trainkit.callbacks import GradientAccumulation, ModelCheckpoint
+from trainkit.callbacks import GradientAccumulation, GradientAccumulationScheduler, ModelCheckpoint
 from trainkit.strategies import SingleDeviceStrategy
 
 # 120 samples: batches of 32 are 32, 32, 32, 24; micro-batches of 8 form windows
@@ -116,3 +116,47 @@ def test_bad_schedules() -> None:
         GradientAccumulation({2: 4})
     with pytest.raises(ValueError, match="positive int"):
         GradientAccumulation(0)
+
+
+def test_the_scheduler_is_the_same_mechanism_with_one_batch_before_its_first_epoch() -> None:
+    scheduled, _ = _train(Classifier, 8, callbacks=[GradientAccumulationScheduler({1: 2})])
+    by_argument, _ = _train(Classifier, 8, accumulate_grad_batches={0: 1, 1: 2})
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(scheduled.parameters(), by_argument.parameters(), strict=True)
+    )
+    with pytest.raises(ValueError, match="accumulation slot is filled twice"):
+        trainkit.Trainer(
+            accumulate_grad_batches=2, callbacks=[GradientAccumulationScheduler({1: 2})]
+        )
+    for wrong in ({}, {1: 0}, {-1: 2}):
+        with pytest.raises((TypeError, ValueError)):
+            GradientAccumulationScheduler(wrong)
+
+
+def test_resume_with_a_schedule_is_exact(tmp_path: Path) -> None:
+    # 15 micro-batches an epoch: epoch 0 steps 15 times, epoch 1 (k=4) 4 times.
+    def run(max_steps: int, ckpt: str | None) -> Classifier:
+        torch.manual_seed(0)
+        model = Adam()
+        trainer = trainkit.Trainer(
+            max_steps=max_steps,
+            seed=0,
+            default_root_dir=tmp_path,
+            callbacks=[
+                GradientAccumulationScheduler({1: 4}),
+                ModelCheckpoint(every_n_train_steps=1),
+            ],
+            **QUIET,
+        )
+        trainer.fit(model, loader(DATA, 8, shuffle=True), ckpt_path=ckpt)
+        return model
+
+    full = run(18, None)
+    for file in (tmp_path / "checkpoints").iterdir():
+        file.unlink()
+    run(16, None)  # stopped inside epoch 1, after its first window
+    resumed = run(18, "last")
+    assert all(
+        torch.equal(a, b) for a, b in zip(full.parameters(), resumed.parameters(), strict=True)
+    )

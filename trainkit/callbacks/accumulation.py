@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from trainkit.callbacks.base import Callback
@@ -53,3 +54,43 @@ class GradientAccumulation(Callback):
 
     def state_dict(self) -> dict[str, object]:
         return {"schedule": dict(self.schedule)}
+
+
+class GradientAccumulationScheduler(GradientAccumulation):
+    """Lightning's name for an accumulation schedule: ``{first_epoch: k}``.
+
+    The same mechanism as :class:`GradientAccumulation` (and as
+    ``Trainer(accumulate_grad_batches={...})``): it fills the step's accumulation
+    slot, and its schedule is saved in checkpoints. Epochs before the first key
+    take one batch per step, as in Lightning (``{4: 2}``: from the fifth epoch on,
+    two batches per optimizer step).
+
+    Args:
+        scheduling: first epoch (counted from 0) -> batches per optimizer step.
+
+    Example:
+        >>> scheduler = GradientAccumulationScheduler(scheduling={4: 2, 8: 4})
+        >>> [scheduler.get_accumulate_grad_batches(epoch) for epoch in (0, 4, 9)]
+        [1, 2, 4]
+    """
+
+    def __init__(self, scheduling: dict[int, int]) -> None:
+        if not isinstance(scheduling, Mapping) or not scheduling:
+            raise TypeError(
+                f"GradientAccumulationScheduler(scheduling={scheduling!r}) needs a non-empty "
+                "dict {first_epoch: batches per step}, e.g. {0: 1, 4: 2}."
+            )
+        self.scheduling = dict(scheduling)
+        super().__init__({0: 1, **self.scheduling})
+
+    def going_to_accumulate_grad_batches(self) -> bool:
+        """Whether any epoch takes more than one batch per optimizer step."""
+        return self.accumulates
+
+    def get_accumulate_grad_batches(self, epoch: int) -> int:
+        """The batches per optimizer step in ``epoch``.
+
+        Args:
+            epoch: the epoch, counted from 0.
+        """
+        return self.batches_for_epoch(epoch)

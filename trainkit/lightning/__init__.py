@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from trainkit.callbacks.base import Callback
 from trainkit.data import DataModule as LightningDataModule
-from trainkit.lightning import callbacks, loggers, profilers, utilities
+from trainkit.lightning import callbacks, loggers, profilers, tuner, utilities
 from trainkit.module import Module as LightningModule
 from trainkit.seed import seed_everything
 from trainkit.state import RunningStage, TrainerFn, TrainerStatus
@@ -39,5 +39,6 @@ __all__ = [
     "loggers",
     "profilers",
     "seed_everything",
+    "tuner",
     "utilities",
 ]

@@ -9,8 +9,16 @@ from trainkit.module import AttributeDict
 from trainkit.rank_zero import rank_zero_only, rank_zero_warn
 from trainkit.rank_zero import rank_zero_print as rank_zero_info
 from trainkit.seed import seed_everything
+from trainkit.throughput import measure_flops
 
-__all__ = ["AttributeDict", "rank_zero_info", "rank_zero_only", "rank_zero_warn", "seed_everything"]
+__all__ = [
+    "AttributeDict",
+    "measure_flops",
+    "rank_zero_info",
+    "rank_zero_only",
+    "rank_zero_warn",
+    "seed_everything",
+]
 
 
 def __getattr__(name: str) -> Any:
