@@ -1,0 +1,119 @@
+"""Porting is one prefix replacement: Lightning's documented module paths resolve here.
+
+``lightning.pytorch.X.Y.Name`` -> ``trainkit.lightning.X.Y.Name``, in Python and in
+config files' ``class_path``. Each path below is where Lightning defines (or
+documents) the class; with Lightning installed, the test also checks that
+Lightning really has it there.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+import pytest
+
+import trainkit
+from trainkit import callbacks, loggers, profilers, state
+from trainkit.config import import_class
+from trainkit.lightning.demos.boring_classes import (
+    BoringDataModule,
+    BoringModel,
+    ManualOptimBoringModel,
+    RandomDataset,
+)
+from trainkit.tuner import Tuner
+
+from ..helpers import QUIET
+
+PATHS = [
+    ("callbacks.batch_size_finder", "BatchSizeFinder", callbacks.BatchSizeFinder),
+    ("callbacks.callback", "Callback", trainkit.Callback),
+    ("callbacks.device_stats_monitor", "DeviceStatsMonitor", callbacks.DeviceStatsMonitor),
+    ("callbacks.early_stopping", "EarlyStopping", callbacks.EarlyStopping),
+    ("callbacks.finetuning", "BackboneFinetuning", callbacks.BackboneFinetuning),
+    (
+        "callbacks.gradient_accumulation_scheduler",
+        "GradientAccumulationScheduler",
+        callbacks.GradientAccumulationScheduler,
+    ),
+    ("callbacks.lambda_function", "LambdaCallback", callbacks.LambdaCallback),
+    ("callbacks.lr_finder", "LearningRateFinder", callbacks.LearningRateFinder),
+    ("callbacks.lr_monitor", "LearningRateMonitor", callbacks.LearningRateMonitor),
+    ("callbacks.model_checkpoint", "ModelCheckpoint", callbacks.ModelCheckpoint),
+    ("callbacks.model_summary", "ModelSummary", callbacks.ModelSummary),
+    ("callbacks.on_exception_checkpoint", "OnExceptionCheckpoint", callbacks.OnExceptionCheckpoint),
+    ("callbacks.prediction_writer", "BasePredictionWriter", callbacks.BasePredictionWriter),
+    ("callbacks.progress", "TQDMProgressBar", callbacks.TQDMProgressBar),
+    ("callbacks.progress.progress_bar", "ProgressBar", callbacks.ProgressBar),
+    ("callbacks.progress.rich_progress", "RichProgressBar", callbacks.RichProgressBar),
+    ("callbacks.progress.tqdm_progress", "TQDMProgressBar", callbacks.TQDMProgressBar),
+    ("callbacks.pruning", "ModelPruning", callbacks.ModelPruning),
+    ("callbacks.rich_model_summary", "RichModelSummary", callbacks.RichModelSummary),
+    (
+        "callbacks.stochastic_weight_avg",
+        "StochasticWeightAveraging",
+        callbacks.StochasticWeightAveraging,
+    ),
+    ("callbacks.throughput_monitor", "ThroughputMonitor", callbacks.ThroughputMonitor),
+    ("callbacks.timer", "Timer", callbacks.Timer),
+    ("callbacks.weight_averaging", "WeightAveraging", callbacks.WeightAveraging),
+    ("core.datamodule", "LightningDataModule", trainkit.DataModule),
+    ("core.module", "LightningModule", trainkit.Module),
+    ("loggers.csv_logs", "CSVLogger", loggers.CSVLogger),
+    ("loggers.logger", "DummyLogger", loggers.DummyLogger),
+    ("loggers.logger", "Logger", loggers.Logger),
+    ("loggers.mlflow", "MLFlowLogger", loggers.MLflowLogger),
+    ("loggers.tensorboard", "TensorBoardLogger", loggers.TensorBoardLogger),
+    ("loggers.wandb", "WandbLogger", loggers.WandbLogger),
+    ("profilers.advanced", "AdvancedProfiler", profilers.AdvancedProfiler),
+    ("profilers.base", "PassThroughProfiler", profilers.PassThroughProfiler),
+    ("profilers.profiler", "Profiler", profilers.Profiler),
+    ("profilers.pytorch", "PyTorchProfiler", profilers.PyTorchProfiler),
+    ("profilers.simple", "SimpleProfiler", profilers.SimpleProfiler),
+    ("trainer", "Trainer", trainkit.Trainer),
+    ("trainer.trainer", "Trainer", trainkit.Trainer),
+    ("trainer.states", "TrainerFn", state.TrainerFn),
+    ("trainer.states", "RunningStage", state.RunningStage),
+    ("tuner", "Tuner", Tuner),
+    ("tuner.tuning", "Tuner", Tuner),
+    ("utilities.rank_zero", "rank_zero_only", trainkit.rank_zero_only),
+    ("utilities.parsing", "AttributeDict", trainkit.lightning.utilities.AttributeDict),
+    ("demos.boring_classes", "BoringModel", BoringModel),
+    ("demos.boring_classes", "RandomDataset", RandomDataset),
+    ("demos.boring_classes", "BoringDataModule", BoringDataModule),
+]
+
+
+@pytest.mark.parametrize(("path", "name", "expected"), PATHS, ids=[f"{p}.{n}" for p, n, _ in PATHS])
+def test_lightnings_module_paths_resolve_to_trainkits_objects(
+    path: str, name: str, expected: object
+) -> None:
+    module = importlib.import_module(f"trainkit.lightning.{path}")
+    assert getattr(module, name) is expected
+    # In a config file, the same path after the prefix replacement.
+    if isinstance(expected, type):
+        assert import_class(f"trainkit.lightning.{path}.{name}", "callbacks") is expected
+
+
+@pytest.mark.skipif(importlib.util.find_spec("lightning") is None, reason="needs Lightning")
+@pytest.mark.parametrize(("path", "name"), [(p, n) for p, n, _ in PATHS])
+def test_each_path_is_where_lightning_has_the_name(path: str, name: str) -> None:
+    assert hasattr(importlib.import_module(f"lightning.pytorch.{path}"), name)
+
+
+def test_the_boring_classes_have_lightnings_shapes_and_train() -> None:
+    data = BoringDataModule()
+    data.setup("fit")
+    assert len(data.train_dataloader()) == len(data.val_dataloader()) == 64
+    assert next(iter(data.train_dataloader())).shape == (1, 32)
+    model = BoringModel()
+    assert model(RandomDataset(32, 4)[:]).shape == (4, 2)
+    trainer = trainkit.Trainer(max_epochs=1, limit_train_batches=4, limit_val_batches=2, **QUIET)
+    trainer.fit(model, datamodule=data)
+    assert trainer.global_step == 4
+    (result,) = trainer.test(model, verbose=False)
+    assert result == {}  # BoringModel's test_step returns its loss and logs nothing
+    manual = trainkit.Trainer(max_epochs=1, limit_train_batches=3, limit_val_batches=0, **QUIET)
+    manual.fit(ManualOptimBoringModel())
+    assert manual.global_step == 3

@@ -1,0 +1,7 @@
+"""Lightning's ``lightning.pytorch.callbacks.early_stopping`` names, served by trainkit."""
+
+from __future__ import annotations
+
+from trainkit.callbacks import EarlyStopping
+
+__all__ = ["EarlyStopping"]

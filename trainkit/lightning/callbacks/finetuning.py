@@ -1,0 +1,7 @@
+"""Lightning's ``lightning.pytorch.callbacks.finetuning`` names, served by trainkit."""
+
+from __future__ import annotations
+
+from trainkit.callbacks import BackboneFinetuning, BaseFinetuning
+
+__all__ = ["BackboneFinetuning", "BaseFinetuning"]

@@ -1,0 +1,7 @@
+"""Lightning's ``lightning.pytorch.callbacks.prediction_writer`` names, served by trainkit."""
+
+from __future__ import annotations
+
+from trainkit.callbacks import BasePredictionWriter
+
+__all__ = ["BasePredictionWriter"]

@@ -1,0 +1,7 @@
+"""Lightning's ``lightning.pytorch.callbacks.weight_averaging`` names, served by trainkit."""
+
+from __future__ import annotations
+
+from trainkit.callbacks import WeightAveraging
+
+__all__ = ["WeightAveraging"]

@@ -1,0 +1,7 @@
+"""Lightning's ``lightning.pytorch.loggers.csv_logs`` names, served by trainkit."""
+
+from __future__ import annotations
+
+from trainkit.loggers import CSVLogger
+
+__all__ = ["CSVLogger"]

@@ -1,0 +1,7 @@
+"""Lightning's ``lightning.pytorch.trainer.states`` names, served by trainkit."""
+
+from __future__ import annotations
+
+from trainkit.state import RunningStage, TrainerFn, TrainerStatus
+
+__all__ = ["RunningStage", "TrainerFn", "TrainerStatus"]

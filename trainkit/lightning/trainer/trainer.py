@@ -1,0 +1,7 @@
+"""Lightning's ``lightning.pytorch.trainer.trainer`` names, served by trainkit."""
+
+from __future__ import annotations
+
+from trainkit.trainer import Trainer
+
+__all__ = ["Trainer"]

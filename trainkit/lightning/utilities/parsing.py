@@ -1,0 +1,7 @@
+"""Lightning's ``lightning.pytorch.utilities.parsing`` names, served by trainkit."""
+
+from __future__ import annotations
+
+from trainkit.module import AttributeDict
+
+__all__ = ["AttributeDict"]

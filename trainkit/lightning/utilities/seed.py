@@ -1,0 +1,7 @@
+"""Lightning's ``lightning.pytorch.utilities.seed`` names, served by trainkit."""
+
+from __future__ import annotations
+
+from trainkit.seed import seed_everything
+
+__all__ = ["seed_everything"]
