@@ -12,7 +12,7 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 import trainkit
 from tests.helpers import QUIET, Classifier, blobs, loader
 from trainkit.callbacks import ModelCheckpoint
-from trainkit.callbacks.weight_averaging import WeightAveraging
+from trainkit.callbacks.weight_averaging import EMAWeightAveraging, WeightAveraging
 
 DATA = blobs(96)
 VAL = blobs(64, seed=1)
@@ -93,6 +93,18 @@ def test_ema_subclass_with_should_update() -> None:
     assert int(averaged.n_averaged) == 9
     assert_close(model.state_dict(), averaged.module.state_dict())
     assert not torch.allclose(model.net[0].weight, trained.net[0].weight)
+
+
+def test_lightnings_ema_callback_is_the_ema_by_hand() -> None:
+    # decay 0.9 from step 3 on: the same average as the subclass above, by hand.
+    model, _ = fit(EMAWeightAveraging(decay=0.9, update_starting_at_step=3))
+    _, averaged = by_hand(2, first_step=3, multi_avg_fn=get_ema_multi_avg_fn(0.9))
+    assert_close(model.state_dict(), averaged.module.state_dict())
+    every_other = EMAWeightAveraging(update_every_n_steps=2, update_starting_at_epoch=1)
+    assert [s for s in range(6) if every_other.should_update(step_idx=s)] == [0, 2, 4]
+    assert [e for e in range(3) if every_other.should_update(epoch_idx=e)] == [1, 2]
+    with pytest.raises(ValueError, match="decay must lie in"):
+        EMAWeightAveraging(decay=1.5)
 
 
 def test_epoch_updates() -> None:

@@ -24,7 +24,7 @@ from trainkit.callbacks.summary import RunSummary
 from trainkit.callbacks.swa import StochasticWeightAveraging
 from trainkit.callbacks.throughput_monitor import ThroughputMonitor
 from trainkit.callbacks.timer import Timer
-from trainkit.callbacks.weight_averaging import WeightAveraging
+from trainkit.callbacks.weight_averaging import EMAWeightAveraging, WeightAveraging
 
 __all__ = [
     "BackboneFinetuning",
@@ -33,6 +33,7 @@ __all__ = [
     "BatchSizeFinder",
     "Callback",
     "DeviceStatsMonitor",
+    "EMAWeightAveraging",
     "EarlyStopping",
     "GradientAccumulation",
     "GradientAccumulationScheduler",

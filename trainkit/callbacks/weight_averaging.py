@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
-from torch.optim.swa_utils import AveragedModel
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from trainkit.callbacks.base import Callback
 
@@ -288,3 +288,72 @@ class WeightAveraging(Callback):
                 theirs.copy_(mine.to(theirs.device))
                 mine.copy_(kept.to(mine.device))
         self._swapped = not self._swapped
+
+
+class EMAWeightAveraging(WeightAveraging):
+    """An exponential moving average of the weights (Lightning 2.6's EMA callback).
+
+    A :class:`WeightAveraging` whose average is ``decay * average + (1 - decay) *
+    weights`` (torch's ``get_ema_multi_avg_fn``), updated after every
+    ``update_every_n_steps``-th optimizer step from ``update_starting_at_step``
+    on, and, when ``update_starting_at_epoch`` is given, also at the end of each
+    epoch from that one on. Validation and checkpoints use the average, as for
+    every ``WeightAveraging``.
+
+    Args:
+        device: where the average is kept (None: the model's device).
+        use_buffers: average the buffers too (else they are copied).
+        decay: the weight the old average keeps at each update.
+        update_every_n_steps: update after every n-th step (step 0 included).
+        update_starting_at_step: the first step that updates (None: step 0).
+        update_starting_at_epoch: the first epoch whose end updates (None: no
+            epoch-end updates).
+        **kwargs: passed to torch's ``AveragedModel``.
+
+    Example:
+        >>> ema = EMAWeightAveraging(decay=0.99, update_every_n_steps=2, update_starting_at_step=3)
+        >>> [step for step in range(9) if ema.should_update(step_idx=step)]
+        [4, 6, 8]
+    """
+
+    def __init__(
+        self,
+        device: torch.device | str | int | None = None,
+        use_buffers: bool = True,
+        decay: float = 0.999,
+        update_every_n_steps: int = 1,
+        update_starting_at_step: int | None = None,
+        update_starting_at_epoch: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if not 0.0 <= decay <= 1.0:
+            raise ValueError(f"EMAWeightAveraging(decay={decay}): the decay must lie in [0, 1].")
+        if update_every_n_steps < 1:
+            raise ValueError(
+                f"EMAWeightAveraging(update_every_n_steps={update_every_n_steps}): pass 1 or more."
+            )
+        kwargs.setdefault("multi_avg_fn", get_ema_multi_avg_fn(decay))  # type: ignore[no-untyped-call]
+        super().__init__(device=device, use_buffers=use_buffers, **kwargs)
+        self.decay = decay
+        self.update_every_n_steps = update_every_n_steps
+        self.update_starting_at_step = update_starting_at_step
+        self.update_starting_at_epoch = update_starting_at_epoch
+
+    def should_update(self, step_idx: int | None = None, epoch_idx: int | None = None) -> bool:
+        """Every n-th step from the starting step; each epoch from the starting epoch.
+
+        Args:
+            step_idx: the optimizer step just taken, or None at an epoch's end.
+            epoch_idx: the epoch just ended, or None after a step.
+        """
+        by_step = (
+            step_idx is not None
+            and step_idx % self.update_every_n_steps == 0
+            and (self.update_starting_at_step is None or step_idx >= self.update_starting_at_step)
+        )
+        by_epoch = (
+            epoch_idx is not None
+            and self.update_starting_at_epoch is not None
+            and epoch_idx >= self.update_starting_at_epoch
+        )
+        return by_step or by_epoch

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from trainkit.callbacks import WeightAveraging
+from trainkit.callbacks import EMAWeightAveraging, WeightAveraging
 
-__all__ = ["WeightAveraging"]
+__all__ = ["EMAWeightAveraging", "WeightAveraging"]
