@@ -347,6 +347,19 @@ class ProgressBar(Callback):
         """
         self._trainer = trainer
 
+    def teardown(self, trainer: Trainer, module: Module, stage: str) -> None:
+        """Close what the bar shows, also after an error."""
+        self._close_display()
+        self._train.active = False
+        self._eval.active = False
+
+    def on_exception(self, trainer: Trainer, module: Module, exception: BaseException) -> None:
+        """Close what the bar shows, so that the traceback is not drawn over."""
+        self.teardown(trainer, module, "")
+
+    def _close_display(self) -> None:
+        """Close the bars (a subclass that draws closes what it opened)."""
+
     # ------------------------------------------------------------ counting
     def _start_train(self, trainer: Trainer) -> bool:
         """Begin counting a training epoch; False where this bar shows nothing."""
@@ -525,16 +538,9 @@ class TQDMProgressBar(ProgressBar):
         self._plain = None
         _ = self.is_plain
 
-    def teardown(self, trainer: Trainer, module: Module, stage: str) -> None:
-        """Close any open bar, also after an error."""
+    def _close_display(self) -> None:
         self._close_eval_bar()
         self._close_train_bar()
-        self._train.active = False
-        self._eval.active = False
-
-    def on_exception(self, trainer: Trainer, module: Module, exception: BaseException) -> None:
-        """Close open bars so the traceback is not drawn over."""
-        self.teardown(trainer, module, "")
 
     # ----------------------------------------------------------- training
     def on_train_epoch_start(self, trainer: Trainer, module: Module) -> None:

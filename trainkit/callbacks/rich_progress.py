@@ -329,15 +329,9 @@ class RichProgressBar(ProgressBar):
         return f"Epoch {trainer.current_epoch}{last}"
 
     # ---------------------------------------------------------- lifecycle
-    def teardown(self, trainer: Trainer, module: Module, stage: str) -> None:
-        """Stop the live display, leaving its last frame; also after an error."""
+    def _close_display(self) -> None:
+        # Stops the live display, leaving its last frame on screen.
         self._stop_progress()
-        self._train.active = False
-        self._eval.active = False
-
-    def on_exception(self, trainer: Trainer, module: Module, exception: BaseException) -> None:
-        """Stop the live display so the traceback is not drawn over."""
-        self.teardown(trainer, module, "")
 
     # ----------------------------------------------------------- training
     def on_train_epoch_start(self, trainer: Trainer, module: Module) -> None:
