@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from trainkit.callbacks.slots import clip_settings
 from trainkit.hooks import RunContext
 from trainkit.module import fit_step_arguments, loss_from_output, overrides
 from trainkit.optim import LRSchedulerConfig, ManagedOptimizer, step_scheduler
@@ -108,7 +109,9 @@ class Optimization:
         self._scaler = precision.scaler if precision is not None else None
         self._clip = slots.clipping.clip if slots.clipping is not None else None
         if overrides(module, "configure_gradient_clipping"):
-            self._clip = self._module_clipping  # the Module's hook replaces the Trainer's
+            # The Module's hook replaces the slot's clipping, and receives its settings.
+            self._clip_settings = clip_settings(slots.clipping)
+            self._clip = self._module_clipping
         self._accumulation = slots.accumulation
         nonfinite = slots.nonfinite
         self._observe = nonfinite.observe if nonfinite is not None else None
@@ -293,10 +296,7 @@ class Optimization:
         return outputs
 
     def _module_clipping(self, optimizer: torch.optim.Optimizer, module: Any) -> None:
-        trainer = module.trainer
-        module.configure_gradient_clipping(
-            optimizer, trainer.gradient_clip_val, trainer.gradient_clip_algorithm
-        )
+        module.configure_gradient_clipping(optimizer, *self._clip_settings)
 
     def _manual_step(
         self,

@@ -17,6 +17,7 @@ import torch
 
 from trainkit import loggers
 from trainkit.callbacks import defaults
+from trainkit.callbacks.slots import clip_settings
 from trainkit.options import DEFAULT_MAX_EPOCHS
 from trainkit.schedule import sanity_batches
 
@@ -372,13 +373,13 @@ class TrainerViews:
 
     @property
     def gradient_clip_val(self) -> float | None:
-        """The ``gradient_clip_val`` option."""
-        return self.step_options.gradient_clip_val
+        """The clipping threshold: ``gradient_clip_val``, or a GradientClipping callback's."""
+        return clip_settings(self.step_slots.clipping)[0]
 
     @property
     def gradient_clip_algorithm(self) -> str:
-        """The ``gradient_clip_algorithm`` option."""
-        return self.step_options.gradient_clip_algorithm
+        """``"norm"`` or ``"value"``: the option's, or a GradientClipping callback's."""
+        return clip_settings(self.step_slots.clipping)[1]
 
     @property
     def precision(self) -> str:

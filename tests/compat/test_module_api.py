@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import trainkit
+from trainkit.callbacks import GradientClipping
 from trainkit.module import overrides
 
 from ..helpers import QUIET, Classifier, blobs, loader
@@ -317,3 +318,39 @@ def test_optimizer_zero_grad_and_backward_overrides_are_called() -> None:
 
     fit(Custom())
     assert calls == ["backward", "zero_grad"] * 4
+
+
+@pytest.mark.parametrize(
+    ("clipping", "expected"),
+    [
+        ({"gradient_clip_val": 0.5, "gradient_clip_algorithm": "value"}, (0.5, "value")),
+        ({"callbacks": [GradientClipping(max_norm=1.0)]}, (1.0, "norm")),
+        ({"callbacks": [GradientClipping(max_value=0.25)]}, (0.25, "value")),
+        ({}, (None, "norm")),
+    ],
+    ids=["arguments", "callback-norm", "callback-value", "none"],
+)
+def test_configure_gradient_clipping_receives_the_clipping_asked_for(
+    clipping: dict[str, Any], expected: tuple[float | None, str]
+) -> None:
+    # A GradientClipping callback is the same mechanism as gradient_clip_val: the
+    # hook (and clip_gradients' defaults, and the Trainer's properties) see its values.
+    seen: list[tuple[Any, Any]] = []
+    norms: list[float] = []
+
+    class Clipped(Classifier):
+        def configure_gradient_clipping(
+            self, optimizer: Any, gradient_clip_val: Any = None, gradient_clip_algorithm: Any = None
+        ) -> None:
+            seen.append((gradient_clip_val, gradient_clip_algorithm))
+            self.clip_gradients(optimizer)  # the defaults: the same settings
+
+        def on_before_zero_grad(self, optimizer: Any) -> None:
+            grads = torch.cat([p.grad.flatten() for p in self.parameters() if p.grad is not None])
+            norms.append(float(grads.abs().max() if expected[1] == "value" else grads.norm()))
+
+    trainer = fit(Clipped(), **clipping)
+    assert set(seen) == {expected}
+    assert (trainer.gradient_clip_val, trainer.gradient_clip_algorithm) == expected
+    if expected[0] is not None:
+        assert max(norms) <= expected[0] * 1.0001

@@ -59,6 +59,18 @@ class GradientClipping(Callback):
         """Whether this clips the total norm (rather than each value)."""
         return self.max_norm is not None
 
+    @property
+    def gradient_clip_val(self) -> float:
+        """The threshold, as ``Trainer(gradient_clip_val=...)`` names it."""
+        threshold = self.max_norm if self.max_norm is not None else self.max_value
+        assert threshold is not None  # the constructor demands one of them
+        return threshold
+
+    @property
+    def gradient_clip_algorithm(self) -> str:
+        """``"norm"`` or ``"value"``, as ``Trainer(gradient_clip_algorithm=...)`` names it."""
+        return "norm" if self.by_norm else "value"
+
     def clip(self, optimizer: torch.optim.Optimizer, module: Module) -> None:
         """Clip the gradients of ``optimizer``'s parameters (logging the norm if asked).
 

@@ -72,6 +72,28 @@ class ClippingPart(Protocol):
         """Clip the gradients of ``optimizer``'s parameters in place."""
 
 
+def clip_settings(part: ClippingPart | None) -> tuple[float | None, str]:
+    """``(gradient_clip_val, gradient_clip_algorithm)`` of the step's clipping slot.
+
+    What the Module's ``configure_gradient_clipping`` hook and ``clip_gradients``
+    receive, and what ``trainer.gradient_clip_val`` reports, whichever way the
+    clipping was asked for (the Trainer's arguments or a GradientClipping
+    callback): ``(None, "norm")`` without clipping, as Lightning's defaults. A
+    contributor of its own that names no threshold counts as ``(None, "norm")``.
+
+    Args:
+        part: the clipping slot's contributor, or None.
+
+    Example:
+        >>> from trainkit.callbacks import GradientClipping
+        >>> clip_settings(GradientClipping(max_value=0.5)), clip_settings(None)
+        ((0.5, 'value'), (None, 'norm'))
+    """
+    value = getattr(part, "gradient_clip_val", None)
+    algorithm = getattr(part, "gradient_clip_algorithm", None) if value is not None else None
+    return value, algorithm or "norm"
+
+
 class AccumulationPart(Protocol):
     """Gradient accumulation: micro-batches per optimizer step, by epoch."""
 
