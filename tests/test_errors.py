@@ -177,7 +177,7 @@ def test_more_devices_than_exist(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"log_every_n_steps": 0}, ValueError, "log_every_n_steps=0 is invalid"),
         ({"fast_dev_run": -1}, ValueError, "fast_dev_run must be a bool"),
         ({"precision": "64"}, ValueError, "precision='64' is not supported"),
-        ({"callbacks": [object()]}, TypeError, "callbacks must be trainkit.Callback"),
+        ({"callbacks": [object()]}, TypeError, "not a callback: pass instances"),
         ({"logger": "tensorboard"}, TypeError, "logger must be a trainkit Logger"),
     ],
 )

@@ -11,6 +11,7 @@ from torch.utils.data import DataLoader, Dataset
 
 import trainkit
 from tests.helpers import QUIET
+from trainkit.strategies import SingleDeviceStrategy
 
 
 class RandomDraws(Dataset[torch.Tensor]):
@@ -21,6 +22,18 @@ class RandomDraws(Dataset[torch.Tensor]):
 
     def __getitem__(self, index: int) -> torch.Tensor:
         return torch.rand(1)
+
+
+class PretendRank(SingleDeviceStrategy):
+    """One process that the Trainer takes for global rank ``rank`` (it sets rank_zero_only)."""
+
+    def __init__(self, rank: int) -> None:
+        super().__init__(torch.device("cpu"))
+        self.rank = rank
+
+    @property
+    def global_rank(self) -> int:
+        return self.rank
 
 
 def _draws(rank: str, monkeypatch: pytest.MonkeyPatch) -> list[float]:
@@ -38,7 +51,7 @@ def _draws(rank: str, monkeypatch: pytest.MonkeyPatch) -> list[float]:
             seen.extend(batch.flatten().tolist())
 
     loader = DataLoader(RandomDraws(), batch_size=2, num_workers=2)
-    trainkit.Trainer(**QUIET).predict(Collect(), loader)
+    trainkit.Trainer(strategy=PretendRank(int(rank)), **QUIET).predict(Collect(), loader)
     return seen
 
 
