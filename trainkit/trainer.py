@@ -434,6 +434,8 @@ class Trainer(TrainerViews):
         except BaseException as exception:
             state.status = "interrupted"
             ending = "interrupted" if isinstance(exception, KeyboardInterrupt) else "failed"
+            if (explained := self.strategy.describe_failure(exception)) is not None:
+                print(explained, file=sys.stderr, flush=True)
             hooks.call_callbacks("on_exception", exception)
             if isinstance(exception, KeyboardInterrupt):  # as Lightning: handled, then exit
                 print(f"trainkit: {fn} interrupted (KeyboardInterrupt).", file=sys.stderr)

@@ -79,6 +79,16 @@ class Strategy(ABC):
     def setup_environment(self) -> None:
         """Prepare devices and process groups; called once before the module is set up."""
 
+    def describe_failure(self, exception: BaseException) -> str | None:
+        """A line for the user about a run that ``exception`` ended, or None (nothing to add).
+
+        Called on every process the exception reaches, before the run tears down.
+
+        Args:
+            exception: what ended the run.
+        """
+        return None
+
     def setup_module(self, module: nn.Module) -> nn.Module:
         """Move ``module`` to its device and wrap it if the strategy needs to.
 

@@ -27,6 +27,7 @@ from trainkit.launch.environment import ClusterEnvironment, detect_environment
 from trainkit.strategies.base import ReduceOp, Strategy
 from trainkit.strategies.control import ControlChannel
 from trainkit.strategies.gather import gather
+from trainkit.strategies.peers import is_transport_error, name_silent_peers
 from trainkit.strategies.rendezvous import check_init_method, join_group
 from trainkit.strategies.sampling import EvenSplitSampler, advise_on_loading, training_sampler
 from trainkit.strategies.wrapping import StepModule, unwrap
@@ -269,6 +270,19 @@ class DDPStrategy(Strategy):
         if self._control is None:
             raise RuntimeError("the DDP strategy has not been set up (setup_environment)")
         return self._control
+
+    def describe_failure(self, exception: BaseException) -> str | None:
+        # A collective failed because a process is gone or cut off: the backend's
+        # error names no rank (often no address), so find out which stopped answering.
+        if not dist.is_initialized() or self.world_size < 2 or not is_transport_error(exception):
+            return None
+        try:
+            store = dist.distributed_c10d._get_default_store()
+        except (RuntimeError, ValueError):
+            return None
+        environment = self.environment
+        where = self.init_method or f"{environment.master_addr}:{environment.master_port}"
+        return name_silent_peers(exception, store, self.global_rank, self.world_size, where)
 
     def teardown(self) -> None:
         # The group is left up: a later validate/test in the same process reuses it.

@@ -1,0 +1,120 @@
+"""Naming the processes that stopped answering when a collective fails.
+
+When a process of the job is gone (killed, its machine off) or cut off (its
+network down), the others fail in their next collective with the backend's
+transport error, which names at most an address (gloo's ``Connection closed by
+peer [10.1.1.21]:9901``) and often nothing (``Timed out waiting 1800000ms for
+recv operation to complete``). So after such a failure each process reports
+itself in the job's store, and looks for a moment which processes reported: the
+ones that did not are named. A process that cannot reach the store says so: its
+own machine, or the store's, is cut off.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+#: Texts of the transport errors a lost or unreachable process causes (gloo, NCCL, c10d).
+TRANSPORT_ERRORS = (
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "Timed out waiting",
+    "Read error",
+    "Write error",
+    "Broken pipe",
+    "Connection refused",
+    "NCCL communicator was aborted",
+    "remote process exited",
+)
+
+#: How long a failing process waits for the others to report (they fail at nearly
+#: the same moment: every process of the collective waits on the lost one).
+REPORT_WAIT_S = 2.0
+
+
+def is_transport_error(error: BaseException) -> bool:
+    """Whether ``error`` (or an error it was raised from) is a lost connection or a timeout.
+
+    Args:
+        error: what a collective, or the step around it, raised.
+
+    Example:
+        >>> is_transport_error(RuntimeError("[pair.cc:561] Connection closed by peer [10.0.0.2]:9"))
+        True
+        >>> is_transport_error(ValueError("Connection closed by peer"))
+        False
+    """
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        # torch's DistBackendError and DistNetworkError are RuntimeErrors.
+        if isinstance(current, RuntimeError) and any(t in str(current) for t in TRANSPORT_ERRORS):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def name_silent_peers(
+    error: BaseException,
+    store: Any,
+    rank: int,
+    world_size: int,
+    store_address: str,
+    wait_s: float = REPORT_WAIT_S,
+) -> str:
+    """Report this process in ``store``, wait for the others', and say who did not report.
+
+    Args:
+        error: the transport error this process failed with.
+        store: the job's store (the default process group's).
+        rank: this process's global rank.
+        world_size: the number of processes.
+        store_address: where the store is, for the message (``HOST:PORT``).
+        wait_s: how long to wait for the other processes' reports.
+
+    Returns:
+        One line for the user, naming the ranks that stopped answering (or that the
+        store itself does not answer).
+    """
+    text = str(error).strip().splitlines()
+    detail = text[0] if text else type(error).__name__
+    start = f"trainkit: rank {rank} of {world_size} failed in a collective ({detail})"
+    # The store's calls can block far longer than their timeout on a dead network
+    # (the client retries): ask it from a thread, and give up on it after a while.
+    answer: list[list[int]] = []
+
+    def ask() -> None:
+        key = "trainkit/answering/{}"
+        store.set_timeout(timedelta(seconds=wait_s))
+        store.set(key.format(rank), "1")
+        missing = [other for other in range(world_size) if other != rank]
+        deadline = time.monotonic() + wait_s
+        while missing and time.monotonic() < deadline:
+            missing = [other for other in missing if not store.check([key.format(other)])]
+            time.sleep(0.1)
+        answer.append(missing)
+
+    asking = threading.Thread(target=ask, name="trainkit-peers", daemon=True)
+    asking.start()
+    asking.join(timeout=2 * wait_s + 1)
+    if not answer:  # the store failed or did not answer in time
+        return (
+            f"{start}: the other processes stopped answering, and so does the job's store at "
+            f"{store_address} (rank 0's machine): this machine, or rank 0's, is cut off from "
+            "the network or gone."
+        )
+    missing = answer[0]
+    if not missing:
+        return (
+            f"{start}; every other process is still answering: see their errors above for "
+            "the cause."
+        )
+    named = ", ".join(map(str, missing))
+    return (
+        f"{start}: rank{'s' if len(missing) > 1 else ''} {named} stopped answering (no report "
+        f"within {wait_s:.0f} s of this failure): gone, or cut off from this machine."
+    )
