@@ -24,6 +24,7 @@ from torch.utils.data import DataLoader
 from trainkit.batches import move_data_to_device
 from trainkit.checkpoint import load, save_atomic
 from trainkit.compile import compile_forward
+from trainkit.strategies.registrable import Registrable
 from trainkit.strategies.sampling import advise_on_loading
 
 ReduceOp = Literal["sum", "mean", "max", "min"]
@@ -31,11 +32,9 @@ _NO_SYNC_CONTEXT = nullcontext()  # a null context carries no state: one serves 
 T = TypeVar("T")
 
 
-class Strategy(ABC):
-    """Base class of all strategies."""
+class Strategy(Registrable, ABC):
+    """Base class of all strategies (its registry declarations: :class:`Registrable`)."""
 
-    #: Name used in ``Trainer(strategy=...)``.
-    name: str = ""
     #: The Trainer's precision (its canonical name, e.g. "bf16-mixed"); the Trainer sets it.
     precision: str = "32-true"
 

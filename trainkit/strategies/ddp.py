@@ -10,11 +10,10 @@ the module in ``DistributedDataParallel``. Gloo on CPU, NCCL on CUDA.
 from __future__ import annotations
 
 import atexit
-import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -27,14 +26,17 @@ from trainkit.launch.environment import ClusterEnvironment, detect_environment
 from trainkit.strategies.base import ReduceOp, Strategy
 from trainkit.strategies.control import ControlChannel
 from trainkit.strategies.gather import gather
-from trainkit.strategies.rendezvous import check_init_method, join_group
+from trainkit.strategies.rendezvous import check_init_method, end_process_group, join_group
 from trainkit.strategies.sampling import EvenSplitSampler, advise_on_loading, training_sampler
 from trainkit.strategies.wrapping import StepModule, unwrap
 
+if TYPE_CHECKING:
+    from trainkit.strategies.registrable import LaunchMode
+    from trainkit.strategies.registry import DevicePlan
+
 T = TypeVar("T")
 
-# How long leaving the process group waits for the backend's threads (see end_process_group).
-_RELEASE_S = 0.05
+__all__ = ["DDPStrategy", "end_process_group"]
 
 _OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 
@@ -100,6 +102,23 @@ class DDPStrategy(Strategy):
         # checks), on a gloo group of their own; made at set-up, by every rank.
         self._control: ControlChannel | None = None
         self._control_world: Any = None
+
+    names: ClassVar[tuple[str, ...]] = ("ddp", "ddp_spawn")
+
+    @classmethod
+    def launch_mode(cls, name: str) -> LaunchMode:
+        return "spawn" if name == "ddp_spawn" else "script"
+
+    @classmethod
+    def from_plan(
+        cls,
+        plan: DevicePlan,
+        *,
+        timeout: timedelta = timedelta(minutes=30),
+        environment: ClusterEnvironment | None = None,
+        **init_params: Any,
+    ) -> Strategy:
+        return cls(plan.device_type, timeout=timeout, environment=environment, **init_params)
 
     def join_as(self, environment: ClusterEnvironment) -> bool:
         """Take the place a launcher gives this process, unless one was given at construction.
@@ -274,16 +293,3 @@ class DDPStrategy(Strategy):
         # The group is left up: a later validate/test in the same process reuses it.
         # end_process_group() ends it; trainkit calls it at interpreter exit.
         return None
-
-
-def end_process_group() -> None:
-    """Leave the default process group (and every group made from it), if joined.
-
-    trainkit calls this at interpreter exit for groups it started; call it
-    earlier to free the connections in a process that goes on without them.
-    """
-    if dist.is_initialized():
-        dist.destroy_process_group()
-        # The backend's threads release finished collectives, which needs the
-        # interpreter: let them, before a shutdown that would abort them.
-        time.sleep(_RELEASE_S)
