@@ -212,7 +212,8 @@ class Recording(SingleDeviceStrategy):
 
 def test_a_registered_strategy_trains_by_name(registered: list[str]) -> None:
     registered.append("recording")
-    StrategyRegistry.register("recording", Recording, description="counts batches", label="mine")
+    cls = StrategyRegistry.register("recording", Recording, description="counts", label="mine")
+    assert cls is Recording  # as Lightning's register returns it
     assert "recording" in StrategyRegistry.available_strategies()
     assert plan_devices("recording", "cpu", 1) == DevicePlan("recording", "cpu", (0,))
     trainer = trainkit.Trainer(strategy="recording", max_steps=3, **QUIET)
@@ -263,3 +264,5 @@ def test_register_refuses_what_it_cannot_build(registered: list[str]) -> None:
     StrategyRegistry.remove("replaced")
     with pytest.raises(ValueError, match="Unknown strategy 'replaced'"):
         plan_devices("replaced", "cpu", 1)
+    with pytest.raises(KeyError, match="'replaced' is not a registered strategy"):
+        StrategyRegistry.remove("replaced")

@@ -24,7 +24,7 @@ import importlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from trainkit.messages import did_you_mean
 from trainkit.strategies.base import Strategy
@@ -102,14 +102,34 @@ class Registry:
     def __init__(self) -> None:
         self._entries = {name: StrategyEntry(name, where) for name, where in BUILT_IN.items()}
 
+    @overload
     def register(
         self,
         name: str,
-        strategy: type[Strategy] | None = None,
+        strategy: None = None,
         description: str | None = None,
         override: bool = False,
         **init_params: Any,
-    ) -> Callable[[S], S]:
+    ) -> Callable[[S], S]: ...
+
+    @overload
+    def register(
+        self,
+        name: str,
+        strategy: S,
+        description: str | None = None,
+        override: bool = False,
+        **init_params: Any,
+    ) -> S: ...
+
+    def register(
+        self,
+        name: str,
+        strategy: S | None = None,
+        description: str | None = None,
+        override: bool = False,
+        **init_params: Any,
+    ) -> S | Callable[[S], S]:
         """Make ``Trainer(strategy=name)`` build ``strategy`` (as Lightning's registry does).
 
         Used as ``register(name, MyStrategy, ...)`` or as a class decorator
@@ -125,7 +145,8 @@ class Registry:
             init_params: keyword arguments the class is built with (after the plan's).
 
         Returns:
-            A decorator that registers the class it is given and returns it unchanged.
+            ``strategy``; without it, a decorator that registers the class it is
+            given and returns it unchanged.
         """
         if not isinstance(name, str) or not name or name == "auto":
             raise ValueError(
@@ -148,17 +169,16 @@ class Registry:
             self._entries[name] = StrategyEntry(name, cls, description or "", dict(init_params))
             return cls
 
-        if strategy is not None:
-            add(strategy)
-        return add
+        return add if strategy is None else add(strategy)
 
     def remove(self, name: str) -> None:
         """Forget a registered name.
 
         Args:
-            name: a registered name.
+            name: a registered name (else a KeyError, as Lightning's registry raises).
         """
-        self.entry(name)  # an unknown name fails, naming the known ones
+        if name not in self._entries:
+            raise KeyError(f"{name!r} is not a registered strategy; registered: {list(self)}")
         del self._entries[name]
 
     def available_strategies(self) -> list[str]:
