@@ -9,7 +9,8 @@ catch what they look for and to pass what complies.
 1. No import cycle, counting imports inside functions; ``if TYPE_CHECKING:``
    imports are type-only and do not count.
 2. ``import trainkit.state`` and ``import trainkit.strategies.base`` do not load
-   ``trainkit.trainer``; the public names still import from ``trainkit``.
+   ``trainkit.trainer``; the public names still import from ``trainkit``;
+   ``import trainkit.strategies`` loads no multi-process strategy and no launcher.
 3. Outside ``trainkit/callbacks/`` nothing checks a callback's type: no
    ``isinstance``/``issubclass`` on a callback class, no ``hasattr``/``getattr``
    probe of a callback-only attribute or of a callback object.
@@ -600,6 +601,7 @@ print(trainkit.__file__)
 _PROBES = {
     "trainkit.state": _LOADED.format(module="trainkit.state"),
     "trainkit.strategies.base": _LOADED.format(module="trainkit.strategies.base"),
+    "trainkit.strategies": _LOADED.format(module="trainkit.strategies"),
     "public API": _PUBLIC_API,
 }
 
@@ -645,6 +647,19 @@ def test_low_layer_does_not_load_trainer(
             + "\n  ".join(loaded),
             pytrace=False,
         )
+
+
+def test_strategies_load_heavy_strategies_and_launchers_on_use(
+    probes: dict[str, subprocess.Popen[str]],
+) -> None:
+    # The registry names every strategy without importing it; choosing a launcher
+    # is trainkit.launch's business, which the strategies package does not load.
+    loaded: list[str] = ast.literal_eval(_finish(probes["trainkit.strategies"])[-1])
+    heavy = ("fsdp", "hybrid", "dp", "ddp", "pipeline", "pipe")
+    unwanted = {f"trainkit.strategies.{name}" for name in heavy} | {"trainkit.launch"}
+    found = sorted(unwanted.intersection(loaded))
+    if found:
+        pytest.fail(f"`import trainkit.strategies` loads {found}", pytrace=False)
 
 
 def test_public_api_is_kept(probes: dict[str, subprocess.Popen[str]]) -> None:

@@ -71,17 +71,17 @@ def check_trainer_options(trainer: Any) -> None:
             options(**{name: values[name] for name in names})
         except (ValueError, TypeError) as error:
             raise ConfigError(_trainer_message(str(error), names)) from error
-    from trainkit.strategies import STRATEGY_NAMES, plan_devices
+    from trainkit.strategies import StrategyRegistry, plan_devices
 
     strategy = values["strategy"]
     if isinstance(strategy, dict):  # a class_path entry: its class and arguments
         cfg.check_init_args(cfg.ClassSpec(**strategy), "trainer.strategy")
         return
-    if strategy != "auto" and strategy not in STRATEGY_NAMES:
+    if strategy != "auto" and strategy not in StrategyRegistry:
+        names = ["auto", *StrategyRegistry.available_strategies()]
         raise ConfigError(
             f"Unknown strategy trainer.strategy={strategy!r}."
-            f"{did_you_mean(strategy, STRATEGY_NAMES, n=2)} (use one of: "
-            f"{', '.join(dict.fromkeys(['auto', *STRATEGY_NAMES]))})."
+            f"{did_you_mean(strategy, names, n=2)} (use one of: {', '.join(names)})."
         )
     try:
         plan_devices(strategy, values["accelerator"], values["devices"])

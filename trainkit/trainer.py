@@ -44,7 +44,7 @@ from trainkit.data import (
 )
 from trainkit.evaluate import format_results, run_evaluation, run_predict
 from trainkit.hooks import Hooks, RunContext, batch_transfer, overrides
-from trainkit.launch import Launcher, select_launcher
+from trainkit.launch import Launcher, launcher_for, select_launcher
 from trainkit.launch.environment import resume_on_restart
 from trainkit.loggers import Logger, build_loggers, run_hyperparameters
 from trainkit.loop import Fit, run_fit
@@ -58,7 +58,7 @@ from trainkit.rank_zero import rank_zero_only
 from trainkit.seed import seed_everything, set_deterministic
 from trainkit.state import RunState
 from trainkit.step import Optimization
-from trainkit.strategies import Strategy, build_strategy, launcher_for, plan_devices
+from trainkit.strategies import Strategy, build_strategy, plan_devices
 from trainkit.strategies.wrapping import convert_sync_batchnorm
 from trainkit.trainer_views import TrainerViews
 from trainkit.tuner.trial import running_search
@@ -90,8 +90,8 @@ class Trainer(TrainerViews):
     ``trainkit/trainer_views.py``.
 
     Args:
-        strategy: "auto", a strategy name ("single_device", "ddp", "ddp_spawn",
-            "dp", "hybrid"), or a :class:`~trainkit.strategies.Strategy`.
+        strategy: "auto", a name ("single_device", "ddp", "ddp_spawn", "dp", "hybrid",
+            "fsdp", or one in ``StrategyRegistry``), or a :class:`~trainkit.strategies.Strategy`.
         callbacks: callbacks, called in this order after the Module's own hooks.
         logger: True for a TensorBoard logger under ``default_root_dir``, False for
             none, or a Logger / list of Loggers.
@@ -397,8 +397,7 @@ class Trainer(TrainerViews):
         uncompile = _nothing
         try:
             self.strategy.setup_environment()
-            # Processes set up (any launcher): rank_zero_only, lightning_utilities' too.
-            rank_zero_only.rank = self.strategy.global_rank
+            rank_zero_only.rank = self.strategy.global_rank  # lightning_utilities' too
             if datamodule is not None:
                 datamodule.trainer = self
                 # Downloads happen once per node; the other ranks wait for them.
@@ -500,10 +499,8 @@ class Trainer(TrainerViews):
         def load_dataloaders() -> tuple[Iterable[Any], list[Iterable[Any]]]:
             loaders = self._fit_loaders(model, train_dataloaders, val_dataloaders, datamodule)
             self.train_dataloader, self.val_dataloaders = loaders[0], one_or_list(loaders[1])
-            batch_size = getattr(loaders[0], "batch_size", None)
-            state.samples_per_step = (
-                batch_size * self.strategy.data_parallel_size if batch_size else None
-            )
+            size = getattr(loaders[0], "batch_size", None)
+            state.samples_per_step = size * self.strategy.data_parallel_size if size else None
             return loaders
 
         train_loader, val_loaders = load_dataloaders()

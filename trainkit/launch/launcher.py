@@ -4,13 +4,14 @@ A launcher runs one of the Trainer's entry points (fit, validate, ...) as the
 ranks of a job. Under torchrun or SLURM the ranks already exist and trainkit
 launches nothing; otherwise, for a multi-process strategy:
 
-- :class:`ScriptLauncher` (``strategy="ddp"``/``"hybrid"`` from a plain
-  ``python train.py``): re-runs the same command N-1 times, each with
-  torchrun's variables (``RANK``, ``WORLD_SIZE``, ...) set, and runs the entry
-  point itself as rank 0. The new processes run the script from the top, reach
-  the same ``Trainer(...)``, see the variables and join the group, exactly as
-  under ``torchrun --nproc-per-node N``. The rendezvous is torch's env:// on
-  127.0.0.1 with a free port.
+- :class:`ScriptLauncher` (``strategy="ddp"``/``"fsdp"``/``"hybrid"``, whose
+  ``launch_mode`` is ``"script"``, from a plain ``python train.py``): re-runs
+  the same command N-1 times, each with torchrun's variables (``RANK``,
+  ``WORLD_SIZE``, ...) set, and runs the entry point itself as rank 0. The new
+  processes run the script from the top, reach the same ``Trainer(...)``, see
+  the variables and join the group, exactly as under ``torchrun
+  --nproc-per-node N``. The rendezvous is torch's env:// on 127.0.0.1 with a
+  free port.
 - :class:`~trainkit.launch.spawn.SpawnLauncher` (``strategy="ddp_spawn"``): runs
   the entry point in N new processes and hands rank 0's result back.
 

@@ -4,9 +4,8 @@ A strategy answers a few questions for the loop: which device is mine, am I
 global rank 0, how is the module wrapped, how is a dataloader prepared, and how
 do values travel between processes. A single-device strategy answers them with
 identities (its collectives return their input), so the loop never asks "am I
-distributed?".
-
-Launching worker processes is not a strategy's business (see ``trainkit.launch``).
+distributed?". Launching worker processes is not a strategy's business (see
+``trainkit.launch``).
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ from torch.utils.data import DataLoader
 from trainkit.batches import move_data_to_device
 from trainkit.checkpoint import load, save_atomic
 from trainkit.compile import compile_forward
+from trainkit.strategies.registrable import Registrable
 from trainkit.strategies.sampling import advise_on_loading
 
 ReduceOp = Literal["sum", "mean", "max", "min"]
@@ -31,11 +31,9 @@ _NO_SYNC_CONTEXT = nullcontext()  # a null context carries no state: one serves 
 T = TypeVar("T")
 
 
-class Strategy(ABC):
-    """Base class of all strategies."""
+class Strategy(Registrable, ABC):
+    """Base class of all strategies (its registry declarations: :class:`Registrable`)."""
 
-    #: Name used in ``Trainer(strategy=...)``.
-    name: str = ""
     #: The Trainer's precision (its canonical name, e.g. "bf16-mixed"); the Trainer sets it.
     precision: str = "32-true"
 
@@ -66,9 +64,8 @@ class Strategy(ABC):
 
     @property
     def process_group(self) -> Any:
-        """The ``torch.distributed`` group of every process, for your own collectives
-        and point-to-point messages (``dist.isend(tensor, dst, group=...)``); None
-        in a single process."""
+        """Every process's ``torch.distributed`` group, for your own collectives and
+        messages (``dist.isend(tensor, dst, group=...)``); None in a single process."""
         return None
 
     @property
@@ -80,13 +77,7 @@ class Strategy(ABC):
         """Prepare devices and process groups; called once before the module is set up."""
 
     def describe_failure(self, exception: BaseException) -> str | None:
-        """A line for the user about a run that ``exception`` ended, or None (nothing to add).
-
-        Called on every process the exception reaches, before the run tears down.
-
-        Args:
-            exception: what ended the run.
-        """
+        """What to tell the user of ``exception``, which ended the run here (None: nothing)."""
         return None
 
     def setup_module(self, module: nn.Module) -> nn.Module:
@@ -198,9 +189,8 @@ class Strategy(ABC):
     def exchange(self, point: str, payload: Sequence[int] = ()) -> list[list[int]]:
         """Every process's integers, by rank, once every process has reached ``point``.
 
-        Multi-process strategies check that every process names the same point,
-        and fail naming each one's when not, instead of pairing unrelated
-        collectives. Every process must call this at the same points.
+        Multi-process strategies fail naming each process's point when they differ,
+        instead of pairing unrelated collectives; every process must call this.
 
         Args:
             point: where the processes are, in words.

@@ -10,11 +10,10 @@ the module in ``DistributedDataParallel``. Gloo on CPU, NCCL on CUDA.
 from __future__ import annotations
 
 import atexit
-import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -27,15 +26,18 @@ from trainkit.launch.environment import ClusterEnvironment, detect_environment
 from trainkit.strategies.base import ReduceOp, Strategy
 from trainkit.strategies.control import ControlChannel
 from trainkit.strategies.gather import gather
-from trainkit.strategies.peers import is_transport_error, name_silent_peers
-from trainkit.strategies.rendezvous import check_init_method, join_group
+from trainkit.strategies.peers import describe_lost_peers
+from trainkit.strategies.rendezvous import check_init_method, end_process_group, join_group
 from trainkit.strategies.sampling import EvenSplitSampler, advise_on_loading, training_sampler
 from trainkit.strategies.wrapping import StepModule, unwrap
 
+if TYPE_CHECKING:
+    from trainkit.strategies.registrable import LaunchMode
+    from trainkit.strategies.registry import DevicePlan
+
 T = TypeVar("T")
 
-# How long leaving the process group waits for the backend's threads (see end_process_group).
-_RELEASE_S = 0.05
+__all__ = ["DDPStrategy", "end_process_group"]
 
 _OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 
@@ -102,6 +104,23 @@ class DDPStrategy(Strategy):
         self._control: ControlChannel | None = None
         self._control_world: Any = None
 
+    names: ClassVar[tuple[str, ...]] = ("ddp", "ddp_spawn")
+
+    @classmethod
+    def launch_mode(cls, name: str) -> LaunchMode:
+        return "spawn" if name == "ddp_spawn" else "script"
+
+    @classmethod
+    def from_plan(
+        cls,
+        plan: DevicePlan,
+        *,
+        timeout: timedelta = timedelta(minutes=30),
+        environment: ClusterEnvironment | None = None,
+        **init_params: Any,
+    ) -> Strategy:
+        return cls(plan.device_type, timeout=timeout, environment=environment, **init_params)
+
     def join_as(self, environment: ClusterEnvironment) -> bool:
         """Take the place a launcher gives this process, unless one was given at construction.
 
@@ -116,8 +135,7 @@ class DDPStrategy(Strategy):
     @property
     def environment(self) -> ClusterEnvironment:
         """Who this process is in the job."""
-        # Read late: a launcher may start this process (and set its variables)
-        # after the strategy was built in another one.
+        # Read late: a launcher may start this process after the strategy was built.
         return self._environment or detect_environment()
 
     @property
@@ -159,10 +177,9 @@ class DDPStrategy(Strategy):
             self._control_world = dist.group.WORLD
 
     def setup_module(self, module: nn.Module) -> nn.Module:
-        module = module.to(self.root_device)
-        device_ids = [self.root_device.index] if self.device_type == "cuda" else None
+        ids = [self.root_device.index] if self.device_type == "cuda" else None
         return DistributedDataParallel(
-            StepModule(module), device_ids=device_ids, **self.ddp_options
+            StepModule(module.to(self.root_device)), device_ids=ids, **self.ddp_options
         )
 
     def unwrap(self, module: nn.Module) -> nn.Module:
@@ -272,32 +289,11 @@ class DDPStrategy(Strategy):
         return self._control
 
     def describe_failure(self, exception: BaseException) -> str | None:
-        # A collective failed because a process is gone or cut off: the backend's
-        # error names no rank (often no address), so find out which stopped answering.
-        if not dist.is_initialized() or self.world_size < 2 or not is_transport_error(exception):
-            return None
-        try:
-            store = dist.distributed_c10d._get_default_store()
-        except (RuntimeError, ValueError):
-            return None
-        environment = self.environment
-        where = self.init_method or f"{environment.master_addr}:{environment.master_port}"
-        return name_silent_peers(exception, store, self.global_rank, self.world_size, where)
+        env = self.environment  # the backend's error names no rank: find the silent ones
+        where = self.init_method or f"{env.master_addr}:{env.master_port}"
+        return describe_lost_peers(exception, self.global_rank, self.world_size, where)
 
     def teardown(self) -> None:
         # The group is left up: a later validate/test in the same process reuses it.
         # end_process_group() ends it; trainkit calls it at interpreter exit.
         return None
-
-
-def end_process_group() -> None:
-    """Leave the default process group (and every group made from it), if joined.
-
-    trainkit calls this at interpreter exit for groups it started; call it
-    earlier to free the connections in a process that goes on without them.
-    """
-    if dist.is_initialized():
-        dist.destroy_process_group()
-        # The backend's threads release finished collectives, which needs the
-        # interpreter: let them, before a shutdown that would abort them.
-        time.sleep(_RELEASE_S)

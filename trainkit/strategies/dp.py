@@ -16,9 +16,11 @@ machine. Evaluation and prediction run on the first device.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -28,6 +30,10 @@ from trainkit.metrics import LogArguments, Number, Results
 from trainkit.module import Module
 from trainkit.strategies.single import SingleDeviceStrategy
 from trainkit.strategies.wrapping import StepModule, unwrap
+
+if TYPE_CHECKING:
+    from trainkit.launch.environment import ClusterEnvironment
+    from trainkit.strategies.registry import DevicePlan
 
 
 @dataclass
@@ -108,6 +114,7 @@ class DataParallelStrategy(SingleDeviceStrategy):
     """
 
     name = "dp"
+    names = ("dp",)
 
     def __init__(self, device_ids: list[int]) -> None:
         if len(device_ids) < 2:
@@ -116,6 +123,29 @@ class DataParallelStrategy(SingleDeviceStrategy):
             )
         super().__init__(torch.device("cuda", device_ids[0]))
         self.device_ids = list(device_ids)
+
+    @classmethod
+    def from_plan(
+        cls,
+        plan: DevicePlan,
+        *,
+        timeout: timedelta = timedelta(minutes=30),
+        environment: ClusterEnvironment | None = None,
+        **init_params: Any,
+    ) -> SingleDeviceStrategy:
+        """DataParallel over the plan's CUDA devices; one device (with a warning) short of two."""
+        if plan.device_type == "cuda" and len(plan.indices) >= 2:
+            return cls(list(plan.indices), **init_params)
+        fallback = SingleDeviceStrategy.from_plan(plan)
+        count = len(plan.indices) if plan.device_type == "cuda" else 0
+        warnings.warn(
+            f"strategy='dp' splits each batch over two or more CUDA devices, but this run has "
+            f"{count} ({plan.device_type}); training on one device ({fallback.root_device}) "
+            "instead. Ask for devices=2 or more on a machine with several GPUs, or use "
+            "strategy='ddp' (recommended even there).",
+            stacklevel=5,  # the Trainer's caller: via Trainer, build_strategy, the registry
+        )
+        return fallback
 
     def setup_module(self, module: nn.Module) -> nn.Module:
         module = module.to(self.root_device)

@@ -100,6 +100,7 @@ class FSDPStrategy(DDPStrategy):
     """
 
     name = "fsdp"
+    names = ("fsdp",)
 
     def __init__(
         self,

@@ -28,7 +28,7 @@ import os
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -46,6 +46,9 @@ from trainkit.strategies.pipeline import RankPipeline
 from trainkit.strategies.sampling import advise_on_loading, training_sampler
 from trainkit.strategies.stages import refuse_step_shaping, stages_of
 from trainkit.strategies.wrapping import StepModule
+
+if TYPE_CHECKING:
+    from trainkit.strategies.registry import DevicePlan
 
 Balance = str | Sequence[int]
 
@@ -72,6 +75,7 @@ class HybridStrategy(DDPStrategy):
     """
 
     name = "hybrid"
+    names = ("hybrid",)
 
     def __init__(
         self,
@@ -124,6 +128,23 @@ class HybridStrategy(DDPStrategy):
         self._module: Module | None = None
         self._restore: Callable[[], None] | None = None
         self._sync_gradients = True
+
+    @classmethod
+    def processes(cls, plan: DevicePlan) -> int:
+        # Each process runs two stages: on CUDA, `devices` counts GPUs, two per process.
+        return max(len(plan.indices) // 2, 1) if plan.device_type == "cuda" else len(plan.indices)
+
+    @classmethod
+    def from_plan(
+        cls,
+        plan: DevicePlan,
+        *,
+        timeout: timedelta = timedelta(minutes=30),
+        environment: ClusterEnvironment | None = None,
+        **init_params: Any,
+    ) -> HybridStrategy:
+        # No device type: the stage devices decide it (see __init__).
+        return cls(timeout=timeout, environment=environment, **init_params)
 
     # ------------------------------------------------------------ placement
     @property

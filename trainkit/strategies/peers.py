@@ -118,3 +118,29 @@ def name_silent_peers(
         f"{start}: rank{'s' if len(missing) > 1 else ''} {named} stopped answering (no report "
         f"within {wait_s:.0f} s of this failure): gone, or cut off from this machine."
     )
+
+
+def describe_lost_peers(
+    exception: BaseException, rank: int, world_size: int, where: str
+) -> str | None:
+    """The line naming the processes that stopped answering, if ``exception`` is that.
+
+    A collective failed because a process is gone or cut off: the backend's error
+    names no rank (often no address). None when it is another error, or in a
+    single process.
+
+    Args:
+        exception: what ended the run.
+        rank: this process's global rank.
+        world_size: the number of processes.
+        where: the job's store address, named if it does not answer either.
+    """
+    import torch.distributed as dist
+
+    if not dist.is_initialized() or world_size < 2 or not is_transport_error(exception):
+        return None
+    try:
+        store = dist.distributed_c10d._get_default_store()
+    except (RuntimeError, ValueError):
+        return None
+    return name_silent_peers(exception, store, rank, world_size, where)

@@ -12,6 +12,7 @@ every process can reach), with the rank and world size given or read from
 from __future__ import annotations
 
 import os
+import time
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlparse
@@ -21,6 +22,8 @@ import torch.distributed as dist
 from trainkit.launch.environment import ClusterEnvironment, attempt_store
 
 SCHEMES = ("env://", "tcp://", "file://")
+# How long leaving the process group waits for the backend's threads (see end_process_group).
+_RELEASE_S = 0.05
 
 
 def check_init_method(init_method: str | None) -> str | None:
@@ -95,6 +98,19 @@ def join_group(
             f"within {timeout.total_seconds():.0f} s ({reason}). Check that every process uses "
             f"the same init_method and world size, and {_CHECK[init_method[:6]]}"
         ) from error
+
+
+def end_process_group() -> None:
+    """Leave the default process group (and every group made from it), if joined.
+
+    trainkit calls this at interpreter exit for groups it started; call it
+    earlier to free the connections in a process that goes on without them.
+    """
+    if dist.is_initialized():
+        dist.destroy_process_group()
+        # The backend's threads release finished collectives, which needs the
+        # interpreter: let them, before a shutdown that would abort them.
+        time.sleep(_RELEASE_S)
 
 
 #: What else to check, by scheme.

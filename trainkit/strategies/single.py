@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import torch
 
 from trainkit.strategies.base import ReduceOp, Strategy
+
+if TYPE_CHECKING:
+    from trainkit.launch.environment import ClusterEnvironment
+    from trainkit.strategies.registry import DevicePlan
 
 T = TypeVar("T")
 
@@ -25,9 +30,24 @@ class SingleDeviceStrategy(Strategy):
     """
 
     name = "single_device"
+    names: ClassVar[tuple[str, ...]] = ("single_device",)
 
     def __init__(self, device: torch.device | str = "cpu") -> None:
         self._device = torch.device(device)
+
+    @classmethod
+    def from_plan(
+        cls,
+        plan: DevicePlan,
+        *,
+        timeout: timedelta = timedelta(minutes=30),
+        environment: ClusterEnvironment | None = None,
+        **init_params: Any,
+    ) -> SingleDeviceStrategy:
+        # One process: the timeout and environment of a job of several do not apply.
+        index = plan.indices[0]
+        cuda = plan.device_type == "cuda"
+        return cls(torch.device("cuda", index) if cuda else torch.device("cpu"), **init_params)
 
     @property
     def root_device(self) -> torch.device:
