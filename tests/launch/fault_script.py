@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import importlib.util
 import io
 import os
 import time
@@ -52,6 +53,12 @@ class Report(trainkit.Callback):
 
     def on_train_start(self, trainer: trainkit.Trainer, module: trainkit.Module) -> None:
         Path(self.root, f"pid{trainer.global_rank}.txt").write_text(str(os.getpid()))
+        # The rank libraries log by (lightning_utilities'), once the processes are set up.
+        if importlib.util.find_spec("lightning_utilities") is not None:
+            from lightning_utilities.core.rank_zero import rank_zero_only
+
+            rank = str(rank_zero_only.rank)
+            Path(self.root, f"ranks{trainer.global_rank}.txt").write_text(rank)
 
     def on_train_batch_end(self, trainer: trainkit.Trainer, *args: Any) -> None:
         print(f"rank {trainer.global_rank} step {trainer.global_step}", flush=True)

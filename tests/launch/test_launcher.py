@@ -8,6 +8,7 @@ Real jobs of two gloo processes: ``python script.py`` with ``strategy="ddp"``
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import subprocess
@@ -67,6 +68,9 @@ def test_slurm_tasks_a_failing_rank_ends_every_rank_within_seconds(
     failed_at = job.wait_for(f"rank {failing_rank} failing")
     _assert_ended_promptly(job, failing_rank, failed_at)
     assert len(rank_pids(tmp_path)) == 2
+    if importlib.util.find_spec("lightning_utilities") is not None:
+        # Each task told lightning_utilities its global rank (SLURM_PROCID) at set-up.
+        assert [(tmp_path / f"ranks{rank}.txt").read_text() for rank in (0, 1)] == ["0", "1"]
     assert not any(alive(pid) for pid in rank_pids(tmp_path))
 
 
