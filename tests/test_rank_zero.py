@@ -125,3 +125,11 @@ def test_a_trainer_sets_the_global_rank_when_it_sets_up(monkeypatch: pytest.Monk
     trainer = trainkit.Trainer(max_steps=1, callbacks=[Record()], **QUIET)
     trainer.fit(Classifier(), loader(blobs(32)))
     assert seen == [0] and trainkit.rank_zero_only.rank == 0
+
+
+def test_trainkit_imports_where_lightning_utilities_is_blocked() -> None:
+    code = (
+        "import sys\nsys.modules['lightning_utilities'] = None\n"
+        "import trainkit.lightning\nprint(trainkit.rank_zero_only.rank)\n"
+    )
+    assert _ranks_in_a_new_process(code, RANK="1") == ["1"]

@@ -89,7 +89,10 @@ def _set_lightning_utilities_rank(rank: int, *, unless_set: bool = False) -> Non
         and importlib.util.find_spec("lightning_utilities") is None
     ):
         return
-    from lightning_utilities.core.rank_zero import rank_zero_only as theirs
+    try:
+        from lightning_utilities.core.rank_zero import rank_zero_only as theirs
+    except ImportError:  # blocked (sys.modules entry None) or broken: nothing to tell
+        return
 
     if not (unless_set and getattr(theirs, "rank", None) is not None):
         # Their decorator keeps the rank as a function attribute (typed as overloads).
