@@ -195,7 +195,11 @@ def test_a_machine_killed_mid_run_ends_the_other_within_seconds_naming_it(
     # Far sooner than the process-group timeout (120 s): the kernel closed the dead
     # machine's connections, and each process of machine a says whose they were.
     assert ended_at - killed_at < ENDS_WITHIN_S, f"ended {ended_at - killed_at:.1f} s after"
-    assert f"Connection closed by peer [{ADDRESSES['b']}]" in output, output[-3000:]
+    # gloo's own line names the dead machine's address; its wording depends on where
+    # the connection broke ("Connection closed by peer [ADDR]" or "Read error [ADDR]:
+    # ... Connection reset by peer").
+    lost = [line for _, line in a.lines if f"[{ADDRESSES['b']}]" in line and "by peer" in line]
+    assert lost, output[-3000:]
     assert _names(_line(a, "stopped answering"), ranks=[2, 3], machine="b")
     assert not machines.pids("a")
 
