@@ -40,7 +40,7 @@ from torch.utils.data import DataLoader, TensorDataset
 import trainkit
 from tests.distributed.spawn import run_processes
 from trainkit.callbacks import ModelCheckpoint
-from trainkit.sharded import META_FILE
+from trainkit.checkpoint.sharded import META_FILE
 from trainkit.strategies.fsdp import FSDPStrategy
 
 VARIANTS = ("none", "sync", "async")

@@ -212,7 +212,7 @@ def recipe_epoch(device: torch.device, quick: bool, root: Path) -> dict[str, Any
 
     from recipes.cifar10 import data as cifar_data
     from tests.recipes.test_cifar10 import CONFIG, LABEL_NAMES, _write_batch
-    from trainkit.cli import main as trainkit_main
+    from trainkit.cli.main import main as trainkit_main
 
     per_file, test_images = (20, 30) if quick else (10_000, 10_000)
     folder = root / cifar_data.FOLDER

@@ -47,8 +47,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainkit.strategies.balance import balance_layers
-from trainkit.strategies.pipe import PipelinedSequential
+from trainkit.pipelining.balance import balance_layers
+from trainkit.pipelining.pipe import PipelinedSequential
 
 SEED = 0
 BATCH_SIZE = 256

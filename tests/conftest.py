@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from trainkit.rank_zero import rank_zero_only
+from trainkit.utilities.rank_zero import rank_zero_only
 
 # Variables trainkit sets (seed_everything) or reads (the launch environment).
 _WATCHED = ("TRAINKIT_", "RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")

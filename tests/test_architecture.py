@@ -8,8 +8,8 @@ catch what they look for and to pass what complies.
 
 1. No import cycle, counting imports inside functions; ``if TYPE_CHECKING:``
    imports are type-only and do not count.
-2. ``import trainkit.state`` and ``import trainkit.strategies.base`` do not load
-   ``trainkit.trainer``; the public names still import from ``trainkit``;
+2. ``import trainkit.loops.state`` and ``import trainkit.strategies.base`` do not load
+   ``trainkit.trainer.trainer``; the public names still import from ``trainkit``;
    ``import trainkit.strategies`` loads no multi-process strategy and no launcher.
 3. Outside ``trainkit/callbacks/`` nothing checks a callback's type: no
    ``isinstance``/``issubclass`` on a callback class, no ``hasattr``/``getattr``
@@ -522,7 +522,7 @@ def forbidden_imports(
     """Runtime imports, in the files ``files`` selects, of modules ``allowed`` refuses.
 
     ``lazy_names`` maps a name imported from the top package to the module that
-    defines it (``from trainkit import Trainer`` loads ``trainkit.trainer``).
+    defines it (``from trainkit import Trainer`` loads ``trainkit.trainer.trainer``).
     """
     found: list[str] = []
     for edge in imports(package):
@@ -542,11 +542,11 @@ def _none_of(*modules: str) -> Callable[[str], bool]:
 
 # The bottom layer: modules that import no other trainkit module, or only each other.
 BOTTOM_LAYER = (
-    "trainkit.messages",
-    "trainkit.options",
-    "trainkit.io",
-    "trainkit.seed",
-    "trainkit.rank_zero",
+    "trainkit.utilities.messages",
+    "trainkit.trainer.options",
+    "trainkit.utilities.io",
+    "trainkit.utilities.seed",
+    "trainkit.utilities.rank_zero",
     "trainkit.version",
 )
 BOTTOM_FILES = (
@@ -559,7 +559,7 @@ BOTTOM_FILES = (
     "state.py",
     "metrics.py",
 )
-LAZY_PUBLIC_NAMES = {"Trainer": "trainkit.trainer"}
+LAZY_PUBLIC_NAMES = {"Trainer": "trainkit.trainer.trainer"}
 
 
 # ====================================================================== the rules
@@ -599,7 +599,7 @@ assert not hasattr(trainkit, "no_such_name")
 print(trainkit.__file__)
 """
 _PROBES = {
-    "trainkit.state": _LOADED.format(module="trainkit.state"),
+    "trainkit.loops.state": _LOADED.format(module="trainkit.loops.state"),
     "trainkit.strategies.base": _LOADED.format(module="trainkit.strategies.base"),
     "trainkit.strategies": _LOADED.format(module="trainkit.strategies"),
     "public API": _PUBLIC_API,
@@ -636,14 +636,14 @@ def _finish(process: subprocess.Popen[str]) -> list[str]:
     return lines
 
 
-@pytest.mark.parametrize("module", ["trainkit.state", "trainkit.strategies.base"])
+@pytest.mark.parametrize("module", ["trainkit.loops.state", "trainkit.strategies.base"])
 def test_low_layer_does_not_load_trainer(
     module: str, probes: dict[str, subprocess.Popen[str]]
 ) -> None:
     loaded: list[str] = ast.literal_eval(_finish(probes[module])[-1])
-    if "trainkit.trainer" in loaded:
+    if "trainkit.trainer.trainer" in loaded:
         pytest.fail(
-            f"`import {module}` loads trainkit.trainer; the trainkit modules it loads:\n  "
+            f"`import {module}` loads trainkit.trainer.trainer; the trainkit modules it loads:\n  "
             + "\n  ".join(loaded),
             pytrace=False,
         )
@@ -723,7 +723,12 @@ def test_bottom_layer_imports(relative: str) -> None:
 
 @pytest.mark.parametrize("folder", ["strategies", "launch"])
 def test_strategies_and_launchers_do_not_import_loops(folder: str) -> None:
-    forbidden = ("trainkit.trainer", "trainkit.loop", "trainkit.evaluate", "trainkit.step")
+    forbidden = (
+        "trainkit.trainer.trainer",
+        "trainkit.loops.fit",
+        "trainkit.loops.evaluate",
+        "trainkit.loops.step",
+    )
     findings = forbidden_imports(
         PACKAGE,
         lambda r: r.startswith(f"{folder}/"),
@@ -737,7 +742,7 @@ def test_callbacks_do_not_import_trainer_or_loop() -> None:
     findings = forbidden_imports(
         PACKAGE,
         lambda r: r.startswith("callbacks/"),
-        _none_of("trainkit.trainer", "trainkit.loop"),
+        _none_of("trainkit.trainer.trainer", "trainkit.loops.fit"),
         LAZY_PUBLIC_NAMES,
     )
     _expect_none("trainkit/callbacks/ imports trainer/loop at runtime", findings)

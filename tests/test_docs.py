@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from trainkit.cli import main
-from trainkit.config import check_init_args, load_config
+from trainkit.cli.config import check_init_args, load_config
+from trainkit.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

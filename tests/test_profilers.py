@@ -205,7 +205,7 @@ def test_without_a_profiler_nothing_is_wrapped(tmp_path: Path) -> None:
     trainer.fit(Net(), data())
     assert type(seen[0]) is PassThroughProfiler
     # The hook caller is the user's bound method itself: no timing frame in between.
-    from trainkit.hooks import Hooks
+    from trainkit.loops.hooks import Hooks
 
     hooks = Hooks(trainer, Net(), [])
     assert hooks.caller("on_train_epoch_start").__func__ is Net.on_train_epoch_start  # type: ignore[attr-defined]

@@ -2,7 +2,7 @@
 
 The public API is importable from here: ``trainkit.Trainer``, ``trainkit.Module``,
 ``from trainkit import Callback``. Each name is imported on first use (PEP 562),
-so that importing one of trainkit's lower layers (``trainkit.state``,
+so that importing one of trainkit's lower layers (``trainkit.loops.state``,
 ``trainkit.strategies.base``) does not load the Trainer and everything above it,
 and ``import trainkit`` costs little more than ``import torch``. Heavy optional
 packages (tensorboard, omegaconf, tqdm) are likewise imported only when a
@@ -14,30 +14,30 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from trainkit.rank_zero import share_rank_with_lightning_utilities
+from trainkit.utilities.rank_zero import share_rank_with_lightning_utilities
 from trainkit.version import __version__
 
 if TYPE_CHECKING:
     from trainkit.callbacks.base import Callback
-    from trainkit.checkpoint import CheckpointError, consolidate_checkpoint
-    from trainkit.data import DataModule
-    from trainkit.module import Module
-    from trainkit.rank_zero import rank_zero_only, rank_zero_print, rank_zero_warn
-    from trainkit.seed import seed_everything
-    from trainkit.trainer import Trainer
+    from trainkit.checkpoint.files import CheckpointError, consolidate_checkpoint
+    from trainkit.core.data import DataModule
+    from trainkit.core.module import Module
+    from trainkit.trainer.trainer import Trainer
+    from trainkit.utilities.rank_zero import rank_zero_only, rank_zero_print, rank_zero_warn
+    from trainkit.utilities.seed import seed_everything
 
 #: Public name -> the module that defines it.
 _PUBLIC = {
     "Callback": "trainkit.callbacks.base",
-    "CheckpointError": "trainkit.checkpoint",
-    "consolidate_checkpoint": "trainkit.checkpoint",
-    "DataModule": "trainkit.data",
-    "Module": "trainkit.module",
-    "Trainer": "trainkit.trainer",
-    "rank_zero_only": "trainkit.rank_zero",
-    "rank_zero_print": "trainkit.rank_zero",
-    "rank_zero_warn": "trainkit.rank_zero",
-    "seed_everything": "trainkit.seed",
+    "CheckpointError": "trainkit.checkpoint.files",
+    "consolidate_checkpoint": "trainkit.checkpoint.files",
+    "DataModule": "trainkit.core.data",
+    "Module": "trainkit.core.module",
+    "Trainer": "trainkit.trainer.trainer",
+    "rank_zero_only": "trainkit.utilities.rank_zero",
+    "rank_zero_print": "trainkit.utilities.rank_zero",
+    "rank_zero_warn": "trainkit.utilities.rank_zero",
+    "seed_everything": "trainkit.utilities.seed",
 }
 
 __all__ = [

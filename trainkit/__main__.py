@@ -2,6 +2,6 @@
 
 import sys
 
-from trainkit.cli import main
+from trainkit.cli.main import main
 
 sys.exit(main())

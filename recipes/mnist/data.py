@@ -17,7 +17,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 import trainkit
-from trainkit.messages import UsageError
+from trainkit.utilities.messages import UsageError
 
 # The standard MNIST normalisation (mean and std of the training pixels).
 MEAN, STD = 0.1307, 0.3081
@@ -32,7 +32,7 @@ FILES = (
 class MNISTNotFound(UsageError, FileNotFoundError):
     """The MNIST files are missing and cannot be downloaded; the message says where to put them.
 
-    A :class:`~trainkit.messages.UsageError`: the ``trainkit`` command prints it
+    A :class:`~trainkit.utilities.messages.UsageError`: the ``trainkit`` command prints it
     as one line and exits with status 2.
     """
 

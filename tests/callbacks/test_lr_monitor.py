@@ -26,7 +26,7 @@ class FakeLogger:
 
 @dataclass
 class SchedulerConfig:
-    """Stands in for trainkit.optim.LRSchedulerConfig."""
+    """Stands in for trainkit.core.optim.LRSchedulerConfig."""
 
     scheduler: Any
     interval: str = "epoch"

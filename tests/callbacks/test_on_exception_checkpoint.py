@@ -39,7 +39,7 @@ def test_exception_saves_a_checkpoint_that_resumes(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="boom"):
         _fit(tmp_path, fail_at=11)
     file = tmp_path / "on_exception.ckpt"
-    saved = trainkit.checkpoint.load(file)
+    saved = trainkit.checkpoint.files.load(file)
     assert saved["global_step"] == 11
     # ckpt_path="last" finds it; the resumed run ends where an unbroken one does.
     trainer = _fit(tmp_path, fail_at=None, ckpt="last")
@@ -54,7 +54,7 @@ def test_existing_file_is_replaced_and_a_finished_fit_removes_it(tmp_path: Path)
     file.write_text("an older run's file")
     with pytest.raises(RuntimeError):
         _fit(tmp_path, fail_at=3)
-    assert trainkit.checkpoint.load(file)["global_step"] == 3
+    assert trainkit.checkpoint.files.load(file)["global_step"] == 3
     _fit(tmp_path, fail_at=None)
     assert not file.exists()
 

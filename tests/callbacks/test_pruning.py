@@ -118,7 +118,7 @@ def test_checkpoint_holds_plain_pruned_weights_while_training_keeps_masks(tmp_pa
     trainer = trainkit.Trainer(max_epochs=2, callbacks=[pruning, Save()], **QUIET)
     trainer.fit(model, loader(DATA, 16))
     assert "net.0.weight_orig" in seen["names"]  # still pruning while training
-    state = trainkit.checkpoint.load(tmp_path / "mid.ckpt")["state_dict"]
+    state = trainkit.checkpoint.files.load(tmp_path / "mid.ckpt")["state_dict"]
     assert "net.0.weight" in state and not any(k.endswith(("_orig", "_mask")) for k in state)
     loaded = Classifier()
     loaded.load_state_dict(state)

@@ -113,7 +113,7 @@ def test_state_holds_each_stage_and_a_resume_counts_the_time_before(
         **{**QUIET, **run_kwargs},
     )
     trainer.fit(Classifier(), loader(DATA, 8))
-    saved = trainkit.checkpoint.load(tmp_path / "checkpoints" / "last.ckpt")
+    saved = trainkit.checkpoint.files.load(tmp_path / "checkpoints" / "last.ckpt")
     elapsed = saved["callbacks"]["Timer"]["time_elapsed"]
     assert set(elapsed) == {"train", "sanity_check", "validate", "test", "predict"}
     assert elapsed["train"] == 20.0

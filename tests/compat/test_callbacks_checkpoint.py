@@ -14,7 +14,7 @@ import torch
 import trainkit
 from tests.helpers import QUIET, Classifier, blobs, loader
 from trainkit.callbacks import ModelCheckpoint
-from trainkit.checkpoint import load
+from trainkit.checkpoint.files import load
 
 SCORES = [0.5, 0.3, 0.9, 0.1]
 

@@ -11,7 +11,7 @@ import torch
 import trainkit
 from tests.helpers import QUIET, Classifier, blobs, loader
 from trainkit.callbacks import Callback, ModelCheckpoint
-from trainkit.checkpoint import load
+from trainkit.checkpoint.files import load
 
 
 class Counter(Callback):

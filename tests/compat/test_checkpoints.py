@@ -18,9 +18,9 @@ import torch
 
 import trainkit
 from tests.helpers import QUIET, BlobData, Classifier, blobs, loader
-from trainkit import checkpoint as checkpoint_io
 from trainkit.callbacks import EarlyStopping, ModelCheckpoint
-from trainkit.checkpoint import CheckpointError, load
+from trainkit.checkpoint import files as checkpoint_io
+from trainkit.checkpoint.files import CheckpointError, load
 
 
 class Momentum(Classifier):

@@ -14,14 +14,15 @@ import importlib.util
 import pytest
 
 import trainkit
-from trainkit import callbacks, loggers, profilers, state
-from trainkit.config import import_class
+from trainkit import callbacks, loggers, profilers
+from trainkit.cli.config import import_class
 from trainkit.lightning.demos.boring_classes import (
     BoringDataModule,
     BoringModel,
     ManualOptimBoringModel,
     RandomDataset,
 )
+from trainkit.loops import state
 from trainkit.tuner import Tuner
 
 from ..helpers import QUIET

@@ -279,7 +279,7 @@ def test_a_metric_logs_its_forward_value_per_step_and_compute_per_epoch_then_res
 
 def test_sync_dist_is_not_applied_to_a_metric() -> None:
     torchmetrics = pytest.importorskip("torchmetrics")
-    from trainkit.metrics import MetricStore
+    from trainkit.loops.results import MetricStore
 
     calls: list[str] = []
 
@@ -608,7 +608,7 @@ def test_values_logged_in_on_train_start_are_written_once(tmp_path: Any) -> None
 
 
 def test_the_results_table_has_a_row_per_metric_and_a_column_per_dataloader() -> None:
-    from trainkit.evaluate import format_results
+    from trainkit.loops.evaluate import format_results
 
     table = format_results([{"b": 2.0, "a": 0.25}, {"c": 3.0}], "validate").splitlines()
     assert table[0].split("    ") == ["Validate metric", "DataLoader 0", "DataLoader 1"]

@@ -11,7 +11,7 @@ import torch
 
 import trainkit
 from trainkit.callbacks import GradientClipping
-from trainkit.module import overrides
+from trainkit.core.module import overrides
 
 from ..helpers import QUIET, Classifier, blobs, loader
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import trainkit
-from trainkit.optim import LRSchedulerConfig, ManagedOptimizer
+from trainkit.core.optim import LRSchedulerConfig, ManagedOptimizer
 
 from ..helpers import QUIET, Classifier, blobs, loader
 

@@ -12,7 +12,7 @@ import torch
 
 import trainkit
 from trainkit.callbacks import EarlyStopping, ModelCheckpoint, TQDMProgressBar
-from trainkit.state import RunningStage, TrainerFn, TrainerStatus
+from trainkit.loops.state import RunningStage, TrainerFn, TrainerStatus
 
 from ..helpers import QUIET, Classifier, blobs, loader
 
@@ -244,7 +244,7 @@ def test_detect_anomaly_finds_the_op_making_nans() -> None:
 
 
 def test_sync_batchnorm_on_cpu_processes_is_refused() -> None:
-    from trainkit.strategies.wrapping import convert_sync_batchnorm
+    from trainkit.distributed.wrapping import convert_sync_batchnorm
 
     model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2))
     with pytest.raises(ValueError, match="CUDA devices only"):

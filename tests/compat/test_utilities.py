@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader
 
 import trainkit
 import trainkit.lightning as L
-from trainkit.rank_zero import rank_zero_only
+from trainkit.utilities.rank_zero import rank_zero_only
 
 from ..helpers import QUIET, Classifier, blobs
 

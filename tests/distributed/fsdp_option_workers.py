@@ -14,8 +14,8 @@ from torch.nn import functional as F
 import trainkit
 from tests.distributed.fsdp_workers import SEED, _loader
 from tests.helpers import QUIET
+from trainkit.distributed.sharding import full_model_state
 from trainkit.strategies.fsdp import FSDPStrategy
-from trainkit.strategies.sharding import full_model_state
 
 #: FSDPStrategy options that make its checkpoint one ordinary file (the default now).
 ONE_FILE: dict[str, Any] = {}

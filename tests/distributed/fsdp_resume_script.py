@@ -20,11 +20,11 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset
 
 import trainkit
+from tests.checkpoint.resume_script import PrintSteps
 from tests.helpers import QUIET
-from tests.resume_script import PrintSteps
 from trainkit.callbacks import ModelCheckpoint
+from trainkit.distributed.sharding import full_model_state
 from trainkit.strategies.fsdp import FSDPStrategy
-from trainkit.strategies.sharding import full_model_state
 
 MAX_STEPS = 24
 GLOBAL_BATCH = 16

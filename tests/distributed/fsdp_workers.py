@@ -11,8 +11,8 @@ from torch.utils.data import DataLoader, DistributedSampler
 
 import trainkit
 from tests.helpers import QUIET, blobs
+from trainkit.distributed.sharding import full_model_state
 from trainkit.strategies.fsdp import FSDPStrategy
-from trainkit.strategies.sharding import full_model_state
 
 SEED = 7
 

@@ -46,7 +46,7 @@ def gather_gradients() -> dict[str, Any]:
     """Every rank's input gathered with sync_grads=True; each rank's loss weighs the slots."""
     import torch.distributed as dist
 
-    from trainkit.strategies.gather import gather
+    from trainkit.distributed.gather import gather
 
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()

@@ -10,7 +10,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from trainkit.strategies.pipeline import RankPipeline
+from trainkit.pipelining.pipeline import RankPipeline
 
 MICRO_BATCHES = 4
 SCHEDULES = ("gpipe", "1f1b")

@@ -19,7 +19,13 @@ from trainkit.launch.launcher import free_port
 __all__ = ["free_port", "run_by_hand", "run_processes"]
 
 # What the forkserver imports before forking the ranks (what every rank imports anyway).
-_PRELOAD = ["torch", "torch.distributed", "trainkit", "trainkit.trainer", "tests.distributed.spawn"]
+_PRELOAD = [
+    "torch",
+    "torch.distributed",
+    "trainkit",
+    "trainkit.trainer.trainer",
+    "tests.distributed.spawn",
+]
 
 
 def _entry(

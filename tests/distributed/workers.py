@@ -178,7 +178,7 @@ class BarrierOnRankOne(trainkit.Callback):
 
 def barrier_on_one_rank() -> str:
     """Fit with :class:`BarrierOnRankOne`; the error each rank ends with."""
-    from trainkit.strategies.control import CollectiveMismatchError
+    from trainkit.distributed.control import CollectiveMismatchError
 
     trainer = trainkit.Trainer(
         max_epochs=2,

@@ -148,7 +148,7 @@ def test_a_tracking_uri_is_used_as_given(tmp_path: Path) -> None:
 
 
 def test_other_ranks_write_nothing(tmp_path: Path) -> None:
-    from trainkit.rank_zero import rank_zero_only
+    from trainkit.utilities.rank_zero import rank_zero_only
 
     logger = MLflowLogger(save_dir=tmp_path / "mlruns")
     rank_zero_only.rank = 1
@@ -164,10 +164,10 @@ def test_other_ranks_write_nothing(tmp_path: Path) -> None:
 
 
 def test_a_sharded_checkpoint_folder_is_uploaded_whole(tmp_path: Path) -> None:
-    # FSDP's checkpoints are folders (trainkit.sharded): uploaded under their own name.
+    # FSDP's checkpoints are folders (trainkit.checkpoint.sharded): uploaded under their own name.
     from types import SimpleNamespace
 
-    from trainkit.sharded import META_FILE
+    from trainkit.checkpoint.sharded import META_FILE
 
     folder = tmp_path / "checkpoints" / "step=3.ckpt"
     folder.mkdir(parents=True)

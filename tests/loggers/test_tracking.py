@@ -45,7 +45,7 @@ def test_trainkit_fit_logs_to_mlflow_from_the_config(
     pytest.importorskip("mlflow")
     from mlflow.tracking import MlflowClient
 
-    from trainkit.cli import main
+    from trainkit.cli.main import main
 
     monkeypatch.chdir(REPO_ROOT)  # tests.helpers, named in the config, imports from here
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

@@ -170,10 +170,10 @@ def test_offline_and_another_mode_contradict(tmp_path: Path) -> None:
 
 
 def test_a_sharded_checkpoint_folder_is_added_whole(tmp_path: Path) -> None:
-    # FSDP's checkpoints are folders (trainkit.sharded): added under their own name.
+    # FSDP's checkpoints are folders (trainkit.checkpoint.sharded): added under their own name.
     from types import SimpleNamespace
 
-    from trainkit.sharded import META_FILE
+    from trainkit.checkpoint.sharded import META_FILE
 
     folder = tmp_path / "checkpoints" / "step=3.ckpt"
     folder.mkdir(parents=True)

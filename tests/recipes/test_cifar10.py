@@ -200,7 +200,7 @@ def test_config_names_importable_classes_and_their_arguments() -> None:
 
 
 def test_config_comment_states_the_run_s_step_count() -> None:
-    from trainkit import config as cfg
+    from trainkit.cli import config as cfg
 
     run = cfg.load_config(CONFIG)
     data_defaults = inspect.signature(CIFAR10Data).parameters

@@ -41,7 +41,7 @@ def test_offline_without_data_the_cli_prints_one_line_and_leaves_no_empty_folder
 ) -> None:
     from torchvision.datasets import MNIST
 
-    from trainkit.cli import main
+    from trainkit.cli.main import main
 
     def no_network(self: MNIST) -> None:
         raise OSError("network is unreachable")
@@ -106,7 +106,7 @@ def test_the_cli_trains_the_recipe_to_99_percent(
     import json
     import time
 
-    from trainkit.cli import main
+    from trainkit.cli.main import main
 
     monkeypatch.chdir(Path(__file__).resolve().parents[2])
     monkeypatch.setenv("TRAINKIT_DATA_DIR", DATA_DIR)

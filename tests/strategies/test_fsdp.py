@@ -106,7 +106,7 @@ def test_a_mesh_that_does_not_fit_the_options_is_refused() -> None:
     with pytest.raises(ValueError, match="replicate, shard"):
         FSDPStrategy(hsdp=(0, 2))
     with pytest.raises(ValueError, match="bf16-mixed"):
-        from trainkit.strategies.sharding import mixed_precision_policy
+        from trainkit.distributed.sharding import mixed_precision_policy
 
         mixed_precision_policy("16-mixed")
 

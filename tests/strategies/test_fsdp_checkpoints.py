@@ -14,8 +14,8 @@ import torch
 import trainkit
 from tests.distributed import fsdp_resume_script as script
 from tests.launch.running import Job, run_whole
-from trainkit import sharded
-from trainkit.checkpoint import CheckpointError, load, resolve_path
+from trainkit.checkpoint import sharded
+from trainkit.checkpoint.files import CheckpointError, load, resolve_path
 
 
 def _command(root: Path, *extra: str) -> list[str]:
@@ -113,7 +113,7 @@ def test_checkpoint_folders_are_kept_whole(
 def test_the_command_consolidates_a_folder_into_one_file(
     tmp_path: Path, reference: tuple[Path, dict[str, Any]], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from trainkit.cli import main
+    from trainkit.cli.main import main
 
     folder = reference[0] / "checkpoints" / "last.ckpt"
     output = tmp_path / "last-one-file.ckpt"

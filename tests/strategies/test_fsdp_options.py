@@ -20,8 +20,8 @@ import trainkit
 from tests.distributed import fsdp_option_workers as workers
 from tests.distributed.spawn import run_processes
 from tests.helpers import QUIET
+from trainkit.distributed.sharding import mixed_precision_policy
 from trainkit.strategies.fsdp import FSDPStrategy
-from trainkit.strategies.sharding import mixed_precision_policy
 
 STEPS = 10  # one epoch of 160 rows: the last checkpoint holds the final weights
 BF16 = ({"precision": "bf16-mixed"}, {"dtype": "float32"})

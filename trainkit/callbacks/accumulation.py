@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from trainkit.callbacks.base import Callback
-from trainkit.options import accumulation_schedule
+from trainkit.trainer.options import accumulation_schedule
 
 if TYPE_CHECKING:
     from trainkit.callbacks.slots import StepSlots

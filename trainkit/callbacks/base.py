@@ -8,7 +8,7 @@ calls the Module's own hook first, then each callback's, in the order of
 Mixed precision, gradient clipping, gradient accumulation and the non-finite
 loss check also shape the training step. They do it through the step's typed
 slots (``trainkit.callbacks.slots``), filled once in :meth:`Callback.configure_step`;
-the step then runs them in its fixed order (see ``trainkit/step.py``).
+the step then runs them in its fixed order (see ``trainkit/loops/step.py``).
 
 The loop looks up which callbacks override which per-batch hook once, before the
 first batch, so an unused hook costs nothing per step.
@@ -22,8 +22,8 @@ import torch
 
 if TYPE_CHECKING:
     from trainkit.callbacks.slots import StepSlots
-    from trainkit.module import Module
-    from trainkit.trainer import Trainer
+    from trainkit.core.module import Module
+    from trainkit.trainer.trainer import Trainer
 
 
 class Callback:

@@ -44,16 +44,16 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
-from trainkit import sharded
 from trainkit.callbacks.base import Callback
-from trainkit.checkpoint import collect_state, link_atomic, peek
-from trainkit.io import fsync_folder, remove_stale_temporaries, temporary_prefix
+from trainkit.checkpoint import sharded
+from trainkit.checkpoint.files import collect_state, link_atomic, peek
+from trainkit.distributed.control import rank_zero_floats
 from trainkit.loggers import run_folder
-from trainkit.strategies.control import rank_zero_floats
+from trainkit.utilities.io import fsync_folder, remove_stale_temporaries, temporary_prefix
 
 if TYPE_CHECKING:
-    from trainkit.module import Module
-    from trainkit.trainer import Trainer
+    from trainkit.core.module import Module
+    from trainkit.trainer.trainer import Trainer
 
 # A template field: "{name}" or "{name:spec}"; names may hold "/" (val/loss).
 _FIELD = re.compile(r"\{([^{}:]+)(:[^{}]*)?\}")

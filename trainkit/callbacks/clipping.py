@@ -10,7 +10,7 @@ from trainkit.callbacks.base import Callback
 
 if TYPE_CHECKING:
     from trainkit.callbacks.slots import StepSlots
-    from trainkit.module import Module
+    from trainkit.core.module import Module
 
 
 class GradientClipping(Callback):

@@ -30,8 +30,8 @@ from trainkit.callbacks.precision import MixedPrecision
 from trainkit.callbacks.progress import ProgressBar, TQDMProgressBar
 from trainkit.callbacks.slots import StepSlots
 from trainkit.callbacks.summary import RunSummary
-from trainkit.module import overrides
-from trainkit.options import OutputOptions, StepOptions
+from trainkit.core.module import overrides
+from trainkit.trainer.options import OutputOptions, StepOptions
 
 
 def assemble_callbacks(

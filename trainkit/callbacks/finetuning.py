@@ -28,8 +28,8 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from trainkit.callbacks.base import Callback
 
 if TYPE_CHECKING:
-    from trainkit.module import Module
-    from trainkit.trainer import Trainer
+    from trainkit.core.module import Module
+    from trainkit.trainer.trainer import Trainer
 
 Modules = nn.Module | Iterable[Any]
 

@@ -23,8 +23,8 @@ import torch
 from trainkit.callbacks.base import Callback
 
 if TYPE_CHECKING:
-    from trainkit.module import Module
-    from trainkit.trainer import Trainer
+    from trainkit.core.module import Module
+    from trainkit.trainer.trainer import Trainer
 
 _INTERVALS = (None, "step", "epoch")
 

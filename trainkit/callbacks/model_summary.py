@@ -18,8 +18,8 @@ from torch.nn.parameter import is_lazy
 from trainkit.callbacks.base import Callback
 
 if TYPE_CHECKING:
-    from trainkit.module import Module
-    from trainkit.trainer import Trainer
+    from trainkit.core.module import Module
+    from trainkit.trainer.trainer import Trainer
 
 _UNITS = ("", "K", "M", "B", "T")
 

@@ -11,8 +11,8 @@ from trainkit.callbacks.base import Callback
 
 if TYPE_CHECKING:
     from trainkit.callbacks.slots import StepSlots
-    from trainkit.module import Module
-    from trainkit.trainer import Trainer
+    from trainkit.core.module import Module
+    from trainkit.trainer.trainer import Trainer
 
 ACTIONS = ("raise", "skip")
 

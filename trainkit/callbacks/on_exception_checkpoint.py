@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 from trainkit.callbacks.base import Callback
 
 if TYPE_CHECKING:
-    from trainkit.module import Module
-    from trainkit.trainer import Trainer
+    from trainkit.core.module import Module
+    from trainkit.trainer.trainer import Trainer
 
 
 class OnExceptionCheckpoint(Callback):

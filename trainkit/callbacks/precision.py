@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainkit.callbacks.base import Callback
-from trainkit.options import canonical_precision
+from trainkit.trainer.options import canonical_precision
 
 if TYPE_CHECKING:
     from trainkit.callbacks.slots import StepSlots
-    from trainkit.module import Module
-    from trainkit.trainer import Trainer
+    from trainkit.core.module import Module
+    from trainkit.trainer.trainer import Trainer
 
 __all__ = ["MixedPrecision", "canonical_precision"]
 

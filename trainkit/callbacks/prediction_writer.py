@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 from trainkit.callbacks.base import Callback
 
 if TYPE_CHECKING:
-    from trainkit.module import Module
-    from trainkit.trainer import Trainer
+    from trainkit.core.module import Module
+    from trainkit.trainer.trainer import Trainer
 
 _INTERVALS = ("batch", "epoch", "batch_and_epoch")
 

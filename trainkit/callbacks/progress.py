@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 from trainkit.callbacks.base import Callback
 
 if TYPE_CHECKING:
-    from trainkit.module import Module
-    from trainkit.trainer import Trainer
+    from trainkit.core.module import Module
+    from trainkit.trainer.trainer import Trainer
 
 # tqdm's own default; we keep our clock in step with it so that a metrics read
 # happens exactly when tqdm would draw anyway.

@@ -31,10 +31,10 @@ from torch import nn
 from torch.nn.utils import prune
 
 from trainkit.callbacks.base import Callback
-from trainkit.module import Module
+from trainkit.core.module import Module
 
 if TYPE_CHECKING:
-    from trainkit.trainer import Trainer
+    from trainkit.trainer.trainer import Trainer
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     import torch
     from rich.console import Console
 
-    from trainkit.module import Module
-    from trainkit.trainer import Trainer
+    from trainkit.core.module import Module
+    from trainkit.trainer.trainer import Trainer
 
 # The summarize arguments Lightning's RichModelSummary reads.
 _SUMMARIZE_KWARGS = {"header_style": "bold magenta"}

@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from rich.progress import Progress, ProgressColumn, TaskID
     from rich.style import Style
 
-    from trainkit.module import Module
-    from trainkit.trainer import Trainer
+    from trainkit.core.module import Module
+    from trainkit.trainer.trainer import Trainer
 
 RICH_EXTRA = "pip install 'trainkit[rich]'"
 

@@ -1,6 +1,6 @@
 """The training step's slots: what the step-shaping callbacks contribute.
 
-The optimization step (``trainkit/step.py``) has one fixed order: forward
+The optimization step (``trainkit/loops/step.py``) has one fixed order: forward
 context, loss scaling, backward, unscale, clip, non-finite check, optimizer
 step, zero_grad. Four parts of it are configurable, each through one typed slot
 that holds at most one contributor:
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 
 if TYPE_CHECKING:
-    from trainkit.module import Module
+    from trainkit.core.module import Module
 
 # The Trainer argument that is shorthand for each slot's callback.
 _ARGUMENTS = {

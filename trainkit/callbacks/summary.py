@@ -31,8 +31,8 @@ from trainkit.callbacks.base import Callback
 from trainkit.callbacks.progress import format_duration, format_rate
 
 if TYPE_CHECKING:
-    from trainkit.module import Module
-    from trainkit.trainer import Trainer
+    from trainkit.core.module import Module
+    from trainkit.trainer.trainer import Trainer
 
 _STAGES = ("fit", "validate", "test")
 

@@ -25,11 +25,11 @@ from trainkit.callbacks.weight_averaging import (
     check_unsharded,
     copy_weights,
 )
-from trainkit.optim import LRSchedulerConfig
+from trainkit.core.optim import LRSchedulerConfig
 
 if TYPE_CHECKING:
-    from trainkit.module import Module
-    from trainkit.trainer import Trainer
+    from trainkit.core.module import Module
+    from trainkit.trainer.trainer import Trainer
 
 _BATCH_NORM = torch.nn.modules.batchnorm._BatchNorm
 

@@ -1,6 +1,6 @@
 """ThroughputMonitor: log batches, samples, items and FLOPs per second in training and evaluation.
 
-Metric names are Lightning's: the stage, then :class:`trainkit.throughput.Throughput`'s
+Metric names are Lightning's: the stage, then :class:`trainkit.utilities.throughput.Throughput`'s
 names, joined by its separator ("/"): ``train/device/samples_per_sec``,
 ``train/device/flops_per_sec``, ``train/device/mfu``, ``validate/time``, ...
 (and ``train/samples_per_sec`` etc. for the whole job when it has several
@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainkit.callbacks.base import Callback
-from trainkit.throughput import Throughput, get_available_flops
+from trainkit.utilities.throughput import Throughput, get_available_flops
 
 if TYPE_CHECKING:
-    from trainkit.module import Module
-    from trainkit.trainer import Trainer
+    from trainkit.core.module import Module
+    from trainkit.trainer.trainer import Trainer
 
 
 def _compute_dtype(precision: str) -> torch.dtype:
@@ -61,10 +61,10 @@ class _Stage:
 
 
 class ThroughputMonitor(Callback):
-    """Compute and log throughput with :class:`trainkit.throughput.Throughput`.
+    """Compute and log throughput with :class:`trainkit.utilities.throughput.Throughput`.
 
     FLOPs are read from a ``flops_per_batch`` attribute of the Module (see
-    :func:`trainkit.throughput.measure_flops`), on every batch; without one, no
+    :func:`trainkit.utilities.throughput.measure_flops`), on every batch; without one, no
     FLOPs figures are logged (a warning says so once). Logs from global rank 0,
     on the training steps where step metrics are written (after the optimizer
     step, so an accumulation window counts whole) and every
@@ -74,7 +74,7 @@ class ThroughputMonitor(Callback):
     Args:
         batch_size_fn: the number of samples in a batch (``lambda batch: batch[0].size(0)``).
         length_fn: the number of items (tokens, ...) in a batch; None logs no items.
-        **kwargs: :class:`~trainkit.throughput.Throughput`'s ``window_size`` and ``separator``.
+        **kwargs: ``window_size`` and ``separator`` of :class:`~trainkit.throughput.Throughput`.
 
     Example:
         >>> monitor = ThroughputMonitor(lambda batch: batch[0].size(0), window_size=10)
@@ -135,7 +135,7 @@ class ThroughputMonitor(Callback):
                 warnings.warn(
                     "ThroughputMonitor logs no FLOPs: give "
                     f"{type(module).__name__} a `flops_per_batch` attribute or property "
-                    "(trainkit.throughput.measure_flops counts them).",
+                    "(trainkit.utilities.throughput.measure_flops counts them).",
                     stacklevel=2,
                 )
         state.throughput.update(

@@ -14,11 +14,11 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from trainkit.callbacks.base import Callback
-from trainkit.rank_zero import rank_zero_print
+from trainkit.utilities.rank_zero import rank_zero_print
 
 if TYPE_CHECKING:
-    from trainkit.module import Module
-    from trainkit.trainer import Trainer
+    from trainkit.core.module import Module
+    from trainkit.trainer.trainer import Trainer
 
 #: The stages a Timer tracks, as Lightning's ``RunningStage`` names them.
 _STAGES = ("train", "sanity_check", "validate", "test", "predict")

@@ -24,8 +24,8 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from trainkit.callbacks.base import Callback
 
 if TYPE_CHECKING:
-    from trainkit.module import Module
-    from trainkit.trainer import Trainer
+    from trainkit.core.module import Module
+    from trainkit.trainer.trainer import Trainer
 
 #: ``avg_fn(averaged, current, n_averaged) -> new averaged``, as torch's AveragedModel takes.
 AverageFunction = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]

@@ -41,10 +41,10 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from trainkit.launch.environment import ClusterEnvironment
-from trainkit.preemption import INTERRUPTED_EXIT_CODE, on_abort, signal_name
+from trainkit.loops.preemption import INTERRUPTED_EXIT_CODE, on_abort, signal_name
 
 if TYPE_CHECKING:
-    from trainkit.trainer import Trainer
+    from trainkit.trainer.trainer import Trainer
 
 T = TypeVar("T")
 

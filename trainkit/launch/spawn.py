@@ -19,7 +19,7 @@ If a rank fails, the caller says which in one line, ends the other ranks at
 once (they would wait for it in a collective) and raises with the failing
 rank's traceback. The ranks run in a process group of their own: a Ctrl-C (or
 SIGTERM) reaches the caller, which passes it on to every rank exactly once, so
-the ranks stop together through their stop vote (see ``trainkit.preemption``);
+the ranks stop together through their stop vote (see ``trainkit.loops.preemption``);
 a second Ctrl-C ends the ranks at once.
 """
 
@@ -55,11 +55,11 @@ from trainkit.launch.launcher import (
     parent_death_hook,
     report,
 )
-from trainkit.preemption import INTERRUPTED_EXIT_CODE, SIGNALS
-from trainkit.seed import capture_rng_states, restore_rng_states
+from trainkit.loops.preemption import INTERRUPTED_EXIT_CODE, SIGNALS
+from trainkit.utilities.seed import capture_rng_states, restore_rng_states
 
 if TYPE_CHECKING:
-    from trainkit.trainer import Trainer
+    from trainkit.trainer.trainer import Trainer
 
 T = TypeVar("T")
 

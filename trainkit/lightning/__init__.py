@@ -18,12 +18,12 @@ Lightning name trainkit does not have fails on import with a message saying so.
 from __future__ import annotations
 
 from trainkit.callbacks.base import Callback
-from trainkit.data import DataModule as LightningDataModule
+from trainkit.core.data import DataModule as LightningDataModule
+from trainkit.core.module import Module as LightningModule
 from trainkit.lightning import callbacks, loggers, profilers, tuner, utilities
-from trainkit.module import Module as LightningModule
-from trainkit.seed import seed_everything
-from trainkit.state import RunningStage, TrainerFn, TrainerStatus
-from trainkit.trainer import Trainer
+from trainkit.loops.state import RunningStage, TrainerFn, TrainerStatus
+from trainkit.trainer.trainer import Trainer
+from trainkit.utilities.seed import seed_everything
 from trainkit.version import __version__
 
 __all__ = [

@@ -11,8 +11,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from trainkit.checkpoint import plain_value
-from trainkit.io import atomic_write
+from trainkit.checkpoint.files import plain_value
+from trainkit.utilities.io import atomic_write
 
 _VERSION_FOLDER = re.compile(r"version_(\d+)")
 

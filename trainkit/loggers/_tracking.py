@@ -12,8 +12,8 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from trainkit.rank_zero import global_rank
-from trainkit.sharded import META_FILE
+from trainkit.checkpoint.sharded import META_FILE
+from trainkit.utilities.rank_zero import global_rank
 
 
 def require_package(module: str, extra: str, logger: str) -> None:
@@ -88,7 +88,7 @@ class CheckpointFiles:
     Files come from ``ModelCheckpoint`` (through ``after_save_checkpoint``) and
     from the run's own checkpoint folder; a file is offered again only when it
     changed (``last.ckpt`` is rewritten in place). A sharded checkpoint (a
-    folder, see ``trainkit.sharded``) counts as one file.
+    folder, see ``trainkit.checkpoint.sharded``) counts as one file.
     """
 
     def __init__(self) -> None:

@@ -7,9 +7,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from trainkit.io import atomic_write
 from trainkit.loggers._files import _write_hparams_yaml
 from trainkit.loggers.base import FolderLogger
+from trainkit.utilities.io import atomic_write
 
 METRICS_FILE = "metrics.csv"
 

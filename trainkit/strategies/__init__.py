@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from trainkit.options import HardwareOptions
 from trainkit.strategies.base import Strategy
 from trainkit.strategies.registry import BUILT_IN, DevicePlan, StrategyRegistry
 from trainkit.strategies.single import SingleDeviceStrategy
+from trainkit.trainer.options import HardwareOptions
 
 if TYPE_CHECKING:
     from trainkit.launch.environment import ClusterEnvironment

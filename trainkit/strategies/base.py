@@ -20,11 +20,11 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from trainkit.batches import move_data_to_device
-from trainkit.checkpoint import load, save_atomic
-from trainkit.compile import compile_forward
+from trainkit.checkpoint.files import load, save_atomic
+from trainkit.core.batches import move_data_to_device
+from trainkit.distributed.sampling import advise_on_loading
 from trainkit.strategies.registrable import Registrable
-from trainkit.strategies.sampling import advise_on_loading
+from trainkit.utilities.compile import compile_forward
 
 ReduceOp = Literal["sum", "mean", "max", "min"]
 _NO_SYNC_CONTEXT = nullcontext()  # a null context carries no state: one serves every step
@@ -242,7 +242,7 @@ class Strategy(Registrable, ABC):
 
         The agreement travels in the background; the returned function gives the
         result, waiting only if it is still under way. The loop's preemption vote
-        (``trainkit.preemption.StopVote``) uses it so that a signal reaching only
+        (``trainkit.loops.preemption.StopVote``) uses it so that a signal reaching only
         some processes stops all of them at the same point. Every process must
         call this at the same points, with as many values.
 
@@ -287,7 +287,7 @@ class Strategy(Registrable, ABC):
 
         Args:
             module: the set-up module; options: ``torch.compile``'s keyword arguments;
-            warn: warns once about recompilations (see ``trainkit.compile``)."""
+            warn: warns once about recompilations (see ``trainkit.utilities.compile``)."""
         return compile_forward(self.unwrap(module), options, warn)
 
     def unwrap(self, module: nn.Module) -> nn.Module:

@@ -21,15 +21,15 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
 
-from trainkit.data import rebuild_dataloader
+from trainkit.core.data import rebuild_dataloader
+from trainkit.distributed.control import ControlChannel
+from trainkit.distributed.gather import gather
+from trainkit.distributed.peers import describe_lost_peers
+from trainkit.distributed.rendezvous import check_init_method, end_process_group, join_group
+from trainkit.distributed.sampling import EvenSplitSampler, advise_on_loading, training_sampler
+from trainkit.distributed.wrapping import StepModule, unwrap
 from trainkit.launch.environment import ClusterEnvironment, detect_environment
 from trainkit.strategies.base import ReduceOp, Strategy
-from trainkit.strategies.control import ControlChannel
-from trainkit.strategies.gather import gather
-from trainkit.strategies.peers import describe_lost_peers
-from trainkit.strategies.rendezvous import check_init_method, end_process_group, join_group
-from trainkit.strategies.sampling import EvenSplitSampler, advise_on_loading, training_sampler
-from trainkit.strategies.wrapping import StepModule, unwrap
 
 if TYPE_CHECKING:
     from trainkit.strategies.registrable import LaunchMode

@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from trainkit.data import extract_batch_size
-from trainkit.metrics import LogArguments, Number, Results
-from trainkit.module import Module
+from trainkit.core.data import extract_batch_size
+from trainkit.core.module import Module
+from trainkit.distributed.wrapping import StepModule, unwrap
+from trainkit.loops.results import LogArguments, Number, Results
 from trainkit.strategies.single import SingleDeviceStrategy
-from trainkit.strategies.wrapping import StepModule, unwrap
 
 if TYPE_CHECKING:
     from trainkit.launch.environment import ClusterEnvironment

@@ -9,7 +9,7 @@ failure handling, trainkit's control messages) is the DDP strategy's: this
 class changes only how the module is wrapped, how gradient sync is skipped on
 accumulating micro-batches, and how checkpoints are written.
 
-Checkpoints are sharded folders by default (:mod:`trainkit.strategies.shards`):
+Checkpoints are sharded folders by default (:mod:`trainkit.distributed.shards`):
 every process writes its own shards with ``torch.distributed.checkpoint``, and
 a later run on any number of processes reads them resharded. With
 ``state_dict_type="full"`` they are one ordinary trainkit file written by
@@ -44,9 +44,9 @@ from torch.distributed.fsdp import (
     register_fsdp_forward_method,
 )
 
-from trainkit import sharded
+from trainkit.checkpoint import sharded
+from trainkit.distributed import sharding, shards
 from trainkit.launch.environment import ClusterEnvironment
-from trainkit.strategies import sharding, shards
 from trainkit.strategies.ddp import DDPStrategy
 
 #: The Module's methods that run the model (parameters are gathered around each).
@@ -84,7 +84,7 @@ class FSDPStrategy(DDPStrategy):
         state_dict_type: "sharded" (default): each checkpoint is a folder to
             which every process writes its own shards (``torch.distributed.checkpoint``)
             beside the training state, resumable under any number of processes
-            (see :mod:`trainkit.sharded`; ``trainkit.consolidate_checkpoint`` makes
+            (see :mod:`trainkit.checkpoint.sharded`; ``trainkit.consolidate_checkpoint`` makes
             one file of it). "full": one ordinary file, gathered on rank 0.
             Lightning's name; its default is "full" (trainkit's is "sharded": no
             rank has to hold the whole state to save it).

@@ -4,7 +4,7 @@ Two layouts (docs/strategies.md draws them):
 
 * ``pipeline_size=1`` (default): inside each process the layers from
   ``Module.configure_stages()`` are cut into stages on the process's devices
-  (:class:`~trainkit.strategies.pipe.PipelinedSequential`: each batch split into
+  (:class:`~trainkit.pipelining.pipe.PipelinedSequential`: each batch split into
   micro-batches flowing from stage to stage); each process holds a replica of
   the split model, and DDP, wrapping it as a multi-device module, averages the
   gradients across processes.
@@ -12,12 +12,12 @@ Two layouts (docs/strategies.md draws them):
   ``W = D x P`` ranks is a ``("data", "pipe")`` mesh; each row runs one replica
   of the model as a pipeline (``torch.distributed.pipelining``, GPipe or 1F1B),
   each column averages one stage's gradients
-  (:class:`~trainkit.strategies.pipeline.RankPipeline`). The batch
+  (:class:`~trainkit.pipelining.pipeline.RankPipeline`). The batch
   ``(inputs, target)`` flows through the stages and ``Module.pipeline_loss``
   gives the loss. Evaluation runs the user's steps on the full model, brought up
   to date on every rank first.
 
-Either way the stages are chosen by :mod:`trainkit.strategies.balance` (by
+Either way the stages are chosen by :mod:`trainkit.pipelining.balance` (by
 measured time, by parameter memory, or as given), and checkpoints hold the full
 model under its own names, so they load under any other strategy.
 """
@@ -35,17 +35,17 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
-from trainkit.data import rebuild_dataloader
+from trainkit.core.data import rebuild_dataloader
+from trainkit.core.module import Module
+from trainkit.distributed.sampling import advise_on_loading, training_sampler
+from trainkit.distributed.wrapping import StepModule
 from trainkit.launch.environment import ClusterEnvironment
-from trainkit.module import Module
-from trainkit.rank_zero import rank_zero_print
-from trainkit.strategies.balance import Partition, balance_layers
+from trainkit.pipelining.balance import Partition, balance_layers
+from trainkit.pipelining.pipe import PipelinedSequential
+from trainkit.pipelining.pipeline import RankPipeline
+from trainkit.pipelining.stages import refuse_step_shaping, stages_of
 from trainkit.strategies.ddp import DDPStrategy
-from trainkit.strategies.pipe import PipelinedSequential
-from trainkit.strategies.pipeline import RankPipeline
-from trainkit.strategies.sampling import advise_on_loading, training_sampler
-from trainkit.strategies.stages import refuse_step_shaping, stages_of
-from trainkit.strategies.wrapping import StepModule
+from trainkit.utilities.rank_zero import rank_zero_print
 
 if TYPE_CHECKING:
     from trainkit.strategies.registry import DevicePlan

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from trainkit.messages import did_you_mean
 from trainkit.strategies.base import Strategy
+from trainkit.utilities.messages import did_you_mean
 
 if TYPE_CHECKING:
     from trainkit.launch.environment import ClusterEnvironment

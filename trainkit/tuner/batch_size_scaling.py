@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trainkit.module import overrides
+from trainkit.core.module import overrides
 from trainkit.tuner.trial import Snapshot, free_memory, should_skip, train_trial
 from trainkit.tuner.values import find_attribute, get_attribute, set_attribute
 
 if TYPE_CHECKING:
-    from trainkit.module import Module
-    from trainkit.trainer import Trainer
+    from trainkit.core.module import Module
+    from trainkit.trainer.trainer import Trainer
 
 __all__ = ["MODES", "is_oom_error", "scale_batch_size"]
 

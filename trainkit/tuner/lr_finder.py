@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainkit.callbacks.base import Callback
-from trainkit.module import loss_from_output
+from trainkit.core.module import loss_from_output
 from trainkit.tuner.trial import Snapshot, should_skip, train_trial
 from trainkit.tuner.values import find_attribute, set_attribute
 
 if TYPE_CHECKING:
-    from trainkit.module import Module
-    from trainkit.trainer import Trainer
+    from trainkit.core.module import Module
+    from trainkit.trainer.trainer import Trainer
 
 __all__ = ["LRFinder", "_LRFinder", "learning_rates", "lr_find"]
 

@@ -5,11 +5,11 @@ step): from a tuning callback's ``on_fit_start``, or from :class:`~trainkit.tune
 whose ``fit`` runs the search (:func:`searching`) where training would start.
 Before it, :class:`Snapshot` copies what a checkpoint holds (weights, optimizers,
 schedulers, callbacks, counters, random states, logged values) to host memory,
-as ``trainkit.checkpoint.collect_state`` reads them, and puts it back
+as ``trainkit.checkpoint.files.collect_state`` reads them, and puts it back
 afterwards: nothing is written to disk, and the fit that follows starts
 exactly where it would have without the search.
 
-A trial (:func:`train_trial`) is the fit loop itself (``trainkit.loop.run_fit``)
+A trial (:func:`train_trial`) is the fit loop itself (``trainkit.loops.fit.run_fit``)
 over a copy of the run's context with other hooks: the Module's and the
 search's own callback, none of the Trainer's callbacks. Its ``self.log`` calls
 are dropped, so loggers and ``callback_metrics`` never see them. The loop
@@ -29,17 +29,17 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainkit.callbacks.base import Callback
-from trainkit.evaluate import run_evaluation
-from trainkit.hooks import Hooks
-from trainkit.loop import Fit, run_fit
-from trainkit.preemption import Preemption
-from trainkit.seed import capture_rng_states, isolated_rng, restore_rng_states
-from trainkit.state import RunState
-from trainkit.step import Optimization
+from trainkit.loops.evaluate import run_evaluation
+from trainkit.loops.fit import Fit, run_fit
+from trainkit.loops.hooks import Hooks
+from trainkit.loops.preemption import Preemption
+from trainkit.loops.state import RunState
+from trainkit.loops.step import Optimization
+from trainkit.utilities.seed import capture_rng_states, isolated_rng, restore_rng_states
 
 if TYPE_CHECKING:
-    from trainkit.module import Module
-    from trainkit.trainer import Trainer
+    from trainkit.core.module import Module
+    from trainkit.trainer.trainer import Trainer
 
 #: A search: runs on the set-up fit of a Trainer and its Module.
 Search = Callable[["Trainer", "Module"], None]

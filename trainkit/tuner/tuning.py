@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from trainkit.data import DataModule
+from trainkit.core.data import DataModule
 from trainkit.tuner.batch_size_scaling import scale_batch_size
 from trainkit.tuner.lr_finder import LRFinder, check_search, lr_find
 from trainkit.tuner.trial import searching
 
 if TYPE_CHECKING:
-    from trainkit.module import Module
-    from trainkit.trainer import Trainer
+    from trainkit.core.module import Module
+    from trainkit.trainer.trainer import Trainer
 
 
 class Tuner:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainkit.data import DataModule as LightningDataModule
+from trainkit.core.data import DataModule as LightningDataModule
+from trainkit.core.module import Module as LightningModule
 from trainkit.lightning._missing import missing
-from trainkit.module import Module as LightningModule
 
 __all__ = ["LightningDataModule", "LightningModule"]
 

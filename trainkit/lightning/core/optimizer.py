@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainkit.core.optim import ManagedOptimizer as LightningOptimizer
 from trainkit.lightning._missing import missing
-from trainkit.optim import ManagedOptimizer as LightningOptimizer
 
 __all__ = ["LightningOptimizer"]
 

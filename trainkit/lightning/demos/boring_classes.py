@@ -26,8 +26,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, IterableDataset, Subset
 
-from trainkit.data import DataModule
-from trainkit.module import Module
+from trainkit.core.data import DataModule
+from trainkit.core.module import Module
 
 __all__ = [
     "BoringDataModule",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainkit.seed import seed_everything
-from trainkit.trainer import Trainer
+from trainkit.trainer.trainer import Trainer
+from trainkit.utilities.seed import seed_everything
 
 __all__ = ["Trainer", "seed_everything"]

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from trainkit.state import RunningStage, TrainerFn, TrainerStatus
+from trainkit.loops.state import RunningStage, TrainerFn, TrainerStatus
 
 __all__ = ["RunningStage", "TrainerFn", "TrainerStatus"]

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from trainkit.trainer import Trainer
+from trainkit.trainer.trainer import Trainer
 
 __all__ = ["Trainer"]

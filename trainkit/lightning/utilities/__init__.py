@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainkit.core.module import AttributeDict
 from trainkit.lightning._missing import missing
-from trainkit.module import AttributeDict
-from trainkit.rank_zero import rank_zero_only, rank_zero_warn
-from trainkit.rank_zero import rank_zero_print as rank_zero_info
-from trainkit.seed import seed_everything
-from trainkit.throughput import measure_flops
+from trainkit.utilities.rank_zero import rank_zero_only, rank_zero_warn
+from trainkit.utilities.rank_zero import rank_zero_print as rank_zero_info
+from trainkit.utilities.seed import seed_everything
+from trainkit.utilities.throughput import measure_flops
 
 __all__ = [
     "AttributeDict",

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from trainkit.module import AttributeDict
+from trainkit.core.module import AttributeDict
 
 __all__ = ["AttributeDict"]

@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from trainkit.lightning.utilities import rank_zero_info
-from trainkit.rank_zero import rank_zero_only, rank_zero_warn
+from trainkit.utilities.rank_zero import rank_zero_only, rank_zero_warn
 
 __all__ = ["rank_zero_info", "rank_zero_only", "rank_zero_warn"]

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from trainkit.seed import seed_everything
+from trainkit.utilities.seed import seed_everything
 
 __all__ = ["seed_everything"]

@@ -1,0 +1,1 @@
+"""What the user writes against: the Module, the DataModule, batches and optimizers."""

@@ -1,0 +1,647 @@
+"""DataModule, and everything between a dataloader and a step.
+
+- which dataloaders a run uses (:func:`find_dataloaders`), how many batches it
+  takes from each (:func:`num_batches`, :func:`limit_batches`);
+- iterating an epoch's batches (:func:`batches`, :func:`epoch_batches`, which
+  also skips the consumed batches of a resumed epoch and records the random
+  state its order is drawn from);
+- getting a batch onto a device: a batch may be a tensor, or tensors nested in
+  tuples, lists, dicts, namedtuples and dataclasses; :func:`move_data_to_device`
+  rebuilds the same structure with every tensor (and every object with a
+  ``.to(device)`` method) on the device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
+from itertools import chain, islice, repeat
+from typing import Any, TypeVar
+
+import torch
+from torch.utils.data import DataLoader, IterableDataset, RandomSampler, Sampler, SequentialSampler
+
+from trainkit.core.batches import BatchTransferHooks
+from trainkit.core.batches import move_data_to_device as move_data_to_device  # re-exported
+from trainkit.core.module import HyperparametersMixin, Module, overrides
+from trainkit.utilities.seed import (
+    capture_rng_states,
+    restore_rng_states,
+    seed_worker,
+    seeding_workers,
+)
+
+T = TypeVar("T")
+DataModuleT = TypeVar("DataModuleT", bound="DataModule")
+
+# DataLoader, a list of them, or a dict of them (the dict's keys name the loaders).
+EvalDataloaders = DataLoader[Any] | list[DataLoader[Any]] | tuple[DataLoader[Any], ...]
+
+
+class DataModule(BatchTransferHooks, HyperparametersMixin):
+    """Groups the data of a project: download, splits and dataloaders.
+
+    Override the methods you need. ``prepare_data`` runs once per node (for
+    downloads); ``setup`` runs in every process.
+
+    Example:
+        >>> import torch
+        >>> from torch.utils.data import DataLoader, TensorDataset
+        >>> class RandomData(DataModule):
+        ...     def setup(self, stage):
+        ...         self.data = TensorDataset(torch.randn(8, 2), torch.zeros(8))
+        ...     def train_dataloader(self):
+        ...         return DataLoader(self.data, batch_size=4)
+        >>> dm = RandomData()
+        >>> dm.setup("fit")
+        >>> len(dm.train_dataloader())
+        2
+    """
+
+    #: The Trainer running this DataModule (None outside fit/validate/test/predict).
+    trainer: Any = None
+
+    def __init__(self) -> None:
+        self.trainer = None
+
+    @classmethod
+    def from_datasets(
+        cls,
+        train_dataset: Any = None,
+        val_dataset: Any = None,
+        test_dataset: Any = None,
+        predict_dataset: Any = None,
+        batch_size: int = 1,
+        num_workers: int = 0,
+        **dataloader_kwargs: Any,
+    ) -> DataModule:
+        """A DataModule serving the given datasets (each may also be a list or dict of them).
+
+        The training loader shuffles; the others do not.
+
+        Args:
+            train_dataset: the training dataset(s).
+            val_dataset: the validation dataset(s).
+            test_dataset: the test dataset(s).
+            predict_dataset: the prediction dataset(s).
+            batch_size: the batch size of every loader.
+            num_workers: worker processes of every loader.
+            **dataloader_kwargs: other ``DataLoader`` arguments.
+
+        Example:
+            >>> dm = DataModule.from_datasets(list(range(10)), batch_size=4)
+            >>> len(dm.train_dataloader())
+            3
+        """
+
+        def loaders(dataset: Any, shuffle: bool) -> Any:
+            if isinstance(dataset, Mapping):
+                return {key: loaders(value, shuffle) for key, value in dataset.items()}
+            if isinstance(dataset, (list, tuple)) and dataset and _is_dataset(dataset[0]):
+                return [loaders(item, shuffle) for item in dataset]
+            return DataLoader(
+                dataset,
+                batch_size=batch_size,
+                shuffle=shuffle and not isinstance(dataset, IterableDataset),
+                num_workers=num_workers,
+                **dataloader_kwargs,
+            )
+
+        datamodule = cls()
+        given = {
+            "train_dataloader": (train_dataset, True),
+            "val_dataloader": (val_dataset, False),
+            "test_dataloader": (test_dataset, False),
+            "predict_dataloader": (predict_dataset, False),
+        }
+        for name, (dataset, shuffle) in given.items():
+            if dataset is not None:
+                setattr(datamodule, name, functools.partial(loaders, dataset, shuffle))
+        return datamodule
+
+    def prepare_data(self) -> None:
+        """Download or write data to disk. Called once per node, before ``setup``."""
+
+    def setup(self, stage: str) -> None:
+        """Build datasets. Called in every process.
+
+        Args:
+            stage: one of "fit", "validate", "test", "predict".
+        """
+
+    def teardown(self, stage: str) -> None:
+        """Release what ``setup`` built.
+
+        Args:
+            stage: one of "fit", "validate", "test", "predict".
+        """
+
+    def train_dataloader(self) -> DataLoader[Any]:
+        """The training dataloader."""
+        raise NotImplementedError(
+            f"{type(self).__name__} has no train_dataloader(); define it to use this "
+            "DataModule with Trainer.fit."
+        )
+
+    def val_dataloader(self) -> EvalDataloaders:
+        """The validation dataloader(s)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} has no val_dataloader(); define it to validate."
+        )
+
+    def test_dataloader(self) -> EvalDataloaders:
+        """The test dataloader(s)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} has no test_dataloader(); define it to use Trainer.test."
+        )
+
+    def predict_dataloader(self) -> EvalDataloaders:
+        """The prediction dataloader(s)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} has no predict_dataloader(); define it to use Trainer.predict."
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        """State to save in checkpoints. Empty by default."""
+        return {}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned.
+
+        Args:
+            state_dict: the saved state.
+        """
+
+    @classmethod
+    def load_from_checkpoint(
+        cls: type[DataModuleT],
+        checkpoint_path: str | os.PathLike[str],
+        map_location: Any = "cpu",
+        hparams_file: str | os.PathLike[str] | None = None,
+        **kwargs: Any,
+    ) -> DataModuleT:
+        """Build the DataModule from a checkpoint's DataModule hyperparameters.
+
+        Reads trainkit's and Lightning 2.x's files: the hyperparameters saved under
+        ``datamodule_hyper_parameters`` (``save_hyperparameters()`` in your
+        ``__init__``), updated by ``kwargs``; then the state Lightning saved
+        under the class's name, if any, goes to :meth:`load_state_dict`.
+
+        Args:
+            checkpoint_path: a checkpoint file (trainkit's or Lightning's).
+            map_location: where to load tensors (CPU by default), as for ``torch.load``.
+            hparams_file: a ``.yaml`` file whose hyperparameters replace the saved ones.
+            **kwargs: ``__init__`` arguments that replace the saved ones.
+
+        Returns:
+            The DataModule.
+        """
+        from trainkit.checkpoint.files import DATAMODULE_PREFIX, init_arguments, load
+
+        checkpoint = load(checkpoint_path, map_location=map_location)
+        arguments = init_arguments(
+            cls.__init__, checkpoint, kwargs, hparams_file, prefix=DATAMODULE_PREFIX
+        )
+        datamodule = cls(**arguments)
+        saved = checkpoint.get(cls.__qualname__)
+        if saved is None and checkpoint.get("format") is not None:
+            saved = checkpoint.get("datamodule") or None  # where trainkit keeps it
+        if saved is not None:
+            datamodule.load_state_dict(saved)
+        return datamodule
+
+
+def _is_dataset(value: Any) -> bool:
+    # A dataset (not a sample): a torch Dataset, or anything with __getitem__ and __len__.
+    return isinstance(value, torch.utils.data.Dataset) or (
+        hasattr(value, "__getitem__") and hasattr(value, "__len__") and not isinstance(value, str)
+    )
+
+
+def extract_batch_size(batch: Any) -> int:
+    """Size of the first dimension of the first tensor found in ``batch`` (1 if none).
+
+    Args:
+        batch: the batch.
+    """
+    if isinstance(batch, torch.Tensor):
+        return int(batch.shape[0]) if batch.ndim > 0 else 1
+    if isinstance(batch, Mapping):
+        batch = batch.values()
+    elif dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        batch = [getattr(batch, field.name) for field in dataclasses.fields(batch)]
+    if isinstance(batch, Iterable) and not isinstance(batch, (str, bytes)):
+        for item in batch:
+            if isinstance(item, torch.Tensor) or (
+                isinstance(item, (Mapping, list, tuple)) or dataclasses.is_dataclass(item)
+            ):
+                return extract_batch_size(item)
+    return 1
+
+
+def num_batches(dataloader: Iterable[Any]) -> float:
+    """Number of batches a dataloader yields, or ``inf`` when it has no length.
+
+    Args:
+        dataloader: a DataLoader or any iterable of batches.
+    """
+    try:
+        return float(len(dataloader))  # type: ignore[arg-type]
+    except (TypeError, NotImplementedError):
+        return math.inf
+
+
+def limit_batches(available: float, limit: int | float, name: str) -> float:
+    """Apply a ``limit_*_batches`` setting to the number of available batches.
+
+    Args:
+        available: batches the dataloader has (``inf`` when unknown).
+        limit: an int (that many batches) or a float in [0, 1] (that fraction).
+        name: the setting's name, for error messages.
+    """
+    if isinstance(limit, bool):
+        raise TypeError(f"{name} must be an int or a float, got {limit!r}.")
+    if isinstance(limit, int):
+        return float(min(available, limit))
+    if available == math.inf:
+        if limit == 1.0:
+            return math.inf
+        raise ValueError(
+            f"{name}={limit} is a fraction, but the dataloader has no length. Pass an "
+            f"integer number of batches, e.g. {name}=100."
+        )
+    count = int(available * limit)
+    if limit > 0 and count == 0:
+        # A non-zero fraction of a tiny loader still runs one batch.
+        count = 1
+    return float(count)
+
+
+def training_batches(dataloader: Iterable[Any], limit: int | float) -> float:
+    """Batches per training epoch: the loader's length under ``limit_train_batches``.
+
+    A training dataloader with no batches is an error (training would "finish"
+    its epochs without a step); ``limit_train_batches=0`` is the way to skip
+    training on purpose.
+
+    Args:
+        dataloader: the training dataloader.
+        limit: the ``limit_train_batches`` option.
+
+    Raises:
+        ValueError: the dataloader has no batches and ``limit`` is not 0.
+    """
+    available = num_batches(dataloader)
+    if available == 0 and limit != 0:
+        dataset = getattr(dataloader, "dataset", None)
+        size = len(dataset) if isinstance(dataset, Sized) else "an unknown number of"
+        batch_size = getattr(dataloader, "batch_size", None)
+        raise ValueError(
+            f"The training dataloader has no batches ({size} samples, batch_size="
+            f"{batch_size}, drop_last={getattr(dataloader, 'drop_last', None)}), so fit would "
+            "end without training. Check that the dataset is not empty (and, with "
+            "drop_last=True, holds at least one full batch per process), or pass "
+            "limit_train_batches=0 to run only validation."
+        )
+    return limit_batches(available, limit, "limit_train_batches")
+
+
+class _SkipFirst(Sampler[Any]):
+    """A sampler (or batch sampler) without its first ``skip`` items.
+
+    Skipping happens on indices: no sample of a skipped batch is ever loaded.
+    """
+
+    def __init__(self, inner: Iterable[Any], skip: int) -> None:
+        self.inner = inner
+        self.skip = skip
+
+    def __iter__(self) -> Iterator[Any]:
+        return islice(iter(self.inner), self.skip, None)
+
+    def __len__(self) -> int:
+        return max(0, len(self.inner) - self.skip)  # type: ignore[arg-type]
+
+
+def skip_batches(loader: Iterable[Any], skip: int) -> Iterable[Any]:
+    """``loader`` without its first ``skip`` batches, for resuming mid-epoch.
+
+    A DataLoader is rebuilt with the same settings around a batch sampler that
+    drops the first ``skip`` batches of indices, so the skipped samples are never
+    loaded; a list (or other sequence) of batches is sliced.
+
+    Args:
+        loader: the training dataloader, as the strategy prepared it.
+        skip: batches of the current epoch already consumed.
+
+    Raises:
+        ValueError: for an iterable-style dataset, whose position cannot be
+            reached without reading everything before it.
+    """
+    if skip == 0:
+        return loader
+    if isinstance(loader, Sequence):
+        return loader[skip:]
+    if not isinstance(loader, DataLoader) or isinstance(loader.dataset, IterableDataset):
+        raise ValueError(
+            f"Cannot resume {skip} batches into an epoch of a {type(loader).__name__} over "
+            f"{type(getattr(loader, 'dataset', loader)).__name__}: an iterable dataset has no "
+            "index to skip to. Resume from a checkpoint saved at the end of an epoch "
+            "(ModelCheckpoint(every_n_epochs=1)), or use a map-style Dataset."
+        )
+    if loader.batch_sampler is not None:
+        return rebuild_dataloader(loader, batch_sampler=_SkipFirst(loader.batch_sampler, skip))
+    return rebuild_dataloader(loader, sampler=_SkipFirst(loader.sampler, skip))
+
+
+def unshuffled(loader: Iterable[Any], warn: Callable[[str], None]) -> Iterable[Any]:
+    """``loader`` with its shuffling turned off (``overfit_batches`` trains on fixed batches).
+
+    Args:
+        loader: the training dataloader.
+        warn: prints a warning (rank 0) when shuffling is turned off.
+    """
+    if not isinstance(loader, DataLoader) or not isinstance(loader.sampler, RandomSampler):
+        return loader
+    warn(
+        "overfit_batches: the training dataloader shuffles; trainkit turns shuffling off so "
+        "that every epoch trains on the same batches."
+    )
+    return rebuild_dataloader(loader, sampler=SequentialSampler(loader.dataset))  # type: ignore[arg-type]
+
+
+def rebuild_dataloader(
+    loader: DataLoader[Any],
+    *,
+    sampler: Iterable[Any] | None = None,
+    batch_sampler: Iterable[Any] | None = None,
+    **overrides: Any,
+) -> DataLoader[Any]:
+    """A DataLoader like ``loader`` (workers, collate, pinning...) with another sampler.
+
+    Args:
+        loader: the DataLoader to copy the settings of.
+        sampler: a sampler of indices, batched like ``loader`` batches.
+        batch_sampler: or a sampler of whole batches of indices.
+        **overrides: other DataLoader settings to change (e.g. ``worker_init_fn``).
+    """
+    options: dict[str, Any] = {
+        "num_workers": loader.num_workers,
+        "collate_fn": loader.collate_fn,
+        "pin_memory": loader.pin_memory,
+        "timeout": loader.timeout,
+        "worker_init_fn": loader.worker_init_fn,
+        "multiprocessing_context": loader.multiprocessing_context,
+        "generator": loader.generator,
+        "persistent_workers": loader.persistent_workers,
+        "pin_memory_device": loader.pin_memory_device,
+    }
+    if loader.num_workers > 0:
+        options["prefetch_factor"] = loader.prefetch_factor
+    options.update(overrides)
+    if batch_sampler is not None:
+        return DataLoader(loader.dataset, batch_sampler=batch_sampler, **options)
+    if loader.batch_sampler is None:  # the loader yields single samples
+        return DataLoader(loader.dataset, batch_size=None, sampler=sampler, **options)
+    return DataLoader(
+        loader.dataset,
+        batch_size=loader.batch_size,
+        drop_last=loader.drop_last,
+        sampler=sampler,
+        **options,
+    )
+
+
+def loader_generators(loader: Iterable[Any]) -> list[torch.Generator]:
+    """The random generators a dataloader's shuffling draws from, besides torch's global one.
+
+    Their states are saved with a checkpoint so that a resumed epoch is shuffled
+    exactly as the interrupted one was.
+
+    Args:
+        loader: a dataloader.
+    """
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    holders = (loader, getattr(loader, "sampler", None), getattr(batch_sampler, "sampler", None))
+    found: dict[int, torch.Generator] = {}
+    for holder in holders:
+        generator = getattr(holder, "generator", None)
+        if isinstance(generator, torch.Generator):
+            found[id(generator)] = generator
+    return list(found.values())
+
+
+def with_worker_seeding(loader: Iterable[Any]) -> Iterable[Any]:
+    """``loader`` with :func:`trainkit.utilities.seed.seed_worker` as its ``worker_init_fn``.
+
+    Only when ``seed_everything(..., workers=True)`` asked for it, the loader has
+    workers, and the user gave no ``worker_init_fn`` of their own.
+
+    Args:
+        loader: a prepared dataloader.
+    """
+    if (
+        not seeding_workers()
+        or not isinstance(loader, DataLoader)
+        or loader.num_workers == 0
+        or loader.worker_init_fn is not None
+    ):
+        return loader
+    if loader.batch_sampler is not None:
+        return rebuild_dataloader(
+            loader, batch_sampler=loader.batch_sampler, worker_init_fn=seed_worker
+        )
+    return rebuild_dataloader(loader, sampler=loader.sampler, worker_init_fn=seed_worker)
+
+
+# ----------------------------------------------------------------- finding data
+#: The dataloader method of each kind, on a DataModule or a Module.
+_METHODS = {
+    "train": "train_dataloader",
+    "val": "val_dataloader",
+    "test": "test_dataloader",
+    "predict": "predict_dataloader",
+}
+
+
+def find_dataloaders(
+    kind: str, given: Any, module: Any, datamodule: DataModule | None, *, required: bool
+) -> list[Any]:
+    """The dataloaders a run uses: those given, else the DataModule's, else the Module's.
+
+    Args:
+        kind: "train", "val", "test" or "predict".
+        given: what the user passed to fit/validate/test/predict (None: nothing).
+        module: the user's Module (its ``*_dataloader`` method is used if it defines one).
+        datamodule: the DataModule, if any.
+        required: raise if there is none (else return an empty list). An optional
+            kind (validation in fit) takes only the methods a DataModule defines.
+
+    Returns:
+        One or more dataloaders, as a list.
+    """
+    method = _METHODS[kind]
+    loaders = given
+    # An optional kind takes only the methods a DataModule defines itself.
+    if (
+        loaders is None
+        and datamodule is not None
+        and (required or overrides(datamodule, method, DataModule))
+    ):
+        loaders = getattr(datamodule, method)()
+    if loaders is None and overrides(module, method, Module):
+        loaders = getattr(module, method)()
+    if loaders is None:
+        if not required:
+            return []
+        if kind == "train":
+            raise ValueError(
+                "Trainer.fit needs training data: pass train_dataloaders=..., a datamodule, "
+                "or define train_dataloader() on the Module."
+            )
+        step = {"val": "validation", "test": "test", "predict": "predict"}[kind]
+        raise ValueError(
+            f"No {step} data: pass dataloaders=..., a datamodule, or define {method}() on "
+            "the Module."
+        )
+    if kind == "train" or not isinstance(loaders, (list, tuple)):
+        return [loaders]  # one training loader (which may itself be a list of batches)
+    return list(loaders)
+
+
+# ------------------------------------------------------------- iterating batches
+def batches(loader: Iterable[Any], total: float, start: int = 0) -> Iterator[tuple[int, Any, bool]]:
+    """Yield ``(batch_idx, batch, is_last)`` for batch indices ``start`` up to ``total``.
+
+    Args:
+        loader: the dataloader (or any iterable of batches).
+        total: how many batches the stage takes (``inf``: until the loader ends).
+        start: the index of the loader's first batch (after a resumed epoch's skip).
+
+    Example:
+        >>> list(batches(["a", "b", "c"], total=2))
+        [(0, 'a', False), (1, 'b', True)]
+    """
+    if total != math.inf:
+        count = int(total) - start
+        # All in C (no Python frame per batch): zip stops at the end of range()
+        # before asking the loader for one batch too many.
+        is_last = chain(repeat(False, count - 1), (True,))
+        return zip(range(start, int(total)), loader, is_last, strict=False)
+    return _batches_with_lookahead(loader, start)
+
+
+def _batches_with_lookahead(loader: Iterable[Any], start: int) -> Iterator[tuple[int, Any, bool]]:
+    # Unknown length: look one batch ahead to know which one is last.
+    iterator = iter(loader)
+    try:
+        batch = next(iterator)
+    except StopIteration:
+        return
+    batch_idx = start
+    for upcoming in iterator:
+        yield batch_idx, batch, False
+        batch, batch_idx = upcoming, batch_idx + 1
+    yield batch_idx, batch, True
+
+
+def epoch_batches(
+    loader: Iterable[Any], total: float, first: int, start_rng: dict[str, Any] | None
+) -> tuple[Iterator[tuple[int, Any, bool]], dict[str, Any]]:
+    """A training epoch's ``(batch_idx, batch, is_last)`` from batch ``first`` on.
+
+    A new epoch (``first == 0``) records the random state its shuffle starts
+    from. A resumed epoch (``first > 0``) goes back to ``start_rng``, the state
+    the interrupted epoch started from, so that the sampler draws the same
+    order; skips the consumed batches by index (no skipped sample is loaded);
+    and then returns to the state the checkpoint was saved in.
+
+    Args:
+        loader: the training dataloader.
+        total: batches in the epoch.
+        first: batches of this epoch already consumed.
+        start_rng: the epoch's starting random state (for ``first > 0``; None, as
+            after resuming a Lightning checkpoint mid-epoch, draws a new order).
+
+    Returns:
+        The batches, and the random state the epoch's order is drawn from.
+    """
+    if first == 0 or start_rng is None:
+        # Capture before iterating: creating the loader's iterator draws its seed.
+        start = capture_data_rng(loader)
+        if first == 0:
+            return batches(loader, total), start
+        start_rng = start  # no record of the epoch's order: skip into a new one
+    resumed_rng = capture_data_rng(loader)
+    restore_data_rng(loader, start_rng)
+    iterator = batches(skip_batches(loader, first), total, start=first)
+    # Fetch the first batch now: a sampler draws its shuffle seed when first asked
+    # for an index, and that draw must come from the epoch's starting state.
+    head = next(iterator, None)
+    restore_data_rng(loader, resumed_rng)
+    return (chain((head,), iterator) if head is not None else iter(())), start_rng
+
+
+def set_sampler_epoch(loader: Iterable[Any], epoch: int) -> None:
+    """Tell the loader's samplers the epoch (distributed samplers reshuffle only then).
+
+    Args:
+        loader: the training dataloader.
+        epoch: the epoch, counted from 0.
+    """
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    holders = (
+        loader,
+        getattr(loader, "sampler", None),
+        batch_sampler,
+        getattr(batch_sampler, "sampler", None),
+    )
+    for holder in holders:
+        set_epoch = getattr(holder, "set_epoch", None)
+        if callable(set_epoch):
+            set_epoch(epoch)
+
+
+def capture_data_rng(loader: Iterable[Any]) -> dict[str, Any]:
+    """Every random state an epoch's data order depends on (global and the loader's own).
+
+    Args:
+        loader: the training dataloader.
+    """
+    generators = [generator.get_state() for generator in loader_generators(loader)]
+    return {"global": capture_rng_states(), "generators": generators}
+
+
+def restore_data_rng(loader: Iterable[Any], states: dict[str, Any]) -> None:
+    """Restore what :func:`capture_data_rng` captured.
+
+    Args:
+        loader: the same training dataloader.
+        states: the captured states.
+    """
+    restore_rng_states(states["global"])
+    for generator, saved in zip(loader_generators(loader), states["generators"], strict=True):
+        generator.set_state(saved)
+
+
+def one_or_list(loaders: list[Iterable[Any]]) -> Any:
+    """One loader alone, several as a list (Lightning's shape of ``trainer.val_dataloaders``).
+
+    Args:
+        loaders: the prepared dataloaders.
+    """
+    return loaders[0] if len(loaders) == 1 else loaders
+
+
+def batch_totals(loaders: list[Iterable[Any]], limit: int | float, name: str) -> list[float]:
+    """Batches to run from each loader under a ``limit_*_batches`` option.
+
+    Args:
+        loaders: the prepared dataloaders.
+        limit: the option's value.
+        name: the option's name, for messages.
+    """
+    return [limit_batches(num_batches(dl), limit, name) for dl in loaders]

@@ -1,0 +1,1262 @@
+"""Module: the user's ``nn.Module`` plus its steps, optimizers and logging.
+
+Hook and method names are Lightning's, so porting a ``LightningModule`` is mostly
+changing the import.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import os
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import torch
+from torch import nn
+
+from trainkit.core.batches import BatchTransferHooks
+from trainkit.loops.results import is_metric_collection
+
+if TYPE_CHECKING:
+    from trainkit.trainer.trainer import Trainer
+
+ModuleT = TypeVar("ModuleT", bound="Module")
+
+
+class AttributeDict(dict[str, Any]):
+    """A dict whose keys read as attributes: ``hparams.lr`` and ``hparams["lr"]``.
+
+    Kept for Lightning compatibility: ported code reads ``self.hparams.lr``.
+    """
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self[key]
+        except KeyError as error:
+            raise AttributeError(
+                f"hparams has no {key!r}; saved hyperparameters are {sorted(self)}."
+            ) from error
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        self[key] = value
+
+
+class HyperparametersMixin:
+    """``save_hyperparameters``, ``hparams`` and ``hparams_initial`` (Module and DataModule).
+
+    The values are created on first use, so a subclass that skips
+    ``super().__init__()`` still works.
+    """
+
+    _hparams: AttributeDict | None = None
+    _hparams_initial: AttributeDict | None = None
+    _log_hyperparams: bool = True
+    #: The ``__init__`` argument the hyperparameters came in as one dict ("kwargs": none).
+    _hparams_name: str = "kwargs"
+
+    @property
+    def hparams(self) -> AttributeDict:
+        """Hyperparameters recorded by :meth:`save_hyperparameters`."""
+        found: AttributeDict | None = getattr(self, "_hparams", None)
+        if found is None:
+            found = AttributeDict()
+            self._hparams = found
+        return found
+
+    @property
+    def logs_hyperparams(self) -> bool:
+        """Whether fit writes the hyperparameters to the loggers: some were recorded (by
+        :meth:`save_hyperparameters`, even none, or set in ``hparams``) and its ``logger=``
+        was not False."""
+        recorded = getattr(self, "_hparams_initial", None) is not None or bool(self.hparams)
+        return self._log_hyperparams and recorded
+
+    @property
+    def hparams_initial(self) -> AttributeDict:
+        """The hyperparameters as :meth:`save_hyperparameters` recorded them (a copy)."""
+        return _copied(getattr(self, "_hparams_initial", None) or {})
+
+    def save_hyperparameters(
+        self, *names: Any, ignore: list[str] | str | None = None, logger: bool = True
+    ) -> None:
+        """Record the arguments of ``__init__`` as ``self.hparams``.
+
+        Call it from your ``__init__``. The values are written to the loggers and
+        saved in checkpoints, so a run can be rebuilt from them.
+
+        Args:
+            *names: record only these arguments (default: all of them); or one dict
+                (or ``argparse.Namespace``) to record as it is.
+            ignore: arguments not to record (for example a large model passed in).
+            logger: write them to the loggers when fit starts.
+        """
+        self._log_hyperparams = logger
+        if len(names) == 1 and not isinstance(names[0], str):
+            given = names[0]
+            values = given if isinstance(given, Mapping) else getattr(given, "__dict__", given)
+            if not isinstance(values, Mapping):
+                raise TypeError(
+                    "save_hyperparameters() takes argument names, or one dict or Namespace; "
+                    f"got {type(given).__name__}."
+                )
+            self.hparams.update(values)
+            self._hparams_initial = _copied(self.hparams)
+            # The __init__ argument that held them: load_from_checkpoint passes them back so.
+            frame = inspect.currentframe()
+            caller = frame.f_back if frame is not None else None
+            if caller is not None:
+                held = [k for k, v in caller.f_locals.items() if v is given and k != "self"]
+                if held:
+                    self._hparams_name = held[0]
+            return
+        frame = inspect.currentframe()
+        caller = frame.f_back if frame is not None else None
+        if caller is None or caller.f_code.co_name != "__init__":
+            raise RuntimeError("save_hyperparameters() must be called from your class's __init__.")
+        # Read the arguments of the __init__ that called us (not type(self).__init__:
+        # a subclass may take other arguments, or none).
+        code, init_locals = caller.f_code, caller.f_locals
+        count = code.co_argcount + code.co_kwonlyargcount
+        arg_names = list(code.co_varnames[1:count])  # skip self
+        var_keyword = None
+        if code.co_flags & inspect.CO_VARKEYWORDS:
+            var_keyword = code.co_varnames[count + bool(code.co_flags & inspect.CO_VARARGS)]
+        ignored = {ignore} if isinstance(ignore, str) else set(ignore or ())
+        recorded: dict[str, Any] = {}
+        for name in arg_names:
+            if name in init_locals and name not in ignored and (not names or name in names):
+                recorded[name] = init_locals[name]
+        extra = init_locals.get(var_keyword) if var_keyword else None
+        if isinstance(extra, Mapping):
+            recorded.update({k: v for k, v in extra.items() if k not in ignored})
+        self.hparams.update(recorded)
+        self._hparams_initial = _copied(self.hparams)
+
+
+class StageSplit:
+    """What the default ``forward`` of a listed model runs: its layers in order, or a split.
+
+    A strategy that cuts the layers listed by ``Module.configure_stages()`` into
+    stages sets :attr:`runner` to the split version (and back to None when it is
+    done). It is not a submodule of the Module, so ``state_dict`` names stay the
+    model's own.
+    """
+
+    def __init__(self) -> None:
+        #: The module running the listed layers (None: run them in order).
+        self.runner: nn.Module | None = None
+
+
+class Module(BatchTransferHooks, HyperparametersMixin, nn.Module):
+    """Base class for models trained by :class:`trainkit.Trainer`.
+
+    Subclass it, define ``forward``, ``training_step`` and ``configure_optimizers``
+    (and, optionally, ``validation_step``, ``test_step``, ``predict_step`` and hooks).
+
+    Example:
+        >>> import torch
+        >>> import trainkit
+        >>> class Regressor(trainkit.Module):
+        ...     def __init__(self, lr: float = 0.1):
+        ...         super().__init__()
+        ...         self.save_hyperparameters()
+        ...         self.layer = torch.nn.Linear(4, 1)
+        ...     def training_step(self, batch, batch_idx):
+        ...         x, y = batch
+        ...         loss = torch.nn.functional.mse_loss(self.layer(x), y)
+        ...         self.log("train/loss", loss)
+        ...         return loss
+        ...     def configure_optimizers(self):
+        ...         return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
+        >>> Regressor(lr=0.05).hparams.lr
+        0.05
+    """
+
+    #: Where checkpoints keep the hyperparameters (as in Lightning).
+    CHECKPOINT_HYPER_PARAMS_KEY = "hyper_parameters"
+    #: The name the hyperparameters were saved under.
+    CHECKPOINT_HYPER_PARAMS_NAME = "hparams_name"
+    #: The type of the saved hyperparameters, when they are not a plain dict.
+    CHECKPOINT_HYPER_PARAMS_TYPE = "hparams_type"
+
+    # What TorchScript must not compile (to_torchscript).
+    __jit_ignored_attributes__: list[str] = ["example_input_array"]
+    __jit_unused_properties__: list[str] = [
+        "trainer",
+        "logger",
+        "loggers",
+        "global_rank",
+        "local_rank",
+        "device",
+        "on_gpu",
+        "dtype",
+        "global_step",
+        "current_epoch",
+        "hparams",
+        "hparams_initial",
+        "logs_hyperparams",
+    ]
+
+    _exporting = False  # True while to_torchscript / to_onnx runs
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._trainer: Trainer | None = None
+        #: Set to False to step optimizers yourself in ``training_step``.
+        self.automatic_optimization: bool = True
+        self._toggled: dict[int, bool] | None = None
+        #: How the default forward runs the layers of configure_stages() (a strategy may
+        #: split them).
+        self.stage_split = StageSplit()
+
+    # --------------------------------------------------------------- context
+    @property
+    def trainer(self) -> Trainer:
+        """The Trainer running this module (an error outside fit/validate/test/predict)."""
+        if self._trainer is None and not self._exporting:
+            raise RuntimeError(
+                f"{type(self).__name__} is not attached to a Trainer. `self.trainer` is "
+                "available inside fit/validate/test/predict."
+            )
+        return self._trainer  # type: ignore[return-value]  # None only while exporting
+
+    @trainer.setter
+    def trainer(self, trainer: Trainer | None) -> None:
+        # Also attaches the Module's own submodules that are Modules.
+        for module in self.modules():
+            if isinstance(module, Module):
+                module._trainer = trainer
+
+    @property
+    def logger(self) -> Any:
+        """The Trainer's first logger (None without a Trainer or loggers)."""
+        return self._trainer.logger if self._trainer is not None else None
+
+    @property
+    def loggers(self) -> list[Any]:
+        """The Trainer's loggers (empty without a Trainer)."""
+        return list(self._trainer.loggers) if self._trainer is not None else []
+
+    @property
+    def global_rank(self) -> int:
+        """This process's rank among all processes (0 without a Trainer)."""
+        return self._trainer.global_rank if self._trainer is not None else 0
+
+    @property
+    def local_rank(self) -> int:
+        """This process's rank on its machine (0 without a Trainer)."""
+        return self._trainer.local_rank if self._trainer is not None else 0
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The floating-point type of the module's parameters (float32 without any)."""
+        for parameter in self.parameters():
+            if parameter.is_floating_point():
+                return parameter.dtype
+        return torch.float32
+
+    def all_gather(self, data: Any, group: Any = None, sync_grads: bool = False) -> Any:
+        """Gather ``data`` (a tensor, a number, or tensors in lists/dicts) from every process.
+
+        Each tensor comes back stacked along a new first dimension, one entry per
+        process, in rank order; in a single process ``data`` comes back as it is,
+        with no new dimension (Lightning's documented behaviour).
+
+        Args:
+            data: a tensor or a collection of tensors, the same shapes on every process.
+            group: a ``torch.distributed`` process group to gather over (None: all).
+            sync_grads: let gradients flow back through the gather to each process's
+                own ``data`` (for losses over every process's outputs, e.g.
+                contrastive losses).
+        """
+        trainer = self._trainer
+        if trainer is None or trainer.world_size == 1:
+            return data
+        if isinstance(data, Mapping):
+            return {key: self.all_gather(value, group, sync_grads) for key, value in data.items()}
+        if isinstance(data, (list, tuple)):
+            return type(data)(self.all_gather(value, group, sync_grads) for value in data)
+        if not isinstance(data, torch.Tensor):
+            data = torch.as_tensor(data, device=self.device)
+        return trainer.strategy.all_gather(data, group=group, sync_grads=sync_grads)
+
+    def print(self, *args: Any, **kwargs: Any) -> None:
+        """``print`` from global rank 0 only (every process runs the same code).
+
+        Args:
+            *args: passed to ``print``.
+            **kwargs: passed to ``print``.
+        """
+        if self._trainer is None or self._trainer.is_global_zero:
+            print(*args, **kwargs)
+
+    def freeze(self) -> None:
+        """Make every parameter untrainable and switch to eval mode."""
+        for parameter in self.parameters():
+            parameter.requires_grad = False
+        self.eval()
+
+    def unfreeze(self) -> None:
+        """Make every parameter trainable and switch to train mode."""
+        for parameter in self.parameters():
+            parameter.requires_grad = True
+        self.train()
+
+    @property
+    def on_gpu(self) -> bool:
+        """Whether the module runs on a CUDA device."""
+        return self.device.type == "cuda"
+
+    @property
+    def device(self) -> torch.device:
+        """The device the module's parameters are on (the strategy's device when attached)."""
+        if self._trainer is not None:
+            return self._trainer.strategy.root_device
+        for parameter in self.parameters():
+            return parameter.device
+        for buffer in self.buffers():
+            return buffer.device
+        return torch.device("cpu")
+
+    @property
+    def global_step(self) -> int:
+        """Optimizer steps taken so far (0 when not attached to a Trainer)."""
+        return self._trainer.global_step if self._trainer is not None else 0
+
+    @property
+    def current_epoch(self) -> int:
+        """The current epoch, counted from 0 (0 when not attached to a Trainer)."""
+        return self._trainer.current_epoch if self._trainer is not None else 0
+
+    @classmethod
+    def load_from_checkpoint(
+        cls: type[ModuleT],
+        checkpoint_path: str | os.PathLike[str],
+        map_location: Any = "cpu",
+        hparams_file: str | os.PathLike[str] | None = None,
+        strict: bool | None = None,
+        weights_only: bool | None = None,
+        **kwargs: Any,
+    ) -> ModuleT:
+        """Build the module from a checkpoint's hyperparameters and load its weights.
+
+        Reads checkpoints written by trainkit and by Lightning 2.x. The module is
+        built with the saved hyperparameters (``save_hyperparameters()``), updated
+        by ``kwargs``; then ``on_load_checkpoint(checkpoint)`` runs and the
+        weights are loaded. Unlike Lightning, the module is returned in eval mode.
+
+        Args:
+            checkpoint_path: a checkpoint file (trainkit's or Lightning's).
+            map_location: where to load the tensors (CPU by default): a device,
+                a string, a dict or a function, as for ``torch.load``. The module
+                is moved to the device its weights are loaded on.
+            hparams_file: a ``.yaml`` file whose hyperparameters replace the saved ones.
+            strict: whether every key of the checkpoint's and the module's
+                ``state_dict`` must match (default: the module's ``strict_loading``,
+                or True). With False, unmatched keys are skipped with a warning.
+            weights_only: trainkit always loads with ``weights_only=True`` (no
+                code from the file runs); False is refused with a warning.
+            **kwargs: ``__init__`` arguments that replace the saved ones.
+
+        Returns:
+            The module, in eval mode, ready for inference.
+
+        Raises:
+            CheckpointError: the file is missing, damaged, or does not fit.
+            TypeError: the class cannot be built from the saved hyperparameters.
+            ValueError: ``strict`` contradicts the module's ``strict_loading``.
+        """
+        from trainkit.checkpoint.files import init_arguments, load, load_module_state
+
+        if weights_only is False:
+            warnings.warn(
+                "load_from_checkpoint(weights_only=False): trainkit always loads checkpoints "
+                "with weights_only=True, so no code stored in the file runs; a file that "
+                "needs unpickling of arbitrary objects cannot be loaded.",
+                stacklevel=2,
+            )
+        checkpoint = load(checkpoint_path, map_location=map_location)
+        arguments = init_arguments(cls.__init__, checkpoint, kwargs, hparams_file)
+        try:
+            module = cls(**arguments)
+        except TypeError as error:
+            raise TypeError(
+                f"{cls.__name__}({', '.join(sorted(arguments))}) failed: {error}. The "
+                f"checkpoint {checkpoint_path} saved these hyperparameters; pass the missing "
+                "or renamed ones as keyword overrides, e.g. load_from_checkpoint(path, x=...)."
+            ) from error
+        module.configure_model()  # layers built late must exist to load into
+        own_strict = getattr(module, "strict_loading", None)
+        if own_strict is not None and strict is not None and strict != own_strict:
+            raise ValueError(
+                f"load_from_checkpoint(..., strict={strict!r}) contradicts "
+                f"{cls.__name__}.strict_loading={own_strict!r}; set the same value for both, "
+                "or leave strict out."
+            )
+        strict = (own_strict if own_strict is not None else True) if strict is None else strict
+        module.on_load_checkpoint(checkpoint)
+        state = checkpoint["state_dict"]
+        load_module_state(module, state, str(checkpoint_path), strict=bool(strict))
+        device = next((t.device for t in state.values() if isinstance(t, torch.Tensor)), None)
+        if device is None:
+            warnings.warn(f"The checkpoint {checkpoint_path} holds no parameters.", stacklevel=2)
+        else:
+            module.to(device)
+        warnings.warn(
+            f"{cls.__name__}.load_from_checkpoint returns the module in eval mode (Lightning "
+            "returns it in train mode); call .train() on it to train it further.",
+            stacklevel=2,
+        )
+        return module.eval()
+
+    # --------------------------------------------------------------- logging
+    def log(
+        self,
+        name: str,
+        value: Any,
+        prog_bar: bool = False,
+        logger: bool | None = None,
+        on_step: bool | None = None,
+        on_epoch: bool | None = None,
+        reduce_fx: str | Callable[..., Any] = "mean",
+        enable_graph: bool = False,
+        sync_dist: bool = False,
+        sync_dist_group: Any | None = None,
+        add_dataloader_idx: bool = True,
+        batch_size: int | None = None,
+        metric_attribute: str | None = None,
+        rank_zero_only: bool = False,
+    ) -> None:
+        """Log a scalar (or a torchmetrics ``Metric``) from inside a step or hook.
+
+        Values stay on the device; they are read only when a logger writes or the
+        progress bar draws, so logging every step costs no device synchronisation.
+        The arguments are Lightning's, in Lightning's order.
+
+        Names: with ``on_step`` and ``on_epoch`` both True, loggers receive
+        ``name_step`` and ``name_epoch``, and callbacks also see ``name`` (the step
+        value during a training epoch, the epoch value after it). With several
+        evaluation dataloaders, names end in ``/dataloader_idx_N``.
+
+        Args:
+            name: the metric's name, e.g. ``"train/loss"``.
+            value: a one-element tensor, a Python or NumPy number, or a torchmetrics
+                ``Metric`` (its forward value per step; ``compute()`` at the epoch's
+                end, after which it is reset).
+            prog_bar: show it in the progress bar.
+            logger: send it to the loggers (None: True).
+            on_step: record the per-step value (default: True in training steps and
+                batch hooks, False in evaluation and in epoch hooks).
+            on_epoch: aggregate over the epoch with ``reduce_fx`` (default: False in
+                training steps and batch hooks, True in evaluation and epoch hooks).
+            reduce_fx: how epoch values combine: "mean" (weighted by batch size;
+                "avg" too), "sum", "max" or "min", in any case, or ``torch.mean``,
+                ``torch.sum``, ``torch.max``, ``torch.min``.
+            enable_graph: trainkit always logs detached values (True warns).
+            sync_dist: reduce it across processes when it is read (not applied to
+                ``Metric`` objects, which synchronise themselves).
+            sync_dist_group: trainkit reduces over all processes (a group warns).
+            add_dataloader_idx: with several evaluation dataloaders, append
+                ``/dataloader_idx_N`` to the name. If False, each dataloader must
+                log under its own name.
+            batch_size: weight of this value in an epoch mean (default: inferred
+                from the batch).
+            metric_attribute: accepted for compatibility; trainkit needs no
+                attribute name to handle a logged ``Metric``.
+            rank_zero_only: whether only global rank 0 calls this (then, with several
+                processes, it cannot also be ``sync_dist``, which needs every one).
+        """
+        if enable_graph or sync_dist_group is not None or (rank_zero_only and sync_dist):
+            _check_log_options(
+                self, name, enable_graph, sync_dist_group, rank_zero_only and sync_dist
+            )
+        self.trainer.results.log(
+            name,
+            value,
+            on_step,
+            on_epoch,
+            prog_bar,
+            logger is not False,
+            sync_dist,
+            reduce_fx,
+            batch_size,
+            add_dataloader_idx,
+        )
+
+    def log_dict(
+        self,
+        dictionary: Mapping[str, Any] | Any,
+        prog_bar: bool = False,
+        logger: bool | None = None,
+        on_step: bool | None = None,
+        on_epoch: bool | None = None,
+        reduce_fx: str | Callable[..., Any] = "mean",
+        enable_graph: bool = False,
+        sync_dist: bool = False,
+        sync_dist_group: Any | None = None,
+        add_dataloader_idx: bool = True,
+        batch_size: int | None = None,
+        rank_zero_only: bool = False,
+    ) -> None:
+        """Log every entry of ``dictionary`` with the same options as :meth:`log`.
+
+        Args:
+            dictionary: metric name to value, or a torchmetrics ``MetricCollection``
+                (each of its metrics is logged under its name, prefix included).
+            prog_bar: see :meth:`log`.
+            logger: see :meth:`log`.
+            on_step: see :meth:`log`.
+            on_epoch: see :meth:`log`.
+            reduce_fx: see :meth:`log`.
+            enable_graph: see :meth:`log`.
+            sync_dist: see :meth:`log`.
+            sync_dist_group: see :meth:`log`.
+            add_dataloader_idx: see :meth:`log`.
+            batch_size: see :meth:`log`.
+            rank_zero_only: see :meth:`log`.
+        """
+        items = getattr(dictionary, "items", None)
+        if items is None:
+            raise TypeError(
+                f"self.log_dict() got a {type(dictionary).__name__}; pass a dict of name to "
+                "value (or a torchmetrics MetricCollection)."
+            )
+        if is_metric_collection(dictionary):
+            # As Lightning: the collection's metrics by their prefixed names; with
+            # compute groups, metrics share their group's state by reference
+            # instead of copying every state at every step.
+            shared = bool(getattr(dictionary, "_enable_compute_groups", False))
+            pairs = items(keep_base=False, copy_state=not shared)
+        else:
+            pairs = items()
+        for name, value in pairs:
+            self.log(
+                name,
+                value,
+                prog_bar=prog_bar,
+                logger=logger,
+                on_step=on_step,
+                on_epoch=on_epoch,
+                reduce_fx=reduce_fx,
+                enable_graph=enable_graph,
+                sync_dist=sync_dist,
+                sync_dist_group=sync_dist_group,
+                add_dataloader_idx=add_dataloader_idx,
+                batch_size=batch_size,
+                rank_zero_only=rank_zero_only,
+            )
+
+    # ------------------------------------------------------- steps (override)
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        """Compute the training loss of one batch.
+
+        Args:
+            batch: the batch, on the module's device.
+            batch_idx: index of the batch within the epoch.
+
+        Returns:
+            A scalar loss tensor, or a dict holding it under "loss" (other entries
+            are passed to ``on_train_batch_end``). With manual optimization, any value.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} has no training_step(). Define "
+            "`def training_step(self, batch, batch_idx)` returning the loss to use Trainer.fit."
+        )
+
+    def validation_step(self, batch: Any, batch_idx: int) -> Any:
+        """Evaluate one validation batch; log metrics with ``self.log``.
+
+        Args:
+            batch: the batch, on the module's device.
+            batch_idx: index of the batch within the loader. With several
+                validation loaders, a third argument ``dataloader_idx`` is passed.
+        """
+        return None
+
+    def test_step(self, batch: Any, batch_idx: int) -> Any:
+        """Evaluate one test batch; log metrics with ``self.log``.
+
+        Args:
+            batch: the batch, on the module's device.
+            batch_idx: index of the batch within the loader.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} has no test_step(). Define "
+            "`def test_step(self, batch, batch_idx)` to use Trainer.test."
+        )
+
+    def predict_step(self, *args: Any, **kwargs: Any) -> Any:
+        """Return predictions for one batch. Default: ``self(batch)``.
+
+        Called as ``predict_step(batch, batch_idx)``, with ``dataloader_idx`` as a
+        third argument when there are several dataloaders. Override it with the
+        arguments you need (``(self, batch)`` alone works too).
+
+        Args:
+            *args: ``batch`` (on the module's device), ``batch_idx``, ``dataloader_idx``.
+            **kwargs: the same, by name.
+        """
+        batch = args[0] if args else kwargs["batch"]
+        return self(batch)
+
+    def configure_optimizers(self) -> Any:
+        """Return the optimizer(s) and, optionally, LR schedulers.
+
+        Accepted forms: an optimizer; a list of optimizers; a pair
+        ``([optimizers], [schedulers])``; a dict ``{"optimizer": opt,
+        "lr_scheduler": scheduler or {"scheduler": s, "interval": "step" | "epoch",
+        "frequency": n, "monitor": "val/loss"}}``; or a list of such dicts.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} has no configure_optimizers(). Define it and return "
+            "an optimizer, e.g. `return torch.optim.Adam(self.parameters(), lr=1e-3)`."
+        )
+
+    # ------------------------------------------------------ model parallelism
+    #: One input batch for the model (``self(example_input_array)`` must run), used
+    #: by ``HybridStrategy(balance="time")`` to time each layer.
+    example_input_array: torch.Tensor | None = None
+
+    def configure_model(self) -> None:
+        """Build layers late, on every rank, before the strategy shards the model.
+
+        ``FSDPStrategy`` calls it under the meta device (``meta_init``): layers
+        made here get memory only as each rank's shards, initialized by their
+        ``reset_parameters()``, so a model larger than one rank never exists whole.
+        ``load_from_checkpoint`` calls it too. It may be called more than once
+        (each fit/validate/test): build only what is not built yet.
+        """
+
+    def configure_stages(self) -> nn.Sequential | list[nn.Module] | None:
+        """The model's layers in order, for the hybrid strategy to cut into stages.
+
+        Return the ``nn.Sequential`` your ``forward`` runs (an attribute of this
+        module), or a list of this module's layers in order; with a list, leave
+        ``forward`` undefined: the default one runs the listed layers in order
+        (the hybrid strategy refuses a list together with a ``forward`` of your own).
+        ``HybridStrategy`` splits them into contiguous stages on its devices; the
+        module's ``state_dict`` keeps its names, so checkpoints load anywhere.
+        The default, None, means the model cannot be split.
+        """
+        return None
+
+    def pipeline_loss(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """The loss of one micro-batch, for ``HybridStrategy(pipeline_size>1)``.
+
+        When the stages are spread over processes, no process runs the whole
+        ``training_step``: the batch ``(inputs, target)`` flows through the stages,
+        and the last one calls this with the stages' output. Return the *mean* over
+        the micro-batch's samples (as ``F.cross_entropy`` does). trainkit logs the
+        batch's loss as ``train/loss``.
+
+        Args:
+            output: the last stage's output for a micro-batch.
+            target: the matching rows of the batch's targets.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} has no pipeline_loss(output, target). Pipelining across "
+            "processes runs the stages, not training_step; define pipeline_loss to return "
+            "the loss, e.g. `return F.cross_entropy(output, target)`."
+        )
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Runs the layers :meth:`configure_stages` lists, in order; override it otherwise.
+
+        When a strategy has split them into stages (:attr:`stage_split`), the
+        split version runs instead.
+        """
+        runner = self.stage_split.runner
+        if runner is None:
+            stages = self.configure_stages()
+            if stages is None or kwargs:
+                raise NotImplementedError(
+                    f"{type(self).__name__} has no forward(). Define forward, or return the "
+                    "layers in order from configure_stages()."
+                )
+            if isinstance(stages, nn.Sequential):
+                return stages(*args)
+            (output,) = args  # layers pass one tensor from each to the next
+            for layer in stages:
+                output = layer(output)
+            return output
+        return runner(*args)
+
+    # ---------------------------------------------------- manual optimization
+    def optimizers(self) -> Any:
+        """The optimizer (or list of them), for manual optimization.
+
+        Each is a :class:`~trainkit.core.optim.ManagedOptimizer`: its ``step()`` runs the
+        Trainer's step (mixed precision's unscale and scaler, ``on_before_optimizer_step``,
+        gradient clipping) like automatic optimization does.
+        """
+        managed = self.trainer.optimization.managed_optimizers
+        return managed[0] if len(managed) == 1 else managed
+
+    def lr_schedulers(self) -> Any:
+        """The LR scheduler (or list of them, or None), for manual optimization."""
+        schedulers = [config.scheduler for config in self.trainer.lr_scheduler_configs]
+        if not schedulers:
+            return None
+        return schedulers[0] if len(schedulers) == 1 else schedulers
+
+    def manual_backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        """Call backward on ``loss`` the way the Trainer would (scaled under mixed precision).
+
+        Args:
+            loss: the loss tensor.
+            *args: passed to ``Tensor.backward``.
+            **kwargs: passed to ``Tensor.backward``.
+        """
+        if self.automatic_optimization:
+            raise RuntimeError(
+                "manual_backward() is for manual optimization; set "
+                "`self.automatic_optimization = False` in __init__ or return the loss instead."
+            )
+        self.trainer.optimization.backward(loss, *args, **kwargs)
+
+    def toggle_optimizer(self, optimizer: Any) -> None:
+        """Freeze every parameter that ``optimizer`` does not update (until untoggled).
+
+        With several optimizers (a GAN), it keeps one network's backward from
+        computing gradients for the other's parameters.
+
+        Args:
+            optimizer: the optimizer (or the one ``optimizers()`` returned) to train.
+        """
+        inner = getattr(optimizer, "optimizer", optimizer)
+        own = {id(p) for group in inner.param_groups for p in group["params"]}
+        saved: dict[int, bool] = {}
+        for parameter in self.parameters():
+            saved[id(parameter)] = parameter.requires_grad
+            if id(parameter) not in own:
+                parameter.requires_grad = False
+        self._toggled = saved
+
+    def untoggle_optimizer(self, optimizer: Any) -> None:
+        """Give back the ``requires_grad`` flags :meth:`toggle_optimizer` changed.
+
+        Args:
+            optimizer: the optimizer passed to :meth:`toggle_optimizer`.
+        """
+        saved = getattr(self, "_toggled", None) or {}
+        for parameter in self.parameters():
+            if id(parameter) in saved:
+                parameter.requires_grad = saved[id(parameter)]
+        self._toggled = None
+
+    @contextmanager
+    def toggled_optimizer(self, optimizer: Any) -> Iterator[None]:
+        """:meth:`toggle_optimizer` for the duration of a ``with`` block.
+
+        Args:
+            optimizer: the optimizer to train inside the block.
+        """
+        self.toggle_optimizer(optimizer)
+        try:
+            yield
+        finally:
+            self.untoggle_optimizer(optimizer)
+
+    def clip_gradients(
+        self,
+        optimizer: Any,
+        gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str | None = None,
+    ) -> None:
+        """Clip the gradients of ``optimizer``'s parameters (after unscaling).
+
+        Args:
+            optimizer: whose parameters to clip.
+            gradient_clip_val: the threshold (None: the Trainer's ``gradient_clip_val``;
+                no clipping when that is None too).
+            gradient_clip_algorithm: "norm" or "value" (None: the Trainer's).
+        """
+        trainer = self._trainer
+        if gradient_clip_val is None and trainer is not None:
+            gradient_clip_val = trainer.gradient_clip_val
+        if gradient_clip_algorithm is None:
+            gradient_clip_algorithm = trainer.gradient_clip_algorithm if trainer else "norm"
+        if gradient_clip_val is None or gradient_clip_val == 0:
+            return
+        inner = getattr(optimizer, "optimizer", optimizer)
+        params = [p for group in inner.param_groups for p in group["params"]]
+        if gradient_clip_algorithm == "norm":
+            torch.nn.utils.clip_grad_norm_(params, gradient_clip_val)
+        elif gradient_clip_algorithm == "value":
+            torch.nn.utils.clip_grad_value_(params, gradient_clip_val)
+        else:
+            raise ValueError(
+                f"gradient_clip_algorithm={gradient_clip_algorithm!r} must be 'norm' or 'value'."
+            )
+
+    def configure_gradient_clipping(
+        self,
+        optimizer: Any,
+        gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str | None = None,
+    ) -> None:
+        """Override to clip gradients your way; called before each optimizer step.
+
+        When overridden, it replaces the Trainer's clipping (``gradient_clip_val``):
+        call :meth:`clip_gradients` from it to clip.
+
+        Args:
+            optimizer: the optimizer about to step.
+            gradient_clip_val: the Trainer's ``gradient_clip_val``.
+            gradient_clip_algorithm: the Trainer's ``gradient_clip_algorithm``.
+        """
+        self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
+
+    def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        """Run the backward pass of ``loss`` (already scaled); override to change how.
+
+        Args:
+            loss: the loss to differentiate.
+            *args: passed to ``Tensor.backward``.
+            **kwargs: passed to ``Tensor.backward``.
+        """
+        loss.backward(*args, **kwargs)  # type: ignore[no-untyped-call]
+
+    def optimizer_step(
+        self,
+        epoch: int,
+        batch_idx: int,
+        optimizer: Any,
+        optimizer_closure: Callable[[], Any] | None = None,
+    ) -> None:
+        """Step the optimizer (automatic optimization); override to adjust, e.g. LR warm-up.
+
+        The batch's forward and backward have run already when this is called, so
+        ``optimizer_closure`` only returns the loss (it is there so that
+        ``optimizer.step(closure=optimizer_closure)`` keeps working).
+        ``optimizer.step()`` still runs the Trainer's step: unscaling, clipping, the
+        gradient scaler.
+
+        Args:
+            epoch: the current epoch.
+            batch_idx: the batch's index in the epoch.
+            optimizer: the optimizer to step.
+            optimizer_closure: returns the batch's loss.
+        """
+        optimizer.step(closure=optimizer_closure)
+
+    def optimizer_zero_grad(self, epoch: int, batch_idx: int, optimizer: Any) -> None:
+        """Clear the gradients after a step (automatic optimization); override to change how.
+
+        Args:
+            epoch: the current epoch.
+            batch_idx: the batch's index in the epoch.
+            optimizer: the optimizer that stepped.
+        """
+        optimizer.zero_grad()
+
+    def lr_scheduler_step(self, scheduler: Any, metric: Any) -> None:
+        """Step one LR scheduler (automatic optimization); override for custom schedulers.
+
+        Args:
+            scheduler: the scheduler.
+            metric: the monitored value, or None when the scheduler monitors nothing.
+        """
+        if metric is None:
+            scheduler.step()
+        else:
+            scheduler.step(metric)
+
+    def configure_callbacks(self) -> Any:
+        """Callbacks this model needs, added to the Trainer's for each run.
+
+        A returned callback replaces the Trainer's callbacks of the same type;
+        checkpointing callbacks run last.
+
+        Returns:
+            A callback or a list of callbacks (default: none).
+        """
+        return []
+
+    # ----------------------------------------------------------- export
+    def to_torchscript(
+        self, file_path: str | os.PathLike[str] | None = None, method: str = "script", **kwargs: Any
+    ) -> Any:
+        """The module compiled by TorchScript (``torch.jit.script`` or ``trace``), in eval mode.
+
+        Args:
+            file_path: also save it there.
+            method: "script" or "trace" (``trace`` runs ``example_input_array``
+                unless ``example_inputs`` is given).
+            **kwargs: passed to ``torch.jit.script`` / ``torch.jit.trace``.
+        """
+        mode = self.training
+        self.eval()
+        self._exporting = True  # TorchScript reads every attribute, self.trainer included
+        try:
+            if method == "script":
+                compiled = torch.jit.script(self, **kwargs)
+            elif method == "trace":
+                inputs = kwargs.pop("example_inputs", self.example_input_array)
+                if inputs is None:
+                    raise ValueError(
+                        "to_torchscript(method='trace') needs inputs: pass example_inputs=... "
+                        "or set self.example_input_array."
+                    )
+                compiled = torch.jit.trace(self, example_inputs=inputs, **kwargs)  # type: ignore[no-untyped-call]
+            else:
+                raise ValueError(f"method={method!r} must be 'script' or 'trace'.")
+        finally:
+            self._exporting = False
+            self.train(mode)
+        if file_path is not None:
+            torch.jit.save(compiled, os.fspath(file_path))
+        return compiled
+
+    def to_onnx(
+        self, file_path: str | os.PathLike[str], input_sample: Any = None, **kwargs: Any
+    ) -> None:
+        """Export the module to ONNX with ``torch.onnx.export`` (needs the ``onnx`` package).
+
+        Args:
+            file_path: the ``.onnx`` file to write.
+            input_sample: an input for the export (default: ``example_input_array``).
+            **kwargs: passed to ``torch.onnx.export``.
+        """
+        sample = input_sample if input_sample is not None else self.example_input_array
+        if sample is None:
+            raise ValueError(
+                "to_onnx needs an input: pass input_sample=... or set self.example_input_array."
+            )
+        mode = self.training
+        self.eval()
+        self._exporting = True
+        try:
+            torch.onnx.export(self, sample, os.fspath(file_path), **kwargs)  # type: ignore[arg-type]
+        finally:
+            self._exporting = False
+            self.train(mode)
+
+    # ----------------------------------------------- optional data hooks
+    def train_dataloader(self) -> Any:
+        """Optional: the training dataloader, when none is passed to ``fit``."""
+        raise NotImplementedError
+
+    def val_dataloader(self) -> Any:
+        """Optional: the validation dataloader(s), when none is passed."""
+        raise NotImplementedError
+
+    def test_dataloader(self) -> Any:
+        """Optional: the test dataloader(s), when none is passed."""
+        raise NotImplementedError
+
+    def predict_dataloader(self) -> Any:
+        """Optional: the prediction dataloader(s), when none is passed."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ hooks
+    def setup(self, stage: str) -> None:
+        """Called at the start of fit/validate/test/predict, before the module is moved.
+
+        Args:
+            stage: one of "fit", "validate", "test", "predict".
+        """
+
+    def teardown(self, stage: str) -> None:
+        """Called at the end of fit/validate/test/predict.
+
+        Args:
+            stage: one of "fit", "validate", "test", "predict".
+        """
+
+    def on_fit_start(self) -> None:
+        """Called at the beginning of ``fit``."""
+
+    def on_fit_end(self) -> None:
+        """Called at the end of ``fit``."""
+
+    def on_train_start(self) -> None:
+        """Called when the training loop begins."""
+
+    def on_train_end(self) -> None:
+        """Called when the training loop ends."""
+
+    def on_train_epoch_start(self) -> None:
+        """Called at the beginning of each training epoch."""
+
+    def on_train_epoch_end(self) -> None:
+        """Called at the end of each training epoch, after its validation."""
+
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> int | None:
+        """Called before ``training_step``. Return -1 to end the epoch here.
+
+        Args:
+            batch: the batch.
+            batch_idx: index of the batch within the epoch.
+        """
+        return None
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        """Called after the optimizer step of a batch.
+
+        Args:
+            outputs: what ``training_step`` returned, as a dict holding "loss".
+            batch: the batch.
+            batch_idx: index of the batch within the epoch.
+        """
+
+    def on_validation_model_eval(self) -> None:
+        """Put the model in eval mode for validation (override to keep, say, dropout on)."""
+        self.eval()
+
+    def on_validation_model_train(self) -> None:
+        """Give the model back its training mode after validation inside fit."""
+        self.train()
+
+    def on_test_model_eval(self) -> None:
+        """Put the model in eval mode for testing."""
+        self.eval()
+
+    def on_test_model_train(self) -> None:
+        """Called after testing; trainkit restores each submodule's mode itself."""
+        self.train()
+
+    def on_predict_model_eval(self) -> None:
+        """Put the model in eval mode for prediction."""
+        self.eval()
+
+    def on_validation_start(self) -> None:
+        """Called when a validation run begins."""
+
+    def on_validation_end(self) -> None:
+        """Called when a validation run ends."""
+
+    def on_validation_epoch_start(self) -> None:
+        """Called before the first validation batch."""
+
+    def on_validation_epoch_end(self) -> None:
+        """Called after the last validation batch."""
+
+    def on_validation_batch_start(
+        self, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
+        """Called before ``validation_step``."""
+
+    def on_validation_batch_end(
+        self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
+        """Called after ``validation_step``."""
+
+    def on_test_start(self) -> None:
+        """Called when a test run begins."""
+
+    def on_test_end(self) -> None:
+        """Called when a test run ends."""
+
+    def on_test_epoch_start(self) -> None:
+        """Called before the first test batch."""
+
+    def on_test_epoch_end(self) -> None:
+        """Called after the last test batch."""
+
+    def on_test_batch_start(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+        """Called before ``test_step``."""
+
+    def on_test_batch_end(
+        self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
+        """Called after ``test_step``."""
+
+    def on_predict_start(self) -> None:
+        """Called when a predict run begins."""
+
+    def on_predict_end(self) -> None:
+        """Called when a predict run ends."""
+
+    def on_predict_epoch_start(self) -> None:
+        """Called before the first predict batch."""
+
+    def on_predict_epoch_end(self) -> None:
+        """Called after the last predict batch."""
+
+    def on_predict_batch_start(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+        """Called before ``predict_step``."""
+
+    def on_predict_batch_end(
+        self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
+        """Called after ``predict_step``."""
+
+    def on_before_backward(self, loss: torch.Tensor) -> None:
+        """Called before ``backward`` with the step's loss.
+
+        Args:
+            loss: the loss returned by ``training_step``.
+        """
+
+    def on_after_backward(self) -> None:
+        """Called after ``backward``; gradients are populated."""
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """Called before ``optimizer.step()``, with gradients unscaled.
+
+        Args:
+            optimizer: the optimizer about to step.
+        """
+
+    def on_before_zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
+        """Called after the optimizer step, before gradients are cleared.
+
+        Args:
+            optimizer: the optimizer whose gradients are about to be cleared.
+        """
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Called when a checkpoint is assembled; add entries to ``checkpoint`` here.
+
+        Args:
+            checkpoint: the checkpoint dict about to be saved.
+        """
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Called when a checkpoint is restored, before the state is loaded.
+
+        Args:
+            checkpoint: the loaded checkpoint dict.
+        """
+
+
+def _copied(hparams: Mapping[str, Any]) -> AttributeDict:
+    # A deep copy where the values allow one (a module passed in may not).
+    try:
+        return AttributeDict(copy.deepcopy(dict(hparams)))
+    except Exception:
+        return AttributeDict(hparams)
+
+
+def overrides(obj: object, name: str, base: type = Module, follow_wrapped: bool = False) -> bool:
+    """Whether ``obj``'s class overrides method ``name`` of ``base``.
+
+    Args:
+        obj: a Module, DataModule or Callback.
+        name: the method's name.
+        base: the class that defines the default.
+        follow_wrapped: judge an instance attribute made with ``functools.wraps``
+            by the method it wraps (Lightning's rule for DataModule hooks, which
+            run only when overridden; the Module's run regardless there).
+
+    Example:
+        >>> class Net(Module):
+        ...     def training_step(self, batch, batch_idx): ...
+        >>> overrides(Net(), "training_step"), overrides(Net(), "validation_step")
+        (True, False)
+    """
+    if getattr(obj, name, None) is None:
+        return False  # a hook set to None counts as not defined
+    if name in getattr(obj, "__dict__", {}):
+        wrapped = getattr(getattr(obj, name), "__wrapped__", None)
+        if not follow_wrapped or wrapped is None:
+            return True  # set on the instance (DataModule.from_datasets)
+        return getattr(wrapped, "__func__", wrapped) is not getattr(base, name, None)
+    return getattr(type(obj), name, None) is not getattr(base, name, None)
+
+
+def fit_step_arguments(step: Callable[..., Any], method: Callable[..., Any]) -> Callable[..., Any]:
+    """``step``, called with only as many positional arguments as ``method`` takes.
+
+    ``training_step(self, batch)`` without ``batch_idx`` is allowed (as in
+    Lightning): it is called with the batch alone. A step that takes them all is
+    returned as it is, so the common case costs nothing.
+
+    Args:
+        step: what runs the step (possibly through a strategy's wrapper).
+        method: the user's bound step method, whose signature decides.
+
+    Example:
+        >>> def training_step(batch):
+        ...     return batch
+        >>> fit_step_arguments(training_step, training_step)("b", 0, 0)
+        'b'
+    """
+    try:
+        parameters = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):  # no signature: pass everything
+        return step
+    kinds = [p.kind for p in parameters]
+    if inspect.Parameter.VAR_POSITIONAL in kinds:
+        return step
+    taken = sum(
+        kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        for kind in kinds
+    )
+    if taken >= 3:
+        return step
+
+    def called(*args: Any) -> Any:
+        return step(*args[:taken])
+
+    return called
+
+
+def loss_from_output(output: Any, step_index: int) -> torch.Tensor:
+    """Return the loss from what ``training_step`` returned, or explain what is wrong.
+
+    Args:
+        output: the value ``training_step`` returned.
+        step_index: the global step, for the error message.
+    """
+    # Fast path for the common case: a scalar tensor attached to the graph.
+    if type(output) is torch.Tensor and output.requires_grad and output.numel() == 1:
+        return output
+    loss = output.get("loss") if isinstance(output, Mapping) else output
+    if output is None:
+        raise ValueError(
+            f"training_step returned None at step {step_index}. Return the loss tensor "
+            "(or a dict with a 'loss' entry); to step optimizers yourself, set "
+            "`self.automatic_optimization = False` in __init__."
+        )
+    if isinstance(output, Mapping) and "loss" not in output:
+        raise ValueError(
+            f"training_step returned a dict without a 'loss' entry (keys: {sorted(output)}) "
+            f"at step {step_index}. Put the loss tensor under the key 'loss'."
+        )
+    if not isinstance(loss, torch.Tensor):
+        raise TypeError(
+            f"training_step must return a loss tensor, got {type(loss).__name__} at step "
+            f"{step_index}. Return the tensor itself, not `loss.item()`."
+        )
+    if loss.numel() != 1:
+        raise ValueError(
+            f"training_step returned a loss of shape {tuple(loss.shape)} at step {step_index}; "
+            "the loss must be a scalar. Reduce it, e.g. `loss.mean()`."
+        )
+    if not loss.requires_grad:
+        raise ValueError(
+            f"training_step returned a loss that does not require grad at step {step_index}: "
+            "it is not connected to any trainable parameter (was it computed under "
+            "torch.no_grad(), detached, or are all parameters frozen?)."
+        )
+    return loss
+
+
+def _check_log_options(
+    module: Module, name: str, enable_graph: bool, sync_dist_group: Any, rank_zero_sync: bool
+) -> None:
+    """``self.log`` options trainkit handles differently: a warning or an error saying why."""
+    if enable_graph:
+        warnings.warn(
+            f"self.log({name!r}, enable_graph=True): trainkit always logs detached values, so "
+            "that no autograd graph is kept alive; the value is logged without its graph.",
+            stacklevel=3,
+        )
+    if sync_dist_group is not None:
+        warnings.warn(
+            f"self.log({name!r}, sync_dist_group=...): trainkit reduces sync_dist values over "
+            "all processes, not over a group. Reduce over your group yourself before logging "
+            "if that differs.",
+            stacklevel=3,
+        )
+    if rank_zero_sync and module.trainer.strategy.world_size > 1:
+        raise ValueError(
+            f"self.log({name!r}, rank_zero_only=True, sync_dist=True): a value logged from "
+            "rank 0 only cannot be reduced across processes (the others would wait forever). "
+            "Drop one of the two."
+        )

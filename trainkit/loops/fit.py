@@ -1,0 +1,263 @@
+"""The fit loop: read top to bottom, starting with :func:`run_fit`'s pseudocode.
+
+The Trainer sets everything up (strategy, optimizers, dataloaders, callbacks,
+the optimization step) and hands it over as a :class:`~trainkit.loops.hooks.RunContext`
+and a :class:`Fit`. The loop writes only to the run's state and results;
+evaluation is in ``trainkit/loops/evaluate.py``, the optimization step in
+``trainkit/loops/step.py``, batch iteration in ``trainkit/core/data.py``.
+
+Hot path rule: nothing per batch does work that could be done once before the
+first batch. Which hooks are overridden is looked up once (``Hooks``), logged
+values stay on the device (``trainkit.loops.results``), and loggers are written every
+``log_every_n_steps`` only.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from trainkit.core.data import epoch_batches, set_sampler_epoch
+from trainkit.loops.evaluate import run_evaluation
+from trainkit.loops.hooks import RunContext
+from trainkit.loops.preemption import Preemption, StopVote
+from trainkit.loops.schedule import (
+    max_steps_reached,
+    may_stop,
+    sanity_batches,
+    val_check_batches,
+    validation_due,
+)
+from trainkit.loops.step import Optimization
+from trainkit.trainer.options import LoopOptions
+from trainkit.utilities.seed import isolated_rng
+
+
+@dataclass
+class Fit:
+    """What the fit loop runs on, prepared by the Trainer."""
+
+    #: The loop's options (limits, validation schedule, logging).
+    options: LoopOptions
+    #: The prepared training dataloader.
+    train_loader: Iterable[Any]
+    #: The prepared validation dataloaders (empty: no validation).
+    val_loaders: list[Iterable[Any]]
+    #: Whether validation runs (loaders with batches, and a validation_step).
+    validates: bool
+    #: The optimization step.
+    optimization: Optimization
+    #: Catches preemption signals.
+    preemption: Preemption
+    #: Agrees across processes whether to stop for a preemption signal (None: one process).
+    vote: StopVote | None
+    #: Saves ``last.ckpt`` (at a resume point, after a preemption signal).
+    save_last: Callable[[], None]
+    #: Prints a warning from rank 0.
+    warn: Callable[[str], None]
+    #: New training and validation dataloaders, every reload_dataloaders_every_n_epochs.
+    reload: Callable[[], tuple[Iterable[Any], list[Iterable[Any]]]] | None = None
+    #: ``time.monotonic()`` past which training stops (max_time); set when training starts.
+    deadline: float = math.inf
+
+
+def run_fit(run: RunContext, fit: Fit) -> None:
+    """Train until max_steps, max_epochs or ``should_stop``.
+
+    Pseudocode::
+
+        if validating: sanity check (a few validation batches; random state untouched)
+        on_train_start
+        while epoch < max_epochs and not stopping (min_epochs/min_steps hold a stop back):
+            every reload_dataloaders_every_n_epochs: new dataloaders
+            on_train_epoch_start
+            remember the random state the epoch's shuffle starts from (resume uses it)
+            for batch_idx, batch in loader (limited to limit_train_batches;
+                                            a resumed epoch skips consumed batches by index):
+                batch -> device
+                on_train_batch_start (returning -1 ends the epoch)
+                the optimization step (trainkit/loops/step.py)
+                on_train_batch_end
+                validate if due (val_check_interval, check_val_every_n_epoch)
+                resume point (unless the epoch's last batch or inside an accumulation window)
+                stop if global_step == max_steps, max_time passed, or should_stop
+            on_train_epoch_end; write epoch metrics; epoch-interval LR schedulers
+                (automatic optimization only: in manual optimization the user steps them)
+            epoch += 1
+            resume point
+        on_train_end
+
+    A *resume point* is a moment from which a run continues exactly as if it had
+    never stopped: every batch before it, with its validation, and every epoch end
+    before it are complete. ``on_resume_point`` hooks (ModelCheckpoint) save there.
+
+    Args:
+        run: the run's context (state, results, hooks, strategy, model).
+        fit: the data, the step and the stopping machinery.
+    """
+    state, options = run.state, fit.options
+    if fit.validates and options.num_sanity_val_steps != 0:
+        _sanity_check(run, fit)
+    if state.num_training_batches == 0:
+        return  # limit_train_batches=0: no training, and no epoch passes
+    state.stage = "train"
+    if not run.module.training:
+        # Leave submodules the user put in eval mode (a frozen BatchNorm) alone;
+        # only a model entirely in eval mode is switched to training.
+        run.model.train()
+    run.results.enter_training_start()
+    run.hooks.call("on_train_start")
+    run.results.end_training_start(step=state.global_step, epoch=state.epoch)
+    fit.deadline = time.monotonic() + options.max_time_seconds
+    max_epochs = options.resolved_max_epochs
+    while not (
+        state.epoch >= max_epochs
+        or max_steps_reached(state.global_step, options)
+        or may_stop(state, options, fit.warn)
+        or state.preempted
+    ):
+        every = options.reload_dataloaders_every_n_epochs
+        if fit.reload is not None and every and state.epoch > 0 and state.epoch % every == 0:
+            fit.train_loader, fit.val_loaders = fit.reload()
+        _train_epoch(run, fit)
+        if state.preempted:
+            break  # leave the epoch as saved: it is not over, and must not be marked so
+        _end_epoch(run, fit)
+    if fit.vote is not None:
+        fit.vote.finish()  # every rank finishes the vote it started
+    run.hooks.call("on_train_end")
+
+
+def _train_epoch(run: RunContext, fit: Fit) -> None:
+    """The batches of one epoch (from the resumed position, if resuming)."""
+    state, results, hooks, options = run.state, run.results, run.hooks, fit.options
+    loader = fit.train_loader
+    set_sampler_epoch(loader, state.epoch)
+    total = state.num_training_batches
+    val_every = val_check_batches(options, state.epoch, total, fit.validates)
+    max_steps = options.max_steps if options.max_steps != -1 else math.inf
+    optimization = fit.optimization
+    step = optimization.automatic if run.module.automatic_optimization else optimization.manual
+    step = hooks.profiled("run_training_batch", step)
+    to_device = run.batch_to_device
+    on_batch_start = hooks.optional("on_train_batch_start")
+    on_batch_end = hooks.optional("on_train_batch_end")
+    on_resume_point = hooks.optional("on_resume_point")
+    deadline = fit.deadline
+    if state.batch_idx == 0:  # > 0 only when resuming in the middle of this epoch
+        results.train.reset()
+    results.enter_training_epoch()
+    hooks.call("on_train_epoch_start")
+    optimization.start_epoch(state.epoch, total)
+    epoch, state.epoch_start_rng = epoch_batches(
+        loader, total, state.batch_idx, state.epoch_start_rng
+    )
+    empty = True
+    for batch_idx, batch, is_last in hooks.profiled_iterable("train_dataloader_next", epoch):
+        empty = False
+        state.batch_idx, state.is_last_batch = batch_idx, is_last
+        batch = to_device(batch, 0)
+        results.enter_training_step(batch)
+        if on_batch_start is not None and on_batch_start(batch, batch_idx) == -1:
+            break
+        outputs = step(batch, batch_idx, is_last)
+        if on_batch_end is not None:
+            on_batch_end(outputs, batch, batch_idx)
+        results.enter_training_epoch()
+        state.batch_idx = batch_idx + 1
+        if val_every is not None and validation_due(options, state, val_every, batch_idx, is_last):
+            _validate(run, fit)
+        # Not after the epoch's last batch (its resume point follows the epoch's
+        # end), nor inside an accumulation window (its gradients are not saved).
+        if not is_last and optimization.stepped:
+            _resume_point(run, fit, on_resume_point)
+        if deadline != math.inf and time.monotonic() >= deadline:
+            state.should_stop = True  # max_time: stops like a callback's request
+        if (
+            state.global_step >= max_steps
+            or state.preempted  # a signal stops whatever min_epochs says
+            or (state.should_stop and may_stop(state, options, _quiet))
+        ):
+            break
+    if empty and state.batch_idx == 0:
+        # A loader without a length that yields nothing (one with a length is checked at set-up).
+        raise ValueError(
+            f"The training dataloader yielded no batches in epoch {state.epoch}, so fit would "
+            "go on without training. Check the dataset or iterable the loader reads from, or "
+            "pass limit_train_batches=0 to run only validation."
+        )
+
+
+def _end_epoch(run: RunContext, fit: Fit) -> None:
+    """Epoch-end hooks, metrics and schedulers; then the next epoch's resume point."""
+    state, results, hooks = run.state, run.results, run.hooks
+    results.enter_training_epoch_end()
+    # The Module's hook may log epoch values; reduce them before the callbacks
+    # that monitor (early stopping, checkpointing) read callback_metrics.
+    hooks.call_epoch_end(
+        "on_train_epoch_end",
+        lambda: results.update_epoch_metrics(results.train.epoch_values()),
+    )
+    results.end_training_epoch(step=max(state.global_step - 1, 0), epoch=state.epoch)
+    # After every epoch-end hook (they may read metric.compute()), as Lightning.
+    results.train.reset_computed_metrics()
+    fit.optimization.end_epoch(state.epoch)
+    results.close()
+    state.epoch += 1
+    state.batch_idx = 0
+    # Agree across processes, so that no rank leaves the loop alone.
+    state.should_stop = run.strategy.reduce_boolean_decision(
+        state.should_stop, all_=False, point="the stop decision at a training epoch's end"
+    )
+    _resume_point(run, fit, run.hooks.optional("on_resume_point"))
+
+
+def _resume_point(run: RunContext, fit: Fit, on_resume_point: Callable[[], Any] | None) -> None:
+    if on_resume_point is not None:
+        on_resume_point()
+    # A signal may reach only some processes: they agree, in the background, to
+    # stop at the same point (a rank stopping alone would leave the others
+    # waiting in a collective). One process needs no vote. Trainer.fit reports
+    # the stop and exits once the run has ended.
+    if fit.preemption.agree(fit.vote) and not run.state.preempted:
+        fit.save_last()
+        run.state.preempted = True
+        run.state.should_stop = True
+
+
+# ----------------------------------------------------------------- validation
+def _sanity_check(run: RunContext, fit: Fit) -> None:
+    """A few validation batches before training, to catch bugs before a long epoch."""
+    state, limit = run.state, fit.options.num_sanity_val_steps
+    full = state.num_val_batches
+    state.num_val_batches = sanity_batches(full, limit)
+    state.stage = "sanity_check"
+    try:
+        run.hooks.call("on_sanity_check_start")
+        with isolated_rng():
+            run_evaluation(run, fit.val_loaders, state.num_val_batches, "validation")
+        run.hooks.call("on_sanity_check_end")
+    finally:
+        state.stage = "train"
+        state.num_val_batches = full
+        run.results.eval.reset()
+
+
+def _quiet(message: str) -> None:
+    return None  # the epoch-level check says it once
+
+
+def _validate(run: RunContext, fit: Fit) -> None:
+    """A validation run inside fit; its metrics go to the loggers."""
+    state = run.state
+    # Validation must not move the training's random streams (see isolated_rng).
+    with isolated_rng():
+        run_evaluation(run, fit.val_loaders, state.num_val_batches, "validation")
+    run.results.write_evaluation(step=max(state.global_step - 1, 0), epoch=state.epoch)
+    # Agree across processes, so that no rank leaves the loop alone.
+    state.should_stop = run.strategy.reduce_boolean_decision(
+        state.should_stop, all_=False, point="the stop decision after validation"
+    )

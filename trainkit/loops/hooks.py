@@ -1,0 +1,300 @@
+"""Calling hooks, and the objects one run works with.
+
+:class:`Hooks` resolves, once per run, which of the Module's and the callbacks'
+hooks are overridden, so that the loop pays one call per hook per batch and
+nothing for hooks nobody uses. :class:`RunContext` bundles what the fit loop,
+the evaluation loop and the optimization step receive: the run's state and
+results (which they write to), its hooks, the strategy and the model.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from trainkit.callbacks.base import Callback, attach_module, calls_hook
+from trainkit.callbacks.defaults import is_monitoring
+from trainkit.core.data import DataModule
+from trainkit.core.module import Module, overrides
+from trainkit.profilers import Profiler, is_active
+
+__all__ = ["NO_CONTEXT", "Hooks", "RunContext", "batch_transfer", "overrides"]
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from trainkit.loops.results import Results
+    from trainkit.loops.state import RunState
+    from trainkit.strategies.base import Strategy
+    from trainkit.trainer.trainer import Trainer
+
+# Null contexts carry no state, so one instance serves every step.
+NO_CONTEXT = nullcontext()
+
+
+def _noop(*args: Any) -> None:
+    return None
+
+
+# Hooks whose Module result the loop reads (-1 from on_train_batch_start ends the
+# epoch): a callback's return value must not stand in for it.
+_RESULT_HOOKS = frozenset({"on_train_batch_start"})
+
+T = TypeVar("T")
+
+
+class Hooks:
+    """The hooks of one run, resolved once: each name maps to a single caller.
+
+    A caller invokes each callback's hook that overrides it (and needs it:
+    ``Callback.uses_hook``), then the Module's (if it overrides it), in
+    Lightning's order; the epoch-end hooks use :meth:`call_epoch_end`. A hook
+    nobody overrides is a shared no-op; one that only the Module, or only one
+    callback, overrides is called directly, with no frame in between. The loop
+    and the step resolve their per-batch hooks once, before the first batch.
+
+    Args:
+        trainer: the running Trainer (passed to callback hooks).
+        module: the user's Module.
+        callbacks: the Trainer's callbacks, in order.
+    """
+
+    def __init__(self, trainer: Trainer, module: Module, callbacks: list[Callback]) -> None:
+        self.trainer = trainer
+        self.module = module
+        self.callbacks = callbacks
+        self._callers: dict[str, Callable[..., Any]] = {}
+        profiler = trainer.profiler
+        self._profiler = profiler if is_active(profiler) else None
+        attach_module(callbacks, module)  # self.log inside a callback logs through the Module
+
+    def profiled(self, action: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        """``function``, timed as ``action`` by the Trainer's profiler (as it is without one).
+
+        Args:
+            action: the name the profiler reports it under.
+            function: what to time.
+        """
+        profiler = self._profiler
+        if profiler is None:
+            return function
+
+        @functools.wraps(function)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            profiler.start(action)
+            try:
+                return function(*args, **kwargs)
+            finally:
+                profiler.stop(action)
+
+        return timed
+
+    def profiled_iterable(self, action: str, iterable: Iterable[T]) -> Iterable[T]:
+        """``iterable``, each ``next`` timed as ``action`` (as it is without a profiler).
+
+        Args:
+            action: the name the profiler reports it under.
+            iterable: what to time the items of.
+        """
+        profiler = self._profiler
+        return iterable if profiler is None else _timed_items(profiler, action, iterable)
+
+    def _callback_methods(self, name: str) -> list[Callable[..., Any]]:
+        return [
+            self.profiled(f"[Callback]{type(cb).__name__}.{name}", getattr(cb, name))
+            for cb in self.callbacks
+            if overrides(cb, name, Callback) and calls_hook(cb, name)
+        ]
+
+    def _module_method(self, name: str) -> Callable[..., Any] | None:
+        if not overrides(self.module, name):
+            return None
+        action = f"[Module]{type(self.module).__name__}.{name}"
+        return self.profiled(action, getattr(self.module, name))
+
+    def caller(self, name: str) -> Callable[..., Any]:
+        """The function that runs hook ``name`` everywhere it is overridden.
+
+        Args:
+            name: the hook's name, e.g. "on_train_epoch_start".
+
+        Returns:
+            A function taking the hook's arguments (after ``trainer, module`` for
+            callbacks) and returning the Module's result.
+        """
+        found = self._callers.get(name)
+        if found is not None:
+            return found
+        module_hook = self._module_method(name)
+        callback_hooks = self._callback_methods(name)
+        trainer, module = self.trainer, self.module
+        if not callback_hooks:
+            found = module_hook or _noop
+        elif module_hook is None and len(callback_hooks) == 1 and name not in _RESULT_HOOKS:
+            found = functools.partial(callback_hooks[0], trainer, module)
+        else:
+
+            def found(*args: Any) -> Any:
+                for hook in callback_hooks:
+                    hook(trainer, module, *args)
+                return module_hook(*args) if module_hook is not None else None
+
+        self._callers[name] = found
+        return found
+
+    def optional(self, name: str) -> Callable[..., Any] | None:
+        """Hook ``name``'s caller, or None when nobody overrides it (so a hot path can skip it).
+
+        Args:
+            name: the hook's name.
+        """
+        found = self.caller(name)
+        return None if found is _noop else found
+
+    def call(self, name: str, *args: Any) -> Any:
+        """Run hook ``name`` on the callbacks, then the Module; return the Module's result.
+
+        Args:
+            name: the hook's name.
+            *args: the hook's arguments after ``(trainer, module)``.
+        """
+        return self.caller(name)(*args)
+
+    def call_module(self, name: str, *args: Any) -> Any:
+        """Run only the Module's hook ``name``; return its result.
+
+        Args:
+            name: the hook's name.
+            *args: the hook's arguments.
+        """
+        module_hook = self._module_method(name)
+        return module_hook(*args) if module_hook is not None else None
+
+    def call_callbacks(
+        self, name: str, *args: Any, monitoring: bool | None = None, **kwargs: Any
+    ) -> None:
+        """Run only the callbacks' hook ``name``.
+
+        Args:
+            name: the hook's name.
+            *args: the hook's arguments after ``(trainer, module)``.
+            monitoring: only the callbacks that act on monitored values (True),
+                only the others (False), or all (None).
+            **kwargs: keyword arguments of the hook (``stage=`` of setup and teardown,
+                passed by name as Lightning passes it).
+        """
+        for callback in self.callbacks:
+            if monitoring is not None and is_monitoring(callback) != monitoring:
+                continue
+            if overrides(callback, name, Callback) and calls_hook(callback, name):
+                hook = getattr(callback, name)
+                action = f"[Callback]{type(callback).__name__}.{name}"
+                self.profiled(action, hook)(self.trainer, self.module, *args, **kwargs)
+
+    def call_epoch_end(self, name: str, between: Callable[[], Any]) -> None:
+        """An epoch-end hook in Lightning's order, with ``between`` run after the Module's.
+
+        The callbacks first, then the Module, then ``between`` (the loop reduces
+        the epoch's values there), then the checkpointing and early-stopping
+        callbacks, so that they see what the Module logged.
+
+        Args:
+            name: "on_train_epoch_end", "on_validation_epoch_end" or "on_test_epoch_end".
+            between: called after the Module's hook.
+        """
+        self.call_callbacks(name, monitoring=False)
+        self.call_module(name)
+        between()
+        self.call_callbacks(name, monitoring=True)
+
+
+def _timed_items(profiler: Profiler, action: str, iterable: Iterable[T]) -> Iterator[T]:
+    iterator = iter(iterable)
+    while True:
+        profiler.start(action)
+        try:
+            item = next(iterator)
+        except StopIteration:
+            return
+        finally:
+            profiler.stop(action)
+        yield item
+
+
+_TRANSFER_HOOKS = (
+    "on_before_batch_transfer",
+    "transfer_batch_to_device",
+    "on_after_batch_transfer",
+)
+
+
+def batch_transfer(
+    strategy: Strategy, module: Module, datamodule: DataModule | None
+) -> Callable[[Any, int], Any]:
+    """The function that moves a batch from dataloader ``dataloader_idx`` to the device.
+
+    It runs ``on_before_batch_transfer``, ``transfer_batch_to_device`` and
+    ``on_after_batch_transfer``, each the DataModule's if it overrides it, else the
+    Module's (Lightning's rule). When nobody overrides any of them, it is the
+    strategy's own move, with nothing in between.
+
+    Args:
+        strategy: the run's strategy (its device and its own way of moving batches).
+        module: the user's Module.
+        datamodule: the run's DataModule, if any.
+    """
+    from_datamodule = {
+        name: datamodule is not None
+        and overrides(datamodule, name, DataModule, follow_wrapped=True)
+        for name in _TRANSFER_HOOKS
+    }
+    owners = {name: datamodule if from_datamodule[name] else module for name in _TRANSFER_HOOKS}
+    if not any(from_datamodule.values()) and not any(
+        overrides(module, name) for name in _TRANSFER_HOOKS
+    ):
+        move = strategy.batch_to_device
+        return lambda batch, dataloader_idx: move(batch)
+    before, transfer, after = (getattr(owners[name], name) for name in _TRANSFER_HOOKS)
+    device = strategy.root_device
+
+    def moved(batch: Any, dataloader_idx: int) -> Any:
+        batch = before(batch, dataloader_idx)
+        batch = transfer(batch, device, dataloader_idx)
+        return after(batch, dataloader_idx)
+
+    return moved
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What the loops and the step work with during one fit, validate, test or predict.
+
+    Built by the Trainer once the strategy has set up the model. The loops
+    write to ``state`` and ``results`` only.
+    """
+
+    #: Where the run is; the loops advance it.
+    state: RunState
+    #: Where ``self.log`` values go, and what callbacks and loggers read.
+    results: Results
+    #: The Module's and callbacks' hooks.
+    hooks: Hooks
+    #: Devices, processes, collectives.
+    strategy: Strategy
+    #: The user's Module.
+    module: Module
+    #: The module as the strategy wrapped it (the Module itself on one device).
+    model: nn.Module
+    #: A new context to enter around each step method (autocast), or None for none.
+    forward_context: Callable[[], AbstractContextManager[Any] | None]
+    #: Moves a batch of dataloader ``dataloader_idx`` to the device (:func:`batch_transfer`).
+    batch_to_device: Callable[[Any, int], Any]
+    #: Evaluate under torch.inference_mode (False: torch.no_grad).
+    inference_mode: bool = True
+
+    def step_context(self) -> AbstractContextManager[Any]:
+        """The context around one step method (a shared null context when there is none)."""
+        return self.forward_context() or NO_CONTEXT

@@ -1,0 +1,123 @@
+"""When the fit loop validates and when it may stop: functions of the options and the state.
+
+:func:`val_check_batches` and :func:`validation_due` place validation runs
+(``val_check_interval``, ``check_val_every_n_epoch``); :func:`may_stop` decides
+whether a stop request (``trainer.should_stop``, early stopping, ``max_time``)
+is honoured yet (``min_epochs``, ``min_steps``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from trainkit.loops.state import RunState
+from trainkit.trainer.options import LoopOptions
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+def max_steps_reached(global_step: int, options: LoopOptions) -> bool:
+    """Whether ``max_steps`` optimizer steps are done.
+
+    Args:
+        global_step: optimizer steps taken.
+        options: the loop options.
+    """
+    return options.max_steps != -1 and global_step >= options.max_steps
+
+
+def sanity_batches(totals: list[float], limit: int) -> list[float]:
+    """Batches the sanity check runs from each validation loader (``num_sanity_val_steps``).
+
+    Args:
+        totals: batches in each validation loader.
+        limit: ``num_sanity_val_steps`` (-1: all).
+
+    Example:
+        >>> sanity_batches([5.0, 1.0], 2)
+        [2, 1.0]
+    """
+    return [t if limit == -1 else min(t, limit) for t in totals]
+
+
+def may_stop(state: RunState, options: LoopOptions, say: Callable[[str], None]) -> bool:
+    """Whether a stop was requested and ``min_epochs``/``min_steps`` allow it now.
+
+    A request made too early stays pending: training goes on until the minimum is
+    reached, then stops.
+
+    Args:
+        state: the run state (``should_stop``, completed epochs, steps).
+        options: the loop options.
+        say: prints a one-time note (rank 0) that the request waits for the minimum.
+    """
+    if not state.should_stop:
+        return False
+    min_epochs, min_steps = options.min_epochs, options.min_steps
+    if (min_epochs is None or state.epoch >= min_epochs) and (
+        min_steps is None or state.global_step >= min_steps
+    ):
+        return True
+    say(
+        f"trainkit: a stop was requested, but min_epochs={min_epochs} or "
+        f"min_steps={min_steps} is not reached yet; training continues until it is."
+    )
+    return False
+
+
+def val_check_batches(
+    options: LoopOptions, epoch: int, total: float, validates: bool
+) -> int | None:
+    """Validate after every this many training batches (None: no validation this epoch).
+
+    Args:
+        options: the loop options.
+        epoch: the current epoch.
+        total: training batches in the epoch (``inf`` when unknown).
+        validates: whether the run validates at all.
+    """
+    if not validates:
+        return None
+    every_n_epochs = options.check_val_every_n_epoch
+    if every_n_epochs is not None and (epoch + 1) % every_n_epochs != 0:
+        return None
+    interval = options.val_check_interval
+    if isinstance(interval, int):
+        if every_n_epochs is not None and interval > total:
+            raise ValueError(
+                f"val_check_interval={interval} is larger than the {int(total)} training "
+                "batches of an epoch. Lower it, or pass check_val_every_n_epoch=None to count "
+                "batches across epochs."
+            )
+        return interval
+    if total == math.inf:
+        if interval != 1.0:
+            raise ValueError(
+                f"val_check_interval={interval} is a fraction of an epoch, but the training "
+                "dataloader has no length. Pass an integer number of batches."
+            )
+        return 0  # validate when the iterable ends (see validation_due)
+    return max(1, int(total * interval))
+
+
+def validation_due(
+    options: LoopOptions, state: RunState, every: int, batch_idx: int, is_last: bool
+) -> bool:
+    """Whether validation runs after this batch.
+
+    Args:
+        options: the loop options.
+        state: the run state (counts batches across epochs when asked to).
+        every: what :func:`val_check_batches` returned.
+        batch_idx: the batch's index in the epoch.
+        is_last: whether it is the epoch's last batch.
+    """
+    if every == 0:  # a loader without length: at its end
+        return is_last
+    if options.check_val_every_n_epoch is None and isinstance(options.val_check_interval, int):
+        # Count batches across epochs.
+        state.batches_seen += 1
+        return state.batches_seen % every == 0
+    return (batch_idx + 1) % every == 0

@@ -1,0 +1,155 @@
+"""RunState: where a run is. Everything a resume restores, and the run's status.
+
+The loop, the evaluation and the checkpoint code receive this object and write
+to it; the Trainer's read-only properties (``current_epoch``, ``global_step``,
+``sanity_checking``, ...) read it. Adding a counter that a resume must restore
+is adding a field here: :meth:`RunState.state_dict` saves every field not
+marked ``resume=False``.
+
+The names follow Lightning's: ``fn`` is the entry point that runs
+(``TrainerFn``: fit, validate, test, predict), ``stage`` what runs right now
+(``RunningStage``: train, sanity_check, validate, test, predict), ``status`` how
+the run stands (``TrainerStatus``: initializing, running, finished, interrupted).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from enum import Enum
+from typing import Any
+
+#: The entry points (Lightning's TrainerFn).
+FNS = ("fit", "validate", "test", "predict")
+#: What runs right now (Lightning's RunningStage).
+STAGES = ("train", "sanity_check", "validate", "test", "predict")
+#: How the run stands (Lightning's TrainerStatus).
+STATUSES = ("initializing", "running", "finished", "interrupted")
+
+
+class TrainerFn(str, Enum):
+    """The entry points, as Lightning names them; equal to the strings ``RunState.fn`` holds."""
+
+    FITTING = "fit"
+    VALIDATING = "validate"
+    TESTING = "test"
+    PREDICTING = "predict"
+
+
+class RunningStage(str, Enum):
+    """What runs now, as Lightning names it; equal to the strings ``RunState.stage`` holds."""
+
+    TRAINING = "train"
+    SANITY_CHECKING = "sanity_check"
+    VALIDATING = "validate"
+    TESTING = "test"
+    PREDICTING = "predict"
+
+
+class TrainerStatus(str, Enum):
+    """How the run stands, as Lightning names it; equal to ``RunState.status``'s strings."""
+
+    INITIALIZING = "initializing"
+    RUNNING = "running"
+    FINISHED = "finished"
+    INTERRUPTED = "interrupted"
+
+
+def _status(default: Any) -> Any:
+    # A field that describes the run now, not its progress: a resume does not restore it.
+    return field(default=default, metadata={"resume": False})
+
+
+@dataclass
+class RunState:
+    """Where the run is.
+
+    Example:
+        >>> state = RunState(epoch=2, global_step=40)
+        >>> restored = RunState()
+        >>> restored.load_state_dict(state.state_dict())
+        >>> restored.epoch, restored.global_step, restored.fn
+        (2, 40, None)
+    """
+
+    # ------------------------------------------------ status (not restored)
+    #: The entry point running (or the last one run): "fit", "validate", "test", "predict".
+    fn: str | None = _status(None)
+    #: What runs now: "train", "sanity_check", "validate", "test" or "predict".
+    stage: str | None = _status(None)
+    #: "initializing", "running", "finished" or "interrupted" (ended by an error or Ctrl-C).
+    status: str = _status("initializing")
+    #: True after fit stopped for a preemption signal (a checkpoint was saved first).
+    preempted: bool = _status(False)
+    #: Set in on_fit_start by a tuner that changed the batch size: fit builds the
+    #: dataloaders again before training (BatchSizeFinder).
+    reload_dataloaders: bool = _status(False)
+    #: Whether the training batch running now is the epoch's last.
+    is_last_batch: bool = _status(False)
+    #: Batches per training epoch (after limit_train_batches; inf when unknown).
+    num_training_batches: float = _status(0.0)
+    #: Batches run from each validation dataloader in the current validation run.
+    num_val_batches: list[float] = field(default_factory=list, metadata={"resume": False})
+    #: Batches run from each test dataloader.
+    num_test_batches: list[float] = field(default_factory=list, metadata={"resume": False})
+    #: Batches run from each prediction dataloader.
+    num_predict_batches: list[float] = field(default_factory=list, metadata={"resume": False})
+
+    # ------------------------------------------------ progress (restored)
+    #: The current epoch, counted from 0.
+    epoch: int = 0
+    #: Optimizer steps taken so far.
+    global_step: int = 0
+    #: Batches consumed in the current epoch.
+    batch_idx: int = 0
+    #: Set by a callback or the module to stop at the next check.
+    should_stop: bool = False
+    #: Training batches seen across epochs (for a val_check_interval counted across epochs).
+    batches_seen: int = 0
+    #: Samples all processes take per batch (None when the loader has no batch size):
+    #: lets a resume under another number of processes or batch size continue the epoch.
+    samples_per_step: int | None = None
+    #: The random states the current epoch's data order was drawn from; a
+    #: mid-epoch resume needs them (see ``trainkit.core.data.epoch_batches``).
+    epoch_start_rng: dict[str, Any] | None = None
+    #: Identifies a training run across its resumes (saved in its checkpoints).
+    lineage: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        """Whether the last run ended normally."""
+        return self.status == "finished"
+
+    @property
+    def sanity_checking(self) -> bool:
+        """Whether the pre-fit validation sanity check runs."""
+        return self.stage == "sanity_check"
+
+    def start_fit(self, lineage: str) -> None:
+        """Zero the progress for a new fit (a resume then restores it).
+
+        Args:
+            lineage: the new run's identity.
+        """
+        for name, default in _resume_defaults(type(self)).items():
+            setattr(self, name, default)
+        self.lineage = lineage
+        self.preempted = False
+
+    def state_dict(self) -> dict[str, Any]:
+        """Every field a resume restores."""
+        return {name: getattr(self, name) for name in _resume_defaults(type(self))}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` saved; fields an older checkpoint lacks keep their value.
+
+        Args:
+            state: the saved fields.
+        """
+        for name in _resume_defaults(type(self)):
+            if name in state:
+                setattr(self, name, state[name])
+
+
+def _resume_defaults(kind: type[RunState]) -> dict[str, Any]:
+    # Every field not marked resume=False, with its default.
+    return {f.name: f.default for f in fields(kind) if f.metadata.get("resume", True)}

@@ -1,0 +1,441 @@
+"""One optimization step, its order written as code.
+
+Automatic optimization, one batch (:meth:`Optimization.automatic`)::
+
+    steps = last micro-batch of the accumulation window (or of the epoch)
+    with no gradient sync unless steps (DDP's no_sync):
+        with autocast:                         precision slot
+            loss = training_step(batch, batch_idx)
+        on_before_backward(loss); watch loss   nonfinite slot
+        backward(scale(loss / window))         accumulation + precision slots (Module.backward)
+        on_after_backward
+    if steps:
+        unscale gradients                      precision slot (float16)
+        on_before_optimizer_step
+        clip gradients                         clipping slot
+        optimizer.step() unless vetoed         nonfinite slot; the scaler steps float16
+                                               (through Module.optimizer_step if overridden)
+        on_before_zero_grad; zero_grad(set_to_none=True)   (Module.optimizer_zero_grad)
+        global_step += 1; step-interval LR schedulers; every n steps: log
+
+Manual optimization runs ``training_step`` under autocast and gives the user
+:meth:`Optimization.backward` (``manual_backward``) and optimizers whose
+``step()`` is :meth:`Optimization.step_optimizer`: the same unscale, hooks,
+clipping and scaler as above.
+
+The slots are read once, here, when the step is built; the per-batch code only
+tests whether a part is present.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from trainkit.callbacks.slots import clip_settings
+from trainkit.core.module import fit_step_arguments, loss_from_output, overrides
+from trainkit.core.optim import LRSchedulerConfig, ManagedOptimizer, step_scheduler
+from trainkit.distributed.control import rank_zero_floats
+from trainkit.loops.hooks import RunContext
+
+if TYPE_CHECKING:
+    from trainkit.callbacks.slots import StepSlots
+
+
+class ComputedLoss:
+    """The closure a Module's ``optimizer_step`` receives: the loss, already back-propagated.
+
+    Args:
+        loss: the batch's loss.
+    """
+
+    def __init__(self, loss: torch.Tensor) -> None:
+        self.loss = loss
+
+    def __call__(self) -> torch.Tensor:
+        """The loss (nothing is recomputed)."""
+        return self.loss
+
+
+class Optimization:
+    """How this run updates parameters: the automatic step, and what manual optimization calls.
+
+    Args:
+        run: the run's context (state, results, hooks, strategy, model).
+        slots: what the step callbacks contribute.
+        optimizers: the optimizers, as the strategy set them up.
+        schedulers: the LR scheduler configs.
+        log_every_n_steps: write step metrics every n steps (0: no loggers).
+        warn: prints a warning from rank 0.
+    """
+
+    def __init__(
+        self,
+        run: RunContext,
+        slots: StepSlots,
+        optimizers: list[torch.optim.Optimizer],
+        schedulers: list[LRSchedulerConfig],
+        log_every_n_steps: int,
+        warn: Callable[[str], None],
+    ) -> None:
+        self.run = run
+        self.optimizers = optimizers
+        # In manual optimization the user steps the schedulers (as in Lightning).
+        # Otherwise the Trainer's own list is read at each step, not a copy: a
+        # callback may swap a scheduler in it while fit runs, as Lightning's
+        # StochasticWeightAveraging swaps in SWALR (trainer.lr_scheduler_configs).
+        self._schedulers = schedulers if run.module.automatic_optimization else []
+        self._stepper = (
+            run.module.lr_scheduler_step if overrides(run.module, "lr_scheduler_step") else None
+        )
+        self._log_every = log_every_n_steps
+        self._warn = warn
+        self._skip_announced = False
+        self._unsynced_warned: set[str] = set()
+        hooks, module = run.hooks, run.module
+        self._training_step = hooks.profiled(
+            f"[Strategy]{type(run.strategy).__name__}.training_step",
+            fit_step_arguments(
+                run.strategy.step_function(run.model, "training_step"), module.training_step
+            ),
+        )
+        self._no_sync = run.strategy.no_backward_sync
+        # The slots, read once.
+        precision = slots.precision
+        self._forward_context = precision.forward_context if precision is not None else None
+        self._scaler = precision.scaler if precision is not None else None
+        self._clip = slots.clipping.clip if slots.clipping is not None else None
+        if overrides(module, "configure_gradient_clipping"):
+            # The Module's hook replaces the slot's clipping, and receives its settings.
+            self._clip_settings = clip_settings(slots.clipping)
+            self._clip = self._module_clipping
+        self._accumulation = slots.accumulation
+        nonfinite = slots.nonfinite
+        self._observe = nonfinite.observe if nonfinite is not None else None
+        self._veto = nonfinite if nonfinite is not None and nonfinite.vetoes_steps else None
+        self._end_window = nonfinite.end_window if nonfinite is not None else None
+        # Hooks nobody overrides are None, and not called.
+        self._on_before_backward = hooks.optional("on_before_backward")
+        self._on_after_backward = hooks.optional("on_after_backward")
+        self._on_before_optimizer_step = hooks.optional("on_before_optimizer_step")
+        self._on_before_zero_grad = hooks.optional("on_before_zero_grad")
+        # The Module's own optimizer_step / optimizer_zero_grad / backward, when it has them.
+        self._user_step = module.optimizer_step if overrides(module, "optimizer_step") else None
+        self._user_zero_grad = (
+            module.optimizer_zero_grad if overrides(module, "optimizer_zero_grad") else None
+        )
+        self._user_backward = module.backward if overrides(module, "backward") else None
+        # In manual optimization each opt.step() counts one global step (as in
+        # Lightning, every optimizer's, counted by call, whatever the torch
+        # optimizer's step does); automatic optimization counts its own steps.
+        manual = not module.automatic_optimization
+        step = self._manual_step if manual else self.step_optimizer
+        #: What ``Module.optimizers()`` returns (and a Module's ``optimizer_step`` receives).
+        self.managed_optimizers = [
+            ManagedOptimizer(optimizer, step, self.zero_grad, self.toggle_model)
+            for optimizer in optimizers
+        ]
+        #: Whether the last batch ended with an optimizer step (resume points need it).
+        self.stepped = True
+        self._window = 1  # micro-batches per step in this epoch
+        self._batches = 0.0  # batches in this epoch
+        self._divisor = 1  # what this micro-batch's loss is divided by
+        if manual and self._accumulation is not None and self._accumulation.accumulates:
+            raise ValueError(
+                "Gradient accumulation (accumulate_grad_batches / GradientAccumulation) "
+                "works with automatic optimization only: in manual optimization you "
+                "decide when to step. Drop it, and call opt.step() every k batches in "
+                "training_step, dividing the loss by k."
+            )
+
+    def close(self) -> None:
+        """The end of the run: nothing is held (manual steps are counted by call)."""
+
+    def start_epoch(self, epoch: int, batches: float) -> None:
+        """Fix the accumulation window for ``epoch``.
+
+        Args:
+            epoch: the epoch, counted from 0.
+            batches: batches in the epoch (``inf`` when unknown).
+        """
+        accumulation = self._accumulation
+        self._window = accumulation.batches_for_epoch(epoch) if accumulation is not None else 1
+        self._batches = batches
+        self._divisor = 1
+
+    # ------------------------------------------------------------ automatic
+    def automatic(self, batch: Any, batch_idx: int, is_last: bool) -> dict[str, Any]:
+        """Forward, backward and (at the end of a window) the optimizer step of one batch.
+
+        Args:
+            batch: the batch, on the device.
+            batch_idx: its index in the epoch.
+            is_last: whether it is the epoch's last batch.
+
+        Returns:
+            The outputs ``on_train_batch_end`` receives (a dict holding "loss").
+        """
+        run, state, window = self.run, self.run.state, self._window
+        steps = window == 1 or is_last or (batch_idx + 1) % window == 0
+        self.stepped = steps
+        if window != 1:
+            # Each micro-batch counts 1/len of its window (the epoch's last may be short).
+            start = batch_idx // window * window
+            self._divisor = int(min(window, self._batches - start))
+        if steps:
+            output, loss = self._forward_backward(batch, batch_idx)
+        else:
+            # Gradients are synchronised only on the micro-batch that steps.
+            with self._no_sync(run.model):
+                output, loss = self._forward_backward(batch, batch_idx)
+        if steps:
+            optimizer = self.optimizers[0]
+            if loss is None and not _has_gradients(optimizer):
+                pass  # training_step returned None, nothing accumulated: nothing to apply
+            elif self._user_step is None:
+                self.step_optimizer(optimizer)
+            else:
+                managed = self.managed_optimizers[0]
+                self._user_step(state.epoch, batch_idx, managed, ComputedLoss(loss))  # type: ignore[arg-type]
+            if self._user_zero_grad is None:
+                self.zero_grad(optimizer)
+            else:
+                # As in Lightning: on_before_zero_grad first, then the Module's
+                # optimizer_zero_grad with the torch optimizer itself.
+                self._before_zero_grad(optimizer)
+                self._user_zero_grad(state.epoch, batch_idx, optimizer)
+            state.global_step += 1
+            self._after_step(state.global_step)
+        if loss is None:
+            return {}  # a skipped batch: on_train_batch_end gets no loss, as in Lightning
+        return dict(output) if isinstance(output, dict) else {"loss": loss}
+
+    def _forward_backward(self, batch: Any, batch_idx: int) -> tuple[Any, torch.Tensor | None]:
+        # training_step under the forward context (autocast), then backward.
+        context = self._forward_context() if self._forward_context is not None else None
+        if context is None:
+            output = self._training_step(batch, batch_idx)
+        else:
+            with context:
+                output = self._training_step(batch, batch_idx)
+        if output is None:
+            # Lightning's documented meaning: skip this batch (no backward; the step
+            # applies only gradients accumulated earlier in the window).
+            if not self._skip_announced:
+                self._skip_announced = True
+                self._warn(
+                    f"training_step returned None at step {self.run.state.global_step}: the "
+                    "batch is skipped (no backward), as Lightning documents. Return the loss "
+                    "to train on it."
+                )
+            return None, None
+        loss = loss_from_output(output, self.run.state.global_step)
+        # Kept undetached (detach costs a call per step); backward frees its graph.
+        self.run.results.last_loss = loss
+        self.backward(loss)
+        return output, loss
+
+    def _after_step(self, steps_done: int) -> None:
+        # Step-interval LR schedulers, and step metrics to the loggers every n steps
+        # (written at the step the values were logged in).
+        for config in self._schedulers:
+            if config.interval == "step" and steps_done % config.frequency == 0:
+                self._step_scheduler(config)
+        if self._log_every and steps_done % self._log_every == 0:
+            self.run.results.write_step(steps_done - 1, self.run.state.epoch)
+
+    def end_epoch(self, epoch: int) -> None:
+        """Step the epoch-interval LR schedulers due after ``epoch`` (automatic optimization).
+
+        Args:
+            epoch: the epoch that just ended, counted from 0.
+        """
+        for config in self._schedulers:
+            if config.interval == "epoch" and (epoch + 1) % config.frequency == 0:
+                self._step_scheduler(config)
+
+    def _step_scheduler(self, config: LRSchedulerConfig) -> None:
+        metrics = self.run.results.callback_metrics
+        agree = self._rank_zero_value if self.run.strategy.world_size > 1 else None
+        step_scheduler(config, metrics, self._warn, self._stepper, agree)
+
+    def _rank_zero_value(self, name: str, value: float | None) -> float | None:
+        # A plateau scheduler stepped with each process's own value (logged without
+        # sync_dist) would give the processes different learning rates.
+        point = f"an LR scheduler step on {name!r}"
+        (agreed,), (differs,) = rank_zero_floats(self.run.strategy.exchange, [value], point)
+        if differs and name not in self._unsynced_warned:
+            self._unsynced_warned.add(name)
+            self._warn(
+                f"The LR scheduler monitors {name!r}, whose value differs between the "
+                "processes (logged without sync_dist=True): every process steps it with "
+                f"rank 0's value, so their learning rates stay equal. Log it with "
+                f"self.log({name!r}, ..., sync_dist=True) to step on the mean over the processes."
+            )
+        return agreed
+
+    # --------------------------------------------------------------- manual
+    def manual(self, batch: Any, batch_idx: int, is_last: bool) -> Any:
+        """Run the user's ``training_step``, which steps its optimizers itself.
+
+        Args:
+            batch: the batch, on the device.
+            batch_idx: its index in the epoch.
+            is_last: whether it is the epoch's last batch (unused).
+        """
+        run, state = self.run, self.run.state
+        before = state.global_step
+        with run.step_context():
+            outputs = self._training_step(batch, batch_idx)
+        stepped = state.global_step != before
+        if stepped and self._log_every and state.global_step % self._log_every == 0:
+            run.results.write_step(before, state.epoch)
+        return outputs
+
+    def _module_clipping(self, optimizer: torch.optim.Optimizer, module: Any) -> None:
+        module.configure_gradient_clipping(optimizer, *self._clip_settings)
+
+    def _manual_step(
+        self,
+        optimizer: torch.optim.Optimizer,
+        closure: Callable[[], Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        # opt.step() in a manual training_step: one global step per call, counted
+        # after the step (the closure still sees the step before it).
+        result = self.step_optimizer(optimizer, closure, **kwargs)
+        self.run.state.global_step += 1
+        return result
+
+    @contextmanager
+    def toggle_model(
+        self, optimizer: torch.optim.Optimizer, sync_grad: bool = True
+    ) -> Iterator[None]:
+        """Freeze the parameters ``optimizer`` does not update; optionally skip gradient sync.
+
+        What ``opt.toggle_model()`` runs (see ``ManagedOptimizer.toggle_model``).
+
+        Args:
+            optimizer: the optimizer whose parameters train in the block.
+            sync_grad: synchronise gradients between processes in the block.
+        """
+        module = self.run.module
+        module.toggle_optimizer(optimizer)
+        try:
+            if sync_grad:
+                yield
+            else:
+                with self._no_sync(self.run.model):
+                    yield
+        finally:
+            module.untoggle_optimizer(optimizer)
+
+    # --------------------------------------------------------------- pieces
+    def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        """The backward pass with its hooks (also ``Module.manual_backward``).
+
+        Args:
+            loss: the loss as ``training_step`` computed it.
+            *args: passed to ``Tensor.backward``.
+            **kwargs: passed to ``Tensor.backward``.
+        """
+        if self._on_before_backward is not None:
+            self._on_before_backward(loss)
+        if self._observe is not None:
+            self._observe(loss, self.run.state.global_step)
+        if self._divisor != 1:
+            loss = loss / self._divisor
+        if self._scaler is not None:
+            loss = self._scaler.scale(loss)
+        if self._user_backward is None:
+            loss.backward(*args, **kwargs)  # type: ignore[no-untyped-call]
+        else:
+            self._user_backward(loss, *args, **kwargs)
+        if self._on_after_backward is not None:
+            self._on_after_backward()
+
+    def step_optimizer(
+        self,
+        optimizer: torch.optim.Optimizer,
+        closure: Callable[[], Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Unscale, ``on_before_optimizer_step``, clip, then step (unless a non-finite loss vetoes).
+
+        Args:
+            optimizer: the optimizer to step.
+            closure: a closure for optimizers that need one (LBFGS).
+            **kwargs: passed to the optimizer's ``step``.
+
+        Returns:
+            What the optimizer's ``step`` returned; None for a skipped step.
+        """
+        scaler = self._scaler
+        computed = None
+        if type(closure) is ComputedLoss:
+            computed, closure = closure, None  # the batch's backward has run already
+        if closure is not None:
+            if scaler is not None or self._veto is not None:
+                raise ValueError(
+                    "optimizer.step(closure) cannot be combined with a step that may be "
+                    "skipped (the float16 gradient scaler, NonFiniteLoss('skip')); step "
+                    "without a closure, or use another precision."
+                )
+            # The closure computes the gradients, so the hooks and clipping run after
+            # it, each time the optimizer calls it (LBFGS calls it several times).
+            return optimizer.step(self._hooks_after(closure, optimizer), **kwargs)
+        if scaler is not None:
+            scaler.unscale_(optimizer)  # the hooks and clipping see real gradients
+        self._before_step(optimizer)
+        if self._veto is not None and not self._veto.allow_step(self.run.state.global_step):
+            if scaler is not None:
+                scaler.update()  # after unscale_, the scaler needs its update
+            return None
+        if scaler is not None:
+            result = scaler.step(optimizer, **kwargs)  # skips the step on overflow
+            scaler.update()
+        else:
+            result = optimizer.step(**kwargs)
+        # optimizer.step(closure) returns the closure's loss; so does a ComputedLoss step.
+        return computed() if computed is not None and result is None else result
+
+    def _before_step(self, optimizer: torch.optim.Optimizer) -> None:
+        # on_before_optimizer_step, then clipping: both see the step's gradients.
+        if self._on_before_optimizer_step is not None:
+            self._on_before_optimizer_step(optimizer)
+        if self._clip is not None:
+            self._clip(optimizer, self.run.module)
+
+    def _hooks_after(
+        self, closure: Callable[[], Any], optimizer: torch.optim.Optimizer
+    ) -> Callable[[], Any]:
+        def closure_then_hooks() -> Any:
+            result = closure()
+            self._before_step(optimizer)
+            return result
+
+        return closure_then_hooks
+
+    def zero_grad(self, optimizer: torch.optim.Optimizer, set_to_none: bool = True) -> None:
+        """``on_before_zero_grad``, then clear the gradients; a new window starts.
+
+        Args:
+            optimizer: the optimizer whose gradients to clear.
+            set_to_none: free the gradient tensors instead of zeroing them.
+        """
+        self._before_zero_grad(optimizer)
+        optimizer.zero_grad(set_to_none=set_to_none)
+
+    def _before_zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
+        if self._on_before_zero_grad is not None:
+            self._on_before_zero_grad(optimizer)
+        if self._end_window is not None:
+            self._end_window()
+
+
+def _has_gradients(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether any parameter of ``optimizer`` holds a gradient."""
+    return any(p.grad is not None for group in optimizer.param_groups for p in group["params"])

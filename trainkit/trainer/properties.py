@@ -1,0 +1,392 @@
+"""The Trainer's read-only views: its options, the run's state, ranks and callbacks, by name.
+
+Ported code reads ``trainer.max_epochs``, ``trainer.training``,
+``trainer.checkpoint_callback`` or ``trainer.world_size`` as Lightning names
+them. Each such name is a property here that reads the object owning the
+value (the option groups, the run state, the strategy, the callback list);
+nothing here stores anything. The Trainer (``trainkit/trainer.py``) inherits
+these views and keeps the entry points and the set-up.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from trainkit import loggers
+from trainkit.callbacks import defaults
+from trainkit.callbacks.slots import clip_settings
+from trainkit.loops.schedule import sanity_batches
+from trainkit.trainer.options import DEFAULT_MAX_EPOCHS
+
+if TYPE_CHECKING:
+    from trainkit.callbacks.base import Callback
+    from trainkit.callbacks.slots import StepSlots
+    from trainkit.core.module import Module
+    from trainkit.loggers import Logger
+    from trainkit.loops.results import Results
+    from trainkit.loops.state import RunState
+    from trainkit.loops.step import Optimization
+    from trainkit.strategies import Strategy
+    from trainkit.trainer.options import HardwareOptions, LoopOptions, OutputOptions, StepOptions
+
+
+class TrainerViews:
+    """Lightning-named, read-only properties of a Trainer."""
+
+    # Set by the Trainer's constructor.
+    hardware: HardwareOptions
+    options: LoopOptions
+    step_options: StepOptions
+    output: OutputOptions
+    state: RunState
+    results: Results
+    strategy: Strategy
+    callbacks: list[Callback]
+    loggers: list[Logger]
+    step_slots: StepSlots
+    default_root_dir: str
+    _module: Module | None
+    _optimization: Optimization | None
+
+    # ------------------------------------------------------------ the run
+    @property
+    def current_epoch(self) -> int:
+        """The current epoch, counted from 0."""
+        return self.state.epoch
+
+    @property
+    def global_step(self) -> int:
+        """Optimizer steps taken so far (every optimizer's, in manual optimization)."""
+        return self.state.global_step
+
+    @property
+    def is_last_batch(self) -> bool:
+        """Whether the training batch running now is the epoch's last."""
+        return self.state.is_last_batch
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether the last run ended by an exception or Ctrl-C."""
+        return self.state.status == "interrupted"
+
+    @property
+    def training(self) -> bool:
+        """Whether training batches run now."""
+        return self.state.stage == "train"
+
+    @property
+    def sanity_checking(self) -> bool:
+        """True while the pre-training validation sanity check runs."""
+        return self.state.stage == "sanity_check"
+
+    @property
+    def validating(self) -> bool:
+        """Whether validation runs now (inside fit or from ``validate``)."""
+        return self.state.stage == "validate"
+
+    @property
+    def testing(self) -> bool:
+        """Whether ``test`` runs now."""
+        return self.state.stage == "test"
+
+    @property
+    def predicting(self) -> bool:
+        """Whether ``predict`` runs now."""
+        return self.state.stage == "predict"
+
+    @property
+    def lightning_module(self) -> Module | None:
+        """The user's Module of the current (or last) run; Lightning's name."""
+        return self._module
+
+    @property
+    def model(self) -> Module | None:
+        """The user's Module of the current (or last) run."""
+        return self._module
+
+    @property
+    def module(self) -> Module:
+        """The user's Module being run."""
+        if self._module is None:
+            raise RuntimeError("No Module is attached: call fit/validate/test/predict first.")
+        return self._module
+
+    @property
+    def optimization(self) -> Optimization:
+        """How the running fit updates parameters (what manual optimization calls)."""
+        if self._optimization is None:
+            raise RuntimeError(
+                "Optimizers are set up only while fit runs: call self.optimizers() and "
+                "self.manual_backward() from training_step or a training hook."
+            )
+        return self._optimization
+
+    @property
+    def num_training_batches(self) -> float:
+        """Batches per training epoch (after ``limit_train_batches``; inf when unknown)."""
+        return self.state.num_training_batches
+
+    @property
+    def num_val_batches(self) -> list[float]:
+        """Batches run from each validation dataloader."""
+        return self.state.num_val_batches
+
+    @property
+    def num_sanity_val_batches(self) -> list[float]:
+        """Batches the sanity check runs from each validation dataloader."""
+        return sanity_batches(self.state.num_val_batches, self.options.num_sanity_val_steps)
+
+    @property
+    def num_test_batches(self) -> list[float]:
+        """Batches run from each test dataloader."""
+        return self.state.num_test_batches
+
+    @property
+    def num_predict_batches(self) -> list[float]:
+        """Batches run from each prediction dataloader."""
+        return self.state.num_predict_batches
+
+    @property
+    def estimated_stepping_batches(self) -> int:
+        """Optimizer steps the whole fit will take, for schedules such as OneCycleLR.
+
+        Available from ``configure_optimizers`` on: the training dataloader's length
+        (after ``limit_train_batches``) times the epochs, capped by ``max_steps``.
+        """
+        steps_in_epoch = self.step_slots.steps_in_epoch  # one per accumulation window
+        return self.options.estimated_steps(self.state.num_training_batches, steps_in_epoch)
+
+    @property
+    def should_stop(self) -> bool:
+        """Set to True to stop training after the current batch."""
+        return self.state.should_stop
+
+    @should_stop.setter
+    def should_stop(self, value: bool) -> None:
+        self.state.should_stop = value
+
+    @property
+    def preempted(self) -> bool:
+        """True after fit stopped because of a preemption signal."""
+        return self.state.preempted
+
+    @property
+    def log_dir(self) -> str | None:
+        """Where to save a run's files, as Lightning documents it.
+
+        The first logger's versioned folder for a TensorBoard or CSV logger, the
+        first logger's ``save_dir`` for any other (None for a logger that writes
+        no files, such as a fast dev run's), ``default_root_dir`` without loggers.
+        """
+        if not self.loggers:
+            return self.default_root_dir
+        first = self.loggers[0]
+        versioned = isinstance(first, (loggers.TensorBoardLogger, loggers.CSVLogger))
+        return first.log_dir if versioned else first.save_dir
+
+    @property
+    def train_metrics(self) -> Any:
+        """The values logged in the current training epoch (the results store's)."""
+        return self.results.train
+
+    # ------------------------------------------------------------ metrics
+    @property
+    def callback_metrics(self) -> dict[str, torch.Tensor]:
+        """Latest value of every logged metric (epoch results and current step values)."""
+        return self.results.callback_metrics
+
+    @property
+    def logged_metrics(self) -> dict[str, torch.Tensor]:
+        """The latest value written to the loggers, by name."""
+        return self.results.logged_metrics
+
+    @property
+    def progress_bar_metrics(self) -> dict[str, float]:
+        """Every prog_bar metric (and, while fit runs, the loss), as floats; kept after a run."""
+        state = self.state
+        return self.results.progress_bar_metrics(
+            fitting=state.fn == "fit", running=state.status == "running"
+        )
+
+    # ------------------------------------------------------------ processes
+    @property
+    def global_rank(self) -> int:
+        """This process's rank among all processes."""
+        return self.strategy.global_rank
+
+    @property
+    def local_rank(self) -> int:
+        """This process's rank on its machine."""
+        return self.strategy.local_rank
+
+    @property
+    def node_rank(self) -> int:
+        """This machine's rank in the job (from torchrun or SLURM; 0 on one machine)."""
+        for name in ("NODE_RANK", "GROUP_RANK", "SLURM_NODEID"):
+            if os.environ.get(name, "").isdigit():
+                return int(os.environ[name])
+        return 0
+
+    @property
+    def world_size(self) -> int:
+        """The number of processes in the job."""
+        return self.strategy.world_size
+
+    @property
+    def num_nodes(self) -> int:
+        """The ``num_nodes`` option: machines in the job."""
+        return self.hardware.num_nodes
+
+    @property
+    def num_devices(self) -> int:
+        """Devices each machine runs on."""
+        return max(1, self.strategy.world_size // self.hardware.num_nodes)
+
+    @property
+    def device_ids(self) -> list[int]:
+        """This process's device indices (``[local_rank]`` for a process per device)."""
+        device = self.strategy.root_device
+        return [device.index if device.index is not None else self.strategy.local_rank]
+
+    @property
+    def is_global_zero(self) -> bool:
+        """Whether this process is global rank 0 (the one that logs and writes)."""
+        return self.strategy.is_global_zero
+
+    # ------------------------------------------------------------ callbacks
+    @property
+    def checkpoint_callbacks(self) -> list[Any]:
+        """Every ModelCheckpoint among the callbacks."""
+        return defaults.checkpoint_callbacks(self.callbacks)
+
+    @property
+    def checkpoint_callback(self) -> Any:
+        """The first ModelCheckpoint, or None."""
+        found = self.checkpoint_callbacks
+        return found[0] if found else None
+
+    @property
+    def early_stopping_callbacks(self) -> list[Any]:
+        """Every EarlyStopping among the callbacks."""
+        return defaults.early_stopping_callbacks(self.callbacks)
+
+    @property
+    def early_stopping_callback(self) -> Any:
+        """The first EarlyStopping, or None."""
+        found = self.early_stopping_callbacks
+        return found[0] if found else None
+
+    @property
+    def progress_bar_callback(self) -> Any:
+        """The progress bar callback, or None."""
+        return defaults.progress_bar_callback(self.callbacks)
+
+    # ------------------------------------------------------------ loggers
+    @property
+    def logger(self) -> Logger | None:
+        """The first logger, or None."""
+        return self.loggers[0] if self.loggers else None
+
+    # ------------------------------------------------------------ options
+    @property
+    def max_epochs(self) -> int:
+        """The epoch limit, as Lightning reports it: the option, else -1 when
+        ``max_steps`` or ``max_time`` limits the run, else the default (1000)."""
+        options = self.options
+        if options.max_epochs is not None:
+            return options.max_epochs
+        limited = options.max_steps != -1 or options.max_time is not None
+        return -1 if limited else DEFAULT_MAX_EPOCHS
+
+    @property
+    def min_epochs(self) -> int | None:
+        """The ``min_epochs`` option."""
+        return self.options.min_epochs
+
+    @property
+    def max_steps(self) -> int:
+        """The ``max_steps`` option."""
+        return self.options.max_steps
+
+    @property
+    def min_steps(self) -> int | None:
+        """The ``min_steps`` option."""
+        return self.options.min_steps
+
+    @property
+    def limit_train_batches(self) -> int | float:
+        """The ``limit_train_batches`` option (after ``overfit_batches``)."""
+        return self.options.limit_train_batches
+
+    @property
+    def limit_val_batches(self) -> int | float:
+        """The ``limit_val_batches`` option (after ``overfit_batches``)."""
+        return self.options.limit_val_batches
+
+    @property
+    def limit_test_batches(self) -> int | float:
+        """The ``limit_test_batches`` option."""
+        return self.options.limit_test_batches
+
+    @property
+    def limit_predict_batches(self) -> int | float:
+        """The ``limit_predict_batches`` option."""
+        return self.options.limit_predict_batches
+
+    @property
+    def overfit_batches(self) -> int | float:
+        """The ``overfit_batches`` option."""
+        return self.options.overfit_batches
+
+    @property
+    def val_check_interval(self) -> int | float:
+        """The ``val_check_interval`` option."""
+        return self.options.val_check_interval
+
+    @property
+    def check_val_every_n_epoch(self) -> int | None:
+        """The ``check_val_every_n_epoch`` option."""
+        return self.options.check_val_every_n_epoch
+
+    @property
+    def num_sanity_val_steps(self) -> int:
+        """The ``num_sanity_val_steps`` option."""
+        return self.options.num_sanity_val_steps
+
+    @property
+    def log_every_n_steps(self) -> int:
+        """Step metrics are written to loggers every this many optimizer steps."""
+        return self.options.log_every_n_steps
+
+    @property
+    def reload_dataloaders_every_n_epochs(self) -> int:
+        """The ``reload_dataloaders_every_n_epochs`` option."""
+        return self.options.reload_dataloaders_every_n_epochs
+
+    @property
+    def accumulate_grad_batches(self) -> int | dict[int, int]:
+        """The ``accumulate_grad_batches`` option."""
+        return self.step_options.accumulate_grad_batches
+
+    @property
+    def gradient_clip_val(self) -> float | None:
+        """The clipping threshold: ``gradient_clip_val``, or a GradientClipping callback's."""
+        return clip_settings(self.step_slots.clipping)[0]
+
+    @property
+    def gradient_clip_algorithm(self) -> str:
+        """``"norm"`` or ``"value"``: the option's, or a GradientClipping callback's."""
+        return clip_settings(self.step_slots.clipping)[1]
+
+    @property
+    def precision(self) -> str:
+        """The precision's canonical name, e.g. "32-true" or "bf16-mixed"."""
+        return self.step_options.canonical_precision
+
+    @property
+    def enable_validation(self) -> bool:
+        """Whether fit may validate (``limit_val_batches`` is not 0)."""
+        return self.options.limit_val_batches != 0

@@ -1,0 +1,655 @@
+"""Trainer: builds the parts of a run from its options, and exposes fit/validate/test/predict.
+
+The constructor checks the options (``trainkit.trainer.options``), then builds the
+parts: a launcher (if this process must start others), a strategy (devices and
+processes), the callbacks and the step's slots, the loggers, the run's state
+and its results store. Each entry point sets up a run (hooks, the model as the
+strategy wraps it, the dataloaders) and hands it to a loop: the fit loop in
+``trainkit/loops/fit.py``, evaluation and prediction in ``trainkit/loops/evaluate.py``.
+Nothing outside this file assigns the Trainer's attributes; the loops write to
+the state and results objects they receive.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+import warnings
+from collections.abc import Callable, Iterable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+
+from trainkit.callbacks.base import Callback
+from trainkit.callbacks.defaults import (
+    assemble_callbacks,
+    best_checkpoint_path,
+    last_checkpoint_paths,
+    merge_configured,
+    step_slots,
+)
+from trainkit.checkpoint import files as checkpoint_io
+from trainkit.core.data import (
+    DataModule,
+    batch_totals,
+    extract_batch_size,
+    find_dataloaders,
+    one_or_list,
+    training_batches,
+    unshuffled,
+    with_worker_seeding,
+)
+from trainkit.core.module import Module
+from trainkit.core.optim import LRSchedulerConfig, configured_optimizers
+from trainkit.distributed.wrapping import convert_sync_batchnorm
+from trainkit.launch import Launcher, launcher_for, select_launcher
+from trainkit.launch.environment import resume_on_restart
+from trainkit.loggers import Logger, build_loggers, run_hyperparameters
+from trainkit.loops.evaluate import format_results, run_evaluation, run_predict
+from trainkit.loops.fit import Fit, run_fit
+from trainkit.loops.hooks import Hooks, RunContext, batch_transfer, overrides
+from trainkit.loops.preemption import Preemption, StopVote
+from trainkit.loops.results import Results
+from trainkit.loops.state import RunState
+from trainkit.loops.step import Optimization
+from trainkit.profilers import Profiler, build_profiler, is_active
+from trainkit.strategies import Strategy, build_strategy, plan_devices
+from trainkit.trainer.options import (
+    HardwareOptions,
+    LoopOptions,
+    OutputOptions,
+    StepOptions,
+    from_keywords,
+)
+from trainkit.trainer.properties import TrainerViews
+from trainkit.tuner.trial import running_search
+from trainkit.utilities.rank_zero import rank_zero_only
+from trainkit.utilities.seed import seed_everything, set_deterministic
+
+T = TypeVar("T")
+Dataloaders = Iterable[Any] | list[Iterable[Any]]
+
+
+class Trainer(TrainerViews):
+    """Trains, evaluates and runs a :class:`~trainkit.Module`.
+
+    Every keyword but ``strategy``, ``callbacks``, ``logger`` and ``profiler`` is an
+    option of one of four groups, each documented field by field in ``trainkit.trainer.options``:
+    :class:`~trainkit.trainer.options.HardwareOptions` (``accelerator``, ``devices``,
+    ``process_group_timeout``, ``seed``, ``deterministic``, ``num_nodes``,
+    ``benchmark``, ``sync_batchnorm``, ``use_distributed_sampler``,
+    ``detect_anomaly``, ``compile``), :class:`~trainkit.trainer.options.LoopOptions`
+    (``max_epochs``,
+    ``min_epochs``, ``max_steps``, ``min_steps``, ``max_time``,
+    ``overfit_batches``, ``limit_*_batches``, ``val_check_interval``,
+    ``check_val_every_n_epoch``, ``num_sanity_val_steps``, ``log_every_n_steps``,
+    ``fast_dev_run``, ``reload_dataloaders_every_n_epochs``, ``inference_mode``),
+    :class:`~trainkit.trainer.options.StepOptions` (``precision``, ``gradient_clip_val``,
+    ``gradient_clip_algorithm``, ``accumulate_grad_batches``) and
+    :class:`~trainkit.trainer.options.OutputOptions` (``default_root_dir``,
+    ``enable_progress_bar``, ``enable_model_summary``, ``enable_checkpointing``,
+    ``barebones``, ``enable_autolog_hparams``). A bad value fails here, naming the fix.
+    The Lightning-named read-only views (``trainer.training``,
+    ``trainer.checkpoint_callback``, ``trainer.world_size``, ...) are in
+    ``trainkit/trainer/properties.py``.
+
+    Args:
+        strategy: "auto", a name ("single_device", "ddp", "ddp_spawn", "dp", "hybrid",
+            "fsdp", or one in ``StrategyRegistry``), or a :class:`~trainkit.strategies.Strategy`.
+        callbacks: callbacks, called in this order after the Module's own hooks.
+        logger: True for a TensorBoard logger under ``default_root_dir``, False for
+            none, or a Logger / list of Loggers.
+        profiler: "simple", "advanced", "pytorch" or a :class:`~trainkit.profilers.Profiler`
+            timing every hook, step and batch fetch; reported when each run ends.
+
+    The other keywords are the options listed above.
+
+    Example:
+        >>> import trainkit
+        >>> trainer = trainkit.Trainer(max_epochs=1, logger=False, enable_progress_bar=False)
+        >>> trainer.max_epochs
+        1
+    """
+
+    def __init__(
+        self,
+        *,
+        accelerator: str = "auto",
+        devices: int | list[int] | str = "auto",
+        process_group_timeout: float = 1800.0,
+        seed: int | None = None,
+        deterministic: bool = False,
+        num_nodes: int = 1,
+        benchmark: bool | None = None,
+        sync_batchnorm: bool = False,
+        use_distributed_sampler: bool = True,
+        detect_anomaly: bool = False,
+        compile: bool | dict[str, Any] = False,
+        max_epochs: int | None = None,
+        min_epochs: int | None = None,
+        max_steps: int = -1,
+        min_steps: int | None = None,
+        max_time: str | dict[str, int] | timedelta | None = None,
+        overfit_batches: int | float = 0.0,
+        limit_train_batches: int | float = 1.0,
+        limit_val_batches: int | float = 1.0,
+        limit_test_batches: int | float = 1.0,
+        limit_predict_batches: int | float = 1.0,
+        val_check_interval: int | float = 1.0,
+        check_val_every_n_epoch: int | None = 1,
+        num_sanity_val_steps: int = 2,
+        log_every_n_steps: int = 50,
+        fast_dev_run: bool | int = False,
+        reload_dataloaders_every_n_epochs: int = 0,
+        inference_mode: bool = True,
+        resume_mismatch: str | None = None,
+        precision: str | int = "32-true",
+        gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str = "norm",
+        accumulate_grad_batches: int | dict[int, int] = 1,
+        default_root_dir: str | os.PathLike[str] | None = None,
+        enable_progress_bar: bool = True,
+        enable_model_summary: bool = True,
+        enable_checkpointing: bool = True,
+        barebones: bool = False,
+        enable_autolog_hparams: bool = True,
+        strategy: str | Strategy = "auto",
+        callbacks: Callback | list[Callback] | None = None,
+        logger: bool | Logger | list[Logger] | None = True,
+        profiler: Profiler | str | None = None,
+    ) -> None:
+        # Each keyword lands in its option group, a frozen dataclass that checks it.
+        given = dict(locals())
+        root = os.fspath(default_root_dir) if default_root_dir is not None else None
+        given["default_root_dir"] = root
+        #: Where the run computes.
+        self.hardware = from_keywords(HardwareOptions, given)
+        #: How long to train and when to validate and log (a fast dev run applied).
+        self.options = from_keywords(LoopOptions, given).resolved()
+        #: How one optimization step is shaped.
+        self.step_options = from_keywords(StepOptions, given)
+        #: What the run writes and shows.
+        self.output = from_keywords(OutputOptions, given)
+        if seed is not None:
+            seed_everything(seed)
+        set_deterministic(deterministic)
+        if benchmark is not None or deterministic:
+            torch.backends.cudnn.benchmark = bool(benchmark) and not deterministic
+        timeout = timedelta(seconds=process_group_timeout)
+        #: Starts this job's other processes, if this process must (see trainkit.launch).
+        self.launcher: Launcher | None = None
+        if isinstance(strategy, Strategy):
+            self.strategy: Strategy = strategy
+            self.launcher = launcher_for(strategy, accelerator, devices)
+        else:
+            plan = plan_devices(strategy, accelerator, devices)
+            self.launcher = select_launcher(plan.strategy, plan.processes)
+            environment = self.launcher.environment if self.launcher is not None else None
+            self.strategy = build_strategy(plan, timeout=timeout, environment=environment)
+        self.strategy.precision = self.step_options.canonical_precision  # e.g. FSDP casts by it
+        self.default_root_dir = root or os.getcwd()
+        self.fast_dev_run = self.options.fast_dev_run_batches
+        self.callbacks = assemble_callbacks(
+            callbacks,
+            self.step_options,
+            self.output,
+            fast_dev_run=bool(self.fast_dev_run),
+            barebones=barebones,
+        )
+        #: What the callbacks contribute to the training step (see trainkit.callbacks.slots).
+        self.step_slots = step_slots(self.callbacks)
+        root, dry_run = self.default_root_dir, bool(self.fast_dev_run)  # dry: a DummyLogger
+        self.loggers = [] if barebones else build_loggers(logger, root, dry_run=dry_run)
+        #: Times the runs' hooks and steps (a PassThroughProfiler times nothing).
+        self.profiler = build_profiler(profiler)
+        #: Where the run is: counters, stage and status.
+        self.state = RunState()
+        #: Where ``self.log`` values go, and the metrics callbacks and loggers read.
+        self.results = Results(self.strategy, self.loggers, extract_batch_size)
+        self.optimizers: list[torch.optim.Optimizer] = []
+        self.lr_scheduler_configs: list[LRSchedulerConfig] = []
+        #: The DataModule of the current run, if it has one.
+        self.datamodule: DataModule | None = None
+        self.preemption = Preemption()
+        #: The dataloaders of the current (or last) run, as the strategy prepared them.
+        self.train_dataloader: Iterable[Any] | None = None
+        self.val_dataloaders: Any = None
+        self.test_dataloaders: Any = None
+        self.predict_dataloaders: Any = None
+        #: The checkpoint the last entry point loaded (None: none).
+        self.ckpt_path: str | None = None
+        self._module: Module | None = None
+        self._optimization: Optimization | None = None
+        self._user_callbacks = self.callbacks
+
+    # ---------------------------------------------------------------- entry points
+    def fit(
+        self,
+        model: Module,
+        train_dataloaders: Iterable[Any] | DataModule | None = None,
+        val_dataloaders: Dataloaders | None = None,
+        datamodule: DataModule | None = None,
+        ckpt_path: str | os.PathLike[str] | None = None,
+    ) -> None:
+        """Train ``model``, validating as configured.
+
+        Args:
+            model: the Module to train.
+            train_dataloaders: the training dataloader (or a DataModule).
+            val_dataloaders: validation dataloader(s).
+            datamodule: a DataModule supplying the dataloaders instead.
+            ckpt_path: resume from this checkpoint, exactly where it was saved;
+                ``"last"`` resumes from the newest ``last.ckpt`` if there is one
+                (and starts fresh if not), so the same command serves the first
+                start and every restart.
+        """
+        if isinstance(train_dataloaders, DataModule):
+            train_dataloaders, datamodule = None, train_dataloaders
+        self.datamodule = datamodule
+        self._launch(self._fit, model, train_dataloaders, val_dataloaders, datamodule, ckpt_path)
+        if self.state.preempted:  # a checkpoint was saved; the scheduler may restart the job
+            self.preemption.finish_fit(self._last_checkpoint_paths()[0], self.is_global_zero)
+
+    def validate(
+        self,
+        model: Module | None = None,
+        dataloaders: Dataloaders | DataModule | None = None,
+        ckpt_path: str | os.PathLike[str] | None = None,
+        verbose: bool = True,
+        datamodule: DataModule | None = None,
+    ) -> list[dict[str, float]]:
+        """Run one validation epoch and return its metrics, one dict per dataloader.
+
+        Args:
+            model: the Module to evaluate (None: the one the last ``fit`` trained).
+            dataloaders: validation dataloader(s) (or a DataModule).
+            ckpt_path: load the weights first from this checkpoint, ``"best"`` (the
+                best checkpoint ModelCheckpoint kept) or ``"last"``; None keeps the
+                weights as they are, except after ``fit`` without a model, where the best
+                checkpoint is used (with a warning) when there is one.
+            verbose: print the results from rank 0.
+            datamodule: a DataModule supplying ``val_dataloader`` instead.
+        """
+        return self._launch(
+            self._evaluate, model, "validate", dataloaders, datamodule, ckpt_path, verbose
+        )
+
+    def test(
+        self,
+        model: Module | None = None,
+        dataloaders: Dataloaders | DataModule | None = None,
+        ckpt_path: str | os.PathLike[str] | None = None,
+        verbose: bool = True,
+        datamodule: DataModule | None = None,
+    ) -> list[dict[str, float]]:
+        """Run one test epoch and return its metrics, one dict per dataloader.
+
+        Args:
+            model: the Module to evaluate (None: the one the last ``fit`` trained).
+            dataloaders: test dataloader(s) (or a DataModule).
+            ckpt_path: as for :meth:`validate`.
+            verbose: print the results from rank 0.
+            datamodule: a DataModule supplying ``test_dataloader`` instead.
+        """
+        return self._launch(
+            self._evaluate, model, "test", dataloaders, datamodule, ckpt_path, verbose
+        )
+
+    def predict(
+        self,
+        model: Module | None = None,
+        dataloaders: Dataloaders | DataModule | None = None,
+        datamodule: DataModule | None = None,
+        return_predictions: bool | None = None,
+        ckpt_path: str | os.PathLike[str] | None = None,
+    ) -> list[Any] | None:
+        """Run ``predict_step`` over the data and return the predictions.
+
+        Args:
+            model: the Module (None: the one the last ``fit`` trained).
+            dataloaders: prediction dataloader(s) (or a DataModule).
+            datamodule: a DataModule supplying ``predict_dataloader`` instead.
+            return_predictions: return the predictions (default: True); False keeps
+                none and returns None (callbacks write them: BasePredictionWriter).
+            ckpt_path: as for :meth:`validate`.
+
+        Returns:
+            One entry per batch; with several dataloaders, one such list per loader.
+        """
+        keep = return_predictions is not False
+        return self._launch(  # type: ignore[no-any-return]
+            self._evaluate, model, "predict", dataloaders, datamodule, ckpt_path, False, keep
+        )
+
+    # ------------------------------------------------------------ state (public)
+    def warn(self, message: str) -> None:
+        """Emit a warning from global rank 0 only.
+
+        Args:
+            message: the warning text.
+        """
+        if self.is_global_zero:
+            warnings.warn(message, stacklevel=2)
+
+    # ------------------------------------------------------------ checkpoints
+    def save_checkpoint(self, path: str | os.PathLike[str], weights_only: bool = False) -> None:
+        """Save the full training state to ``path`` (atomically; global rank 0 writes).
+
+        The checkpoint holds the model, optimizers, LR schedulers, the run's state
+        (counters, data position), callback states, random states, the logged
+        metrics so far, the loggers' versions, the hyperparameters and the
+        trainkit and torch versions. Saved at a resume point (where
+        ModelCheckpoint saves), it resumes exactly.
+
+        Args:
+            path: the file to write.
+            weights_only: keep only the weights and hyperparameters (what Lightning's
+                weights-only file keeps); such a file loads, but does not resume.
+        """
+        state = checkpoint_io.collect_state(self, weights_only=weights_only)
+        self.strategy.save_checkpoint(state, path)
+
+    def _last_checkpoint_paths(self) -> list[Path]:
+        return last_checkpoint_paths(self.callbacks, self.default_root_dir)
+
+    def _load_weights(self, model: Module, ckpt_path: str | os.PathLike[str] | None) -> None:
+        if ckpt_path is not None and os.fspath(ckpt_path) == "best":
+            ckpt_path = best_checkpoint_path(self.callbacks)
+        resolved = checkpoint_io.resolve_path(ckpt_path, self._last_checkpoint_paths(), self.warn)
+        self.ckpt_path = str(resolved) if resolved is not None else None
+        if resolved is None:
+            return
+        checkpoint = self.strategy.load_checkpoint(resolved)
+        model.on_load_checkpoint(checkpoint)
+        checkpoint_io.load_module_state(
+            model, checkpoint_io.weights(checkpoint, resolved), str(resolved)
+        )
+
+    # ------------------------------------------------------------------ runs
+    def _launch(self, function: Callable[..., T], *args: Any) -> T:
+        # Through the launcher when this process must start the job's ranks first.
+        if self.launcher is None:
+            return function(*args)
+        return self.launcher.launch(function, *args, trainer=self)
+
+    def _run(
+        self,
+        fn: str,
+        model: Module,
+        datamodule: DataModule | None,
+        body: Callable[[RunContext], T],
+    ) -> T:
+        """Set a run up (data hooks, the strategy, the model), run ``body``, always tear down."""
+        if not isinstance(model, Module):
+            raise TypeError(
+                f"Trainer.{fn} expects a trainkit.Module, got {type(model).__name__}. "
+                "Subclass trainkit.Module (it is a torch.nn.Module)."
+            )
+        state = self.state
+        state.fn, state.stage, state.status = fn, None, "running"
+        state.should_stop = False
+        self._module = model
+        model.trainer = self
+        self._configure_callbacks(model)
+        hooks = Hooks(self, model, self.callbacks)
+        if is_active(profiler := self.profiler):
+            rank = self.local_rank if self.world_size > 1 else None
+            profiler.setup(stage=fn, local_rank=rank, log_dir=self.log_dir)
+        ending = "success"  # what the loggers are told when the run ends
+        if fn == "fit":
+            self.preemption.install()
+        uncompile = _nothing
+        try:
+            self.strategy.setup_environment()
+            rank_zero_only.rank = self.strategy.global_rank  # lightning_utilities' too
+            if datamodule is not None:
+                datamodule.trainer = self
+                # Downloads happen once per node; the other ranks wait for them.
+                if self.strategy.local_rank == 0 and overrides(
+                    datamodule, "prepare_data", DataModule, follow_wrapped=True
+                ):
+                    datamodule.prepare_data()
+                self.strategy.barrier("prepare_data")
+                datamodule.setup(stage=fn)
+            hooks.call_callbacks("setup", stage=fn)  # Lightning's order: callbacks, then the Module
+            model.setup(stage=fn)
+            model.zero_grad()  # every run starts without gradients, as Lightning's does
+            if self.hardware.sync_batchnorm and self.strategy.world_size > 1:
+                convert_sync_batchnorm(model, self.strategy.root_device)
+            precision, wrapped = self.step_slots.precision, self.strategy.setup_module(model)
+            if (options := self.hardware.compile_options) is not None:
+                uncompile = self.strategy.compile_module(wrapped, options, self.warn)
+            run = RunContext(
+                state=state,
+                results=self.results,
+                hooks=hooks,
+                strategy=self.strategy,
+                module=model,
+                model=wrapped,
+                forward_context=precision.forward_context if precision else lambda: None,
+                batch_to_device=batch_transfer(self.strategy, model, datamodule),
+                inference_mode=self.options.inference_mode,
+            )
+            with torch.autograd.set_detect_anomaly(self.hardware.detect_anomaly):
+                result = body(run)
+            state.status = "interrupted" if self.preemption.interrupted else "finished"
+            return result
+        except BaseException as exception:
+            state.status = "interrupted"
+            ending = "interrupted" if isinstance(exception, KeyboardInterrupt) else "failed"
+            if (explained := self.strategy.describe_failure(exception)) is not None:
+                print(explained, file=sys.stderr, flush=True)
+            hooks.call_callbacks("on_exception", exception)
+            if isinstance(exception, KeyboardInterrupt):  # as Lightning: handled, then exit
+                print(f"trainkit: {fn} interrupted (KeyboardInterrupt).", file=sys.stderr)
+                raise SystemExit(130) from None
+            raise
+        finally:
+            if datamodule is not None:
+                datamodule.teardown(stage=fn)
+            hooks.call_callbacks("teardown", stage=fn)
+            model.teardown(stage=fn)
+            if self.is_global_zero:
+                for logger in self.loggers:
+                    logger.finalize(ending)
+            uncompile()
+            self.strategy.teardown()
+            if self._optimization is not None:
+                self._optimization.close()
+            self.preemption.uninstall()
+            self.results.close()
+            self.state.stage = None
+            profiler.describe()
+            profiler.teardown(fn)
+
+    def _configure_callbacks(self, model: Module) -> None:
+        # Module.configure_callbacks() joins the Trainer's callbacks for this run.
+        merged = merge_configured(self._user_callbacks, model.configure_callbacks())
+        if merged is not self.callbacks:
+            self.callbacks = merged
+            self.step_slots = step_slots(merged)
+
+    def _fit(
+        self,
+        model: Module,
+        train_dataloaders: Iterable[Any] | None,
+        val_dataloaders: Dataloaders | None,
+        datamodule: DataModule | None,
+        ckpt_path: str | os.PathLike[str] | None,
+    ) -> None:
+        self._run(
+            "fit",
+            model,
+            datamodule,
+            lambda run: self._fit_run(run, train_dataloaders, val_dataloaders, ckpt_path),
+        )
+
+    def _fit_run(
+        self,
+        run: RunContext,
+        train_dataloaders: Iterable[Any] | None,
+        val_dataloaders: Dataloaders | None,
+        ckpt_path: str | os.PathLike[str] | None,
+    ) -> None:
+        state, options, model, datamodule = self.state, self.options, run.module, self.datamodule
+        # Read the checkpoint first: a damaged file should fail before any setup work.
+        resume_from = checkpoint_io.resolve_path(
+            resume_on_restart(ckpt_path), self._last_checkpoint_paths(), self.warn
+        )
+        checkpoint = self.strategy.load_checkpoint(resume_from) if resume_from else None
+        self.ckpt_path = str(resume_from) if resume_from else None
+        state.start_fit(lineage=self.strategy.broadcast(uuid.uuid4().hex))  # one per job
+
+        def load_dataloaders() -> tuple[Iterable[Any], list[Iterable[Any]]]:
+            loaders = self._fit_loaders(model, train_dataloaders, val_dataloaders, datamodule)
+            self.train_dataloader, self.val_dataloaders = loaders[0], one_or_list(loaders[1])
+            size = getattr(loaders[0], "batch_size", None)
+            state.samples_per_step = size * self.strategy.data_parallel_size if size else None
+            return loaders
+
+        train_loader, val_loaders = load_dataloaders()
+        validates = any(total > 0 for total in state.num_val_batches) and overrides(
+            model, "validation_step"
+        )
+        optimizers, configs = configured_optimizers(model)
+        self.optimizers = self.strategy.setup_optimizers(optimizers)
+        self.lr_scheduler_configs = configs
+        # Step values go to logged_metrics every log_every_n_steps, logger or not.
+        self._optimization = Optimization(
+            run, self.step_slots, self.optimizers, configs, options.log_every_n_steps, self.warn
+        )
+        if checkpoint is not None:
+            checkpoint_io.restore_state(self, checkpoint, str(resume_from))
+        if (search := running_search()) is not None:  # trainkit.tuner.Tuner: search, not train
+            return search(self, model)
+        autolog = self.output.enable_autolog_hparams  # and save_hyperparameters() ran:
+        logged = run_hyperparameters(model, self.datamodule) if autolog else None
+        if self.is_global_zero and logged is not None:
+            for logger in self.loggers:
+                logger.log_hyperparams(logged)
+        run.hooks.call("on_fit_start")
+        if state.reload_dataloaders:  # BatchSizeFinder set a new batch size (trainkit/tuner)
+            state.reload_dataloaders, (train_loader, val_loaders) = False, load_dataloaders()
+        fit = Fit(
+            options=options,
+            train_loader=train_loader,
+            val_loaders=val_loaders,
+            validates=validates,
+            optimization=self._optimization,
+            preemption=self.preemption,
+            vote=StopVote(self.strategy.agree_max) if self.strategy.world_size > 1 else None,
+            save_last=lambda: self.save_checkpoint(self._last_checkpoint_paths()[0]),
+            warn=self.warn,
+            reload=load_dataloaders if options.reload_dataloaders_every_n_epochs else None,
+        )
+        run_fit(run, fit)
+        self.strategy.on_fit_end()
+        run.hooks.call("on_fit_end")
+
+    def _fit_loaders(
+        self,
+        model: Module,
+        train_dataloaders: Iterable[Any] | None,
+        val_dataloaders: Dataloaders | None,
+        datamodule: DataModule | None,
+    ) -> tuple[Iterable[Any], list[Iterable[Any]]]:
+        # The training and validation loaders, and how many batches of each run.
+        options, state = self.options, self.state
+        # Validation's first (the sanity check uses it first), as Lightning loads them.
+        val = self._loaders("val", model, val_dataloaders, datamodule, False)
+        (train,) = self._loaders("train", model, train_dataloaders, datamodule, True)
+        if options.overfit_batches:
+            train = unshuffled(train, self.warn)
+        state.num_training_batches = training_batches(train, options.limit_train_batches)
+        state.num_val_batches = batch_totals(val, options.limit_val_batches, "limit_val_batches")
+        return train, val
+
+    def _evaluate(
+        self,
+        model: Module | None,
+        fn: str,
+        dataloaders: Dataloaders | DataModule | None,
+        datamodule: DataModule | None,
+        ckpt_path: str | os.PathLike[str] | None,
+        verbose: bool,
+        keep: bool = True,
+    ) -> Any:
+        kind = {"validate": "val", "test": "test", "predict": "predict"}[fn]
+        if isinstance(dataloaders, DataModule):
+            dataloaders, datamodule = None, dataloaders
+        if model is None:
+            model = self._fitted_module(fn)
+            if dataloaders is None and datamodule is None:
+                datamodule = self.datamodule
+            best = self.checkpoint_callback.best_model_path if self.checkpoint_callback else ""
+            if ckpt_path is None and best:
+                ckpt_path = "best"
+                self.warn(
+                    f"trainer.{fn}() without a model uses the best checkpoint of the last "
+                    "fit; pass ckpt_path='best', 'last' or a path to choose (and silence "
+                    "this), or pass the model to use its current weights."
+                )
+        trained = model
+
+        def body(run: RunContext) -> Any:
+            self._load_weights(trained, ckpt_path)
+            if fn != "predict" and getattr(self.options, f"limit_{kind}_batches") == 0:
+                return []  # no loader, no hook: nothing to evaluate (as Lightning)
+            loaders = self._loaders(kind, trained, dataloaders, datamodule, True)
+            if fn == "validate" and not overrides(trained, "validation_step"):
+                raise NotImplementedError(
+                    f"{type(trained).__name__} has no validation_step(); define it to validate."
+                )
+            option = f"limit_{kind}_batches"
+            totals = batch_totals(loaders, getattr(self.options, option), option)
+            setattr(self, f"{kind}_dataloaders", one_or_list(loaders))
+            if fn == "predict":
+                self.state.num_predict_batches = totals
+                outputs = run_predict(run, loaders, totals, keep)
+                if not keep:
+                    return None
+                return outputs[0] if len(outputs) == 1 else outputs
+            if fn == "validate":
+                self.state.num_val_batches = totals
+            else:
+                self.state.num_test_batches = totals
+            results = run_evaluation(run, loaders, totals, "validation" if kind == "val" else fn)
+            self.results.write_evaluation(step=self.global_step, epoch=self.current_epoch)
+            table = format_results(results, fn) if verbose and self.is_global_zero else ""
+            if table:
+                print(table, flush=True)
+            return results
+
+        return self._run(fn, model, datamodule, body)
+
+    def _fitted_module(self, fn: str) -> Module:
+        # validate/test/predict without a model: the one the last run used.
+        if self._module is None:
+            raise ValueError(
+                f"trainer.{fn}() needs a model: pass one, e.g. trainer.{fn}(model, "
+                "dataloaders), or call it after trainer.fit(model, ...) on this Trainer."
+            )
+        return self._module
+
+    def _loaders(
+        self,
+        kind: str,
+        model: Module,
+        given: Any,
+        datamodule: DataModule | None,
+        required: bool,
+    ) -> list[Iterable[Any]]:
+        found = find_dataloaders(kind, given, model, datamodule, required=required)
+        if not self.hardware.use_distributed_sampler:
+            return [with_worker_seeding(dl) for dl in found]  # the loaders split the data
+        return [
+            with_worker_seeding(self.strategy.prepare_dataloader(dl, training=kind == "train"))
+            for dl in found
+        ]
+
+
+def _nothing() -> None:
+    return None
