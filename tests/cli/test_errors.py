@@ -18,7 +18,7 @@ import torch
 
 from trainkit.cli.main import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONFIG = str(ROOT / "tests" / "configs" / "blobs.yaml")
 NO_GPU = not torch.cuda.is_available()
 

@@ -18,7 +18,7 @@ from trainkit.checkpoint.files import load
 from trainkit.cli.config import TrainerConfig, trainer_groups
 from trainkit.cli.main import _save_config, main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONFIG = str(ROOT / "tests" / "configs" / "blobs.yaml")
 
 

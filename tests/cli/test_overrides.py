@@ -11,7 +11,7 @@ import yaml
 from trainkit.checkpoint.files import load
 from trainkit.cli.main import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONFIG = str(ROOT / "tests" / "configs" / "blobs.yaml")
 
 

@@ -456,7 +456,7 @@ def test_a_weights_only_trainkit_checkpoint_keeps_what_lightning_keeps(tmp_path:
     model = Momentum(lr=0.2)
     trainer = trainkit.Trainer(max_epochs=1, **QUIET)
     trainer.fit(model, loader(blobs(64), 32))
-    checkpoint = checkpoint_io.collect_state(trainer, weights_only=True)
+    checkpoint = trainer.dump_checkpoint(weights_only=True)
     assert {"epoch", "global_step", "state_dict", "loops", "hyper_parameters"} <= set(checkpoint)
     assert not {"optimizer_states", "lr_schedulers", "callbacks", "rng"} & set(checkpoint)
     path = tmp_path / "weights.ckpt"

@@ -15,7 +15,8 @@ import trainkit
 from tests.distributed import fsdp_resume_script as script
 from tests.launch.running import Job, run_whole
 from trainkit.checkpoint import sharded
-from trainkit.checkpoint.files import CheckpointError, load, resolve_path
+from trainkit.checkpoint.files import CheckpointError, load
+from trainkit.checkpoint.weights import resolve_path
 
 
 def _command(root: Path, *extra: str) -> list[str]:

@@ -208,7 +208,7 @@ def test_the_cli_says_in_one_line_that_no_cpp_compiler_was_found(tmp_path: Path)
     import subprocess
     import sys
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     env = {
         **os.environ,
         "PYTHONPATH": str(root),

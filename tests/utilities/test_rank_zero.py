@@ -13,7 +13,7 @@ import pytest
 
 import trainkit
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(("variable", "rank"), [("RANK", "1"), ("SLURM_PROCID", "3")])

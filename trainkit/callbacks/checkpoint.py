@@ -46,7 +46,8 @@ import torch
 
 from trainkit.callbacks.base import Callback
 from trainkit.checkpoint import sharded
-from trainkit.checkpoint.files import collect_state, link_atomic, peek
+from trainkit.checkpoint.files import link_atomic
+from trainkit.checkpoint.weights import peek
 from trainkit.distributed.control import rank_zero_floats
 from trainkit.loggers import run_folder
 from trainkit.utilities.io import fsync_folder, remove_stale_temporaries, temporary_prefix
@@ -602,7 +603,7 @@ class ModelCheckpoint(Callback):
                 if old != path:
                     sharded.remove(old)
         if self.save_weights_only:
-            state = collect_state(trainer)
+            state = trainer.dump_checkpoint()
             weights = {key: state[key] for key in _WEIGHTS_ONLY_KEYS if key in state}
             trainer.strategy.save_checkpoint(weights, path)
         else:

@@ -199,7 +199,8 @@ class DataModule(BatchTransferHooks, HyperparametersMixin):
         Returns:
             The DataModule.
         """
-        from trainkit.checkpoint.files import DATAMODULE_PREFIX, init_arguments, load
+        from trainkit.checkpoint.files import DATAMODULE_PREFIX, load
+        from trainkit.checkpoint.weights import init_arguments
 
         checkpoint = load(checkpoint_path, map_location=map_location)
         arguments = init_arguments(

@@ -369,7 +369,8 @@ class Module(BatchTransferHooks, HyperparametersMixin, nn.Module):
             TypeError: the class cannot be built from the saved hyperparameters.
             ValueError: ``strict`` contradicts the module's ``strict_loading``.
         """
-        from trainkit.checkpoint.files import init_arguments, load, load_module_state
+        from trainkit.checkpoint.files import load
+        from trainkit.checkpoint.weights import init_arguments, load_module_state
 
         if weights_only is False:
             warnings.warn(

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from trainkit.checkpoint.files import plain_value
+from trainkit.checkpoint.weights import plain_value
 from trainkit.utilities.io import atomic_write
 
 _VERSION_FOLDER = re.compile(r"version_(\d+)")

@@ -2,7 +2,7 @@
 
 :func:`run_evaluation` serves ``Trainer.validate``, ``Trainer.test``, the
 validation runs inside fit and the sanity check before it; :func:`run_predict`
-collects predictions. Both receive the run's :class:`~trainkit.loops.hooks.RunContext`
+collects predictions. Both receive the run's :class:`~trainkit.loops.hooks.Run`
 and write only to its state and results.
 """
 
@@ -17,15 +17,15 @@ import torch
 
 from trainkit.core.data import batches
 from trainkit.core.module import fit_step_arguments, overrides
-from trainkit.loops.hooks import RunContext
 from trainkit.loops.results import Results
+from trainkit.loops.run import Run
 
 #: The stage (``RunState.stage``) each evaluation runs as.
 _STAGES = {"validation": "validate", "test": "test"}
 
 
 def run_evaluation(
-    run: RunContext, loaders: list[Iterable[Any]], totals: list[float], stage: str
+    run: Run, loaders: list[Iterable[Any]], totals: list[float], stage: str
 ) -> list[dict[str, float]]:
     """Run ``validation_step`` or ``test_step`` over every loader; return each loader's metrics.
 
@@ -119,7 +119,7 @@ def run_evaluation(
     return results.evaluation_outputs(values, len(loaders))
 
 
-def _set_mode(run: RunContext, hook: str, default: str | None = "eval") -> None:
+def _set_mode(run: Run, hook: str, default: str | None = "eval") -> None:
     """The Module's ``on_*_model_eval``/``_train`` hook if it overrides it, else the default."""
     if overrides(run.module, hook):
         getattr(run.module, hook)()
@@ -127,7 +127,7 @@ def _set_mode(run: RunContext, hook: str, default: str | None = "eval") -> None:
         run.model.eval()
 
 
-def _no_grad(run: RunContext) -> AbstractContextManager[Any]:
+def _no_grad(run: Run) -> AbstractContextManager[Any]:
     """``torch.inference_mode``, or ``torch.no_grad`` with ``Trainer(inference_mode=False)``."""
     return torch.inference_mode() if run.inference_mode else torch.no_grad()
 
@@ -143,7 +143,7 @@ def _epoch_results(results: Results, sanity_checking: bool) -> dict[str, Any]:
 
 
 def run_predict(
-    run: RunContext, loaders: list[Iterable[Any]], totals: list[float], keep: bool = True
+    run: Run, loaders: list[Iterable[Any]], totals: list[float], keep: bool = True
 ) -> list[list[Any]]:
     """Run ``predict_step`` over every loader; return each loader's list of outputs.
 
@@ -172,7 +172,7 @@ def run_predict(
 
 
 def _predict(
-    run: RunContext,
+    run: Run,
     loaders: list[Iterable[Any]],
     totals: list[float],
     keep: bool,

@@ -1,7 +1,7 @@
 """The fit loop: read top to bottom, starting with :func:`run_fit`'s pseudocode.
 
 The Trainer sets everything up (strategy, optimizers, dataloaders, callbacks,
-the optimization step) and hands it over as a :class:`~trainkit.loops.hooks.RunContext`
+the optimization step) and hands it over as a :class:`~trainkit.loops.hooks.Run`
 and a :class:`Fit`. The loop writes only to the run's state and results;
 evaluation is in ``trainkit/loops/evaluate.py``, the optimization step in
 ``trainkit/loops/step.py``, batch iteration in ``trainkit/core/data.py``.
@@ -22,8 +22,8 @@ from typing import Any
 
 from trainkit.core.data import epoch_batches, set_sampler_epoch
 from trainkit.loops.evaluate import run_evaluation
-from trainkit.loops.hooks import RunContext
 from trainkit.loops.preemption import Preemption, StopVote
+from trainkit.loops.run import Run
 from trainkit.loops.schedule import (
     max_steps_reached,
     may_stop,
@@ -64,7 +64,7 @@ class Fit:
     deadline: float = math.inf
 
 
-def run_fit(run: RunContext, fit: Fit) -> None:
+def run_fit(run: Run, fit: Fit) -> None:
     """Train until max_steps, max_epochs or ``should_stop``.
 
     Pseudocode::
@@ -131,7 +131,7 @@ def run_fit(run: RunContext, fit: Fit) -> None:
     run.hooks.call("on_train_end")
 
 
-def _train_epoch(run: RunContext, fit: Fit) -> None:
+def _train_epoch(run: Run, fit: Fit) -> None:
     """The batches of one epoch (from the resumed position, if resuming)."""
     state, results, hooks, options = run.state, run.results, run.hooks, fit.options
     loader = fit.train_loader
@@ -191,7 +191,7 @@ def _train_epoch(run: RunContext, fit: Fit) -> None:
         )
 
 
-def _end_epoch(run: RunContext, fit: Fit) -> None:
+def _end_epoch(run: Run, fit: Fit) -> None:
     """Epoch-end hooks, metrics and schedulers; then the next epoch's resume point."""
     state, results, hooks = run.state, run.results, run.hooks
     results.enter_training_epoch_end()
@@ -215,7 +215,7 @@ def _end_epoch(run: RunContext, fit: Fit) -> None:
     _resume_point(run, fit, run.hooks.optional("on_resume_point"))
 
 
-def _resume_point(run: RunContext, fit: Fit, on_resume_point: Callable[[], Any] | None) -> None:
+def _resume_point(run: Run, fit: Fit, on_resume_point: Callable[[], Any] | None) -> None:
     if on_resume_point is not None:
         on_resume_point()
     # A signal may reach only some processes: they agree, in the background, to
@@ -229,7 +229,7 @@ def _resume_point(run: RunContext, fit: Fit, on_resume_point: Callable[[], Any] 
 
 
 # ----------------------------------------------------------------- validation
-def _sanity_check(run: RunContext, fit: Fit) -> None:
+def _sanity_check(run: Run, fit: Fit) -> None:
     """A few validation batches before training, to catch bugs before a long epoch."""
     state, limit = run.state, fit.options.num_sanity_val_steps
     full = state.num_val_batches
@@ -250,7 +250,7 @@ def _quiet(message: str) -> None:
     return None  # the epoch-level check says it once
 
 
-def _validate(run: RunContext, fit: Fit) -> None:
+def _validate(run: Run, fit: Fit) -> None:
     """A validation run inside fit; its metrics go to the loggers."""
     state = run.state
     # Validation must not move the training's random streams (see isolated_rng).

@@ -1,18 +1,16 @@
-"""Calling hooks, and the objects one run works with.
+"""Calling hooks: each hook name resolved once per run to a single caller.
 
 :class:`Hooks` resolves, once per run, which of the Module's and the callbacks'
 hooks are overridden, so that the loop pays one call per hook per batch and
-nothing for hooks nobody uses. :class:`RunContext` bundles what the fit loop,
-the evaluation loop and the optimization step receive: the run's state and
-results (which they write to), its hooks, the strategy and the model.
+nothing for hooks nobody uses; :func:`batch_transfer` does the same for the
+batch-transfer hooks.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from trainkit.callbacks.base import Callback, attach_module, calls_hook
@@ -21,15 +19,10 @@ from trainkit.core.data import DataModule
 from trainkit.core.module import Module, overrides
 from trainkit.profilers import Profiler, is_active
 
-__all__ = ["NO_CONTEXT", "Hooks", "RunContext", "batch_transfer", "overrides"]
+__all__ = ["NO_CONTEXT", "Hooks", "batch_transfer", "overrides"]
 
 if TYPE_CHECKING:
-    from torch import nn
-
-    from trainkit.loops.results import Results
-    from trainkit.loops.state import RunState
     from trainkit.strategies.base import Strategy
-    from trainkit.trainer.trainer import Trainer
 
 # Null contexts carry no state, so one instance serves every step.
 NO_CONTEXT = nullcontext()
@@ -57,17 +50,19 @@ class Hooks:
     and the step resolve their per-batch hooks once, before the first batch.
 
     Args:
-        trainer: the running Trainer (passed to callback hooks).
+        trainer: what callback hooks receive as ``trainer`` (the running Trainer).
         module: the user's Module.
-        callbacks: the Trainer's callbacks, in order.
+        callbacks: the run's callbacks, in order.
+        profiler: the run's profiler (hooks are timed when it is active).
     """
 
-    def __init__(self, trainer: Trainer, module: Module, callbacks: list[Callback]) -> None:
+    def __init__(
+        self, trainer: Any, module: Module, callbacks: list[Callback], profiler: Profiler
+    ) -> None:
         self.trainer = trainer
         self.module = module
         self.callbacks = callbacks
         self._callers: dict[str, Callable[..., Any]] = {}
-        profiler = trainer.profiler
         self._profiler = profiler if is_active(profiler) else None
         attach_module(callbacks, module)  # self.log inside a callback logs through the Module
 
@@ -266,35 +261,3 @@ def batch_transfer(
         return after(batch, dataloader_idx)
 
     return moved
-
-
-@dataclass(frozen=True)
-class RunContext:
-    """What the loops and the step work with during one fit, validate, test or predict.
-
-    Built by the Trainer once the strategy has set up the model. The loops
-    write to ``state`` and ``results`` only.
-    """
-
-    #: Where the run is; the loops advance it.
-    state: RunState
-    #: Where ``self.log`` values go, and what callbacks and loggers read.
-    results: Results
-    #: The Module's and callbacks' hooks.
-    hooks: Hooks
-    #: Devices, processes, collectives.
-    strategy: Strategy
-    #: The user's Module.
-    module: Module
-    #: The module as the strategy wrapped it (the Module itself on one device).
-    model: nn.Module
-    #: A new context to enter around each step method (autocast), or None for none.
-    forward_context: Callable[[], AbstractContextManager[Any] | None]
-    #: Moves a batch of dataloader ``dataloader_idx`` to the device (:func:`batch_transfer`).
-    batch_to_device: Callable[[Any, int], Any]
-    #: Evaluate under torch.inference_mode (False: torch.no_grad).
-    inference_mode: bool = True
-
-    def step_context(self) -> AbstractContextManager[Any]:
-        """The context around one step method (a shared null context when there is none)."""
-        return self.forward_context() or NO_CONTEXT

@@ -39,7 +39,7 @@ from trainkit.callbacks.slots import clip_settings
 from trainkit.core.module import fit_step_arguments, loss_from_output, overrides
 from trainkit.core.optim import LRSchedulerConfig, ManagedOptimizer, step_scheduler
 from trainkit.distributed.control import rank_zero_floats
-from trainkit.loops.hooks import RunContext
+from trainkit.loops.run import Run
 
 if TYPE_CHECKING:
     from trainkit.callbacks.slots import StepSlots
@@ -74,7 +74,7 @@ class Optimization:
 
     def __init__(
         self,
-        run: RunContext,
+        run: Run,
         slots: StepSlots,
         optimizers: list[torch.optim.Optimizer],
         schedulers: list[LRSchedulerConfig],

@@ -31,7 +31,8 @@ from trainkit.callbacks.defaults import (
     merge_configured,
     step_slots,
 )
-from trainkit.checkpoint import files as checkpoint_io
+from trainkit.checkpoint import weights as checkpoint_io
+from trainkit.checkpoint.restore import collect_state, restore_state
 from trainkit.core.data import (
     DataModule,
     batch_totals,
@@ -50,9 +51,10 @@ from trainkit.launch.environment import resume_on_restart
 from trainkit.loggers import Logger, build_loggers, run_hyperparameters
 from trainkit.loops.evaluate import format_results, run_evaluation, run_predict
 from trainkit.loops.fit import Fit, run_fit
-from trainkit.loops.hooks import Hooks, RunContext, batch_transfer, overrides
+from trainkit.loops.hooks import Hooks, batch_transfer, overrides
 from trainkit.loops.preemption import Preemption, StopVote
 from trainkit.loops.results import Results
+from trainkit.loops.run import Run
 from trainkit.loops.state import RunState
 from trainkit.loops.step import Optimization
 from trainkit.profilers import Profiler, build_profiler, is_active
@@ -222,6 +224,7 @@ class Trainer(TrainerViews):
         #: The checkpoint the last entry point loaded (None: none).
         self.ckpt_path: str | None = None
         self._module: Module | None = None
+        self._current: Run | None = None  # the latest run (save_checkpoint after fit reads it)
         self._optimization: Optimization | None = None
         self._user_callbacks = self.callbacks
 
@@ -349,8 +352,21 @@ class Trainer(TrainerViews):
             weights_only: keep only the weights and hyperparameters (what Lightning's
                 weights-only file keeps); such a file loads, but does not resume.
         """
-        state = checkpoint_io.collect_state(self, weights_only=weights_only)
-        self.strategy.save_checkpoint(state, path)
+        self.strategy.save_checkpoint(self.dump_checkpoint(weights_only), path)
+
+    def dump_checkpoint(self, weights_only: bool = False) -> dict[str, Any]:
+        """The run's state as :meth:`save_checkpoint` writes it (a dict; nothing is written).
+
+        Args:
+            weights_only: keep only the weights and hyperparameters.
+        """
+        module, run = self.module, self._current  # no model: self.module says how to attach one
+        if run is None or run.module is not module:
+            raise RuntimeError(
+                "trainer.save_checkpoint() needs a run: call it during or after "
+                "trainer.fit(model, ...), validate, test or predict."
+            )
+        return collect_state(run, weights_only=weights_only)
 
     def _last_checkpoint_paths(self) -> list[Path]:
         return last_checkpoint_paths(self.callbacks, self.default_root_dir)
@@ -380,7 +396,7 @@ class Trainer(TrainerViews):
         fn: str,
         model: Module,
         datamodule: DataModule | None,
-        body: Callable[[RunContext], T],
+        body: Callable[[Run], T],
     ) -> T:
         """Set a run up (data hooks, the strategy, the model), run ``body``, always tear down."""
         if not isinstance(model, Module):
@@ -394,7 +410,7 @@ class Trainer(TrainerViews):
         self._module = model
         model.trainer = self
         self._configure_callbacks(model)
-        hooks = Hooks(self, model, self.callbacks)
+        hooks = Hooks(self, model, self.callbacks, self.profiler)
         if is_active(profiler := self.profiler):
             rank = self.local_rank if self.world_size > 1 else None
             profiler.setup(stage=fn, local_rank=rank, log_dir=self.log_dir)
@@ -422,16 +438,28 @@ class Trainer(TrainerViews):
             precision, wrapped = self.step_slots.precision, self.strategy.setup_module(model)
             if (options := self.hardware.compile_options) is not None:
                 uncompile = self.strategy.compile_module(wrapped, options, self.warn)
-            run = RunContext(
+            run = self._current = Run(
+                fn=fn,
                 state=state,
                 results=self.results,
                 hooks=hooks,
                 strategy=self.strategy,
                 module=model,
                 model=wrapped,
+                callbacks=self.callbacks,
+                loggers=self.loggers,
+                datamodule=datamodule,
+                step_slots=self.step_slots,
+                hardware=self.hardware,
+                options=self.options,
+                step_options=self.step_options,
+                trainer=self,
+                warn=self.warn,
                 forward_context=precision.forward_context if precision else lambda: None,
                 batch_to_device=batch_transfer(self.strategy, model, datamodule),
                 inference_mode=self.options.inference_mode,
+                optimizers=self.optimizers,  # fit sets its own up; the others keep fit's
+                lr_scheduler_configs=self.lr_scheduler_configs,
             )
             with torch.autograd.set_detect_anomaly(self.hardware.detect_anomaly):
                 result = body(run)
@@ -489,7 +517,7 @@ class Trainer(TrainerViews):
 
     def _fit_run(
         self,
-        run: RunContext,
+        run: Run,
         train_dataloaders: Iterable[Any] | None,
         val_dataloaders: Dataloaders | None,
         ckpt_path: str | os.PathLike[str] | None,
@@ -515,14 +543,14 @@ class Trainer(TrainerViews):
             model, "validation_step"
         )
         optimizers, configs = configured_optimizers(model)
-        self.optimizers = self.strategy.setup_optimizers(optimizers)
-        self.lr_scheduler_configs = configs
+        run.optimizers = self.optimizers = self.strategy.setup_optimizers(optimizers)
+        run.lr_scheduler_configs = self.lr_scheduler_configs = configs
         # Step values go to logged_metrics every log_every_n_steps, logger or not.
         self._optimization = Optimization(
             run, self.step_slots, self.optimizers, configs, options.log_every_n_steps, self.warn
         )
         if checkpoint is not None:
-            checkpoint_io.restore_state(self, checkpoint, str(resume_from))
+            restore_state(run, checkpoint, str(resume_from))
         if (search := running_search()) is not None:  # trainkit.tuner.Tuner: search, not train
             return search(self, model)
         autolog = self.output.enable_autolog_hparams  # and save_hyperparameters() ran:
@@ -594,7 +622,7 @@ class Trainer(TrainerViews):
                 )
         trained = model
 
-        def body(run: RunContext) -> Any:
+        def body(run: Run) -> Any:
             self._load_weights(trained, ckpt_path)
             if fn != "predict" and getattr(self.options, f"limit_{kind}_batches") == 0:
                 return []  # no loader, no hook: nothing to evaluate (as Lightning)

@@ -5,7 +5,7 @@ step): from a tuning callback's ``on_fit_start``, or from :class:`~trainkit.tune
 whose ``fit`` runs the search (:func:`searching`) where training would start.
 Before it, :class:`Snapshot` copies what a checkpoint holds (weights, optimizers,
 schedulers, callbacks, counters, random states, logged values) to host memory,
-as ``trainkit.checkpoint.files.collect_state`` reads them, and puts it back
+as ``trainkit.checkpoint.restore.collect_state`` reads them, and puts it back
 afterwards: nothing is written to disk, and the fit that follows starts
 exactly where it would have without the search.
 
@@ -204,7 +204,7 @@ def train_trial(
             each after training (None or empty: no validation).
     """
     real = trainer.optimization.run
-    run = replace(real, hooks=Hooks(trainer, module, callbacks))
+    run = replace(real, hooks=Hooks(trainer, module, callbacks, trainer.profiler))
     state = trainer.state
     options = replace(
         trainer.options,

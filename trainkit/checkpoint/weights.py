@@ -1,0 +1,274 @@
+"""Weights and hyperparameters from a checkpoint: which file ``ckpt_path`` names, the
+module's weights (``Module.load_from_checkpoint``), and the saved ``__init__`` arguments."""
+
+from __future__ import annotations
+
+import glob
+import inspect
+import os
+import warnings
+from argparse import Namespace
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from trainkit.checkpoint import sharded
+from trainkit.checkpoint.files import (
+    CHECKPOINT_HYPER_PARAMS_KEY,
+    CHECKPOINT_HYPER_PARAMS_NAME,
+    CHECKPOINT_HYPER_PARAMS_TYPE,
+    FORMAT,
+    CheckpointError,
+    clip_keys,
+)
+from trainkit.utilities.rank_zero import rank_zero_print
+
+if TYPE_CHECKING:
+    pass
+
+
+def resolve_path(
+    ckpt_path: str | os.PathLike[str] | None, last_paths: list[Path], warn: Callable[[str], None]
+) -> Path | None:
+    """The checkpoint file ``ckpt_path`` names; ``"last"`` is the newest of ``last_paths``.
+
+    For ``"last"`` the file picked is printed (rank 0), so a log shows which
+    run a job resumed.
+
+    Args:
+        ckpt_path: a path, ``"last"``, or None (no checkpoint).
+        last_paths: where ``last.ckpt`` may be (each ModelCheckpoint's newest run's).
+        warn: prints a warning (rank 0): ``"last"`` with no such file starts fresh.
+    """
+    if ckpt_path is None:
+        return None
+    if os.fspath(ckpt_path) != "last":
+        return Path(ckpt_path)
+    sharded.settle()
+    candidates = [path for path in last_paths if sharded.exists(path)]
+    what = ""
+    if not candidates:
+        # No last.ckpt (ModelCheckpoint(save_last=None), Lightning's default):
+        # the newest checkpoint file of those folders, said below.
+        folders = {str(path.parent) for path in last_paths}
+        candidates = [
+            Path(name)
+            for folder in folders
+            for name in glob.glob(os.path.join(folder, "*.ckpt"))
+            if sharded.exists(name)
+        ]
+        what = " (the newest checkpoint there: no last.ckpt was kept)"
+    if not candidates:
+        warn(
+            "ckpt_path='last': no last.ckpt found (nor any other checkpoint) in "
+            f"{sorted(str(p.parent) for p in last_paths)}; starting from scratch (keep a "
+            "last.ckpt with ModelCheckpoint(save_last=True))."
+        )
+        return None
+    picked = max(candidates, key=sharded.saved_at)
+    rank_zero_print(f"trainkit: ckpt_path='last' resumes from {picked}{what}", flush=True)
+    return picked
+
+
+def peek(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The lineage and global step of a checkpoint file, or None if it is not one.
+
+    Loads with ``mmap=True``, so tensors are not read from disk.
+
+    Args:
+        path: a file that may be a trainkit checkpoint.
+    """
+    if sharded.is_folder(path):
+        path = Path(path) / sharded.META_FILE
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # any unreadable file is simply "not one of ours"
+        return None
+    if not isinstance(checkpoint, dict) or checkpoint.get("format") != FORMAT:
+        return None
+    loop = checkpoint.get("loop", {})
+    return {"lineage": checkpoint.get("lineage"), "global_step": loop.get("global_step", 0)}
+
+
+def weights(checkpoint: Mapping[str, Any], source: str | os.PathLike[str]) -> Any:
+    """The checkpoint's ``state_dict`` entry (the model's weights), or a CheckpointError.
+
+    Args:
+        checkpoint: a loaded checkpoint.
+        source: its file, for the message.
+    """
+    if not isinstance(checkpoint, Mapping) or "state_dict" not in checkpoint:
+        raise CheckpointError(
+            f"The checkpoint {os.fspath(source)} has no 'state_dict' entry (the model's "
+            "weights): it is not a checkpoint of a whole training run (a bare state dict, or "
+            "written by another tool); load a file ModelCheckpoint or Trainer.save_checkpoint "
+            "wrote, or load the weights yourself with module.load_state_dict(torch.load(path))."
+        )
+    return checkpoint["state_dict"]
+
+
+def load_module_state(
+    module: nn.Module, state: Mapping[str, torch.Tensor], source: str, strict: bool = True
+) -> None:
+    """Load ``state`` into ``module``, or explain every key that does not fit.
+
+    Args:
+        module: the model to load into.
+        state: a state dict.
+        source: where the state came from, for the message (a file name).
+        strict: with False, missing and unexpected keys are allowed (a warning
+            lists them) and the keys that match are loaded; mis-shaped keys are
+            an error either way.
+
+    Raises:
+        CheckpointError: listing missing, unexpected and mis-shaped keys.
+    """
+    own = module.state_dict()
+    missing = sorted(set(own) - set(state))
+    unexpected = sorted(set(state) - set(own))
+    mis_shaped = sorted(
+        f"{key}: checkpoint {tuple(state[key].shape)}, model {tuple(own[key].shape)}"
+        for key in set(own) & set(state)
+        if isinstance(state[key], torch.Tensor) and state[key].shape != own[key].shape
+    )
+    if mis_shaped or (strict and (missing or unexpected)):
+        lines = [f"The checkpoint {source} does not fit {type(module).__name__}:"]
+        for title, keys in (
+            ("missing", missing),
+            ("unexpected", unexpected),
+            ("mis-shaped", mis_shaped),
+        ):
+            if keys:
+                lines.append(f"  {title} keys ({len(keys)}): {', '.join(clip_keys(keys))}")
+        lines.append(
+            "Build the model with the same architecture and hyperparameters as the run that "
+            "saved it (Module.load_from_checkpoint does this from the saved hparams)."
+        )
+        raise CheckpointError("\n".join(lines))
+    for title, keys in (("missing from", missing), ("not in the model but in", unexpected)):
+        if keys:
+            warnings.warn(
+                f"strict=False: keys {title} the checkpoint {source} were skipped: "
+                f"{', '.join(clip_keys(keys))}.",
+                stacklevel=2,
+            )
+    module.load_state_dict(state, strict=strict)
+
+
+def plain_hparams(hparams: Mapping[str, Any]) -> dict[str, Any]:
+    """Hyperparameters reduced to what a weights-only checkpoint can hold.
+
+    Numbers, strings, booleans, None and containers of them are kept; anything
+    else (a model passed to ``__init__``, a function) becomes its ``repr`` so the
+    checkpoint stays loadable without running code.
+
+    Args:
+        hparams: the module's hyperparameters.
+    """
+    return {str(key): plain_value(value) for key, value in hparams.items()}
+
+
+def plain_value(value: Any) -> Any:
+    """``value`` with containers kept and anything but numbers, strings, booleans and
+    None replaced by its ``repr`` (what YAML and weights-only checkpoints can hold).
+
+    Args:
+        value: any value.
+    """
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): plain_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain_value(v) for v in value]
+    return repr(value)
+
+
+#: Where Lightning versions before 1.0 kept the hyperparameters.
+_PAST_HYPER_PARAMS_KEYS = ("hparams", "module_arguments")
+
+
+def init_arguments(
+    init: Callable[..., Any],
+    checkpoint: Mapping[str, Any],
+    overrides: Mapping[str, Any],
+    hparams_file: str | os.PathLike[str] | None = None,
+    prefix: str = "",
+) -> dict[str, Any]:
+    """The ``__init__`` arguments that rebuild a Module from ``checkpoint``.
+
+    The saved hyperparameters (or those in ``hparams_file``), updated by
+    ``overrides``. When they were saved under one argument's name
+    (``hparams_name``, for a Module that takes a single config dict or
+    Namespace), they become that argument. Unless ``__init__`` takes
+    ``**kwargs``, only the names it accepts are kept.
+
+    Args:
+        init: the class's ``__init__``.
+        checkpoint: a loaded checkpoint (trainkit's or Lightning's).
+        overrides: keyword arguments that replace saved values.
+        hparams_file: a YAML file whose hyperparameters replace the saved ones.
+        prefix: ``"datamodule_"`` for a DataModule's hyperparameters (saved under
+            ``datamodule_hyper_parameters`` and ``datamodule_hparams_name``).
+
+    Returns:
+        The keyword arguments to call the class with.
+
+    Raises:
+        ValueError: ``hparams_file`` is not a ``.yaml``/``.yml`` file.
+    """
+    saved: dict[str, Any] = {}
+    past = () if prefix else _PAST_HYPER_PARAMS_KEYS
+    for key in (*past, prefix + CHECKPOINT_HYPER_PARAMS_KEY):
+        found = checkpoint.get(key) or {}
+        saved.update(vars(found) if isinstance(found, Namespace) else found)
+    if hparams_file is not None:
+        saved = load_hparams_file(hparams_file)
+    saved.update(overrides)
+    parameters = list(inspect.signature(init).parameters.values())[1:]  # skip self
+    names = [p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in parameters)
+    arguments: dict[str, Any] = dict(saved)
+    name = checkpoint.get(prefix + CHECKPOINT_HYPER_PARAMS_NAME)
+    if name and name in names:
+        kind = str(checkpoint.get(prefix + CHECKPOINT_HYPER_PARAMS_TYPE) or "")
+        arguments = {
+            **overrides,
+            name: Namespace(**saved) if "namespace" in kind.lower() else saved,
+        }
+    if not takes_any:
+        arguments = {key: value for key, value in arguments.items() if key in names}
+    return arguments
+
+
+def load_hparams_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Hyperparameters from a YAML file (as loggers write ``hparams.yaml``).
+
+    Args:
+        path: a ``.yaml`` or ``.yml`` file holding a mapping.
+
+    Returns:
+        The mapping.
+
+    Raises:
+        ValueError: the file is not YAML or does not hold a mapping.
+    """
+    file = Path(path)
+    if file.suffix.lower() not in (".yaml", ".yml"):
+        raise ValueError(
+            f"hparams_file={str(file)!r}: trainkit reads hyperparameters from .yaml or .yml "
+            "files (not .csv); convert the file to YAML, or pass the values as keyword "
+            "arguments to load_from_checkpoint."
+        )
+    import yaml  # only here: importing trainkit does not load yaml
+
+    loaded = yaml.safe_load(file.read_text()) or {}
+    if not isinstance(loaded, dict):
+        raise ValueError(
+            f"hparams_file {file} holds a {type(loaded).__name__}, not a mapping of "
+            "hyperparameter names to values."
+        )
+    return {str(key): value for key, value in loaded.items()}
