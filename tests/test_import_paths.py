@@ -13,6 +13,9 @@ Each is imported (the longest importable module, then attributes). A path that
 fails only because an optional extra of ``pyproject.toml`` is not installed is
 skipped, naming the extra. ``trainkit.lightning.*`` paths are left to
 tests/compat/test_import_paths.py, which checks them against Lightning's own.
+
+The source files the pages name (``trainkit/loops/step.py``, ``tests/loops/test_hooks.py``,
+``loops/fit.py`` alone in backquotes) must exist, so a move updates the pages.
 """
 
 from __future__ import annotations
@@ -168,3 +171,48 @@ def test_documented_path_imports(dotted: str) -> None:
         pytest.fail(f"{dotted} (shown in {PATHS[dotted]}) does not import: {error}", pytrace=False)
     except (ImportError, AttributeError) as error:
         pytest.fail(f"{dotted} (shown in {PATHS[dotted]}) does not import: {error}", pytrace=False)
+
+
+# `trainkit/loops/fit.py` (or tests/, benchmarks/, recipes/) anywhere, and `loops/fit.py`
+# or `fit.py`-style names alone in backquotes.
+SOURCE_PATH = re.compile(
+    r"(?<![\w./-])(?:trainkit|tests|benchmarks|recipes)/[\w/]+\.py|`([\w./-]+\.py)`"
+)
+
+
+def missing_source_paths(text: str, root: Path) -> list[str]:
+    """The ``.py`` paths a page names that are neither under ``root`` nor ``root/trainkit``.
+
+    A bare file name (``fit.py``) is found if some file of the repository has it.
+    """
+    missing = []
+    for match in SOURCE_PATH.finditer(text):
+        path = match.group(1) or match.group(0)
+        if "/" not in path:
+            found = any(root.rglob(path))
+        else:
+            found = (root / path).is_file() or (root / "trainkit" / path).is_file()
+        if not found:
+            missing.append(path)
+    return sorted(set(missing))
+
+
+def test_missing_source_paths_are_found(tmp_path: Path) -> None:
+    (tmp_path / "trainkit" / "loops").mkdir(parents=True)
+    (tmp_path / "trainkit" / "loops" / "fit.py").touch()
+    text = (
+        "`trainkit/loops/fit.py`, `loops/fit.py`, `fit.py`, trainkit/loop.py, `step.py`, "
+        "`pytest tests/test_gone.py`, my/trainkit/x.py"
+    )
+    assert missing_source_paths(text, tmp_path) == [
+        "step.py",
+        "tests/test_gone.py",
+        "trainkit/loop.py",
+    ]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_source_paths_in_docs_exist(page: Path) -> None:
+    missing = missing_source_paths(page.read_text(), ROOT)
+    if missing:
+        pytest.fail(f"{page.relative_to(ROOT)} names files that do not exist: {missing}")
