@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from trainkit.core.batches import BatchTransferHooks
-from trainkit.loops.results import is_metric_collection
+from trainkit.loops.metric_store import is_metric_collection
 
 if TYPE_CHECKING:
     from trainkit.trainer.trainer import Trainer

@@ -28,7 +28,8 @@ from torch import nn
 from trainkit.core.data import extract_batch_size
 from trainkit.core.module import Module
 from trainkit.distributed.wrapping import StepModule, unwrap
-from trainkit.loops.results import LogArguments, Number, Results
+from trainkit.loops.metric_store import Number
+from trainkit.loops.results import LogArguments, Results
 from trainkit.strategies.single import SingleDeviceStrategy
 
 if TYPE_CHECKING:
