@@ -279,7 +279,7 @@ def test_a_metric_logs_its_forward_value_per_step_and_compute_per_epoch_then_res
 
 def test_sync_dist_is_not_applied_to_a_metric() -> None:
     torchmetrics = pytest.importorskip("torchmetrics")
-    from trainkit.loops.results import MetricStore
+    from trainkit.loops.metric_store import MetricStore
 
     calls: list[str] = []
 

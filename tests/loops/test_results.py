@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 import torch
 
-from trainkit.loops.results import MetricStore, display_names, to_floats
+from trainkit.loops.metric_store import MetricStore
+from trainkit.loops.results import display_names, to_floats
 
 
 def store() -> MetricStore:

@@ -28,7 +28,7 @@ from torchmetrics.classification import (  # noqa: E402
     MulticlassPrecision,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[2]  # the repository: tests/loops/ is two levels down
 RUN: dict[str, Any] = {**QUIET, "num_sanity_val_steps": 0}
 
 

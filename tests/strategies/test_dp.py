@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch import nn
 from torch.nn import functional as F
 
 import trainkit
 from tests.helpers import QUIET, Classifier, blobs, loader
+from trainkit.distributed.wrapping import StepModule
 from trainkit.strategies import SingleDeviceStrategy
-from trainkit.strategies.dp import _combine_output, batch_shares, combine
+from trainkit.strategies.dp import DataParallelStrategy, _combine_output, batch_shares, combine
 
 
 def test_the_combined_loss_equals_the_whole_batch_loss() -> None:
@@ -38,6 +40,32 @@ def test_a_batch_smaller_than_the_devices_leaves_devices_out() -> None:
 def test_logged_values_combine_as_one_device_would(reduce_fx: str, expected: float) -> None:
     values = [torch.tensor(1.0), torch.tensor(4.0)]
     assert combine(values, [3, 1], reduce_fx).item() == pytest.approx(expected)
+
+
+# Without CUDA, nn.DataParallel runs the module itself: the strategy's training
+# step (capturing the copies' logs, combining them) still runs, on CPU.
+@pytest.mark.skipif(torch.cuda.is_available(), reason="DataParallel would scatter to the GPUs")
+def test_the_step_logs_into_the_results_store_it_was_handed() -> None:
+    trainer = trainkit.Trainer(**QUIET)
+    model = Classifier()
+    model.trainer = trainer  # Module.log records into trainer.results
+    strategy = DataParallelStrategy([0, 1])
+    strategy.connect_results(trainer.results)
+    wrapped = nn.DataParallel(StepModule(model), device_ids=[0, 1])
+    step = strategy.step_function(wrapped, "training_step")
+    batch = next(iter(loader(blobs(16), batch_size=16)))
+    trainer.results.enter_training_step(batch)
+    loss = step(batch, 0)
+    logged = trainer.results.train.step_values(sync=False)
+    assert list(logged) == ["train/loss"]
+    torch.testing.assert_close(logged["train/loss"], loss.detach())
+
+
+@pytest.mark.skipif(torch.cuda.device_count() == 1, reason="DataParallel needs both devices")
+def test_a_step_without_the_results_store_says_what_is_missing() -> None:
+    wrapped = nn.DataParallel(StepModule(Classifier()), device_ids=[0, 1])
+    with pytest.raises(RuntimeError, match=r"connect_results\(results\)"):
+        DataParallelStrategy([0, 1]).step_function(wrapped, "training_step")
 
 
 @pytest.mark.skipif(torch.cuda.device_count() >= 2, reason="this machine has several GPUs")

@@ -26,7 +26,8 @@ from torch.utils.data import DataLoader, IterableDataset, RandomSampler, Sampler
 
 from trainkit.core.batches import BatchTransferHooks
 from trainkit.core.batches import move_data_to_device as move_data_to_device  # re-exported
-from trainkit.core.module import HyperparametersMixin, Module, overrides
+from trainkit.core.hyperparameters import HyperparametersMixin
+from trainkit.core.module import Module, overrides
 from trainkit.utilities.seed import (
     capture_rng_states,
     restore_rng_states,

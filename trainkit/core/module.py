@@ -1,139 +1,45 @@
 """Module: the user's ``nn.Module`` plus its steps, optimizers and logging.
 
 Hook and method names are Lightning's, so porting a ``LightningModule`` is mostly
-changing the import.
+changing the import. The Module's parts live beside it: its do-nothing hooks
+(``hooks.py``), hyperparameters (``hyperparameters.py``), checkpoint loading
+(``loading.py``), export (``export.py``), ``self.log``'s argument checks
+(``log_arguments.py``) and how the loops call its steps (``steps.py``). The names
+other code imports from here are re-exported.
 """
 
 from __future__ import annotations
 
-import copy
-import inspect
 import os
-import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
+from trainkit.core import export, loading
 from trainkit.core.batches import BatchTransferHooks
-from trainkit.loops.results import is_metric_collection
+from trainkit.core.hooks import ModuleHooks
+from trainkit.core.hyperparameters import AttributeDict, HyperparametersMixin
+from trainkit.core.loading import ModuleT
+from trainkit.core.log_arguments import check_log_options, dict_entries
+from trainkit.core.steps import fit_step_arguments, loss_from_output
 
 if TYPE_CHECKING:
     from trainkit.trainer.trainer import Trainer
 
-ModuleT = TypeVar("ModuleT", bound="Module")
-
-
-class AttributeDict(dict[str, Any]):
-    """A dict whose keys read as attributes: ``hparams.lr`` and ``hparams["lr"]``.
-
-    Kept for Lightning compatibility: ported code reads ``self.hparams.lr``.
-    """
-
-    def __getattr__(self, key: str) -> Any:
-        try:
-            return self[key]
-        except KeyError as error:
-            raise AttributeError(
-                f"hparams has no {key!r}; saved hyperparameters are {sorted(self)}."
-            ) from error
-
-    def __setattr__(self, key: str, value: Any) -> None:
-        self[key] = value
-
-
-class HyperparametersMixin:
-    """``save_hyperparameters``, ``hparams`` and ``hparams_initial`` (Module and DataModule).
-
-    The values are created on first use, so a subclass that skips
-    ``super().__init__()`` still works.
-    """
-
-    _hparams: AttributeDict | None = None
-    _hparams_initial: AttributeDict | None = None
-    _log_hyperparams: bool = True
-    #: The ``__init__`` argument the hyperparameters came in as one dict ("kwargs": none).
-    _hparams_name: str = "kwargs"
-
-    @property
-    def hparams(self) -> AttributeDict:
-        """Hyperparameters recorded by :meth:`save_hyperparameters`."""
-        found: AttributeDict | None = getattr(self, "_hparams", None)
-        if found is None:
-            found = AttributeDict()
-            self._hparams = found
-        return found
-
-    @property
-    def logs_hyperparams(self) -> bool:
-        """Whether fit writes the hyperparameters to the loggers: some were recorded (by
-        :meth:`save_hyperparameters`, even none, or set in ``hparams``) and its ``logger=``
-        was not False."""
-        recorded = getattr(self, "_hparams_initial", None) is not None or bool(self.hparams)
-        return self._log_hyperparams and recorded
-
-    @property
-    def hparams_initial(self) -> AttributeDict:
-        """The hyperparameters as :meth:`save_hyperparameters` recorded them (a copy)."""
-        return _copied(getattr(self, "_hparams_initial", None) or {})
-
-    def save_hyperparameters(
-        self, *names: Any, ignore: list[str] | str | None = None, logger: bool = True
-    ) -> None:
-        """Record the arguments of ``__init__`` as ``self.hparams``.
-
-        Call it from your ``__init__``. The values are written to the loggers and
-        saved in checkpoints, so a run can be rebuilt from them.
-
-        Args:
-            *names: record only these arguments (default: all of them); or one dict
-                (or ``argparse.Namespace``) to record as it is.
-            ignore: arguments not to record (for example a large model passed in).
-            logger: write them to the loggers when fit starts.
-        """
-        self._log_hyperparams = logger
-        if len(names) == 1 and not isinstance(names[0], str):
-            given = names[0]
-            values = given if isinstance(given, Mapping) else getattr(given, "__dict__", given)
-            if not isinstance(values, Mapping):
-                raise TypeError(
-                    "save_hyperparameters() takes argument names, or one dict or Namespace; "
-                    f"got {type(given).__name__}."
-                )
-            self.hparams.update(values)
-            self._hparams_initial = _copied(self.hparams)
-            # The __init__ argument that held them: load_from_checkpoint passes them back so.
-            frame = inspect.currentframe()
-            caller = frame.f_back if frame is not None else None
-            if caller is not None:
-                held = [k for k, v in caller.f_locals.items() if v is given and k != "self"]
-                if held:
-                    self._hparams_name = held[0]
-            return
-        frame = inspect.currentframe()
-        caller = frame.f_back if frame is not None else None
-        if caller is None or caller.f_code.co_name != "__init__":
-            raise RuntimeError("save_hyperparameters() must be called from your class's __init__.")
-        # Read the arguments of the __init__ that called us (not type(self).__init__:
-        # a subclass may take other arguments, or none).
-        code, init_locals = caller.f_code, caller.f_locals
-        count = code.co_argcount + code.co_kwonlyargcount
-        arg_names = list(code.co_varnames[1:count])  # skip self
-        var_keyword = None
-        if code.co_flags & inspect.CO_VARKEYWORDS:
-            var_keyword = code.co_varnames[count + bool(code.co_flags & inspect.CO_VARARGS)]
-        ignored = {ignore} if isinstance(ignore, str) else set(ignore or ())
-        recorded: dict[str, Any] = {}
-        for name in arg_names:
-            if name in init_locals and name not in ignored and (not names or name in names):
-                recorded[name] = init_locals[name]
-        extra = init_locals.get(var_keyword) if var_keyword else None
-        if isinstance(extra, Mapping):
-            recorded.update({k: v for k, v in extra.items() if k not in ignored})
-        self.hparams.update(recorded)
-        self._hparams_initial = _copied(self.hparams)
+__all__ = [
+    "AttributeDict",
+    "HyperparametersMixin",
+    "Module",
+    "ModuleHooks",
+    "ModuleT",
+    "StageSplit",
+    "fit_step_arguments",
+    "loss_from_output",
+    "overrides",
+]
 
 
 class StageSplit:
@@ -150,7 +56,7 @@ class StageSplit:
         self.runner: nn.Module | None = None
 
 
-class Module(BatchTransferHooks, HyperparametersMixin, nn.Module):
+class Module(BatchTransferHooks, HyperparametersMixin, ModuleHooks, nn.Module):
     """Base class for models trained by :class:`trainkit.Trainer`.
 
     Subclass it, define ``forward``, ``training_step`` and ``configure_optimizers``
@@ -369,49 +275,9 @@ class Module(BatchTransferHooks, HyperparametersMixin, nn.Module):
             TypeError: the class cannot be built from the saved hyperparameters.
             ValueError: ``strict`` contradicts the module's ``strict_loading``.
         """
-        from trainkit.checkpoint.files import load
-        from trainkit.checkpoint.weights import init_arguments, load_module_state
-
-        if weights_only is False:
-            warnings.warn(
-                "load_from_checkpoint(weights_only=False): trainkit always loads checkpoints "
-                "with weights_only=True, so no code stored in the file runs; a file that "
-                "needs unpickling of arbitrary objects cannot be loaded.",
-                stacklevel=2,
-            )
-        checkpoint = load(checkpoint_path, map_location=map_location)
-        arguments = init_arguments(cls.__init__, checkpoint, kwargs, hparams_file)
-        try:
-            module = cls(**arguments)
-        except TypeError as error:
-            raise TypeError(
-                f"{cls.__name__}({', '.join(sorted(arguments))}) failed: {error}. The "
-                f"checkpoint {checkpoint_path} saved these hyperparameters; pass the missing "
-                "or renamed ones as keyword overrides, e.g. load_from_checkpoint(path, x=...)."
-            ) from error
-        module.configure_model()  # layers built late must exist to load into
-        own_strict = getattr(module, "strict_loading", None)
-        if own_strict is not None and strict is not None and strict != own_strict:
-            raise ValueError(
-                f"load_from_checkpoint(..., strict={strict!r}) contradicts "
-                f"{cls.__name__}.strict_loading={own_strict!r}; set the same value for both, "
-                "or leave strict out."
-            )
-        strict = (own_strict if own_strict is not None else True) if strict is None else strict
-        module.on_load_checkpoint(checkpoint)
-        state = checkpoint["state_dict"]
-        load_module_state(module, state, str(checkpoint_path), strict=bool(strict))
-        device = next((t.device for t in state.values() if isinstance(t, torch.Tensor)), None)
-        if device is None:
-            warnings.warn(f"The checkpoint {checkpoint_path} holds no parameters.", stacklevel=2)
-        else:
-            module.to(device)
-        warnings.warn(
-            f"{cls.__name__}.load_from_checkpoint returns the module in eval mode (Lightning "
-            "returns it in train mode); call .train() on it to train it further.",
-            stacklevel=2,
+        return loading.load_from_checkpoint(
+            cls, checkpoint_path, map_location, hparams_file, strict, weights_only, kwargs
         )
-        return module.eval()
 
     # --------------------------------------------------------------- logging
     def log(
@@ -471,7 +337,7 @@ class Module(BatchTransferHooks, HyperparametersMixin, nn.Module):
                 processes, it cannot also be ``sync_dist``, which needs every one).
         """
         if enable_graph or sync_dist_group is not None or (rank_zero_only and sync_dist):
-            _check_log_options(
+            check_log_options(
                 self, name, enable_graph, sync_dist_group, rank_zero_only and sync_dist
             )
         self.trainer.results.log(
@@ -519,21 +385,7 @@ class Module(BatchTransferHooks, HyperparametersMixin, nn.Module):
             batch_size: see :meth:`log`.
             rank_zero_only: see :meth:`log`.
         """
-        items = getattr(dictionary, "items", None)
-        if items is None:
-            raise TypeError(
-                f"self.log_dict() got a {type(dictionary).__name__}; pass a dict of name to "
-                "value (or a torchmetrics MetricCollection)."
-            )
-        if is_metric_collection(dictionary):
-            # As Lightning: the collection's metrics by their prefixed names; with
-            # compute groups, metrics share their group's state by reference
-            # instead of copying every state at every step.
-            shared = bool(getattr(dictionary, "_enable_compute_groups", False))
-            pairs = items(keep_base=False, copy_state=not shared)
-        else:
-            pairs = items()
-        for name, value in pairs:
+        for name, value in dict_entries(dictionary):
             self.log(
                 name,
                 value,
@@ -889,28 +741,7 @@ class Module(BatchTransferHooks, HyperparametersMixin, nn.Module):
                 unless ``example_inputs`` is given).
             **kwargs: passed to ``torch.jit.script`` / ``torch.jit.trace``.
         """
-        mode = self.training
-        self.eval()
-        self._exporting = True  # TorchScript reads every attribute, self.trainer included
-        try:
-            if method == "script":
-                compiled = torch.jit.script(self, **kwargs)
-            elif method == "trace":
-                inputs = kwargs.pop("example_inputs", self.example_input_array)
-                if inputs is None:
-                    raise ValueError(
-                        "to_torchscript(method='trace') needs inputs: pass example_inputs=... "
-                        "or set self.example_input_array."
-                    )
-                compiled = torch.jit.trace(self, example_inputs=inputs, **kwargs)  # type: ignore[no-untyped-call]
-            else:
-                raise ValueError(f"method={method!r} must be 'script' or 'trace'.")
-        finally:
-            self._exporting = False
-            self.train(mode)
-        if file_path is not None:
-            torch.jit.save(compiled, os.fspath(file_path))
-        return compiled
+        return export.to_torchscript(self, file_path, method, **kwargs)
 
     def to_onnx(
         self, file_path: str | os.PathLike[str], input_sample: Any = None, **kwargs: Any
@@ -922,88 +753,9 @@ class Module(BatchTransferHooks, HyperparametersMixin, nn.Module):
             input_sample: an input for the export (default: ``example_input_array``).
             **kwargs: passed to ``torch.onnx.export``.
         """
-        sample = input_sample if input_sample is not None else self.example_input_array
-        if sample is None:
-            raise ValueError(
-                "to_onnx needs an input: pass input_sample=... or set self.example_input_array."
-            )
-        mode = self.training
-        self.eval()
-        self._exporting = True
-        try:
-            torch.onnx.export(self, sample, os.fspath(file_path), **kwargs)  # type: ignore[arg-type]
-        finally:
-            self._exporting = False
-            self.train(mode)
+        export.to_onnx(self, file_path, input_sample, **kwargs)
 
-    # ----------------------------------------------- optional data hooks
-    def train_dataloader(self) -> Any:
-        """Optional: the training dataloader, when none is passed to ``fit``."""
-        raise NotImplementedError
-
-    def val_dataloader(self) -> Any:
-        """Optional: the validation dataloader(s), when none is passed."""
-        raise NotImplementedError
-
-    def test_dataloader(self) -> Any:
-        """Optional: the test dataloader(s), when none is passed."""
-        raise NotImplementedError
-
-    def predict_dataloader(self) -> Any:
-        """Optional: the prediction dataloader(s), when none is passed."""
-        raise NotImplementedError
-
-    # ------------------------------------------------------------------ hooks
-    def setup(self, stage: str) -> None:
-        """Called at the start of fit/validate/test/predict, before the module is moved.
-
-        Args:
-            stage: one of "fit", "validate", "test", "predict".
-        """
-
-    def teardown(self, stage: str) -> None:
-        """Called at the end of fit/validate/test/predict.
-
-        Args:
-            stage: one of "fit", "validate", "test", "predict".
-        """
-
-    def on_fit_start(self) -> None:
-        """Called at the beginning of ``fit``."""
-
-    def on_fit_end(self) -> None:
-        """Called at the end of ``fit``."""
-
-    def on_train_start(self) -> None:
-        """Called when the training loop begins."""
-
-    def on_train_end(self) -> None:
-        """Called when the training loop ends."""
-
-    def on_train_epoch_start(self) -> None:
-        """Called at the beginning of each training epoch."""
-
-    def on_train_epoch_end(self) -> None:
-        """Called at the end of each training epoch, after its validation."""
-
-    def on_train_batch_start(self, batch: Any, batch_idx: int) -> int | None:
-        """Called before ``training_step``. Return -1 to end the epoch here.
-
-        Args:
-            batch: the batch.
-            batch_idx: index of the batch within the epoch.
-        """
-        return None
-
-    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        """Called after the optimizer step of a batch.
-
-        Args:
-            outputs: what ``training_step`` returned, as a dict holding "loss".
-            batch: the batch.
-            batch_idx: index of the batch within the epoch.
-        """
-
+    # ------------------------------------------------------- evaluation mode
     def on_validation_model_eval(self) -> None:
         """Put the model in eval mode for validation (override to keep, say, dropout on)."""
         self.eval()
@@ -1023,114 +775,6 @@ class Module(BatchTransferHooks, HyperparametersMixin, nn.Module):
     def on_predict_model_eval(self) -> None:
         """Put the model in eval mode for prediction."""
         self.eval()
-
-    def on_validation_start(self) -> None:
-        """Called when a validation run begins."""
-
-    def on_validation_end(self) -> None:
-        """Called when a validation run ends."""
-
-    def on_validation_epoch_start(self) -> None:
-        """Called before the first validation batch."""
-
-    def on_validation_epoch_end(self) -> None:
-        """Called after the last validation batch."""
-
-    def on_validation_batch_start(
-        self, batch: Any, batch_idx: int, dataloader_idx: int = 0
-    ) -> None:
-        """Called before ``validation_step``."""
-
-    def on_validation_batch_end(
-        self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
-    ) -> None:
-        """Called after ``validation_step``."""
-
-    def on_test_start(self) -> None:
-        """Called when a test run begins."""
-
-    def on_test_end(self) -> None:
-        """Called when a test run ends."""
-
-    def on_test_epoch_start(self) -> None:
-        """Called before the first test batch."""
-
-    def on_test_epoch_end(self) -> None:
-        """Called after the last test batch."""
-
-    def on_test_batch_start(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
-        """Called before ``test_step``."""
-
-    def on_test_batch_end(
-        self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
-    ) -> None:
-        """Called after ``test_step``."""
-
-    def on_predict_start(self) -> None:
-        """Called when a predict run begins."""
-
-    def on_predict_end(self) -> None:
-        """Called when a predict run ends."""
-
-    def on_predict_epoch_start(self) -> None:
-        """Called before the first predict batch."""
-
-    def on_predict_epoch_end(self) -> None:
-        """Called after the last predict batch."""
-
-    def on_predict_batch_start(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
-        """Called before ``predict_step``."""
-
-    def on_predict_batch_end(
-        self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
-    ) -> None:
-        """Called after ``predict_step``."""
-
-    def on_before_backward(self, loss: torch.Tensor) -> None:
-        """Called before ``backward`` with the step's loss.
-
-        Args:
-            loss: the loss returned by ``training_step``.
-        """
-
-    def on_after_backward(self) -> None:
-        """Called after ``backward``; gradients are populated."""
-
-    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        """Called before ``optimizer.step()``, with gradients unscaled.
-
-        Args:
-            optimizer: the optimizer about to step.
-        """
-
-    def on_before_zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
-        """Called after the optimizer step, before gradients are cleared.
-
-        Args:
-            optimizer: the optimizer whose gradients are about to be cleared.
-        """
-
-    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Called when a checkpoint is assembled; add entries to ``checkpoint`` here.
-
-        Args:
-            checkpoint: the checkpoint dict about to be saved.
-        """
-
-    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Called when a checkpoint is restored, before the state is loaded.
-
-        Args:
-            checkpoint: the loaded checkpoint dict.
-        """
-
-
-def _copied(hparams: Mapping[str, Any]) -> AttributeDict:
-    # A deep copy where the values allow one (a module passed in may not).
-    try:
-        return AttributeDict(copy.deepcopy(dict(hparams)))
-    except Exception:
-        return AttributeDict(hparams)
 
 
 def overrides(obj: object, name: str, base: type = Module, follow_wrapped: bool = False) -> bool:
@@ -1158,106 +802,3 @@ def overrides(obj: object, name: str, base: type = Module, follow_wrapped: bool 
             return True  # set on the instance (DataModule.from_datasets)
         return getattr(wrapped, "__func__", wrapped) is not getattr(base, name, None)
     return getattr(type(obj), name, None) is not getattr(base, name, None)
-
-
-def fit_step_arguments(step: Callable[..., Any], method: Callable[..., Any]) -> Callable[..., Any]:
-    """``step``, called with only as many positional arguments as ``method`` takes.
-
-    ``training_step(self, batch)`` without ``batch_idx`` is allowed (as in
-    Lightning): it is called with the batch alone. A step that takes them all is
-    returned as it is, so the common case costs nothing.
-
-    Args:
-        step: what runs the step (possibly through a strategy's wrapper).
-        method: the user's bound step method, whose signature decides.
-
-    Example:
-        >>> def training_step(batch):
-        ...     return batch
-        >>> fit_step_arguments(training_step, training_step)("b", 0, 0)
-        'b'
-    """
-    try:
-        parameters = inspect.signature(method).parameters.values()
-    except (TypeError, ValueError):  # no signature: pass everything
-        return step
-    kinds = [p.kind for p in parameters]
-    if inspect.Parameter.VAR_POSITIONAL in kinds:
-        return step
-    taken = sum(
-        kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-        for kind in kinds
-    )
-    if taken >= 3:
-        return step
-
-    def called(*args: Any) -> Any:
-        return step(*args[:taken])
-
-    return called
-
-
-def loss_from_output(output: Any, step_index: int) -> torch.Tensor:
-    """Return the loss from what ``training_step`` returned, or explain what is wrong.
-
-    Args:
-        output: the value ``training_step`` returned.
-        step_index: the global step, for the error message.
-    """
-    # Fast path for the common case: a scalar tensor attached to the graph.
-    if type(output) is torch.Tensor and output.requires_grad and output.numel() == 1:
-        return output
-    loss = output.get("loss") if isinstance(output, Mapping) else output
-    if output is None:
-        raise ValueError(
-            f"training_step returned None at step {step_index}. Return the loss tensor "
-            "(or a dict with a 'loss' entry); to step optimizers yourself, set "
-            "`self.automatic_optimization = False` in __init__."
-        )
-    if isinstance(output, Mapping) and "loss" not in output:
-        raise ValueError(
-            f"training_step returned a dict without a 'loss' entry (keys: {sorted(output)}) "
-            f"at step {step_index}. Put the loss tensor under the key 'loss'."
-        )
-    if not isinstance(loss, torch.Tensor):
-        raise TypeError(
-            f"training_step must return a loss tensor, got {type(loss).__name__} at step "
-            f"{step_index}. Return the tensor itself, not `loss.item()`."
-        )
-    if loss.numel() != 1:
-        raise ValueError(
-            f"training_step returned a loss of shape {tuple(loss.shape)} at step {step_index}; "
-            "the loss must be a scalar. Reduce it, e.g. `loss.mean()`."
-        )
-    if not loss.requires_grad:
-        raise ValueError(
-            f"training_step returned a loss that does not require grad at step {step_index}: "
-            "it is not connected to any trainable parameter (was it computed under "
-            "torch.no_grad(), detached, or are all parameters frozen?)."
-        )
-    return loss
-
-
-def _check_log_options(
-    module: Module, name: str, enable_graph: bool, sync_dist_group: Any, rank_zero_sync: bool
-) -> None:
-    """``self.log`` options trainkit handles differently: a warning or an error saying why."""
-    if enable_graph:
-        warnings.warn(
-            f"self.log({name!r}, enable_graph=True): trainkit always logs detached values, so "
-            "that no autograd graph is kept alive; the value is logged without its graph.",
-            stacklevel=3,
-        )
-    if sync_dist_group is not None:
-        warnings.warn(
-            f"self.log({name!r}, sync_dist_group=...): trainkit reduces sync_dist values over "
-            "all processes, not over a group. Reduce over your group yourself before logging "
-            "if that differs.",
-            stacklevel=3,
-        )
-    if rank_zero_sync and module.trainer.strategy.world_size > 1:
-        raise ValueError(
-            f"self.log({name!r}, rank_zero_only=True, sync_dist=True): a value logged from "
-            "rank 0 only cannot be reduced across processes (the others would wait forever). "
-            "Drop one of the two."
-        )

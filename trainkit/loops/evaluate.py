@@ -16,7 +16,8 @@ from typing import Any
 import torch
 
 from trainkit.core.data import batches
-from trainkit.core.module import fit_step_arguments, overrides
+from trainkit.core.module import overrides
+from trainkit.core.steps import fit_step_arguments
 from trainkit.loops.results import Results
 from trainkit.loops.run import Run
 

@@ -36,8 +36,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainkit.callbacks.slots import clip_settings
-from trainkit.core.module import fit_step_arguments, loss_from_output, overrides
+from trainkit.core.module import overrides
 from trainkit.core.optim import LRSchedulerConfig, ManagedOptimizer, step_scheduler
+from trainkit.core.steps import fit_step_arguments, loss_from_output
 from trainkit.distributed.control import rank_zero_floats
 from trainkit.loops.run import Run
 

@@ -1,11 +1,10 @@
 """The Strategy ABC: how the model and data are spread over devices and processes.
 
-A strategy answers a few questions for the loop: which device is mine, am I
-global rank 0, how is the module wrapped, how is a dataloader prepared, and how
-do values travel between processes. A single-device strategy answers them with
-identities (its collectives return their input), so the loop never asks "am I
-distributed?". Launching worker processes is not a strategy's business (see
-``trainkit.launch``).
+A strategy answers a few questions for the loop: which device is mine, am I global
+rank 0, how is the module wrapped, how is a dataloader prepared, and how do values
+travel between processes. A single-device strategy answers them with identities (its
+collectives return their input), so the loop never asks "am I distributed?".
+Launching worker processes is not a strategy's business (see ``trainkit.launch``).
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ from torch.utils.data import DataLoader
 from trainkit.checkpoint.files import load, save_atomic
 from trainkit.core.batches import move_data_to_device
 from trainkit.distributed.sampling import advise_on_loading
+from trainkit.loops.results import Results
 from trainkit.strategies.registrable import Registrable
 from trainkit.utilities.compile import compile_forward
 
@@ -76,6 +76,12 @@ class Strategy(Registrable, ABC):
     def setup_environment(self) -> None:
         """Prepare devices and process groups; called once before the module is set up."""
 
+    def connect_results(self, results: Results) -> None:
+        """Take the run's results store; the Trainer hands it before :meth:`setup_module`.
+
+        Args:
+            results: where ``self.log`` records (DataParallel logs its copies' values there)."""
+
     def describe_failure(self, exception: BaseException) -> str | None:
         """What to tell the user of ``exception``, which ended the run here (None: nothing)."""
         return None
@@ -87,8 +93,7 @@ class Strategy(Registrable, ABC):
             module: the user's module.
 
         Returns:
-            The module the loop calls the step methods through (the module itself
-            or a wrapper around it).
+            The module the loop calls the step methods through (itself or a wrapper).
         """
         return module.to(self.root_device)
 
@@ -116,8 +121,7 @@ class Strategy(Registrable, ABC):
     def step_function(self, module: nn.Module, name: str) -> Callable[..., Any]:
         """The callable that runs ``name`` ("training_step", ...) of the user's module.
 
-        A wrapping strategy returns a callable that goes through its wrapper, so
-        that the wrapper's forward-time work (gradient hooks) happens.
+        A wrapping strategy's callable goes through its wrapper (whose forward hooks must run).
 
         Args:
             module: the module returned by :meth:`setup_module`.
@@ -206,8 +210,7 @@ class Strategy(Registrable, ABC):
         Args:
             decision: this process's decision.
             all_: True to require every process to agree, False for any.
-            point: where the processes decide, in words (named if they disagree
-                about where they are).
+            point: where the processes decide, in words (named if they disagree on where).
         """
         flag = torch.tensor(float(decision), device=self.root_device)
         reduced = self.all_reduce(flag, op="min" if all_ else "max")
@@ -254,10 +257,7 @@ class Strategy(Registrable, ABC):
 
     # ------------------------------------------------------------ checkpoints
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | os.PathLike[str]) -> None:
-        """Write ``checkpoint`` atomically from global rank 0; every rank waits for it.
-
-        The layout does not depend on the number of processes, so a checkpoint
-        written by one strategy loads under any other.
+        """Write ``checkpoint`` atomically from global rank 0 (all wait); any strategy loads it.
 
         Args:
             checkpoint: the full training state.

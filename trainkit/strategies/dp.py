@@ -26,9 +26,9 @@ import torch
 from torch import nn
 
 from trainkit.core.data import extract_batch_size
-from trainkit.core.module import Module
 from trainkit.distributed.wrapping import StepModule, unwrap
-from trainkit.loops.results import LogArguments, Number, Results
+from trainkit.loops.metric_store import Number
+from trainkit.loops.results import LogArguments, Results
 from trainkit.strategies.single import SingleDeviceStrategy
 
 if TYPE_CHECKING:
@@ -123,6 +123,8 @@ class DataParallelStrategy(SingleDeviceStrategy):
             )
         super().__init__(torch.device("cuda", device_ids[0]))
         self.device_ids = list(device_ids)
+        # Where the device copies' combined values are logged (connect_results).
+        self._results: Results | None = None
 
     @classmethod
     def from_plan(
@@ -147,6 +149,9 @@ class DataParallelStrategy(SingleDeviceStrategy):
         )
         return fallback
 
+    def connect_results(self, results: Results) -> None:
+        self._results = results
+
     def setup_module(self, module: nn.Module) -> nn.Module:
         module = module.to(self.root_device)
         return nn.DataParallel(StepModule(module), device_ids=self.device_ids)
@@ -157,9 +162,12 @@ class DataParallelStrategy(SingleDeviceStrategy):
     def step_function(self, module: nn.Module, name: str) -> Callable[..., Any]:
         if name != "training_step" or not isinstance(module, nn.DataParallel):
             return getattr(self.unwrap(module), name)  # type: ignore[no-any-return]
-        user_module = self.unwrap(module)
-        assert isinstance(user_module, Module)
-        results = user_module.trainer.results
+        results = self._results
+        if results is None:
+            raise RuntimeError(
+                "DataParallelStrategy logs the device copies' values into the run's results "
+                "store, which it was not handed: call connect_results(results) before training."
+            )
 
         def training_step(batch: Any, batch_idx: int) -> Any:
             shares = batch_shares(extract_batch_size(batch), self.device_ids)

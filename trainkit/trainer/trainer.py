@@ -435,6 +435,7 @@ class Trainer(TrainerViews):
             model.zero_grad()  # every run starts without gradients, as Lightning's does
             if self.hardware.sync_batchnorm and self.strategy.world_size > 1:
                 convert_sync_batchnorm(model, self.strategy.root_device)
+            self.strategy.connect_results(self.results)  # DataParallel logs its copies' values
             precision, wrapped = self.step_slots.precision, self.strategy.setup_module(model)
             if (options := self.hardware.compile_options) is not None:
                 uncompile = self.strategy.compile_module(wrapped, options, self.warn)

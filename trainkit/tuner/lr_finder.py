@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainkit.callbacks.base import Callback
-from trainkit.core.module import loss_from_output
+from trainkit.core.steps import loss_from_output
 from trainkit.tuner.trial import Snapshot, should_skip, train_trial
 from trainkit.tuner.values import find_attribute, set_attribute
 

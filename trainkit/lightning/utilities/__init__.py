@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainkit.core.module import AttributeDict
+from trainkit.core.hyperparameters import AttributeDict
 from trainkit.lightning._missing import missing
 from trainkit.utilities.rank_zero import rank_zero_only, rank_zero_warn
 from trainkit.utilities.rank_zero import rank_zero_print as rank_zero_info

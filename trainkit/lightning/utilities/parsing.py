@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from trainkit.core.module import AttributeDict
+from trainkit.core.hyperparameters import AttributeDict
 
 __all__ = ["AttributeDict"]

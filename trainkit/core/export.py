@@ -1,0 +1,79 @@
+"""Exporting a Module for inference: TorchScript and ONNX (``Module.to_torchscript``, ``to_onnx``).
+
+Both run the module in eval mode and give it back its mode afterwards; while
+they run, ``module.trainer`` reads as None instead of raising, because
+TorchScript reads every attribute.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from trainkit.core.module import Module
+
+
+def to_torchscript(
+    module: Module, file_path: str | os.PathLike[str] | None, method: str, **kwargs: Any
+) -> Any:
+    """What ``module.to_torchscript`` does (see it for the arguments).
+
+    Args:
+        module: the module to compile.
+        file_path: also save it there.
+        method: "script" or "trace".
+        **kwargs: passed to ``torch.jit.script`` / ``torch.jit.trace``.
+    """
+    with _exporting(module):
+        if method == "script":
+            compiled = torch.jit.script(module, **kwargs)
+        elif method == "trace":
+            inputs = kwargs.pop("example_inputs", module.example_input_array)
+            if inputs is None:
+                raise ValueError(
+                    "to_torchscript(method='trace') needs inputs: pass example_inputs=... "
+                    "or set self.example_input_array."
+                )
+            compiled = torch.jit.trace(module, example_inputs=inputs, **kwargs)  # type: ignore[no-untyped-call]
+        else:
+            raise ValueError(f"method={method!r} must be 'script' or 'trace'.")
+    if file_path is not None:
+        torch.jit.save(compiled, os.fspath(file_path))
+    return compiled
+
+
+def to_onnx(
+    module: Module, file_path: str | os.PathLike[str], input_sample: Any, **kwargs: Any
+) -> None:
+    """What ``module.to_onnx`` does (see it for the arguments).
+
+    Args:
+        module: the module to export.
+        file_path: the ``.onnx`` file to write.
+        input_sample: an input for the export (None: ``example_input_array``).
+        **kwargs: passed to ``torch.onnx.export``.
+    """
+    sample = input_sample if input_sample is not None else module.example_input_array
+    if sample is None:
+        raise ValueError(
+            "to_onnx needs an input: pass input_sample=... or set self.example_input_array."
+        )
+    with _exporting(module):
+        torch.onnx.export(module, sample, os.fspath(file_path), **kwargs)  # type: ignore[arg-type]
+
+
+@contextmanager
+def _exporting(module: Module) -> Iterator[None]:
+    mode = module.training
+    module.eval()
+    module._exporting = True  # TorchScript reads every attribute, self.trainer included
+    try:
+        yield
+    finally:
+        module._exporting = False
+        module.train(mode)

@@ -1,0 +1,130 @@
+"""Hyperparameters: what ``save_hyperparameters`` records and how ``hparams`` reads it.
+
+Shared by the Module and the DataModule. Checkpoints keep the recorded values,
+so ``Module.load_from_checkpoint`` can rebuild the module from them.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from collections.abc import Mapping
+from typing import Any
+
+
+class AttributeDict(dict[str, Any]):
+    """A dict whose keys read as attributes: ``hparams.lr`` and ``hparams["lr"]``.
+
+    Kept for Lightning compatibility: ported code reads ``self.hparams.lr``.
+    """
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self[key]
+        except KeyError as error:
+            raise AttributeError(
+                f"hparams has no {key!r}; saved hyperparameters are {sorted(self)}."
+            ) from error
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        self[key] = value
+
+
+class HyperparametersMixin:
+    """``save_hyperparameters``, ``hparams`` and ``hparams_initial`` (Module and DataModule).
+
+    The values are created on first use, so a subclass that skips
+    ``super().__init__()`` still works.
+    """
+
+    _hparams: AttributeDict | None = None
+    _hparams_initial: AttributeDict | None = None
+    _log_hyperparams: bool = True
+    #: The ``__init__`` argument the hyperparameters came in as one dict ("kwargs": none).
+    _hparams_name: str = "kwargs"
+
+    @property
+    def hparams(self) -> AttributeDict:
+        """Hyperparameters recorded by :meth:`save_hyperparameters`."""
+        found: AttributeDict | None = getattr(self, "_hparams", None)
+        if found is None:
+            found = AttributeDict()
+            self._hparams = found
+        return found
+
+    @property
+    def logs_hyperparams(self) -> bool:
+        """Whether fit writes the hyperparameters to the loggers: some were recorded (by
+        :meth:`save_hyperparameters`, even none, or set in ``hparams``) and its ``logger=``
+        was not False."""
+        recorded = getattr(self, "_hparams_initial", None) is not None or bool(self.hparams)
+        return self._log_hyperparams and recorded
+
+    @property
+    def hparams_initial(self) -> AttributeDict:
+        """The hyperparameters as :meth:`save_hyperparameters` recorded them (a copy)."""
+        return _copied(getattr(self, "_hparams_initial", None) or {})
+
+    def save_hyperparameters(
+        self, *names: Any, ignore: list[str] | str | None = None, logger: bool = True
+    ) -> None:
+        """Record the arguments of ``__init__`` as ``self.hparams``.
+
+        Call it from your ``__init__``. The values are written to the loggers and
+        saved in checkpoints, so a run can be rebuilt from them.
+
+        Args:
+            *names: record only these arguments (default: all of them); or one dict
+                (or ``argparse.Namespace``) to record as it is.
+            ignore: arguments not to record (for example a large model passed in).
+            logger: write them to the loggers when fit starts.
+        """
+        self._log_hyperparams = logger
+        if len(names) == 1 and not isinstance(names[0], str):
+            given = names[0]
+            values = given if isinstance(given, Mapping) else getattr(given, "__dict__", given)
+            if not isinstance(values, Mapping):
+                raise TypeError(
+                    "save_hyperparameters() takes argument names, or one dict or Namespace; "
+                    f"got {type(given).__name__}."
+                )
+            self.hparams.update(values)
+            self._hparams_initial = _copied(self.hparams)
+            # The __init__ argument that held them: load_from_checkpoint passes them back so.
+            frame = inspect.currentframe()
+            caller = frame.f_back if frame is not None else None
+            if caller is not None:
+                held = [k for k, v in caller.f_locals.items() if v is given and k != "self"]
+                if held:
+                    self._hparams_name = held[0]
+            return
+        frame = inspect.currentframe()
+        caller = frame.f_back if frame is not None else None
+        if caller is None or caller.f_code.co_name != "__init__":
+            raise RuntimeError("save_hyperparameters() must be called from your class's __init__.")
+        # Read the arguments of the __init__ that called us (not type(self).__init__:
+        # a subclass may take other arguments, or none).
+        code, init_locals = caller.f_code, caller.f_locals
+        count = code.co_argcount + code.co_kwonlyargcount
+        arg_names = list(code.co_varnames[1:count])  # skip self
+        var_keyword = None
+        if code.co_flags & inspect.CO_VARKEYWORDS:
+            var_keyword = code.co_varnames[count + bool(code.co_flags & inspect.CO_VARARGS)]
+        ignored = {ignore} if isinstance(ignore, str) else set(ignore or ())
+        recorded: dict[str, Any] = {}
+        for name in arg_names:
+            if name in init_locals and name not in ignored and (not names or name in names):
+                recorded[name] = init_locals[name]
+        extra = init_locals.get(var_keyword) if var_keyword else None
+        if isinstance(extra, Mapping):
+            recorded.update({k: v for k, v in extra.items() if k not in ignored})
+        self.hparams.update(recorded)
+        self._hparams_initial = _copied(self.hparams)
+
+
+def _copied(hparams: Mapping[str, Any]) -> AttributeDict:
+    # A deep copy where the values allow one (a module passed in may not).
+    try:
+        return AttributeDict(copy.deepcopy(dict(hparams)))
+    except Exception:
+        return AttributeDict(hparams)

@@ -1,0 +1,92 @@
+"""How the loops call the user's steps: with the arguments they take, and for a loss.
+
+``training_step(self, batch)`` without ``batch_idx`` is allowed, and
+``training_step`` may return the loss or a dict holding it: these functions
+adapt the call and read the loss, with errors that say what to return.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+
+def fit_step_arguments(step: Callable[..., Any], method: Callable[..., Any]) -> Callable[..., Any]:
+    """``step``, called with only as many positional arguments as ``method`` takes.
+
+    ``training_step(self, batch)`` without ``batch_idx`` is allowed (as in
+    Lightning): it is called with the batch alone. A step that takes them all is
+    returned as it is, so the common case costs nothing.
+
+    Args:
+        step: what runs the step (possibly through a strategy's wrapper).
+        method: the user's bound step method, whose signature decides.
+
+    Example:
+        >>> def training_step(batch):
+        ...     return batch
+        >>> fit_step_arguments(training_step, training_step)("b", 0, 0)
+        'b'
+    """
+    try:
+        parameters = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):  # no signature: pass everything
+        return step
+    kinds = [p.kind for p in parameters]
+    if inspect.Parameter.VAR_POSITIONAL in kinds:
+        return step
+    taken = sum(
+        kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        for kind in kinds
+    )
+    if taken >= 3:
+        return step
+
+    def called(*args: Any) -> Any:
+        return step(*args[:taken])
+
+    return called
+
+
+def loss_from_output(output: Any, step_index: int) -> torch.Tensor:
+    """Return the loss from what ``training_step`` returned, or explain what is wrong.
+
+    Args:
+        output: the value ``training_step`` returned.
+        step_index: the global step, for the error message.
+    """
+    # Fast path for the common case: a scalar tensor attached to the graph.
+    if type(output) is torch.Tensor and output.requires_grad and output.numel() == 1:
+        return output
+    loss = output.get("loss") if isinstance(output, Mapping) else output
+    if output is None:
+        raise ValueError(
+            f"training_step returned None at step {step_index}. Return the loss tensor "
+            "(or a dict with a 'loss' entry); to step optimizers yourself, set "
+            "`self.automatic_optimization = False` in __init__."
+        )
+    if isinstance(output, Mapping) and "loss" not in output:
+        raise ValueError(
+            f"training_step returned a dict without a 'loss' entry (keys: {sorted(output)}) "
+            f"at step {step_index}. Put the loss tensor under the key 'loss'."
+        )
+    if not isinstance(loss, torch.Tensor):
+        raise TypeError(
+            f"training_step must return a loss tensor, got {type(loss).__name__} at step "
+            f"{step_index}. Return the tensor itself, not `loss.item()`."
+        )
+    if loss.numel() != 1:
+        raise ValueError(
+            f"training_step returned a loss of shape {tuple(loss.shape)} at step {step_index}; "
+            "the loss must be a scalar. Reduce it, e.g. `loss.mean()`."
+        )
+    if not loss.requires_grad:
+        raise ValueError(
+            f"training_step returned a loss that does not require grad at step {step_index}: "
+            "it is not connected to any trainable parameter (was it computed under "
+            "torch.no_grad(), detached, or are all parameters frozen?)."
+        )
+    return loss
