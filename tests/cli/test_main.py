@@ -253,7 +253,7 @@ def test_resume_mismatch_in_the_config_says_what_a_mismatched_resume_does(
 def test_a_longer_run_blocks_a_resume_only_when_an_lr_schedule_was_built_for_the_saved_length() -> (
     None
 ):
-    from trainkit.cli.config import resume_differences
+    from trainkit.checkpoint.resume_check import resume_differences
 
     saved = {"trainer": {"max_epochs": 1, "enable_progress_bar": False}, "ckpt_path": None}
     current = {"trainer": {"max_epochs": 3, "enable_progress_bar": True}, "ckpt_path": "last"}

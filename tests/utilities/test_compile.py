@@ -177,7 +177,7 @@ def test_the_cli_takes_trainer_compile(tmp_path: Path) -> None:
 
 
 def test_toggling_compile_never_blocks_a_resume_of_the_cli() -> None:
-    from trainkit.cli.config import resume_differences
+    from trainkit.checkpoint.resume_check import resume_differences
 
     blocking, other = resume_differences(
         {"trainer": {"compile": False}},

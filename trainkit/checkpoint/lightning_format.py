@@ -7,6 +7,7 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from trainkit.checkpoint.callback_state import callback_state_key, load_callback_state
 from trainkit.checkpoint.files import CheckpointError
 
 if TYPE_CHECKING:
@@ -23,8 +24,6 @@ _LEGACY_SCALER_KEY = "native_amp_scaling_state"
 
 def restore_lightning_state(run: Run, checkpoint: dict[str, Any], source: str) -> None:
     """The part of :func:`restore_state` that reads what only Lightning's files hold."""
-    from trainkit.callbacks.state import callback_state_key, load_callback_state
-
     callback_states = dict(checkpoint.get("callbacks") or {})
     scaler = checkpoint.get(PRECISION_KEY, checkpoint.get(_LEGACY_SCALER_KEY))
     if scaler:

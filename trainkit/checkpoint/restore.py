@@ -13,6 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from trainkit.checkpoint.callback_state import (
+    call_hook,
+    callback_state,
+    callback_state_key,
+    load_callback_state,
+)
 from trainkit.checkpoint.files import (
     CHECKPOINT_HYPER_PARAMS_KEY,
     CHECKPOINT_HYPER_PARAMS_NAME,
@@ -62,9 +68,6 @@ def collect_state(run: Run, weights_only: bool = False) -> dict[str, Any]:
     module = run.module
     state = run.state
     finished = state.status != "running"
-    # Imported here: trainkit.callbacks imports this module.
-    from trainkit.callbacks.state import call_hook, callback_state, callback_state_key
-
     callback_states = {callback_state_key(cb): callback_state(cb) for cb in run.callbacks}
     checkpoint: dict[str, Any] = {
         # Lightning's layout (a Lightning 2.x tool reads these).
@@ -116,10 +119,11 @@ def collect_state(run: Run, weights_only: bool = False) -> dict[str, Any]:
             checkpoint[DATAMODULE_PREFIX + CHECKPOINT_HYPER_PARAMS_KEY] = plain_hparams(
                 datamodule.hparams
             )
-    module.on_save_checkpoint(checkpoint)
+    # Lightning's order: the callbacks' hooks, then the Module's (which sees what they added).
     if not weights_only:  # as in Lightning, callbacks add nothing to a weights-only file
         for callback in run.callbacks:
             call_hook(callback, "on_save_checkpoint", run.trainer, module, checkpoint)
+    module.on_save_checkpoint(checkpoint)
     return checkpoint
 
 
@@ -161,8 +165,6 @@ def restore_state(run: Run, checkpoint: dict[str, Any], source: str) -> None:
             "nothing can be resumed from it; use a checkpoint written by ModelCheckpoint or "
             "Trainer.save_checkpoint."
         )
-    from trainkit.callbacks.state import call_hook  # trainkit.callbacks imports this module
-
     _check_settings(run, checkpoint, source)
     module.on_load_checkpoint(checkpoint)
     for callback in run.callbacks:
@@ -252,8 +254,6 @@ _RESUME_KEYS = {"loop": "the loop's progress", "rng": "the random generators' st
 
 def _restore_trainkit_state(run: Run, checkpoint: dict[str, Any], source: str) -> None:
     """The part of :func:`restore_state` that reads what only trainkit's files hold."""
-    from trainkit.callbacks.state import callback_state_key, load_callback_state
-
     callback_states = checkpoint.get("callbacks", {})
     for callback in run.callbacks:
         key = callback_state_key(callback)

@@ -10,7 +10,7 @@ The resolved config is saved beside the run's logs (``config.yaml`` in the
 logger's folder) and inside every checkpoint, so any
 run can be repeated exactly from it. ``fit`` with ``ckpt_path`` compares the
 checkpoint's config with the current one and refuses a resume whose differences
-would change what the run computes (see ``trainkit.cli.config.resume_differences``)
+would change what the run computes (see ``trainkit.checkpoint.resume_check.resume_differences``)
 unless ``--force-resume`` is given.
 """
 
@@ -386,7 +386,8 @@ class _SaveConfig(Callback):
         saved = checkpoint.get("config")
         if not isinstance(saved, dict) or self.resume_mismatch == "ignore":
             return  # not written by the trainkit command: nothing to compare
-        from trainkit.cli.config import ConfigError, resume_differences
+        from trainkit.checkpoint.resume_check import resume_differences
+        from trainkit.cli.config import ConfigError
 
         blocking, other = resume_differences(
             saved, self.config, has_schedule=bool(checkpoint.get("lr_schedulers"))

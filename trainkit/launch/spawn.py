@@ -44,7 +44,7 @@ import torch
 import torch.multiprocessing as mp
 from torch.multiprocessing.spawn import ProcessExitedException, ProcessRaisedException
 
-from trainkit.callbacks.state import callback_state, load_callback_state
+from trainkit.checkpoint.callback_state import callback_state, load_callback_state
 from trainkit.launch.environment import ClusterEnvironment
 from trainkit.launch.launcher import (
     POLL_S,
