@@ -1,11 +1,10 @@
 """The Strategy ABC: how the model and data are spread over devices and processes.
 
-A strategy answers a few questions for the loop: which device is mine, am I
-global rank 0, how is the module wrapped, how is a dataloader prepared, and how
-do values travel between processes. A single-device strategy answers them with
-identities (its collectives return their input), so the loop never asks "am I
-distributed?". Launching worker processes is not a strategy's business (see
-``trainkit.launch``).
+A strategy answers a few questions for the loop: which device is mine, am I global rank 0,
+how is the module wrapped, how is a dataloader prepared, how does backward run, and how do
+values travel between processes. A single-device strategy answers them with identities (its
+collectives return their input), so the loop never asks "am I distributed?". Launching worker
+processes is not a strategy's business (see ``trainkit.launch``).
 """
 
 from __future__ import annotations
@@ -14,10 +13,11 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import torch
 from torch import nn
+from torch.optim import Optimizer
 from torch.utils.data import DataLoader
 
 from trainkit.checkpoint.files import load, save_atomic
@@ -25,6 +25,9 @@ from trainkit.core.batches import move_data_to_device
 from trainkit.distributed.sampling import advise_on_loading
 from trainkit.strategies.registrable import Registrable
 from trainkit.utilities.compile import compile_forward
+
+if TYPE_CHECKING:
+    from trainkit.callbacks.slots import StepSlots
 
 ReduceOp = Literal["sum", "mean", "max", "min"]
 _NO_SYNC_CONTEXT = nullcontext()  # a null context carries no state: one serves every step
@@ -87,14 +90,11 @@ class Strategy(Registrable, ABC):
             module: the user's module.
 
         Returns:
-            The module the loop calls the step methods through (the module itself
-            or a wrapper around it).
+            The module the loop calls the steps through (the module itself or a wrapper of it).
         """
         return module.to(self.root_device)
 
-    def setup_optimizers(
-        self, optimizers: list[torch.optim.Optimizer]
-    ) -> list[torch.optim.Optimizer]:
+    def setup_optimizers(self, optimizers: list[Optimizer]) -> list[Optimizer]:
         """Adapt optimizers to the wrapped module (identity by default).
 
         Args:
@@ -116,8 +116,7 @@ class Strategy(Registrable, ABC):
     def step_function(self, module: nn.Module, name: str) -> Callable[..., Any]:
         """The callable that runs ``name`` ("training_step", ...) of the user's module.
 
-        A wrapping strategy returns a callable that goes through its wrapper, so
-        that the wrapper's forward-time work (gradient hooks) happens.
+        A wrapping strategy's goes through its wrapper (whose forward sets up gradient hooks).
 
         Args:
             module: the module returned by :meth:`setup_module`.
@@ -136,18 +135,24 @@ class Strategy(Registrable, ABC):
     def no_backward_sync(self, module: nn.Module) -> AbstractContextManager[Any]:
         """Context that skips gradient synchronisation during ``backward``.
 
-        The loop enters it on micro-batches that do not step the optimizer
-        (gradient accumulation), so a data-parallel strategy does not all-reduce
-        gradients it will add to anyway. The default does nothing.
+        The loop enters it on micro-batches that do not step the optimizer (gradient
+        accumulation): a data-parallel strategy need not all-reduce gradients it adds to.
 
         Args:
             module: the module returned by :meth:`setup_module`.
         """
         return _NO_SYNC_CONTEXT
 
+    def fused_backward(self, slots: StepSlots) -> Callable[[Any, float], torch.Tensor] | None:
+        """A pass computing a batch's loss with its gradients, or None: see trainkit.loops.step.
+
+        Args:
+            slots: what the step does around backward; refuse what the pass cannot honour.
+        """
+        return None
+
     # ------------------------------------------------------------ collectives
-    # Every rank must call a collective at the same point, or the job hangs:
-    # nothing in trainkit calls one on a single rank.
+    # Every rank must call a collective at the same point, or the job hangs (trainkit does).
     @abstractmethod
     def all_reduce(self, tensor: torch.Tensor, op: ReduceOp = "mean") -> torch.Tensor:
         """Reduce ``tensor`` over all processes and return the result.
@@ -206,8 +211,7 @@ class Strategy(Registrable, ABC):
         Args:
             decision: this process's decision.
             all_: True to require every process to agree, False for any.
-            point: where the processes decide, in words (named if they disagree
-                about where they are).
+            point: where the processes decide, in words (named if they disagree where they are).
         """
         flag = torch.tensor(float(decision), device=self.root_device)
         reduced = self.all_reduce(flag, op="min" if all_ else "max")
@@ -220,7 +224,7 @@ class Strategy(Registrable, ABC):
         *,
         always: bool = False,
     ) -> list[torch.Tensor]:
-        """Reduce values logged with ``sync_dist=True`` across processes.
+        """Reduce values logged with ``sync_dist=True`` across processes; the results in order.
 
         Multi-process strategies first check that every process reduces the same
         names at the same point, and fail naming them when not (a value logged
@@ -231,9 +235,6 @@ class Strategy(Registrable, ABC):
             point: where they are reduced, in words ("the end of a training epoch").
             always: check even when there is nothing to reduce (at points every
                 process reaches; a process with nothing logged must still come).
-
-        Returns:
-            The reduced values, in order.
         """
         return [self.all_reduce(value, op) for _, value, op in values]
 
@@ -256,8 +257,7 @@ class Strategy(Registrable, ABC):
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | os.PathLike[str]) -> None:
         """Write ``checkpoint`` atomically from global rank 0; every rank waits for it.
 
-        The layout does not depend on the number of processes, so a checkpoint
-        written by one strategy loads under any other.
+        The layout does not depend on the number of processes: any strategy loads it.
 
         Args:
             checkpoint: the full training state.
