@@ -342,13 +342,20 @@ def _callback_variables(tree: ast.AST) -> set[str]:
     return names
 
 
+#: Outside callbacks/, the one module that reads callbacks as plain objects: Lightning
+#: accepts any object with hook methods as a callback, so saving and loading a callback's
+#: state must probe for ``state_key`` / ``state_dict`` / ``load_state_dict`` / a hook.
+CALLBACK_PROTOCOL = ("checkpoint/callback_state.py",)
+
+
 def callback_type_checks(package: Path) -> list[str]:
     """isinstance/issubclass on callback classes, hasattr/getattr probes of callbacks."""
     classes = callback_classes(package)
     members = callback_only_members(package)
     found: list[tuple[Path, int]] = []
     for path in python_files(package):
-        if _relative(path, package).startswith("callbacks/"):
+        relative = _relative(path, package)
+        if relative.startswith("callbacks/") or relative in CALLBACK_PROTOCOL:
             continue
         tree = _tree(path)
         aliases = {  # `from ... import ModelCheckpoint as MC`

@@ -50,6 +50,16 @@ class EightLayers(trainkit.Module):
         return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
 
 
+class StepLosses(trainkit.Callback):
+    """This process's ``train/loss`` after each training batch."""
+
+    def __init__(self) -> None:
+        self.losses: list[float] = []
+
+    def on_train_batch_end(self, trainer: Any, module: Any, *args: Any) -> None:
+        self.losses.append(float(trainer.callback_metrics["train/loss"]))
+
+
 def _model() -> EightLayers:
     torch.manual_seed(0)
     return EightLayers()
@@ -74,7 +84,9 @@ def train(
         sampler = DistributedSampler(data, num_replicas=1, rank=0, shuffle=True, seed=SEED)
         loader = DataLoader(data, batch_size=batch_size, sampler=sampler)
     settings = {**QUIET, "enable_checkpointing": root is not None}
+    losses = StepLosses()
     trainer = trainkit.Trainer(
+        callbacks=[losses],
         max_steps=steps,
         strategy=strategy,
         seed=SEED,
@@ -91,6 +103,7 @@ def train(
         "split_restored": type(model.layers) is nn.Sequential,
         "sizes": partition.sizes if partition is not None else None,
         "val_acc": float(trainer.callback_metrics["val/acc"]),
+        "losses": losses.losses,
     }
 
 

@@ -20,8 +20,8 @@ import pytest
 
 from tests.distributed.spawn import free_port
 from tests.launch.running import ROOT, Job, alive, rank_pids
+from trainkit.checkpoint.preemption import SAME_INTERRUPT_S
 from trainkit.launch.launcher import FAILURE_GRACE_S, describe_exit, name_ranks
-from trainkit.loops.preemption import SAME_INTERRUPT_S
 
 #: The promise: every process of the job gone within this long of the failure.
 ENDS_WITHIN_S = 10.0

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.launch.running import Job, alive, rank_pids
-from trainkit.loops.preemption import SAME_INTERRUPT_S
+from trainkit.checkpoint.preemption import SAME_INTERRUPT_S
 
 ENDS_WITHIN_S = 10.0
 

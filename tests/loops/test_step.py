@@ -256,3 +256,66 @@ def test_a_callback_of_ones_own_in_the_nonfinite_slot_replaces_the_default_check
     assert not any(isinstance(cb, NonFiniteLoss) for cb in trainer.callbacks)
     trainer.fit(Classifier(), loader(blobs(128), 32))
     assert watcher.seen == 3
+
+
+class FusedStrategy(trainkit.strategies.SingleDeviceStrategy):
+    """Computes each batch's loss together with its gradients, as a pipeline does."""
+
+    def __init__(self, calls: list[str]) -> None:
+        super().__init__("cpu")
+        self.calls = calls
+        self.module: Classifier | None = None
+        self.losses: list[float] = []
+        self.slots: StepSlots | None = None
+
+    def fused_backward(self, slots: StepSlots) -> Any:
+        self.slots = slots
+
+        def forward_backward(batch: Any, loss_scale: float) -> torch.Tensor:
+            assert self.module is not None
+            self.calls.append(f"pass {loss_scale}")
+            x, y = batch
+            loss = torch.nn.functional.cross_entropy(self.module(x), y)
+            (loss * loss_scale).backward()  # type: ignore[no-untyped-call]
+            self.losses.append(float(loss.detach()))
+            return loss.detach()
+
+        return forward_backward
+
+
+class RecordsLoggedLoss(trainkit.Callback):
+    def __init__(self) -> None:
+        self.logged: list[float] = []
+
+    def on_train_batch_end(self, trainer: Any, module: Any, *args: Any) -> None:
+        self.logged.append(float(trainer.callback_metrics["train/loss"]))
+
+
+def test_a_strategys_fused_pass_is_the_steps_forward_and_backward() -> None:
+    # The step runs the pass in place of training_step + backward, hands it the
+    # window's loss scale, logs its loss once per step and runs the hooks after it.
+    calls: list[str] = []
+    strategy, logged = FusedStrategy(calls), RecordsLoggedLoss()
+    trainer = trainkit.Trainer(
+        max_steps=2,
+        strategy=strategy,
+        accumulate_grad_batches=2,
+        callbacks=[RecordingHooks(calls), logged],
+        **QUIET,
+    )
+    model = StepRecorder(calls)
+    strategy.module = model
+    before = [p.detach().clone() for p in model.parameters()]
+    trainer.fit(model, loader(blobs(64), 16))
+    assert strategy.slots is trainer.step_slots
+    micro_batch = ["pass 0.5", "on_before_backward", "on_after_backward"]
+    one_step = [*micro_batch, *micro_batch, "on_before_optimizer_step", "on_before_zero_grad"]
+    assert calls == [*one_step, *one_step]  # training_step never runs
+    assert logged.logged == pytest.approx(strategy.losses)
+    assert all(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+
+
+def test_manual_optimization_refuses_a_fused_pass() -> None:
+    trainer = trainkit.Trainer(max_steps=1, strategy=FusedStrategy([]), **QUIET)
+    with pytest.raises(ValueError, match="manual optimization"):
+        trainer.fit(ManualRecorder([]), loader(blobs(64), 32))

@@ -109,10 +109,8 @@ def test_options_the_cross_process_pipeline_cannot_honour_are_refused(
     options: dict[str, Any], problem: str
 ) -> None:
     trainer = trainkit.Trainer(accelerator="cpu", logger=False, **options)
-    model = WithSequential()
-    model._trainer = trainer
     with pytest.raises(ValueError, match=problem):
-        refuse_step_shaping(model)
+        refuse_step_shaping(trainer.step_slots)
 
 
 def test_bf16_and_clipping_by_value_are_allowed_across_processes() -> None:
@@ -122,9 +120,7 @@ def test_bf16_and_clipping_by_value_are_allowed_across_processes() -> None:
         precision="bf16-mixed",
         callbacks=[GradientClipping(max_value=1.0)],
     )
-    model = WithSequential()
-    model._trainer = trainer
-    refuse_step_shaping(model)
+    refuse_step_shaping(trainer.step_slots)
 
 
 class ListedWithForward(trainkit.Module):

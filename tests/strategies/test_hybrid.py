@@ -49,6 +49,10 @@ def test_stages_across_processes_match_one_device(
     ranks = run_processes(workers.train, 4, {**ACROSS_RANKS, "schedule": schedule}, 16, 6)
     for rank in ranks:  # after fit every rank holds the full trained model
         _assert_same_state(rank["state"], single_device["state"])
+    # The step logs train/loss once per step: the two data replicas' (ranks 0 and 2,
+    # pipe rank 0) mean is the single device's loss of the whole batch.
+    replicas = torch.tensor([ranks[0]["losses"], ranks[2]["losses"]])
+    assert replicas.mean(dim=0).tolist() == pytest.approx(single_device["losses"], abs=1e-5)
     assert ranks[0]["val_acc"] == pytest.approx(single_device["val_acc"], abs=1e-6)
 
 

@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from trainkit.loops.metric_store import is_metric_collection
+import torch
 
 if TYPE_CHECKING:
     from trainkit.core.module import Module
@@ -74,3 +74,15 @@ def dict_entries(dictionary: Mapping[str, Any] | Any) -> Iterable[tuple[str, Any
         shared = bool(getattr(dictionary, "_enable_compute_groups", False))
         return items(keep_base=False, copy_state=not shared)  # type: ignore[no-any-return]
     return items()  # type: ignore[no-any-return]
+
+
+def is_metric_collection(value: Any) -> bool:
+    """Whether ``value`` is a torchmetrics ``MetricCollection`` (without importing torchmetrics).
+
+    Args:
+        value: anything passed to ``self.log_dict``.
+    """
+    return isinstance(value, torch.nn.Module) and any(
+        cls.__name__ == "MetricCollection" and cls.__module__.split(".")[0] == "torchmetrics"
+        for cls in type(value).__mro__
+    )

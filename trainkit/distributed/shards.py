@@ -26,7 +26,7 @@ import copy
 import os
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import distributed as dist
@@ -35,7 +35,9 @@ from torch import nn
 from trainkit.checkpoint import sharded
 from trainkit.checkpoint.files import CheckpointError, check_shards, load_folder_meta, save_atomic
 from trainkit.distributed import sharding
-from trainkit.strategies.base import Strategy
+
+if TYPE_CHECKING:
+    from trainkit.strategies.base import Strategy
 
 
 def parameter_names(module: nn.Module, optimizers: list[torch.optim.Optimizer]) -> list[list[str]]:

@@ -40,8 +40,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from trainkit.checkpoint.preemption import INTERRUPTED_EXIT_CODE, on_abort, signal_name
 from trainkit.launch.environment import ClusterEnvironment
-from trainkit.loops.preemption import INTERRUPTED_EXIT_CODE, on_abort, signal_name
 
 if TYPE_CHECKING:
     from trainkit.trainer.trainer import Trainer

@@ -19,7 +19,7 @@ If a rank fails, the caller says which in one line, ends the other ranks at
 once (they would wait for it in a collective) and raises with the failing
 rank's traceback. The ranks run in a process group of their own: a Ctrl-C (or
 SIGTERM) reaches the caller, which passes it on to every rank exactly once, so
-the ranks stop together through their stop vote (see ``trainkit.loops.preemption``);
+the ranks stop together through their stop vote (see ``trainkit.checkpoint.preemption``);
 a second Ctrl-C ends the ranks at once.
 """
 
@@ -45,6 +45,7 @@ import torch.multiprocessing as mp
 from torch.multiprocessing.spawn import ProcessExitedException, ProcessRaisedException
 
 from trainkit.checkpoint.callback_state import callback_state, load_callback_state
+from trainkit.checkpoint.preemption import INTERRUPTED_EXIT_CODE, SIGNALS
 from trainkit.launch.environment import ClusterEnvironment
 from trainkit.launch.launcher import (
     POLL_S,
@@ -55,7 +56,6 @@ from trainkit.launch.launcher import (
     parent_death_hook,
     report,
 )
-from trainkit.loops.preemption import INTERRUPTED_EXIT_CODE, SIGNALS
 from trainkit.utilities.seed import capture_rng_states, restore_rng_states
 
 if TYPE_CHECKING:

@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from trainkit.checkpoint.preemption import Preemption, StopVote
 from trainkit.core.data import epoch_batches, set_sampler_epoch
 from trainkit.loops.evaluate import run_evaluation
-from trainkit.loops.preemption import Preemption, StopVote
 from trainkit.loops.run import Run
 from trainkit.loops.schedule import (
     max_steps_reached,

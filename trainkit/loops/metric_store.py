@@ -547,18 +547,6 @@ def is_metric(value: Any) -> bool:
     )
 
 
-def is_metric_collection(value: Any) -> bool:
-    """Whether ``value`` is a torchmetrics ``MetricCollection`` (without importing torchmetrics).
-
-    Args:
-        value: anything passed to ``self.log_dict``.
-    """
-    return isinstance(value, torch.nn.Module) and any(
-        cls.__name__ == "MetricCollection" and cls.__module__.split(".")[0] == "torchmetrics"
-        for cls in type(value).__mro__
-    )
-
-
 def _computed_value(entry: _Entry) -> torch.Tensor:
     """The epoch value of a logged ``Metric``: its ``compute()``, which must be a scalar."""
     value = entry.metric.compute()

@@ -18,6 +18,16 @@ Automatic optimization, one batch (:meth:`Optimization.automatic`)::
         on_before_zero_grad; zero_grad(set_to_none=True)   (Module.optimizer_zero_grad)
         global_step += 1; step-interval LR schedulers; every n steps: log
 
+A strategy whose forward and backward are one pass (a pipeline schedule, which
+interleaves the micro-batches' forwards and backwards: ``Strategy.fused_backward``)
+runs in their place; the step still owns the rest::
+
+    with autocast:
+        loss = pass(batch, 1 / window)         backward of loss / window; gradient sync
+                                               unless no_backward_sync (as above)
+    log train/loss; on_before_backward(loss); watch loss; on_after_backward
+    (then the optimizer step, as above)
+
 Manual optimization runs ``training_step`` under autocast and gives the user
 :meth:`Optimization.backward` (``manual_backward``) and optimizers whose
 ``step()`` is :meth:`Optimization.step_optimizer`: the same unscale, hooks,
@@ -104,6 +114,11 @@ class Optimization:
             ),
         )
         self._no_sync = run.strategy.no_backward_sync
+        # A strategy's pass that runs forward and backward together replaces both.
+        self._fused = run.strategy.fused_backward(slots)
+        self._forward_backward: Callable[[Any, int], tuple[Any, torch.Tensor | None]] = (
+            self._separate_forward_backward if self._fused is None else self._fused_forward_backward
+        )
         # The slots, read once.
         precision = slots.precision
         self._forward_context = precision.forward_context if precision is not None else None
@@ -133,6 +148,12 @@ class Optimization:
         # Lightning, every optimizer's, counted by call, whatever the torch
         # optimizer's step does); automatic optimization counts its own steps.
         manual = not module.automatic_optimization
+        if manual and self._fused is not None:
+            raise ValueError(
+                f"{type(run.strategy).__name__} computes each batch's loss together with its "
+                "gradients (training_step does not run), so manual optimization cannot work "
+                "with it: set automatic_optimization = True."
+            )
         step = self._manual_step if manual else self.step_optimizer
         #: What ``Module.optimizers()`` returns (and a Module's ``optimizer_step`` receives).
         self.managed_optimizers = [
@@ -214,7 +235,9 @@ class Optimization:
             return {}  # a skipped batch: on_train_batch_end gets no loss, as in Lightning
         return dict(output) if isinstance(output, dict) else {"loss": loss}
 
-    def _forward_backward(self, batch: Any, batch_idx: int) -> tuple[Any, torch.Tensor | None]:
+    def _separate_forward_backward(
+        self, batch: Any, batch_idx: int
+    ) -> tuple[Any, torch.Tensor | None]:
         # training_step under the forward context (autocast), then backward.
         context = self._forward_context() if self._forward_context is not None else None
         if context is None:
@@ -238,6 +261,28 @@ class Optimization:
         self.run.results.last_loss = loss
         self.backward(loss)
         return output, loss
+
+    def _fused_forward_backward(self, batch: Any, batch_idx: int) -> tuple[Any, torch.Tensor]:
+        # The strategy's pass computes the loss with its gradients (see the module
+        # docstring): the hooks around backward see the loss after the pass.
+        assert self._fused is not None
+        run, loss_scale = self.run, 1.0 / self._divisor
+        context = self._forward_context() if self._forward_context is not None else None
+        if context is None:
+            loss = self._fused(batch, loss_scale)
+        else:
+            with context:
+                loss = self._fused(batch, loss_scale)
+        # The user's training_step, which would log its loss, did not run.
+        run.module.log("train/loss", loss, prog_bar=True, sync_dist=True)
+        run.results.last_loss = loss
+        if self._on_before_backward is not None:
+            self._on_before_backward(loss)
+        if self._observe is not None:
+            self._observe(loss, run.state.global_step)
+        if self._on_after_backward is not None:
+            self._on_after_backward()
+        return loss, loss
 
     def _after_step(self, steps_done: int) -> None:
         # Step-interval LR schedulers, and step metrics to the loggers every n steps

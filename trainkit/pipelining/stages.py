@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
+import torch
 from torch import nn
 
 from trainkit.core.module import Module
+from trainkit.pipelining.balance import Partition, balance_layers
+
+if TYPE_CHECKING:
+    from trainkit.callbacks.slots import StepSlots
 
 
 def stages_of(module: Module) -> tuple[nn.Sequential, Callable[[nn.Module], Callable[[], None]]]:
@@ -66,17 +72,16 @@ def stages_of(module: Module) -> tuple[nn.Sequential, Callable[[nn.Module], Call
     return stages, replace
 
 
-def refuse_step_shaping(module: Module) -> None:
+def refuse_step_shaping(slots: StepSlots) -> None:
     """Refuse step options that act on the loss or the gradient norm around backward.
 
-    Across processes the pipeline runs backward itself, so a loss scale applied
-    by the step would never reach the gradients, and a norm would see one stage.
-    The step's slots say what the step does (``Trainer.step_slots``).
+    Across processes the pipeline computes the loss together with its gradients,
+    so a loss scale applied by the step would never reach the gradients, and a
+    norm would see one stage.
 
     Args:
-        module: the user's module (its Trainer holds the step's slots).
+        slots: what the step does (the step hands them to the strategy).
     """
-    slots = module.trainer.step_slots
     problem = None
     if slots.scales_loss:
         problem = "fp16 mixed precision scales the loss before backward"
@@ -90,3 +95,44 @@ def refuse_step_shaping(module: Module) -> None:
             f"{problem}. Use pipeline_size=1 (stages inside each process) for this, or "
             "drop the option (bf16-mixed precision and clipping by value work)."
         )
+
+
+def choose_partition(
+    module: Module,
+    layers: nn.Sequential,
+    stages: int,
+    balance: str | Sequence[int],
+    device: torch.device,
+    decides: bool,
+    share: Callable[[Partition | None], Partition | None],
+) -> Partition:
+    """Cut ``layers`` into ``stages`` as ``balance`` asks; every process gets the same cut.
+
+    Timings differ between processes, so one process decides and tells the others.
+
+    Args:
+        module: the user's module (``balance="time"`` times the layers on its
+            ``example_input_array``).
+        layers: the layers to cut (from :func:`stages_of`).
+        stages: how many stages.
+        balance: ``"time"``, ``"params"`` or the layer counts per stage.
+        device: where the layers are timed.
+        decides: whether this process decides (global rank 0).
+        share: sends the deciding process's partition to every process (a broadcast).
+    """
+    sample = module.example_input_array
+    if balance == "time" and sample is None:
+        raise ValueError(
+            "HybridStrategy(balance='time') times each layer on "
+            f"{type(module).__name__}.example_input_array, which is not set. Set it to "
+            "one input batch in __init__, or use balance='params' or a list of layer "
+            "counts per stage."
+        )
+    partition = None
+    if decides:
+        if sample is not None:
+            sample = sample.to(device)
+        partition = balance_layers(list(layers), stages, balance, sample)
+    chosen = share(partition)
+    assert chosen is not None
+    return chosen

@@ -1,11 +1,9 @@
 """The Strategy ABC: how the model and data are spread over devices and processes.
 
-A strategy answers a few questions for the loop: which device is mine, am I global
-rank 0, how is the module wrapped, how is a dataloader prepared, and how do values
-travel between processes. A single-device strategy answers them with identities (its
-collectives return their input), so the loop never asks "am I distributed?".
-Launching worker processes is not a strategy's business (see ``trainkit.launch``).
-"""
+It answers the loop: which device is mine, am I rank 0, how is the module wrapped, how is a
+dataloader prepared, how does backward run, how do values travel between processes. On one
+device the collectives return their input: the loop never asks "am I distributed?".
+Launching processes is not a strategy's business (``trainkit.launch``)."""
 
 from __future__ import annotations
 
@@ -13,18 +11,22 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import torch
 from torch import nn
+from torch.optim import Optimizer
 from torch.utils.data import DataLoader
 
 from trainkit.checkpoint.files import load, save_atomic
 from trainkit.core.batches import move_data_to_device
 from trainkit.distributed.sampling import advise_on_loading
-from trainkit.loops.results import Results
 from trainkit.strategies.registrable import Registrable
 from trainkit.utilities.compile import compile_forward
+
+if TYPE_CHECKING:
+    from trainkit.callbacks.slots import StepSlots
+    from trainkit.loops.results import Results
 
 ReduceOp = Literal["sum", "mean", "max", "min"]
 _NO_SYNC_CONTEXT = nullcontext()  # a null context carries no state: one serves every step
@@ -77,10 +79,7 @@ class Strategy(Registrable, ABC):
         """Prepare devices and process groups; called once before the module is set up."""
 
     def connect_results(self, results: Results) -> None:
-        """Take the run's results store; the Trainer hands it before :meth:`setup_module`.
-
-        Args:
-            results: where ``self.log`` records (DataParallel logs its copies' values there)."""
+        """Take the run's results store (``self.log``'s); handed before :meth:`setup_module`."""
 
     def describe_failure(self, exception: BaseException) -> str | None:
         """What to tell the user of ``exception``, which ended the run here (None: nothing)."""
@@ -97,9 +96,7 @@ class Strategy(Registrable, ABC):
         """
         return module.to(self.root_device)
 
-    def setup_optimizers(
-        self, optimizers: list[torch.optim.Optimizer]
-    ) -> list[torch.optim.Optimizer]:
+    def setup_optimizers(self, optimizers: list[Optimizer]) -> list[Optimizer]:
         """Adapt optimizers to the wrapped module (identity by default).
 
         Args:
@@ -140,18 +137,24 @@ class Strategy(Registrable, ABC):
     def no_backward_sync(self, module: nn.Module) -> AbstractContextManager[Any]:
         """Context that skips gradient synchronisation during ``backward``.
 
-        The loop enters it on micro-batches that do not step the optimizer
-        (gradient accumulation), so a data-parallel strategy does not all-reduce
-        gradients it will add to anyway. The default does nothing.
+        The loop enters it on micro-batches that do not step the optimizer (gradient
+        accumulation): a data-parallel strategy need not all-reduce gradients it adds to.
 
         Args:
             module: the module returned by :meth:`setup_module`.
         """
         return _NO_SYNC_CONTEXT
 
+    def fused_backward(self, slots: StepSlots) -> Callable[[Any, float], torch.Tensor] | None:
+        """A pass computing a batch's loss with its gradients, or None: see trainkit.loops.step.
+
+        Args:
+            slots: what the step does around backward; refuse what the pass cannot honour.
+        """
+        return None
+
     # ------------------------------------------------------------ collectives
-    # Every rank must call a collective at the same point, or the job hangs:
-    # nothing in trainkit calls one on a single rank.
+    # Every rank must call a collective at the same point, or the job hangs (trainkit does).
     @abstractmethod
     def all_reduce(self, tensor: torch.Tensor, op: ReduceOp = "mean") -> torch.Tensor:
         """Reduce ``tensor`` over all processes and return the result.
@@ -223,7 +226,7 @@ class Strategy(Registrable, ABC):
         *,
         always: bool = False,
     ) -> list[torch.Tensor]:
-        """Reduce values logged with ``sync_dist=True`` across processes.
+        """Reduce values logged with ``sync_dist=True`` across processes; the results in order.
 
         Multi-process strategies first check that every process reduces the same
         names at the same point, and fail naming them when not (a value logged
@@ -234,9 +237,6 @@ class Strategy(Registrable, ABC):
             point: where they are reduced, in words ("the end of a training epoch").
             always: check even when there is nothing to reduce (at points every
                 process reaches; a process with nothing logged must still come).
-
-        Returns:
-            The reduced values, in order.
         """
         return [self.all_reduce(value, op) for _, value, op in values]
 
@@ -245,7 +245,7 @@ class Strategy(Registrable, ABC):
 
         The agreement travels in the background; the returned function gives the
         result, waiting only if it is still under way. The loop's preemption vote
-        (``trainkit.loops.preemption.StopVote``) uses it so that a signal reaching only
+        (``trainkit.checkpoint.preemption.StopVote``) uses it so that a signal reaching only
         some processes stops all of them at the same point. Every process must
         call this at the same points, with as many values.
 

@@ -27,12 +27,12 @@ from torch import nn
 
 from trainkit.core.data import extract_batch_size
 from trainkit.distributed.wrapping import StepModule, unwrap
-from trainkit.loops.metric_store import Number
-from trainkit.loops.results import LogArguments, Results
 from trainkit.strategies.single import SingleDeviceStrategy
 
 if TYPE_CHECKING:
     from trainkit.launch.environment import ClusterEnvironment
+    from trainkit.loops.metric_store import Number
+    from trainkit.loops.results import LogArguments, Results
     from trainkit.strategies.registry import DevicePlan
 
 

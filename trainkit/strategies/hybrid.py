@@ -40,14 +40,15 @@ from trainkit.core.module import Module
 from trainkit.distributed.sampling import advise_on_loading, training_sampler
 from trainkit.distributed.wrapping import StepModule
 from trainkit.launch.environment import ClusterEnvironment
-from trainkit.pipelining.balance import Partition, balance_layers
+from trainkit.pipelining.balance import Partition
 from trainkit.pipelining.pipe import PipelinedSequential
 from trainkit.pipelining.pipeline import RankPipeline
-from trainkit.pipelining.stages import refuse_step_shaping, stages_of
+from trainkit.pipelining.stages import choose_partition, refuse_step_shaping, stages_of
 from trainkit.strategies.ddp import DDPStrategy
 from trainkit.utilities.rank_zero import rank_zero_print
 
 if TYPE_CHECKING:
+    from trainkit.callbacks.slots import StepSlots
     from trainkit.strategies.registry import DevicePlan
 
 Balance = str | Sequence[int]
@@ -126,6 +127,7 @@ class HybridStrategy(DDPStrategy):
         #: This rank's stage of the cross-process pipeline (``pipeline_size > 1``).
         self.pipeline: RankPipeline | None = None
         self._module: Module | None = None
+        self._optimizers: list[torch.optim.Optimizer] = []
         self._restore: Callable[[], None] | None = None
         self._sync_gradients = True
 
@@ -173,13 +175,20 @@ class HybridStrategy(DDPStrategy):
         self._module = module
         layers, install = stages_of(module)
         stages = len(self.stage_devices) if self.pipeline_size == 1 else self.pipeline_size
-        self.partition = self._choose_partition(module, layers, stages)
+        self.partition = choose_partition(
+            module,
+            layers,
+            stages,
+            self.balance,
+            self.root_device,
+            self.is_global_zero,
+            self.broadcast,
+        )
         if self.is_global_zero:
             rank_zero_print(f"trainkit: hybrid stages ({self.partition.unit or 'layers'}):")
             rank_zero_print(self.partition.describe())
         module.to(self.root_device)
         if self.pipeline_size > 1:
-            refuse_step_shaping(module)
             self.pipeline = RankPipeline(
                 layers,
                 self.partition.sizes,
@@ -197,47 +206,37 @@ class HybridStrategy(DDPStrategy):
         # A module spread over several devices: DDP takes no device_ids then.
         return DistributedDataParallel(StepModule(module), device_ids=None, **self.ddp_options)
 
-    def _choose_partition(self, module: Module, layers: nn.Sequential, stages: int) -> Partition:
-        sample = module.example_input_array
-        if self.balance == "time" and sample is None:
-            raise ValueError(
-                "HybridStrategy(balance='time') times each layer on "
-                f"{type(module).__name__}.example_input_array, which is not set. Set it to "
-                "one input batch in __init__, or use balance='params' or a list of layer "
-                "counts per stage."
-            )
-        partition = None
-        if self.is_global_zero:
-            # Rank 0 decides (timings differ between processes) and tells the others.
-            if sample is not None:
-                sample = sample.to(self.root_device)
-            partition = balance_layers(list(layers), stages, self.balance, sample)
-        chosen = self.broadcast(partition)
-        assert chosen is not None
-        return chosen
+    def setup_optimizers(
+        self, optimizers: list[torch.optim.Optimizer]
+    ) -> list[torch.optim.Optimizer]:
+        # Kept: a checkpoint merges their state over the pipeline's ranks.
+        self._optimizers = super().setup_optimizers(optimizers)
+        return self._optimizers
 
     # ------------------------------------------------------------------ steps
     def step_function(self, module: nn.Module, name: str) -> Callable[..., Any]:
-        pipeline = self.pipeline
-        if pipeline is None:
-            step: Callable[..., Any] = super().step_function(module, name)
-            return step
-        user_module = self.unwrap(module)
-        assert isinstance(user_module, Module)
-        if name != "training_step":
+        if self.pipeline is not None and name != "training_step":
             # Evaluation runs the user's step on the full model: bring every layer
             # up to date from the rank that trains it.
-            pipeline.sync_parameters()
-            return getattr(user_module, name)  # type: ignore[no-any-return]
+            self.pipeline.sync_parameters()
+        # Across processes, training runs the pipeline instead (fused_backward).
+        step: Callable[..., Any] = super().step_function(module, name)
+        return step
 
-        def training_step(batch: Any, batch_idx: int) -> torch.Tensor:
-            inputs, target = batch[0], batch[1]
-            loss = pipeline.train_step(inputs, target, sync_gradients=self._sync_gradients)
-            user_module.log("train/loss", loss, prog_bar=True, sync_dist=True)
-            # The stages ran backward already; the loop's backward of this leaf is a no-op.
-            return loss.requires_grad_()
+    def fused_backward(self, slots: StepSlots) -> Callable[[Any, float], torch.Tensor] | None:
+        pipeline = self.pipeline
+        if pipeline is None:
+            return None  # stages inside the process: DDP's backward through them
+        refuse_step_shaping(slots)
 
-        return training_step
+        def forward_backward(batch: Any, loss_scale: float) -> torch.Tensor:
+            # The batch (inputs, target) flows through the stages; the step logs the loss.
+            sync = self._sync_gradients
+            return pipeline.train_step(
+                batch[0], batch[1], sync_gradients=sync, loss_scale=loss_scale
+            )
+
+        return forward_backward
 
     def no_backward_sync(self, module: nn.Module) -> AbstractContextManager[Any]:
         if self.pipeline is None:
@@ -277,8 +276,7 @@ class HybridStrategy(DDPStrategy):
                 **checkpoint,
                 "state_dict": self._module.state_dict(),
                 "optimizer_states": [
-                    self.pipeline.merge_optimizer_state(optimizer)
-                    for optimizer in self._module.trainer.optimizers
+                    self.pipeline.merge_optimizer_state(optimizer) for optimizer in self._optimizers
                 ],
             }
         super().save_checkpoint(checkpoint, path)

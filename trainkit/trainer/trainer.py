@@ -32,16 +32,13 @@ from trainkit.callbacks.defaults import (
     step_slots,
 )
 from trainkit.checkpoint import weights as checkpoint_io
+from trainkit.checkpoint.preemption import Preemption, StopVote
 from trainkit.checkpoint.restore import collect_state, restore_state
 from trainkit.core.data import (
     DataModule,
     batch_totals,
     extract_batch_size,
-    find_dataloaders,
     one_or_list,
-    training_batches,
-    unshuffled,
-    with_worker_seeding,
 )
 from trainkit.core.module import Module
 from trainkit.core.optim import LRSchedulerConfig, configured_optimizers
@@ -49,10 +46,10 @@ from trainkit.distributed.wrapping import convert_sync_batchnorm
 from trainkit.launch import Launcher, launcher_for, select_launcher
 from trainkit.launch.environment import resume_on_restart
 from trainkit.loggers import Logger, build_loggers, run_hyperparameters
+from trainkit.loops.dataloaders import fit_loaders, stage_loaders
 from trainkit.loops.evaluate import format_results, run_evaluation, run_predict
 from trainkit.loops.fit import Fit, run_fit
 from trainkit.loops.hooks import Hooks, batch_transfer, overrides
-from trainkit.loops.preemption import Preemption, StopVote
 from trainkit.loops.results import Results
 from trainkit.loops.run import Run
 from trainkit.loops.state import RunState
@@ -533,7 +530,7 @@ class Trainer(TrainerViews):
         state.start_fit(lineage=self.strategy.broadcast(uuid.uuid4().hex))  # one per job
 
         def load_dataloaders() -> tuple[Iterable[Any], list[Iterable[Any]]]:
-            loaders = self._fit_loaders(model, train_dataloaders, val_dataloaders, datamodule)
+            loaders = fit_loaders(run, train_dataloaders, val_dataloaders, datamodule)
             self.train_dataloader, self.val_dataloaders = loaders[0], one_or_list(loaders[1])
             size = getattr(loaders[0], "batch_size", None)
             state.samples_per_step = size * self.strategy.data_parallel_size if size else None
@@ -578,24 +575,6 @@ class Trainer(TrainerViews):
         self.strategy.on_fit_end()
         run.hooks.call("on_fit_end")
 
-    def _fit_loaders(
-        self,
-        model: Module,
-        train_dataloaders: Iterable[Any] | None,
-        val_dataloaders: Dataloaders | None,
-        datamodule: DataModule | None,
-    ) -> tuple[Iterable[Any], list[Iterable[Any]]]:
-        # The training and validation loaders, and how many batches of each run.
-        options, state = self.options, self.state
-        # Validation's first (the sanity check uses it first), as Lightning loads them.
-        val = self._loaders("val", model, val_dataloaders, datamodule, False)
-        (train,) = self._loaders("train", model, train_dataloaders, datamodule, True)
-        if options.overfit_batches:
-            train = unshuffled(train, self.warn)
-        state.num_training_batches = training_batches(train, options.limit_train_batches)
-        state.num_val_batches = batch_totals(val, options.limit_val_batches, "limit_val_batches")
-        return train, val
-
     def _evaluate(
         self,
         model: Module | None,
@@ -627,7 +606,7 @@ class Trainer(TrainerViews):
             self._load_weights(trained, ckpt_path)
             if fn != "predict" and getattr(self.options, f"limit_{kind}_batches") == 0:
                 return []  # no loader, no hook: nothing to evaluate (as Lightning)
-            loaders = self._loaders(kind, trained, dataloaders, datamodule, True)
+            loaders = stage_loaders(run, kind, trained, dataloaders, datamodule, True)
             if fn == "validate" and not overrides(trained, "validation_step"):
                 raise NotImplementedError(
                     f"{type(trained).__name__} has no validation_step(); define it to validate."
@@ -662,22 +641,6 @@ class Trainer(TrainerViews):
                 "dataloaders), or call it after trainer.fit(model, ...) on this Trainer."
             )
         return self._module
-
-    def _loaders(
-        self,
-        kind: str,
-        model: Module,
-        given: Any,
-        datamodule: DataModule | None,
-        required: bool,
-    ) -> list[Iterable[Any]]:
-        found = find_dataloaders(kind, given, model, datamodule, required=required)
-        if not self.hardware.use_distributed_sampler:
-            return [with_worker_seeding(dl) for dl in found]  # the loaders split the data
-        return [
-            with_worker_seeding(self.strategy.prepare_dataloader(dl, training=kind == "train"))
-            for dl in found
-        ]
 
 
 def _nothing() -> None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainkit.core.module import overrides
+from trainkit.loops.dataloaders import fit_loaders
 from trainkit.tuner.trial import Snapshot, free_memory, should_skip, train_trial
 from trainkit.tuner.values import find_attribute, get_attribute, set_attribute
 
@@ -132,7 +133,9 @@ def scale_batch_size(
         set_attribute(trainer, module, batch_arg_name, original)
         snapshot.restore(trainer)
     set_attribute(trainer, module, batch_arg_name, found)
-    trainer.state.reload_dataloaders = True  # the fit that follows uses the new size
+    # The fit that follows uses the new size: a request to the run (whose state the loops own).
+    run = trainer.optimization.run
+    run.state.reload_dataloaders = True
     return found
 
 
@@ -184,7 +187,7 @@ def _trial(
     # memory, and how many samples the training set has (None: unknown).
     set_attribute(trainer, module, name, size)
     # The loaders again from their hooks, as fit builds them (limits, sampler, seeding).
-    train, val = trainer._fit_loaders(module, None, None, trainer.datamodule)
+    train, val = fit_loaders(trainer.optimization.run, None, None, trainer.datamodule)
     validates = any(total > 0 for total in trainer.state.num_val_batches)
     val_loaders = val if validates and overrides(module, "validation_step") else None
     try:

@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainkit.callbacks.base import Callback
+from trainkit.checkpoint.preemption import Preemption
 from trainkit.loops.evaluate import run_evaluation
 from trainkit.loops.fit import Fit, run_fit
 from trainkit.loops.hooks import Hooks
-from trainkit.loops.preemption import Preemption
 from trainkit.loops.state import RunState
 from trainkit.loops.step import Optimization
 from trainkit.utilities.seed import capture_rng_states, isolated_rng, restore_rng_states

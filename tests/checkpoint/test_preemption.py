@@ -16,7 +16,7 @@ import tests.checkpoint.test_resume as resume_runs
 import trainkit
 from tests.helpers import QUIET, Classifier, blobs, loader
 from tests.launch.running import Job
-from trainkit.loops.preemption import (
+from trainkit.checkpoint.preemption import (
     MAX_VOTE_INTERVAL,
     SAME_INTERRUPT_S,
     VOTE_PERIOD_S,

@@ -1,0 +1,75 @@
+"""The dataloaders a run uses: found through the hooks, prepared by the strategy, counted.
+
+:func:`stage_loaders` finds a stage's loaders (given ones, the DataModule's or the
+Module's ``*_dataloader`` hooks) and has the strategy prepare them (its sampler),
+each seeding its workers; :func:`fit_loaders` does it for fit's training and
+validation loaders and records how many batches of each the run takes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from trainkit.core.data import (
+    batch_totals,
+    find_dataloaders,
+    training_batches,
+    unshuffled,
+    with_worker_seeding,
+)
+
+if TYPE_CHECKING:
+    from trainkit.core.data import DataModule
+    from trainkit.core.module import Module
+    from trainkit.loops.run import Run
+
+__all__ = ["fit_loaders", "stage_loaders"]
+
+
+def stage_loaders(
+    run: Run,
+    kind: str,
+    model: Module,
+    given: Any,
+    datamodule: DataModule | None,
+    required: bool,
+) -> list[Iterable[Any]]:
+    """The loaders of stage ``kind`` ("train", "val", "test" or "predict"), prepared.
+
+    Args:
+        run: the run (its strategy prepares the loaders unless the user splits the data).
+        kind: the stage.
+        model: the Module (its ``*_dataloader`` hooks, when nothing is given).
+        given: the loaders the user passed (None: from the DataModule or the Module).
+        datamodule: the run's DataModule, if any.
+        required: whether no loader at all is an error.
+    """
+    found = find_dataloaders(kind, given, model, datamodule, required=required)
+    if not run.hardware.use_distributed_sampler:
+        return [with_worker_seeding(dl) for dl in found]  # the loaders split the data
+    training = kind == "train"
+    prepare = run.strategy.prepare_dataloader
+    return [with_worker_seeding(prepare(dl, training=training)) for dl in found]
+
+
+def fit_loaders(
+    run: Run, train_given: Any, val_given: Any, datamodule: DataModule | None
+) -> tuple[Iterable[Any], list[Iterable[Any]]]:
+    """Fit's training and validation loaders; the run's state records their batch counts.
+
+    Args:
+        run: the run being fitted.
+        train_given: the training loader the user passed (None: from the hooks).
+        val_given: the validation loader(s) the user passed (None: from the hooks).
+        datamodule: the run's DataModule, if any.
+    """
+    options, state, model = run.options, run.state, run.module
+    # Validation's first (the sanity check uses it first), as Lightning loads them.
+    val = stage_loaders(run, "val", model, val_given, datamodule, False)
+    (train,) = stage_loaders(run, "train", model, train_given, datamodule, True)
+    if options.overfit_batches:
+        train = unshuffled(train, run.warn)
+    state.num_training_batches = training_batches(train, options.limit_train_batches)
+    state.num_val_batches = batch_totals(val, options.limit_val_batches, "limit_val_batches")
+    return train, val
