@@ -15,8 +15,8 @@ if TYPE_CHECKING:
 
 
 # ------------------------------------------------------- Lightning's layout
-#: The key of the float16 loss scaler's state: trainkit's MixedPrecision callback's
-#: ``state_key``, and where Lightning's precision plugin keeps it.
+#: Where Lightning's precision plugin keeps the float16 loss scaler's state (the
+#: plugin's class name; trainkit's precision callback keeps it under its own key).
 PRECISION_KEY = "MixedPrecision"
 #: Where Lightning 1.x kept the loss scaler's state.
 _LEGACY_SCALER_KEY = "native_amp_scaling_state"
@@ -26,8 +26,8 @@ def restore_lightning_state(run: Run, checkpoint: dict[str, Any], source: str) -
     """The part of :func:`restore_state` that reads what only Lightning's files hold."""
     callback_states = dict(checkpoint.get("callbacks") or {})
     scaler = checkpoint.get(PRECISION_KEY, checkpoint.get(_LEGACY_SCALER_KEY))
-    if scaler:
-        callback_states.setdefault(PRECISION_KEY, {"scaler": scaler})
+    if scaler and (precision := run.step_slots.precision) is not None:
+        callback_states.setdefault(callback_state_key(precision), {"scaler": scaler})
     restored: set[str] = set()
     for callback in run.callbacks:
         key = callback_state_key(callback)

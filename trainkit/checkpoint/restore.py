@@ -95,7 +95,10 @@ def collect_state(run: Run, weights_only: bool = False) -> dict[str, Any]:
         "config": None,  # the trainkit command's run config (its callback fills it in)
         OPTIONS_KEY: trainer_options(run),
     }
-    scaler = callback_states.get(PRECISION_KEY, {}).get("scaler")
+    # The precision slot's callback holds the float16 scaler, under its own state key.
+    precision = run.step_slots.precision
+    own = callback_states.get(callback_state_key(precision), {}) if precision is not None else {}
+    scaler = own.get("scaler")
     if scaler and not weights_only:
         # Where Lightning keeps the float16 loss scaler's state (its precision plugin's name).
         checkpoint[PRECISION_KEY] = scaler
