@@ -2,18 +2,25 @@
 
 The calling process starts two gloo ranks from inside ``fit`` (see
 ``trainkit.launch.spawn``); a rank raises at step 5 while the other waits for
-it in the step's gradient all-reduce.
+it in the step's gradient all-reduce. When the ranks are done, the caller's
+Trainer adopts the end of rank 0's run, which the launcher hands back.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from torch.utils.data import DataLoader
 
+import trainkit
+from tests.helpers import Classifier, blobs, loader
 from tests.launch.running import Job, alive, rank_pids
+from trainkit.callbacks import ModelCheckpoint
 from trainkit.checkpoint.preemption import SAME_INTERRUPT_S
 
 ENDS_WITHIN_S = 10.0
@@ -65,3 +72,65 @@ def test_ctrl_c_twice_ends_the_spawned_ranks_at_once(tmp_path: Path) -> None:
     assert "trainkit: interrupted again: stopping the ranks now without saving" in job.output
     assert "Traceback" not in job.output
     assert not any(alive(pid) for pid in rank_pids(tmp_path))
+
+
+class PreemptRankZero(trainkit.Callback):
+    """Sends SIGTERM (a preemption notice) to rank 0's own process after step 3."""
+
+    def on_train_batch_end(self, trainer: Any, module: Any, *args: Any) -> None:
+        if trainer.global_rank == 0 and trainer.global_step == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _spawn_trainer(
+    root: Path, *callbacks: trainkit.Callback, max_epochs: int = 2
+) -> trainkit.Trainer:
+    return trainkit.Trainer(
+        strategy="ddp_spawn",
+        accelerator="cpu",
+        devices=2,
+        seed=0,
+        max_epochs=max_epochs,
+        default_root_dir=root,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=list(callbacks),
+    )
+
+
+def _data() -> tuple[DataLoader[Any], DataLoader[Any]]:
+    return loader(blobs(128), 16), loader(blobs(64, seed=1), 16)
+
+
+def test_the_caller_adopts_rank_zeros_counters_metrics_and_callback_states(
+    tmp_path: Path,
+) -> None:
+    # The caller's Trainer ran nothing itself: all of this is rank 0's, adopted.
+    best = ModelCheckpoint(dirpath=tmp_path / "best", monitor="val/loss")
+    trainer = _spawn_trainer(tmp_path, best)
+    trainer.fit(Classifier(), *_data())
+    assert trainer.global_step == 2 * 4  # 2 epochs of 128 / (16 x 2 ranks) batches
+    assert trainer.current_epoch == 2
+    assert trainer.state.status == "finished"
+    assert not trainer.preempted and trainer.preemption.stopped_by is None
+    assert {"train/loss", "val/loss", "val/acc"} <= set(trainer.callback_metrics)
+    assert Path(best.best_model_path).parent == tmp_path / "best"
+    assert Path(best.best_model_path).is_file()
+
+
+def test_the_caller_adopts_the_signal_rank_zero_stopped_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Long enough to end by the ranks' stop vote (a few resume points after the signal).
+    epochs = 1000
+    trainer = _spawn_trainer(tmp_path, PreemptRankZero(), max_epochs=epochs)
+    with pytest.raises(SystemExit) as stop:
+        trainer.fit(Classifier(), *_data())
+    # The caller ends as rank 0 did: for SIGTERM (status 0), after the ranks saved.
+    assert stop.value.code == 0
+    assert trainer.preempted and trainer.state.status == "finished"
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    assert f"trainkit: stopped by signal SIGTERM after saving {last};" in capsys.readouterr().out
+    assert last.is_file()
+    assert 3 < trainer.global_step < epochs * 4

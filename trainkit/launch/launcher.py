@@ -38,13 +38,11 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from trainkit.checkpoint.preemption import INTERRUPTED_EXIT_CODE, on_abort, signal_name
 from trainkit.launch.environment import ClusterEnvironment
-
-if TYPE_CHECKING:
-    from trainkit.trainer.trainer import Trainer
+from trainkit.launch.outcome import LaunchOutcome, RankZeroReport
 
 T = TypeVar("T")
 
@@ -87,16 +85,20 @@ class Launcher(ABC):
     environment: ClusterEnvironment | None = None
 
     @abstractmethod
-    def launch(self, function: Callable[..., T], *args: Any, trainer: Trainer) -> T:
-        """Run ``function(*args)`` (a bound entry point of ``trainer``) as the job's ranks.
+    def launch(
+        self, function: Callable[..., T], *args: Any, report: Callable[[], RankZeroReport]
+    ) -> LaunchOutcome[T]:
+        """Run ``function(*args)`` (a bound entry point of a Trainer) as the job's ranks.
 
         Args:
             function: the entry point's implementation.
             *args: its arguments.
-            trainer: the Trainer it belongs to.
+            report: how the entry point's run ended, read from the Trainer of the
+                process that ran it as rank 0, there, after it returned. Called only
+                when that process is not this one (the caller's Trainer adopts it).
 
         Returns:
-            What the function returned (on rank 0).
+            What the function returned on rank 0, with rank 0's report if rank 0 ran elsewhere.
         """
 
 
@@ -133,11 +135,14 @@ class ScriptLauncher(Launcher):
         self._workers: list[subprocess.Popen[bytes]] = []
         self._watch: WorkerWatch | None = None
 
-    def launch(self, function: Callable[..., T], *args: Any, trainer: Trainer) -> T:
+    def launch(
+        self, function: Callable[..., T], *args: Any, report: Callable[[], RankZeroReport]
+    ) -> LaunchOutcome[T]:
         if self._watch is None:  # once: later entry points run in the same job
             self._start_workers()
         assert self._watch is not None
-        return self._watch.run(function, *args)
+        # This process is rank 0: its Trainer ran the entry point and has nothing to adopt.
+        return LaunchOutcome(self._watch.run(function, *args))
 
     def _start_workers(self) -> None:
         assert self.environment is not None

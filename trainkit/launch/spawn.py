@@ -5,8 +5,9 @@ session), ``Trainer.fit`` itself starts the ranks with
 ``torch.multiprocessing``: the Trainer, the module and the data are sent to each
 new process, which sets torchrun's variables (``RANK``, ``WORLD_SIZE``, ...) and
 runs the same entry point as one rank of a DDP job. The calling process takes
-no part in training; when the ranks are done, rank 0's results come back to it:
-the trained weights are loaded into the caller's module, and the counters,
+no part in training; when the ranks are done, rank 0's report comes back to it
+(a :class:`~trainkit.launch.outcome.LaunchOutcome`), and the caller's Trainer
+adopts it: the trained weights go into the caller's module, and the counters,
 metrics and callback states (``best_model_path``) into the caller's Trainer.
 
 The new processes are fresh interpreters ("spawn"), so the module's class and
@@ -35,16 +36,14 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import torch
 import torch.multiprocessing as mp
 from torch.multiprocessing.spawn import ProcessExitedException, ProcessRaisedException
 
-from trainkit.checkpoint.callback_state import callback_state, load_callback_state
 from trainkit.checkpoint.preemption import INTERRUPTED_EXIT_CODE, SIGNALS
 from trainkit.launch.environment import ClusterEnvironment
 from trainkit.launch.launcher import (
@@ -56,27 +55,10 @@ from trainkit.launch.launcher import (
     parent_death_hook,
     report,
 )
+from trainkit.launch.outcome import LaunchOutcome, RankZeroReport
 from trainkit.utilities.seed import capture_rng_states, restore_rng_states
 
-if TYPE_CHECKING:
-    from trainkit.trainer.trainer import Trainer
-
 T = TypeVar("T")
-
-
-@dataclass
-class SpawnResult:
-    """What rank 0 sends back to the calling process when its entry point returns."""
-
-    value: Any = None
-    module_state: dict[str, torch.Tensor] = field(default_factory=dict)
-    trainer_state: dict[str, Any] = field(default_factory=dict)
-    callback_metrics: dict[str, Any] = field(default_factory=dict)
-    logged_metrics: dict[str, Any] = field(default_factory=dict)
-    callback_states: list[dict[str, Any]] = field(default_factory=list)
-    preempted: bool = False
-    status: str = "finished"
-    stop_signal: int | None = None
 
 
 class SpawnLauncher(Launcher):
@@ -89,22 +71,24 @@ class SpawnLauncher(Launcher):
     def __init__(self, num_processes: int) -> None:
         self.num_processes = num_processes
 
-    def launch(self, function: Callable[..., T], *args: Any, trainer: Trainer) -> T:
-        """Run ``function(*args)`` as each rank; return rank 0's return value.
+    def launch(
+        self, function: Callable[..., T], *args: Any, report: Callable[[], RankZeroReport]
+    ) -> LaunchOutcome[T]:
+        """Run ``function(*args)`` as each rank; return rank 0's return value and report.
 
         Args:
-            function: a bound entry point of ``trainer`` (its copies run in the new processes).
+            function: a bound entry point of a Trainer (its copies run in the new processes).
             *args: the entry point's arguments (the module first).
-            trainer: the calling process's Trainer; rank 0's results are loaded into it.
+            report: how rank 0's run ended, read from rank 0's copy of the Trainer
+                (a bound method of it, so that it travels with the Trainer).
         """
-        module = args[0]
         outbox = Path(tempfile.mkdtemp(prefix="trainkit-spawn-"))
         try:
             # Plain pickle bytes, not objects: torch.multiprocessing would move the
             # module's tensors into memory shared by every rank, and each rank's
             # optimizer would then update the same weights. The ranks also start
             # from this process's random state, as code after Trainer(seed=...) would.
-            payload = pickle.dumps((trainer, function, args, capture_rng_states()))
+            payload = pickle.dumps((function, report, args, capture_rng_states()))
             with _ForwardedSignals() as signals:
                 context = mp.start_processes(  # type: ignore[attr-defined,no-untyped-call]
                     _run_rank,
@@ -115,11 +99,10 @@ class SpawnLauncher(Launcher):
                 )
                 signals.ranks = context.processes
                 _wait_for_ranks(context, signals)
-            result: SpawnResult = torch.load(outbox / "result.pt", weights_only=False)
+            outcome: LaunchOutcome[T] = torch.load(outbox / "result.pt", weights_only=False)
         finally:
             shutil.rmtree(outbox, ignore_errors=True)
-        _adopt(trainer, module, result)
-        return result.value  # type: ignore[no-any-return]
+        return outcome
 
 
 class _ForwardedSignals:
@@ -223,7 +206,7 @@ def _run_rank(
     # The strategy reads who this process is from these variables when it sets up.
     ClusterEnvironment.local(rank, world_size, port).export()
     try:
-        trainer, function, args, rng = pickle.loads(payload)
+        function, report, args, rng = pickle.loads(payload)
     except AttributeError as error:
         raise RuntimeError(
             f"strategy='ddp_spawn' could not rebuild the Trainer's arguments in a new "
@@ -235,20 +218,8 @@ def _run_rank(
     # The entry point's implementation: this process is a rank, it launches nothing.
     value = function(*args)
     if rank == 0:
-        module = args[0]
-        result = SpawnResult(
-            value=value,
-            module_state={k: v.detach().cpu() for k, v in module.state_dict().items()},
-            trainer_state=trainer.state.state_dict(),
-            callback_metrics={k: v.detach().cpu() for k, v in trainer.callback_metrics.items()},
-            logged_metrics=dict(trainer.logged_metrics),
-            callback_states=[callback_state(callback) for callback in trainer.callbacks],
-            preempted=trainer.state.preempted,
-            status=trainer.state.status,
-            stop_signal=trainer.preemption.stopped_by,
-        )
         # A file, not a pipe: the caller reads it only after every rank has exited.
-        torch.save(result, Path(outbox, "result.pt"))
+        torch.save(LaunchOutcome(value, report()), Path(outbox, "result.pt"))
     _exit_now()
 
 
@@ -264,16 +235,3 @@ def _exit_now() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
-
-
-def _adopt(trainer: Trainer, module: Any, result: SpawnResult) -> None:
-    """Make the caller's module and Trainer look as if the run had happened here."""
-    module.load_state_dict(result.module_state)
-    trainer.state.load_state_dict(result.trainer_state)
-    trainer.state.preempted = result.preempted
-    trainer.state.status = result.status
-    trainer.preemption.stopped_by = result.stop_signal
-    trainer.results.adopt(result.callback_metrics, result.logged_metrics)
-    for callback, state in zip(trainer.callbacks, result.callback_states, strict=True):
-        if state:
-            load_callback_state(callback, state)

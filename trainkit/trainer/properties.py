@@ -4,33 +4,43 @@ Ported code reads ``trainer.max_epochs``, ``trainer.training``,
 ``trainer.checkpoint_callback`` or ``trainer.world_size`` as Lightning names
 them. Each such name is a property here that reads the object owning the
 value (the option groups, the run state, the strategy, the callback list);
-nothing here stores anything. The Trainer (``trainkit/trainer.py``) inherits
-these views and keeps the entry points and the set-up.
+nothing here stores anything, but for one thing: running an entry point
+through the launcher, where rank 0's run may end in another process
+(``ddp_spawn``) and the Trainer adopts its report (the launcher writes nothing
+to the Trainer). The Trainer (``trainkit/trainer/trainer.py``) inherits these
+views and keeps the entry points and the set-up.
 """
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
 from trainkit import loggers
 from trainkit.callbacks import defaults
 from trainkit.callbacks.slots import clip_settings
+from trainkit.checkpoint.callback_state import callback_state, load_callback_state
+from trainkit.launch.outcome import RankZeroReport
 from trainkit.loops.schedule import sanity_batches
 from trainkit.trainer.options import DEFAULT_MAX_EPOCHS
 
 if TYPE_CHECKING:
     from trainkit.callbacks.base import Callback
     from trainkit.callbacks.slots import StepSlots
+    from trainkit.checkpoint.preemption import Preemption
     from trainkit.core.module import Module
+    from trainkit.launch import Launcher
     from trainkit.loggers import Logger
     from trainkit.loops.results import Results
     from trainkit.loops.state import RunState
     from trainkit.loops.step import Optimization
     from trainkit.strategies import Strategy
     from trainkit.trainer.options import HardwareOptions, LoopOptions, OutputOptions, StepOptions
+
+T = TypeVar("T")
 
 
 class TrainerViews:
@@ -46,10 +56,48 @@ class TrainerViews:
     strategy: Strategy
     callbacks: list[Callback]
     loggers: list[Logger]
+    launcher: Launcher | None
+    preemption: Preemption
     step_slots: StepSlots
     default_root_dir: str
     _module: Module | None
     _optimization: Optimization | None
+
+    # ------------------------------------------------------------ launching
+    def _launch(self, function: Callable[..., T], *args: Any) -> T:
+        # Through the launcher when this process must start the job's ranks first.
+        if self.launcher is None:
+            return function(*args)
+        outcome = self.launcher.launch(function, *args, report=self._rank_zero_report)
+        if outcome.report is not None:  # rank 0 ran in a process this one started
+            self._adopt(outcome.report, args[0])
+        return outcome.value
+
+    def _rank_zero_report(self) -> RankZeroReport:
+        # Read on rank 0, in a process the launcher started, for the caller's Trainer.
+        module = self._module
+        weights = module.state_dict() if module is not None else {}
+        return RankZeroReport(
+            module_state={name: value.detach().cpu() for name, value in weights.items()},
+            run_state=self.state.state_dict(),
+            callback_metrics={k: v.detach().cpu() for k, v in self.callback_metrics.items()},
+            logged_metrics=dict(self.logged_metrics),
+            callback_states=[callback_state(callback) for callback in self.callbacks],
+            preempted=self.state.preempted,
+            status=self.state.status,
+            stop_signal=self.preemption.stopped_by,
+        )
+
+    def _adopt(self, report: RankZeroReport, module: Module) -> None:
+        # Make the caller's module and Trainer look as if the run had happened here.
+        module.load_state_dict(report.module_state)
+        self.state.load_state_dict(report.run_state)
+        self.state.preempted, self.state.status = report.preempted, report.status
+        self.preemption.stopped_by = report.stop_signal
+        self.results.adopt(report.callback_metrics, report.logged_metrics)
+        for callback, state in zip(self.callbacks, report.callback_states, strict=True):
+            if state:
+                load_callback_state(callback, state)
 
     # ------------------------------------------------------------ the run
     @property

@@ -6,8 +6,8 @@ processes), the callbacks and the step's slots, the loggers, the run's state
 and its results store. Each entry point sets up a run (hooks, the model as the
 strategy wraps it, the dataloaders) and hands it to a loop: the fit loop in
 ``trainkit/loops/fit.py``, evaluation and prediction in ``trainkit/loops/evaluate.py``.
-Nothing outside this file assigns the Trainer's attributes; the loops write to
-the state and results objects they receive.
+Nothing outside this package assigns the Trainer's attributes (a launcher's
+report is adopted in properties.py); the loops write to the state and results they receive.
 """
 
 from __future__ import annotations
@@ -382,12 +382,6 @@ class Trainer(TrainerViews):
         )
 
     # ------------------------------------------------------------------ runs
-    def _launch(self, function: Callable[..., T], *args: Any) -> T:
-        # Through the launcher when this process must start the job's ranks first.
-        if self.launcher is None:
-            return function(*args)
-        return self.launcher.launch(function, *args, trainer=self)
-
     def _run(
         self,
         fn: str,
