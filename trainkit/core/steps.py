@@ -32,7 +32,7 @@ def fit_step_arguments(step: Callable[..., Any], method: Callable[..., Any]) -> 
         'b'
     """
     try:
-        parameters = inspect.signature(method).parameters.values()
+        parameters = _parameters(method)
     except (TypeError, ValueError):  # no signature: pass everything
         return step
     kinds = [p.kind for p in parameters]
@@ -49,6 +49,18 @@ def fit_step_arguments(step: Callable[..., Any], method: Callable[..., Any]) -> 
         return step(*args[:taken])
 
     return called
+
+
+def _parameters(method: Callable[..., Any]) -> list[inspect.Parameter]:
+    # A bound method's parameters as its class defines them: a strategy may replace the
+    # instance's method with a wrapper (FSDP gathers parameters around each step), whose
+    # copied signature would otherwise lose one more parameter when bound.
+    owner, name = getattr(method, "__self__", None), getattr(method, "__name__", None)
+    if owner is not None and isinstance(name, str):
+        defined = inspect.getattr_static(type(owner), name, None)
+        if inspect.isfunction(defined):
+            return list(inspect.signature(defined).parameters.values())[1:]  # without self
+    return list(inspect.signature(method).parameters.values())
 
 
 def loss_from_output(output: Any, step_index: int) -> torch.Tensor:

@@ -21,7 +21,6 @@ shards).
 
 from __future__ import annotations
 
-import inspect
 import os
 from collections.abc import Collection, Iterator
 from concurrent.futures import Future
@@ -215,11 +214,6 @@ class FSDPStrategy(DDPStrategy):
             # The step methods call forward (or submodules) themselves: gather the
             # root unit's parameters around each, as around forward.
             register_fsdp_forward_method(module, name)
-            # torch's wrapper copies the bound method's signature, which binding
-            # then shortens by one; trainkit reads it (``training_step(batch)``
-            # without batch_idx is allowed), so give it the unbound one.
-            patched = getattr(module, name).__func__
-            patched.__signature__ = inspect.signature(getattr(type(module), name))
         if meta:
             sharding.materialize(meta, self.root_device)
         module.register_load_state_dict_pre_hook(sharding.load_full_model_state)  # type: ignore[no-untyped-call]

@@ -1,0 +1,46 @@
+"""How the loops call the user's steps (trainkit/core/steps.py)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+import trainkit
+from trainkit.core.steps import fit_step_arguments
+
+
+class BatchOnly(trainkit.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[Any] = []
+
+    def training_step(self, batch: Any) -> torch.Tensor:  # no batch_idx: allowed
+        self.seen.append(batch)
+        return torch.zeros(())
+
+
+def _wrap_as_fsdp_does(module: torch.nn.Module, name: str) -> None:
+    # What torch's register_fsdp_forward_method does: the instance's method becomes a
+    # wrapper of the bound method (functools.wraps copies its signature), bound again.
+    original = getattr(module, name)
+
+    @functools.wraps(original)
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return original(*args, **kwargs)
+
+    setattr(module, name, wrapped.__get__(module, type(module)))
+
+
+def test_a_step_without_batch_idx_gets_the_batch_alone() -> None:
+    module = BatchOnly()
+    fit_step_arguments(module.training_step, module.training_step)("batch", 3, 0)
+    assert module.seen == ["batch"]
+
+
+def test_a_strategy_wrapping_the_instances_method_does_not_change_the_arguments() -> None:
+    module = BatchOnly()
+    _wrap_as_fsdp_does(module, "training_step")
+    fit_step_arguments(module.training_step, module.training_step)("batch", 3, 0)
+    assert module.seen == ["batch"]
