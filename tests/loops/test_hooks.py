@@ -174,3 +174,33 @@ def test_on_exception_and_teardown_run_when_a_step_raises() -> None:
     else:
         raise AssertionError("the step's exception must propagate")
     assert calls == ["exception:boom", "teardown:fit"]
+
+
+class _EpochEndOrder(Classifier):
+    def __init__(self, calls: list[str]) -> None:
+        super().__init__()
+        self.calls = calls
+
+    def on_train_epoch_end(self) -> None:
+        self.calls.append("module")
+
+
+class _EpochEndCallback(trainkit.Callback):
+    def __init__(self, calls: list[str], name: str) -> None:
+        self.calls, self.name = calls, name
+
+    def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+        self.calls.append(self.name)
+
+
+class _Monitoring(_EpochEndCallback):
+    monitors_epoch_end = True
+
+
+def test_a_callback_declaring_monitors_epoch_end_runs_after_the_modules_epoch_end() -> None:
+    calls: list[str] = []
+    callbacks = [_Monitoring(calls, "monitoring"), _EpochEndCallback(calls, "plain")]
+    trainer = trainkit.Trainer(max_epochs=1, callbacks=callbacks, limit_train_batches=2, **QUIET)
+    trainer.fit(_EpochEndOrder(calls), loader(blobs(16), batch_size=8))
+    # As ModelCheckpoint and EarlyStopping: after the Module, whatever the list's order.
+    assert calls == ["plain", "module", "monitoring"]

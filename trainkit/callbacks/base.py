@@ -16,7 +16,7 @@ first batch, so an unused hook costs nothing per step.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
@@ -36,6 +36,11 @@ class Callback:
         ...         print("finished epoch", trainer.current_epoch)
         >>> callback = PrintEpochs()
     """
+
+    #: True for a callback that acts on what the Module logs at an epoch's end
+    #: (checkpointing, early stopping): its ``on_*_epoch_end`` hooks then run after
+    #: the Module's, as Lightning runs ModelCheckpoint's and EarlyStopping's.
+    monitors_epoch_end: ClassVar[bool] = False
 
     @property
     def state_key(self) -> str:

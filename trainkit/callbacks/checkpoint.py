@@ -135,6 +135,8 @@ class ModelCheckpoint(Callback):
         'epoch=1-step=20.ckpt'
     """
 
+    monitors_epoch_end = True  # its epoch-end hooks run after the Module's
+
     #: Joins the parts of a file name (prefix, fields, version).
     CHECKPOINT_JOIN_CHAR = "-"
     #: Between a field's name and its value.

@@ -78,6 +78,8 @@ class EarlyStopping(Callback):
         "EarlyStopping{'monitor': 'val/loss', 'mode': 'min'}"
     """
 
+    monitors_epoch_end = True  # its epoch-end hooks run after the Module's
+
     def __init__(
         self,
         monitor: str,
