@@ -3,9 +3,10 @@
 ``data/release-0.ckpt`` was written by trainkit 0.1.0 before the package layout
 moved its modules (commit 424f1db): ``Trainer(max_epochs=1, seed=7)`` fitting
 ``tests.helpers.Classifier(lr=0.05)`` on ``blobs(64)`` in shuffled batches of 16,
-then ``trainer.save_checkpoint`` (at the epoch's end: a resume point). The file is loaded with ``weights_only=True``,
-so it can name no trainkit class; these tests prove it still loads, and that the
-run continues exactly as one that was never interrupted.
+then ``trainer.save_checkpoint`` (at the epoch's end: a resume point). The file
+is loaded with ``weights_only=True``, so it can name no trainkit class; these
+tests prove it still loads, and that the run continues exactly as one that was
+never interrupted.
 """
 
 from __future__ import annotations
