@@ -207,7 +207,7 @@ def test_without_a_profiler_nothing_is_wrapped(tmp_path: Path) -> None:
     # The hook caller is the user's bound method itself: no timing frame in between.
     from trainkit.loops.hooks import Hooks
 
-    hooks = Hooks(trainer, Net(), [])
+    hooks = Hooks(trainer, Net(), [], trainer.profiler)
     assert hooks.caller("on_train_epoch_start").__func__ is Net.on_train_epoch_start  # type: ignore[attr-defined]
 
 
