@@ -739,9 +739,7 @@ LAYER_EXCEPTIONS = {
 TRAINER_TYPE_IMPORTS = {
     "callbacks/": "Lightning's hook signatures take (trainer, pl_module)",
     "core/module.py": "Module.trainer, Lightning's public property",
-    "loops/hooks.py": "hands the Trainer to the callbacks' hooks",
     "tuner/": "Lightning's Tuner(trainer) and its searches take the Trainer",
-    "launch/": "a launcher runs a Trainer entry point (Lightning's launch(function, trainer=))",
 }
 
 
