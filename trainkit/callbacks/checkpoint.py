@@ -47,7 +47,12 @@ import torch
 from trainkit.callbacks.base import Callback
 from trainkit.checkpoint import sharded
 from trainkit.checkpoint.files import link_atomic
-from trainkit.checkpoint.weights import peek
+from trainkit.checkpoint.run_files import (
+    experiment_runs,
+    folders_to_clean,
+    free_path,
+    remove_future_files,
+)
 from trainkit.distributed.control import rank_zero_floats
 from trainkit.loggers import run_folder
 from trainkit.utilities.io import fsync_folder, remove_stale_temporaries, temporary_prefix
@@ -303,22 +308,11 @@ class ModelCheckpoint(Callback):
             pending, self._pending_state = self._pending_state, None
             self.load_state_dict(pending)
         if trainer.is_global_zero:
-            for folder in self._folders_to_clean():
+            for folder in folders_to_clean(self.dirpath, self._runs_root, self._root_dir):
                 remove_stale_temporaries(folder)
         if trainer.global_step > 0 or trainer.current_epoch > 0:
             self._remove_future_files(trainer)
         self._fit_start_step = trainer.global_step
-
-    def _folders_to_clean(self) -> list[str]:
-        # This run's folder, the other runs' of the same experiment, and the
-        # folder of the link to the newest last.ckpt.
-        folders = [self.dirpath] if self.dirpath else []
-        if self._runs_root is not None and os.path.isdir(self._runs_root):
-            for entry in os.scandir(self._runs_root):
-                folders.append(os.path.join(entry.path, "checkpoints"))
-        if self._root_dir is not None:
-            folders.append(os.path.join(self._root_dir, "checkpoints"))
-        return sorted(set(folders))
 
     def on_train_batch_end(
         self, trainer: Trainer, module: Module, outputs: Any, batch: Any, batch_idx: int
@@ -475,7 +469,8 @@ class ModelCheckpoint(Callback):
         candidates = [
             path
             for path in [
-                os.path.join(run.path, "checkpoints", name) for run in _runs(self._runs_root)
+                os.path.join(run.path, "checkpoints", name)
+                for run in experiment_runs(self._runs_root)
             ]
             + [legacy]
             if sharded.exists(path) and not os.path.islink(path)
@@ -731,33 +726,23 @@ class ModelCheckpoint(Callback):
 
     def _free_path(self, trainer: Trainer, path: str) -> str:
         """``path``, unless another run's file is there: then ``path-v1``, ``-v2``..."""
-        ours = set(self.best_k_models) | set(self._newest)
-        candidate, version = path, self.STARTING_VERSION - 1
-        while os.path.exists(candidate) and candidate not in ours:
-            info = peek(candidate)
-            if info is not None and info["lineage"] == trainer.state.lineage:
-                break  # our own (a stale file from before a resume): replace it
-            version += 1
-            stem = path[: -len(self.FILE_EXTENSION)]
-            candidate = f"{stem}{self.CHECKPOINT_JOIN_CHAR}v{version}{self.FILE_EXTENSION}"
-        return candidate
+        stem = path[: -len(self.FILE_EXTENSION)]
+
+        def versioned(version: int) -> str:
+            return f"{stem}{self.CHECKPOINT_JOIN_CHAR}v{version}{self.FILE_EXTENSION}"
+
+        ours = [*self.best_k_models, *self._newest]
+        return free_path(path, ours, trainer.state.lineage, versioned, self.STARTING_VERSION)
 
     def _remove_future_files(self, trainer: Trainer) -> None:
-        if not trainer.is_global_zero or self.dirpath is None or not os.path.isdir(self.dirpath):
+        if not trainer.is_global_zero or self.dirpath is None:
             return
-        last = os.path.abspath(self.last_checkpoint_path(trainer.default_root_dir))
-        kept = {os.path.abspath(p) for p in [*self.best_k_models, *self._newest]}
-        for entry in os.scandir(self.dirpath):
-            path = os.path.abspath(entry.path)
-            if not entry.name.endswith(self.FILE_EXTENSION) or path == last or path in kept:
-                continue
-            info = peek(path)
-            if (
-                info is not None
-                and info["lineage"] == trainer.state.lineage
-                and info["global_step"] > trainer.global_step
-            ):
-                sharded.remove(path)
+        last = self.last_checkpoint_path(trainer.default_root_dir)
+        keep = [last, *self.best_k_models, *self._newest]
+        state = trainer.state
+        remove_future_files(
+            self.dirpath, keep, state.lineage, state.global_step, self.FILE_EXTENSION
+        )
 
     # ----------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
@@ -815,11 +800,3 @@ class ModelCheckpoint(Callback):
         self.last_model_path = state_dict.get("last_model_path", "")
         self._newest = dict(state_dict.get("newest_models", {}))
         self._last_saved_step = state_dict.get("last_saved_step", -1)
-
-
-def _runs(root: str) -> list[os.DirEntry[str]]:
-    # The run folders (version_N, or a named version) of an experiment folder.
-    try:
-        return [entry for entry in os.scandir(root) if entry.is_dir()]
-    except OSError:
-        return []
