@@ -1,0 +1,10 @@
+"""Lightning's ``lightning.pytorch.cli``: ``from trainkit.lightning.cli import LightningCLI``.
+
+Needs the extra ``trainkit[cli]`` (jsonargparse); importing works without it, and
+constructing a LightningCLI then says what to install.
+"""
+
+from trainkit.cli.lightning_cli import LightningCLI, SaveConfigCallback
+from trainkit.cli.lightning_parser import LightningArgumentParser, ReduceLROnPlateau
+
+__all__ = ["LightningArgumentParser", "LightningCLI", "ReduceLROnPlateau", "SaveConfigCallback"]
