@@ -66,9 +66,20 @@ class LRRecorder(Callback):
 def test_optimizer_and_scheduler_shorthands_build_the_documented_optimizer() -> None:
     recorder = LRRecorder()
     cli = project.cli_main(
-        ["fit", *QUIET, "--trainer.max_epochs=3", "--trainer.logger=false"]
-        + ["--optimizer", "AdamW", "--optimizer.lr", "1e-3"]
-        + ["--lr_scheduler", "CosineAnnealingLR", "--lr_scheduler.T_max", "3"],
+        [
+            "fit",
+            *QUIET,
+            "--trainer.max_epochs=3",
+            "--trainer.logger=false",
+            "--optimizer",
+            "AdamW",
+            "--optimizer.lr",
+            "1e-3",
+            "--lr_scheduler",
+            "CosineAnnealingLR",
+            "--lr_scheduler.T_max",
+            "3",
+        ],
         trainer_defaults={"callbacks": [recorder]},
         save_config_callback=None,
     )
@@ -97,8 +108,13 @@ def test_own_configure_optimizers_is_kept_without_optimizer_and_replaced_with_on
     plateau = LightningCLI(
         TinyModel,
         TinyData,
-        args=[*args, "--optimizer=SGD", "--optimizer.lr=0.1"]
-        + ["--lr_scheduler=ReduceLROnPlateau", "--lr_scheduler.monitor=val_loss"],
+        args=[
+            *args,
+            "--optimizer=SGD",
+            "--optimizer.lr=0.1",
+            "--lr_scheduler=ReduceLROnPlateau",
+            "--lr_scheduler.monitor=val_loss",
+        ],
         run=False,
     )
     configured = plateau.model.configure_optimizers()
@@ -190,8 +206,13 @@ def test_callbacks_and_loggers_from_yaml_and_appended_on_the_command_line(tmp_pa
         TinyModel,
         TinyData,
         run=False,
-        args=["--config", config, "--trainer.callbacks+=EarlyStopping"]
-        + ["--trainer.callbacks.monitor=val_loss", "--trainer.callbacks.patience=3"],
+        args=[
+            "--config",
+            config,
+            "--trainer.callbacks+=EarlyStopping",
+            "--trainer.callbacks.monitor=val_loss",
+            "--trainer.callbacks.patience=3",
+        ],
     )
     checkpoints = [c for c in cli.trainer.callbacks if type(c) is ModelCheckpoint]
     stoppers = [c for c in cli.trainer.callbacks if type(c) is EarlyStopping]
@@ -217,12 +238,22 @@ def test_saved_config_reruns_the_same_training(tmp_path: Path) -> None:
     # A third run into the same log folder would overwrite the config: refused.
     with pytest.raises(RuntimeError, match="overwrite"):
         project.cli_main(
-            ["fit", "--config", str(saved[0]), "--trainer.logger=false"]
-            + [f"--trainer.default_root_dir={saved[0].parent}"]
+            [
+                "fit",
+                "--config",
+                str(saved[0]),
+                "--trainer.logger=false",
+                f"--trainer.default_root_dir={saved[0].parent}",
+            ]
         )
     project.cli_main(
-        ["fit", "--config", str(saved[0]), "--trainer.logger=false"]
-        + [f"--trainer.default_root_dir={saved[0].parent}"],
+        [
+            "fit",
+            "--config",
+            str(saved[0]),
+            "--trainer.logger=false",
+            f"--trainer.default_root_dir={saved[0].parent}",
+        ],
         save_config_kwargs={"overwrite": True},
     )
 
@@ -280,8 +311,16 @@ def test_add_arguments_links_lightning_class_args_and_hooks() -> None:
         TinyModel,
         TinyData,
         save_config_callback=None,
-        args=["fit", *QUIET, "--trainer.max_steps=2", "--trainer.logger=false", "--optimizer=SGD"]
-        + ["--data.features=3", "--data.batch_size=4", "--notes=hello"],
+        args=[
+            "fit",
+            *QUIET,
+            "--trainer.max_steps=2",
+            "--trainer.logger=false",
+            "--optimizer=SGD",
+            "--data.features=3",
+            "--data.batch_size=4",
+            "--notes=hello",
+        ],
     )
     assert cli.config.fit.notes == "hello"
     assert cli.model.hparams.features == 3 and cli.model.layer.in_features == 3
