@@ -103,9 +103,14 @@ class SaveConfigCallback(Callback):
                 )
             if trainer.is_global_zero:
                 os.makedirs(log_dir, exist_ok=True)
-                text = self.parser.dump(self.config, skip_none=False)
-                with atomic_write(path) as file:
-                    file.write(text)
+                if self.multifile:  # jsonargparse writes the separate files itself
+                    self.parser.save(
+                        self.config, path, skip_none=False, overwrite=True, multifile=True
+                    )
+                else:
+                    text = self.parser.dump(self.config, skip_none=False)
+                    with atomic_write(path) as file:
+                        file.write(text)
         if trainer.is_global_zero:
             self.save_config(trainer, module, stage)
             self.already_saved = True
@@ -145,6 +150,10 @@ class LightningCLI:
             objects (``cli.model``, ``cli.datamodule``, ``cli.trainer``) and return.
         auto_configure_optimizers: add ``--optimizer``/``--lr_scheduler`` and, when one
             is given, make the model's ``configure_optimizers`` return it.
+        load_from_checkpoint_support: accepted for Lightning's signature; trainkit does not
+            store the CLI's ``class_path`` in the checkpoint's hyperparameters (they are the
+            model's own ``save_hyperparameters()``), so ``True`` does what ``False`` does
+            (docs/porting.md says so).
     """
 
     def __init__(
@@ -163,6 +172,7 @@ class LightningCLI:
         args: list[str] | dict[str, Any] | Namespace | None = None,
         run: bool = True,
         auto_configure_optimizers: bool = True,
+        load_from_checkpoint_support: bool = True,
     ) -> None:
         from trainkit.cli.lightning_parser import LightningArgumentParser, require_jsonargparse
 
@@ -174,6 +184,7 @@ class LightningCLI:
         self.seed_everything_default = seed_everything_default
         self.parser_class = parser_class or LightningArgumentParser
         self.auto_configure_optimizers = auto_configure_optimizers
+        self.load_from_checkpoint_support = load_from_checkpoint_support
         self.model_class = model_class
         # None means any Module, chosen by class_path (Lightning's behaviour).
         self._model_class: Any = model_class or Module
