@@ -22,7 +22,12 @@ from tests.cli import lightning_main as project
 from tests.cli.lightning_main import NeedsWidthModel, OwnOptimizerModel, TinyData, TinyModel
 from trainkit.callbacks.base import Callback
 from trainkit.lightning.callbacks import EarlyStopping, ModelCheckpoint
-from trainkit.lightning.cli import LightningArgumentParser, LightningCLI
+from trainkit.lightning.cli import (
+    LightningArgumentParser,
+    LightningCLI,
+    LRSchedulerCallable,
+    OptimizerCallable,
+)
 from trainkit.lightning.loggers import CSVLogger
 from trainkit.trainer.trainer import Trainer
 
@@ -119,6 +124,44 @@ def test_own_configure_optimizers_is_kept_without_optimizer_and_replaced_with_on
     )
     configured = plateau.model.configure_optimizers()
     assert configured["lr_scheduler"]["monitor"] == "val_loss"
+
+
+class Injected(TinyModel):
+    """Lightning's dependency injection: the model builds what the config names."""
+
+    def __init__(
+        self,
+        optimizer: OptimizerCallable = torch.optim.SGD,
+        scheduler: LRSchedulerCallable | None = None,
+    ) -> None:
+        super().__init__()
+        self.optimizer, self.scheduler = optimizer, scheduler
+
+    def configure_optimizers(self) -> Any:
+        optimizer = self.optimizer(self.parameters())
+        return ([optimizer], [self.scheduler(optimizer)]) if self.scheduler else optimizer
+
+
+class LinkedOptimizer(TinyModel):
+    def __init__(self, optimizer_init: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self.optimizer_init = optimizer_init
+
+
+class LinkToCLI(LightningCLI):
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.add_optimizer_args(torch.optim.Adam, link_to="model.optimizer_init")
+
+
+def test_optimizer_callables_and_optimizer_args_linked_to_the_model() -> None:
+    args = ["--model.optimizer=Adam", "--model.optimizer.lr=0.01", "--model.scheduler=StepLR"]
+    cli = LightningCLI(Injected, TinyData, run=False, args=[*args, "--model.scheduler.step_size=2"])
+    [optimizer], [scheduler] = cli.model.configure_optimizers()
+    assert type(optimizer) is torch.optim.Adam and optimizer.defaults["lr"] == 0.01
+    assert type(scheduler) is torch.optim.lr_scheduler.StepLR and scheduler.step_size == 2
+    linked = LinkToCLI(LinkedOptimizer, TinyData, run=False, args=["--optimizer.lr=0.02"])
+    assert linked.model.optimizer_init["class_path"].endswith(".Adam")
+    assert linked.model.optimizer_init["init_args"]["lr"] == 0.02
 
 
 # ------------------------------------------------------------- run=False, args

@@ -65,6 +65,14 @@ class ReduceLROnPlateau(torch.optim.lr_scheduler.ReduceLROnPlateau):
 #: The scheduler classes ``--lr_scheduler`` accepts by default (and their subclasses).
 LR_SCHEDULER_TYPES: tuple[type, ...] = (LRScheduler, ReduceLROnPlateau)
 
+#: A model argument that builds its optimizer from parameters (Lightning's dependency
+#: injection: ``def __init__(self, optimizer: OptimizerCallable = torch.optim.Adam)``).
+OptimizerCallable = Callable[[Iterable[Any]], Optimizer]
+#: A model argument that builds its LR scheduler from the optimizer.
+LRSchedulerCallable = Callable[
+    [Optimizer], LRScheduler | torch.optim.lr_scheduler.ReduceLROnPlateau
+]
+
 # What the parser keeps per optimizer/scheduler group: (accepted classes, link target).
 Registered = dict[str, tuple[type | tuple[type, ...], str]]
 

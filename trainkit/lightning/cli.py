@@ -5,6 +5,18 @@ constructing a LightningCLI then says what to install.
 """
 
 from trainkit.cli.lightning_cli import LightningCLI, SaveConfigCallback
-from trainkit.cli.lightning_parser import LightningArgumentParser, ReduceLROnPlateau
+from trainkit.cli.lightning_parser import (
+    LightningArgumentParser,
+    LRSchedulerCallable,
+    OptimizerCallable,
+    ReduceLROnPlateau,
+)
 
-__all__ = ["LightningArgumentParser", "LightningCLI", "ReduceLROnPlateau", "SaveConfigCallback"]
+__all__ = [
+    "LRSchedulerCallable",
+    "LightningArgumentParser",
+    "LightningCLI",
+    "OptimizerCallable",
+    "ReduceLROnPlateau",
+    "SaveConfigCallback",
+]
