@@ -1,0 +1,473 @@
+"""LightningCLI: a Lightning project's main.py and its YAML configs run as they are.
+
+The project is ``tests/cli/lightning_main.py``, run in-process with ``args=[...]`` and,
+for the command-line forms, as ``python tests/cli/lightning_main.py fit ...``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import yaml
+
+pytest.importorskip("jsonargparse", reason="LightningCLI needs the extra trainkit[cli]")
+
+from tests.cli import lightning_main as project
+from tests.cli.lightning_main import NeedsWidthModel, OwnOptimizerModel, TinyData, TinyModel
+from trainkit.callbacks.base import Callback
+from trainkit.lightning.callbacks import EarlyStopping, ModelCheckpoint
+from trainkit.lightning.cli import (
+    LightningArgumentParser,
+    LightningCLI,
+    LRSchedulerCallable,
+    OptimizerCallable,
+)
+from trainkit.lightning.loggers import CSVLogger
+from trainkit.trainer.trainer import Trainer
+
+ROOT = Path(__file__).resolve().parents[2]
+MAIN = str(ROOT / "tests" / "cli" / "lightning_main.py")
+QUIET = [
+    "--trainer.enable_progress_bar=false",
+    "--trainer.enable_model_summary=false",
+    "--trainer.log_every_n_steps=1",
+]
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, MAIN, *args], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+def _yaml(path: Path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
+
+
+class LRRecorder(Callback):
+    """The first optimizer's learning rate at each training batch."""
+
+    def __init__(self) -> None:
+        self.lrs: list[float] = []
+
+    def on_train_batch_start(self, trainer: Trainer, module: Any, batch: Any, idx: int) -> None:
+        self.lrs.append(trainer.optimizers[0].param_groups[0]["lr"])
+
+
+# ------------------------------------------------------------------ optimizers
+def test_optimizer_and_scheduler_shorthands_build_the_documented_optimizer() -> None:
+    recorder = LRRecorder()
+    cli = project.cli_main(
+        [
+            "fit",
+            *QUIET,
+            "--trainer.max_epochs=3",
+            "--trainer.logger=false",
+            "--optimizer",
+            "AdamW",
+            "--optimizer.lr",
+            "1e-3",
+            "--lr_scheduler",
+            "CosineAnnealingLR",
+            "--lr_scheduler.T_max",
+            "3",
+        ],
+        trainer_defaults={"callbacks": [recorder]},
+        save_config_callback=None,
+    )
+    optimizer = cli.trainer.optimizers[0]
+    assert type(optimizer) is torch.optim.AdamW
+    assert optimizer.defaults["lr"] == 1e-3
+    # The scheduler steps once an epoch (Lightning's default interval): 4 batches each.
+    reference = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1e-3)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(reference, T_max=3)
+    expected = []
+    for _ in range(3):
+        expected += [reference.param_groups[0]["lr"]] * 4
+        reference.step()
+        schedule.step()
+    assert recorder.lrs == pytest.approx(expected)
+
+
+def test_own_configure_optimizers_is_kept_without_optimizer_and_replaced_with_one() -> None:
+    args = ["--trainer.logger=false", "--model.lr=0.05"]
+    own = LightningCLI(OwnOptimizerModel, TinyData, args=args, run=False)
+    optimizer = own.model.configure_optimizers()
+    assert type(optimizer) is torch.optim.SGD and optimizer.defaults["lr"] == 0.05
+    with pytest.warns(UserWarning, match="configure_optimizers` will be overridden"):
+        cli = LightningCLI(OwnOptimizerModel, TinyData, args=[*args, "--optimizer=Adam"], run=False)
+    assert type(cli.model.configure_optimizers()) is torch.optim.Adam
+    plateau = LightningCLI(
+        TinyModel,
+        TinyData,
+        args=[
+            *args,
+            "--optimizer=SGD",
+            "--optimizer.lr=0.1",
+            "--lr_scheduler=ReduceLROnPlateau",
+            "--lr_scheduler.monitor=val_loss",
+        ],
+        run=False,
+    )
+    configured = plateau.model.configure_optimizers()
+    assert configured["lr_scheduler"]["monitor"] == "val_loss"
+
+
+class Injected(TinyModel):
+    """Lightning's dependency injection: the model builds what the config names."""
+
+    def __init__(
+        self,
+        optimizer: OptimizerCallable = torch.optim.SGD,
+        scheduler: LRSchedulerCallable | None = None,
+    ) -> None:
+        super().__init__()
+        self.optimizer, self.scheduler = optimizer, scheduler
+
+    def configure_optimizers(self) -> Any:
+        optimizer = self.optimizer(self.parameters())
+        return ([optimizer], [self.scheduler(optimizer)]) if self.scheduler else optimizer
+
+
+class LinkedOptimizer(TinyModel):
+    def __init__(self, optimizer_init: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self.optimizer_init = optimizer_init
+
+
+class LinkToCLI(LightningCLI):
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.add_optimizer_args(torch.optim.Adam, link_to="model.optimizer_init")
+
+
+def test_optimizer_callables_and_optimizer_args_linked_to_the_model() -> None:
+    args = ["--model.optimizer=Adam", "--model.optimizer.lr=0.01", "--model.scheduler=StepLR"]
+    cli = LightningCLI(Injected, TinyData, run=False, args=[*args, "--model.scheduler.step_size=2"])
+    [optimizer], [scheduler] = cli.model.configure_optimizers()
+    assert type(optimizer) is torch.optim.Adam and optimizer.defaults["lr"] == 0.01
+    assert type(scheduler) is torch.optim.lr_scheduler.StepLR and scheduler.step_size == 2
+    linked = LinkToCLI(LinkedOptimizer, TinyData, run=False, args=["--optimizer.lr=0.02"])
+    assert linked.model.optimizer_init["class_path"].endswith(".Adam")
+    assert linked.model.optimizer_init["init_args"]["lr"] == 0.02
+
+
+# ------------------------------------------------------------- run=False, args
+def test_run_false_builds_the_objects_and_returns() -> None:
+    cli = LightningCLI(
+        TinyModel, TinyData, run=False, args=["--model.lr", "0.2", "--data.batch_size=4"]
+    )
+    assert isinstance(cli.model, TinyModel) and cli.model.hparams.lr == 0.2
+    assert isinstance(cli.datamodule, TinyData) and cli.datamodule.batch_size == 4
+    assert isinstance(cli.trainer, Trainer)
+    assert cli.config.model.lr == 0.2
+    assert cli.trainer.state.global_step == 0  # nothing ran
+    from_dict = LightningCLI(TinyModel, TinyData, run=False, args={"model": {"lr": 0.3}})
+    assert from_dict.model.hparams.lr == 0.3
+
+
+def test_class_path_short_name_subclass_mode_and_any_model() -> None:
+    cli = LightningCLI(
+        TinyModel,
+        TinyData,
+        subclass_mode_model=True,
+        run=False,
+        args=["--model", "OwnOptimizerModel", "--model.lr", "0.2"],
+    )
+    assert type(cli.model) is OwnOptimizerModel and cli.model.hparams.lr == 0.2
+    config = {"model": {"class_path": "tests.cli.lightning_main.TinyModel", "init_args": {}}}
+    anything = LightningCLI(None, TinyData, run=False, args=config)
+    assert type(anything.model) is TinyModel
+
+
+# ------------------------------------------------------- configs and printing
+def test_configs_merge_in_order_then_overrides_and_print_config(tmp_path: Path) -> None:
+    a = _yaml(tmp_path / "a.yaml", "trainer:\n  max_epochs: 5\nmodel:\n  lr: 0.5\n")
+    b = _yaml(tmp_path / "b.yaml", "model:\n  lr: 0.7\ndata:\n  batch_size: 2\n")
+    result = _run("fit", "--config", a, "--config", b, "--model.lr", "0.3", "--print_config")
+    assert result.returncode == 0, result.stderr
+    printed = yaml.safe_load(result.stdout)
+    assert printed["trainer"]["max_epochs"] == 5
+    assert printed["model"]["lr"] == 0.3
+    assert printed["data"]["batch_size"] == 2
+    assert "ckpt_path" in printed and printed["optimizer"] is None
+    skipped = _run("fit", "--config", a, "--print_config=skip_null")
+    assert "null" not in skipped.stdout and "max_epochs: 5" in skipped.stdout
+
+
+def test_help_per_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        project.cli_main(["fit", "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    for option in ("--model.lr", "--ckpt_path", "--optimizer", "--trainer.max_epochs"):
+        assert option in out
+    with pytest.raises(SystemExit):
+        project.cli_main(["predict", "--help"])
+    assert "--return_predictions" in capsys.readouterr().out
+
+
+def test_parser_kwargs_per_subcommand_and_default_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fit_yaml = _yaml(tmp_path / "fit.yaml", "model:\n  lr: 0.125\n")
+    cli = project.cli_main(
+        ["fit", *QUIET, "--trainer.max_steps=1", "--trainer.logger=false", "--optimizer=SGD"],
+        parser_kwargs={"fit": {"default_config_files": [fit_yaml]}},
+        save_config_callback=None,
+    )
+    assert cli.model.hparams.lr == 0.125
+    monkeypatch.setenv("PL_MODEL__LR", "0.25")
+    env = LightningCLI(TinyModel, TinyData, run=False, parser_kwargs={"default_env": True}, args=[])
+    assert env.model.hparams.lr == 0.25
+
+
+def test_callbacks_and_loggers_from_yaml_and_appended_on_the_command_line(tmp_path: Path) -> None:
+    config = _yaml(
+        tmp_path / "c.yaml",
+        "trainer:\n"
+        "  callbacks:\n"
+        "    - class_path: ModelCheckpoint\n"
+        "      init_args: {monitor: val_loss, save_top_k: 2}\n"
+        "  logger:\n"
+        "    - class_path: trainkit.lightning.loggers.CSVLogger\n"
+        f"      init_args: {{save_dir: {tmp_path}}}\n",
+    )
+    cli = LightningCLI(
+        TinyModel,
+        TinyData,
+        run=False,
+        args=[
+            "--config",
+            config,
+            "--trainer.callbacks+=EarlyStopping",
+            "--trainer.callbacks.monitor=val_loss",
+            "--trainer.callbacks.patience=3",
+        ],
+    )
+    checkpoints = [c for c in cli.trainer.callbacks if type(c) is ModelCheckpoint]
+    stoppers = [c for c in cli.trainer.callbacks if type(c) is EarlyStopping]
+    assert checkpoints[0].monitor == "val_loss" and checkpoints[0].save_top_k == 2
+    assert stoppers[0].monitor == "val_loss" and stoppers[0].patience == 3
+    assert type(cli.trainer.loggers[0]) is CSVLogger
+
+
+# ------------------------------------------------- saved config, seeding, ckpt
+def test_saved_config_reruns_the_same_training(tmp_path: Path) -> None:
+    common = [*QUIET, "--trainer.max_steps=6", "--optimizer=SGD", "--optimizer.lr=0.05"]
+    first = project.cli_main(
+        ["fit", *common, "--seed_everything=7", f"--trainer.default_root_dir={tmp_path / 'a'}"]
+    )
+    saved = sorted((tmp_path / "a").rglob("config.yaml"))
+    assert len(saved) == 1
+    assert yaml.safe_load(saved[0].read_text())["seed_everything"] == 7
+    again = project.cli_main(
+        ["fit", "--config", str(saved[0]), f"--trainer.default_root_dir={tmp_path / 'b'}"]
+    )
+    for mine, theirs in zip(first.model.parameters(), again.model.parameters(), strict=True):
+        assert torch.equal(mine, theirs)
+    # A third run into the same log folder would overwrite the config: refused.
+    with pytest.raises(RuntimeError, match="overwrite"):
+        project.cli_main(
+            [
+                "fit",
+                "--config",
+                str(saved[0]),
+                "--trainer.logger=false",
+                f"--trainer.default_root_dir={saved[0].parent}",
+            ]
+        )
+    project.cli_main(
+        [
+            "fit",
+            "--config",
+            str(saved[0]),
+            "--trainer.logger=false",
+            f"--trainer.default_root_dir={saved[0].parent}",
+        ],
+        save_config_kwargs={"overwrite": True},
+    )
+
+
+def test_command_line_fit_then_test_with_ckpt_path(tmp_path: Path) -> None:
+    fit = _run(
+        "fit",
+        *QUIET,
+        "--trainer.max_steps=2",
+        "--optimizer=SGD",
+        f"--trainer.default_root_dir={tmp_path}",
+    )
+    assert fit.returncode == 0, fit.stderr
+    last = sorted(tmp_path.rglob("last.ckpt"))
+    assert last, list(tmp_path.rglob("*"))
+    test = _run(
+        "test",
+        "--ckpt_path",
+        str(last[0]),
+        "--trainer.logger=false",
+        f"--trainer.default_root_dir={tmp_path / 't'}",
+    )
+    assert test.returncode == 0, test.stderr
+    assert "test_loss" in test.stdout
+
+
+# ------------------------------------------------------ parser customization
+class CustomCLI(LightningCLI):
+    """Lightning's documented customization points."""
+
+    calls: list[str] = []
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.add_argument("--notes", type=str, default="none")
+        parser.link_arguments("data.features", "model.features")
+        parser.link_arguments("data.batch_size", "model.lr", compute_fn=lambda b: b / 100)
+        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        parser.set_defaults({"checkpoint.monitor": "val_loss", "checkpoint.save_top_k": 1})
+
+    def before_fit(self) -> None:
+        self.calls.append(f"before_fit {self.trainer.state.global_step}")
+
+    def after_fit(self) -> None:
+        self.calls.append(f"after_fit {self.trainer.state.global_step}")
+
+
+class InstantiateLinkCLI(LightningCLI):
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.link_arguments("data.features", "model.features", apply_on="instantiate")
+
+
+def test_add_arguments_links_lightning_class_args_and_hooks() -> None:
+    CustomCLI.calls = []
+    cli = CustomCLI(
+        TinyModel,
+        TinyData,
+        save_config_callback=None,
+        args=[
+            "fit",
+            *QUIET,
+            "--trainer.max_steps=2",
+            "--trainer.logger=false",
+            "--optimizer=SGD",
+            "--data.features=3",
+            "--data.batch_size=4",
+            "--notes=hello",
+        ],
+    )
+    assert cli.config.fit.notes == "hello"
+    assert cli.model.hparams.features == 3 and cli.model.layer.in_features == 3
+    assert cli.model.hparams.lr == 0.04
+    checkpoints = [c for c in cli.trainer.callbacks if type(c) is ModelCheckpoint]
+    assert any(c.monitor == "val_loss" for c in checkpoints)
+    assert CustomCLI.calls == ["before_fit 0", "after_fit 2"]
+    linked = InstantiateLinkCLI(TinyModel, TinyData, run=False, args=["--data.features=5"])
+    assert linked.model.layer.in_features == 5
+
+
+def test_instantiate_classes_and_trainer_can_be_overridden() -> None:
+    class SlowTrainerCLI(LightningCLI):
+        def instantiate_trainer(self, **kwargs: Any) -> Trainer:
+            return super().instantiate_trainer(max_epochs=9, **kwargs)
+
+    cli = SlowTrainerCLI(TinyModel, TinyData, run=False, args=["--trainer.max_epochs=2"])
+    assert cli.trainer.options.max_epochs == 9
+
+
+# ------------------------------------------------------------------ bad input
+BAD_INPUT = [
+    (["fit", "--model.lrr", "3"], ["--model.lrr", "did you mean --model.lr"]),
+    (["fit", "--model.lr", "abc"], ["--model.lr", "expected float", "'abc'"]),
+    (["fit", "--trainer.max_epochs", "x"], ["--trainer.max_epochs", "expected int or None"]),
+    (["fit", "--optimizer", "AdamX"], ["--optimizer", "'AdamX'", "did you mean Adam"]),
+    (["fit", "--trainer.callbacks+=ModelCheckpont"], ["did you mean ModelCheckpoint"]),
+    (
+        ["fit", "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.monitr=x"],
+        ["--trainer.callbacks.monitr", "did you mean monitor"],
+    ),
+    (["fitt"], ["'fitt'", "did you mean fit"]),
+]
+
+
+@pytest.mark.parametrize(("args", "expected"), BAD_INPUT)
+def test_bad_input_is_one_line_and_exit_2(
+    args: list[str], expected: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        project.cli_main(args)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    for text in expected:
+        assert text in err
+
+
+def test_bad_config_files_and_missing_required(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cases = [
+        (["fit", "--config", _yaml(tmp_path / "bad.yaml", "trainer: [1\n")], "not valid YAML"),
+        (
+            ["fit", "--config", _yaml(tmp_path / "typo.yaml", "model:\n  lrr: 3\n")],
+            "did you mean --model.lr",
+        ),
+        (["fit", "--config", str(tmp_path / "none.yaml")], "does not exist"),
+    ]
+    for args, expected in cases:
+        with pytest.raises(SystemExit) as exit_:
+            project.cli_main(args)
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and expected in err, err
+    with pytest.raises(SystemExit) as exit_:
+        LightningCLI(NeedsWidthModel, TinyData, args=["fit"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "--model.width is required" in err and len(err.strip().splitlines()) == 1
+
+
+def test_bad_input_on_the_command_line_has_no_traceback() -> None:
+    result = _run("fit", "--model.lrr", "3")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+    assert "did you mean --model.lr" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_without_jsonargparse_import_works_and_construction_names_the_extra() -> None:
+    code = (
+        "import sys; sys.modules['jsonargparse'] = None\n"
+        "import trainkit, trainkit.cli\n"
+        "from trainkit.lightning.cli import LightningCLI\n"
+        "try:\n    LightningCLI()\nexcept ModuleNotFoundError as e:\n    print(e)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert 'pip install "trainkit[cli]"' in result.stdout
+
+
+def test_importing_trainkit_cli_does_not_import_jsonargparse() -> None:
+    code = "import sys, trainkit.cli; print(any(m.startswith('jsonargparse') for m in sys.modules))"
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+    assert result.stdout.strip() == "False", result.stderr

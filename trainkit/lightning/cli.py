@@ -1,0 +1,22 @@
+"""Lightning's ``lightning.pytorch.cli``: ``from trainkit.lightning.cli import LightningCLI``.
+
+Needs the extra ``trainkit[cli]`` (jsonargparse); importing works without it, and
+constructing a LightningCLI then says what to install.
+"""
+
+from trainkit.cli.lightning_cli import LightningCLI, SaveConfigCallback
+from trainkit.cli.lightning_parser import (
+    LightningArgumentParser,
+    LRSchedulerCallable,
+    OptimizerCallable,
+    ReduceLROnPlateau,
+)
+
+__all__ = [
+    "LRSchedulerCallable",
+    "LightningArgumentParser",
+    "LightningCLI",
+    "OptimizerCallable",
+    "ReduceLROnPlateau",
+    "SaveConfigCallback",
+]
