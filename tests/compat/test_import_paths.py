@@ -16,6 +16,12 @@ import pytest
 import trainkit
 from trainkit import callbacks, loggers, profilers
 from trainkit.cli.config import import_class
+from trainkit.cli.lightning_cli import LightningCLI, SaveConfigCallback
+from trainkit.cli.lightning_parser import (
+    LightningArgumentParser,
+    LRSchedulerCallable,
+    OptimizerCallable,
+)
 from trainkit.lightning.demos.boring_classes import (
     BoringDataModule,
     BoringModel,
@@ -59,6 +65,11 @@ PATHS = [
     ("callbacks.throughput_monitor", "ThroughputMonitor", callbacks.ThroughputMonitor),
     ("callbacks.timer", "Timer", callbacks.Timer),
     ("callbacks.weight_averaging", "WeightAveraging", callbacks.WeightAveraging),
+    ("cli", "LightningCLI", LightningCLI),
+    ("cli", "SaveConfigCallback", SaveConfigCallback),
+    ("cli", "LightningArgumentParser", LightningArgumentParser),
+    ("cli", "OptimizerCallable", OptimizerCallable),
+    ("cli", "LRSchedulerCallable", LRSchedulerCallable),
     ("core.datamodule", "LightningDataModule", trainkit.DataModule),
     ("core.module", "LightningModule", trainkit.Module),
     ("loggers.csv_logs", "CSVLogger", loggers.CSVLogger),
