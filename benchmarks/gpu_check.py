@@ -1,7 +1,7 @@
 """Everything a GPU session should prove, in one command, into one report.
 
 1. ``pytest -m gpu tests`` (every other GPU test of the suite), then
-   ``pytest tests/test_devices.py`` (the CPU and CUDA cases of the device tests,
+   ``pytest tests/trainer/test_devices.py`` (the CPU and CUDA cases of the device tests,
    the host-sync test included);
 2. ``benchmarks/gpu.py`` (ResNet-18 images/s: trainkit vs a hand-written loop vs
    Lightning, bf16/fp16, eager and compiled; the CIFAR-10 recipe's epoch).
@@ -141,8 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs"]
     # Every GPU test of the suite (in the dry run all of them skip or deselect), then
     # the device tests' CPU and CUDA cases together.
-    gpu_tests = [*pytest, "-m", "gpu", "tests", "--ignore=tests/test_devices.py"]
-    device_tests = [*pytest, "tests/test_devices.py"]
+    gpu_tests = [*pytest, "-m", "gpu", "tests", "--ignore=tests/trainer/test_devices.py"]
+    device_tests = [*pytest, "tests/trainer/test_devices.py"]
     figures_file = args.out / "benchmark.json"
     benchmark = [python, "benchmarks/gpu.py", "--json", str(figures_file)]
     if args.dry_run:
