@@ -20,32 +20,23 @@ from trainkit.core.data import (
 )
 
 if TYPE_CHECKING:
-    from trainkit.core.data import DataModule
-    from trainkit.core.module import Module
     from trainkit.loops.run import Run
 
 __all__ = ["fit_loaders", "stage_loaders"]
 
 
-def stage_loaders(
-    run: Run,
-    kind: str,
-    model: Module,
-    given: Any,
-    datamodule: DataModule | None,
-    required: bool,
-) -> list[Iterable[Any]]:
+def stage_loaders(run: Run, kind: str, given: Any, required: bool) -> list[Iterable[Any]]:
     """The loaders of stage ``kind`` ("train", "val", "test" or "predict"), prepared.
 
     Args:
-        run: the run (its strategy prepares the loaders unless the user splits the data).
+        run: the run: its strategy prepares the loaders (unless the user splits the
+            data), its DataModule's or Module's ``*_dataloader`` hooks give them when
+            none are passed.
         kind: the stage.
-        model: the Module (its ``*_dataloader`` hooks, when nothing is given).
         given: the loaders the user passed (None: from the DataModule or the Module).
-        datamodule: the run's DataModule, if any.
         required: whether no loader at all is an error.
     """
-    found = find_dataloaders(kind, given, model, datamodule, required=required)
+    found = find_dataloaders(kind, given, run.module, run.datamodule, required=required)
     if not run.hardware.use_distributed_sampler:
         return [with_worker_seeding(dl) for dl in found]  # the loaders split the data
     training = kind == "train"
@@ -54,7 +45,7 @@ def stage_loaders(
 
 
 def fit_loaders(
-    run: Run, train_given: Any, val_given: Any, datamodule: DataModule | None
+    run: Run, train_given: Any, val_given: Any
 ) -> tuple[Iterable[Any], list[Iterable[Any]]]:
     """Fit's training and validation loaders; the run's state records their batch counts.
 
@@ -62,12 +53,11 @@ def fit_loaders(
         run: the run being fitted.
         train_given: the training loader the user passed (None: from the hooks).
         val_given: the validation loader(s) the user passed (None: from the hooks).
-        datamodule: the run's DataModule, if any.
     """
-    options, state, model = run.options, run.state, run.module
+    options, state = run.options, run.state
     # Validation's first (the sanity check uses it first), as Lightning loads them.
-    val = stage_loaders(run, "val", model, val_given, datamodule, False)
-    (train,) = stage_loaders(run, "train", model, train_given, datamodule, True)
+    val = stage_loaders(run, "val", val_given, False)
+    (train,) = stage_loaders(run, "train", train_given, True)
     if options.overfit_batches:
         train = unshuffled(train, run.warn)
     state.num_training_batches = training_batches(train, options.limit_train_batches)

@@ -514,7 +514,7 @@ class Trainer(TrainerViews):
         val_dataloaders: Dataloaders | None,
         ckpt_path: str | os.PathLike[str] | None,
     ) -> None:
-        state, options, model, datamodule = self.state, self.options, run.module, self.datamodule
+        state, options, model = self.state, self.options, run.module
         # Read the checkpoint first: a damaged file should fail before any setup work.
         resume_from = checkpoint_io.resolve_path(
             resume_on_restart(ckpt_path), self._last_checkpoint_paths(), self.warn
@@ -524,7 +524,7 @@ class Trainer(TrainerViews):
         state.start_fit(lineage=self.strategy.broadcast(uuid.uuid4().hex))  # one per job
 
         def load_dataloaders() -> tuple[Iterable[Any], list[Iterable[Any]]]:
-            loaders = fit_loaders(run, train_dataloaders, val_dataloaders, datamodule)
+            loaders = fit_loaders(run, train_dataloaders, val_dataloaders)
             self.train_dataloader, self.val_dataloaders = loaders[0], one_or_list(loaders[1])
             size = getattr(loaders[0], "batch_size", None)
             state.samples_per_step = size * self.strategy.data_parallel_size if size else None
@@ -600,7 +600,7 @@ class Trainer(TrainerViews):
             self._load_weights(trained, ckpt_path)
             if fn != "predict" and getattr(self.options, f"limit_{kind}_batches") == 0:
                 return []  # no loader, no hook: nothing to evaluate (as Lightning)
-            loaders = stage_loaders(run, kind, trained, dataloaders, datamodule, True)
+            loaders = stage_loaders(run, kind, dataloaders, True)
             if fn == "validate" and not overrides(trained, "validation_step"):
                 raise NotImplementedError(
                     f"{type(trained).__name__} has no validation_step(); define it to validate."

@@ -187,7 +187,7 @@ def _trial(
     # memory, and how many samples the training set has (None: unknown).
     set_attribute(trainer, module, name, size)
     # The loaders again from their hooks, as fit builds them (limits, sampler, seeding).
-    train, val = fit_loaders(trainer.optimization.run, None, None, trainer.datamodule)
+    train, val = fit_loaders(trainer.optimization.run, None, None)
     validates = any(total > 0 for total in trainer.state.num_val_batches)
     val_loaders = val if validates and overrides(module, "validation_step") else None
     try:
