@@ -58,13 +58,34 @@ def check_run(run: cfg.RunConfig, command: str, files: bool = True) -> None:
         check_ckpt_path(run.ckpt_path)
 
 
+def check_parsed(run: dict[str, Any], command: str) -> None:
+    """Check what jsonargparse does not about a config it parsed (``trainkit.cli.engine``).
+
+    jsonargparse has checked every key, type, ``class_path`` and ``init_args``; what
+    is left is what the Trainer and the command would refuse: the trainer options'
+    ranges, the strategy's name and the devices, and where the dataloaders come from.
+
+    Args:
+        run: the parsed config as plain containers.
+        command: fit, validate, test or predict.
+    """
+    check_trainer_options(run["trainer"])
+    model = cfg.import_class(run["model"]["class_path"], "model")
+    data = run.get("data")
+    data_class = cfg.import_class(data["class_path"], "data") if data else None
+    test_after_fit = bool(run.get("test_after_fit")) and command == "fit"
+    check_data_source(command, model, data_class, test_after_fit)
+
+
 def check_trainer_options(trainer: Any) -> None:
     """Check the trainer section's values as the Trainer will (ranges, strategy, devices).
 
     Args:
-        trainer: the ``trainer`` section (a TrainerConfig).
+        trainer: the ``trainer`` section (a TrainerConfig, or the mapping
+            jsonargparse parsed, whose strategy entry it has checked).
     """
-    values = cfg.to_dict(trainer)
+    parsed = isinstance(trainer, dict)
+    values = trainer if parsed else cfg.to_dict(trainer)
     for options in cfg.OPTION_GROUPS.values():
         names = [f.name for f in dataclasses.fields(options)]
         try:
@@ -75,7 +96,8 @@ def check_trainer_options(trainer: Any) -> None:
 
     strategy = values["strategy"]
     if isinstance(strategy, dict):  # a class_path entry: its class and arguments
-        cfg.check_init_args(cfg.ClassSpec(**strategy), "trainer.strategy")
+        if not parsed:
+            cfg.check_init_args(cfg.ClassSpec(**strategy), "trainer.strategy")
         return
     if strategy != "auto" and strategy not in StrategyRegistry:
         names = ["auto", *StrategyRegistry.available_strategies()]

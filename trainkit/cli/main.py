@@ -260,6 +260,9 @@ def _run(
     from trainkit.cli import checks as cli_checks
     from trainkit.cli import config as cfg
 
+    if print_only:
+        _print_config(command, configs, overrides)
+        return 0
     run = cfg.load_config(list(configs), overrides)
     # Check every option, class and argument before building anything or reading data.
     cli_checks.check_run(run, command, files=not print_only)
@@ -320,6 +323,24 @@ def _run(
         torch.save(predictions, target)
         print(f"trainkit: {len(predictions or [])} prediction batches saved to {target}")
     return 0
+
+
+def _print_config(command: str, configs: list[str], overrides: list[str]) -> None:
+    """Print the config as LightningCLI's parser reads it, every default filled in.
+
+    The config engine (``trainkit.cli.engine``) reads the files, applies the
+    overrides and checks every key, type and class; the command then checks the
+    values the Trainer would refuse. ``ckpt_path`` is not opened: a config may be
+    prepared before its checkpoint is written.
+    """
+    import yaml
+
+    from trainkit.cli import checks as cli_checks
+    from trainkit.cli.engine import TrainkitCLI
+
+    run = TrainkitCLI(command, configs, overrides).run_config
+    cli_checks.check_parsed(run, command)
+    print(yaml.safe_dump(run, sort_keys=False), end="")
 
 
 def _test_after_fit(trainer: Trainer, model: Module, data: Any) -> None:

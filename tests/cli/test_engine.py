@@ -1,0 +1,110 @@
+"""The trainkit command reads a config with LightningCLI's parser (trainkit.cli.engine).
+
+So far ``--print-config`` goes through it (docs/design/config-engine.md): the same
+file means the same config to ``trainkit`` and to LightningCLI, OmegaConf's
+interpolations are resolved after every override and default, and a user's
+mistake is still one line naming the key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from trainkit.cli.lightning_cli import LightningCLI
+from trainkit.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# A LightningCLI user's habits: a callback by its class name, not its import path.
+SHORT_NAMES = """\
+trainer:
+  accelerator: cpu
+  max_epochs: 3
+  callbacks:
+    - class_path: EarlyStopping
+      init_args:
+        monitor: val/loss
+        patience: 2
+model: {class_path: tests.helpers.Classifier, init_args: {lr: 0.2}}
+data: {class_path: tests.helpers.BlobData}
+"""
+
+INTERPOLATED = """\
+trainer:
+  accelerator: cpu
+  default_root_dir: runs/blobs-${model.init_args.features}-features
+  callbacks:
+    - class_path: trainkit.callbacks.EarlyStopping
+      init_args:
+        monitor: val/loss
+        patience: ${trainer.max_epochs}
+model: {class_path: tests.helpers.Classifier}
+data: {class_path: tests.helpers.BlobData}
+"""
+
+
+@pytest.fixture(autouse=True)
+def _at_repo_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)  # class paths such as tests.helpers import from here
+
+
+def _printed(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    assert main([*argv, "--print-config"]) == 0
+    return yaml.safe_load(capsys.readouterr().out)  # type: ignore[no-any-return]
+
+
+def test_the_command_and_lightning_cli_read_a_file_the_same_way(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "short.yaml"
+    config.write_text(SHORT_NAMES)
+    ours = _printed(capsys, "fit", str(config), "model.lr=0.3")
+    with pytest.raises(SystemExit) as info:
+        LightningCLI(args=["fit", f"--config={config}", "--model.lr=0.3", "--print_config"])
+    assert info.value.code == 0
+    theirs = yaml.safe_load(capsys.readouterr().out)
+    for section in ("trainer", "model", "data", "ckpt_path"):
+        assert ours[section] == theirs[section], section
+    callback = ours["trainer"]["callbacks"][0]
+    assert callback["class_path"] == "trainkit.callbacks.EarlyStopping"
+    assert callback["init_args"]["patience"] == 2
+    assert ours["model"]["init_args"] == {"features": 8, "classes": 3, "lr": 0.3}
+
+
+def test_interpolations_see_the_overrides_and_the_defaults(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "interpolated.yaml"
+    config.write_text(INTERPOLATED)
+    run = _printed(capsys, "fit", str(config), "trainer.max_epochs=4")
+    assert run["trainer"]["default_root_dir"] == "runs/blobs-8-features"  # a default
+    assert run["trainer"]["callbacks"][0]["init_args"]["patience"] == 4  # the override
+    run = _printed(capsys, "fit", str(config), "model.features=5", "trainer.max_epochs=2")
+    assert run["trainer"]["default_root_dir"] == "runs/blobs-5-features"
+    assert run["trainer"]["callbacks"][0]["init_args"]["patience"] == 2
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ("trainer.max_epoch=3", "Unknown key 'trainer.max_epoch'. Did you mean 'max_epochs'?"),
+        ("trainer.max_epochs=many", "'trainer.max_epochs' must be an integer or null, got 'many'"),
+        ("model.init_args.lrr=0.1", "model.init_args do not fit Classifier"),
+        ("model.class_path=tests.helpers.Clasifier", "Did you mean 'Classifier'?"),
+        ("trainer.callbacks.3.init_args.monitor=x", "index 3 is out of range"),
+        ("trainer.callbacks.0.init_args.patience=soon", "must be an integer, got 'soon' (str)"),
+    ],
+)
+def test_a_mistake_in_a_printed_config_is_one_line_naming_the_key(
+    override: str, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "interpolated.yaml"
+    config.write_text(INTERPOLATED)
+    assert main(["fit", str(config), override, "--print-config"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("trainkit: error: ") and captured.err.count("\n") == 1
+    assert expected in captured.err, captured.err

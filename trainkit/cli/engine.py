@@ -1,0 +1,418 @@
+"""The ``trainkit`` command's config engine: LightningCLI's parser (jsonargparse).
+
+The ``trainkit`` command and :class:`~trainkit.cli.lightning_cli.LightningCLI` read
+a config the same way: :class:`TrainkitCLI` is a LightningCLI whose parsers use
+``parser_mode="omegaconf+"`` (OmegaConf's ``${...}`` interpolations, resolved once
+every file and override is merged, so ``trainer.max_epochs=5`` also changes a key
+written as ``${trainer.max_epochs}``). jsonargparse reads and merges the files,
+resolves ``class_path``/``init_args``, checks every type and fills in every default.
+
+What jsonargparse has no form for stays here: a ``key=value`` override that
+reaches into a list by index or by class name (``trainer.callbacks.0.monitor``,
+``trainer.callbacks.ModelCheckpoint.monitor``) is applied to the list as parsed so
+far and given back to the parser as the whole list; and jsonargparse's error
+messages are turned into the command's one line that names the key and the fix.
+
+Migration status (docs/design/config-engine.md): ``--print-config`` goes through
+this engine; a run still goes through ``trainkit.cli.config``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import json
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from trainkit.cli import config as cfg
+from trainkit.cli.config import ConfigError
+from trainkit.cli.lightning_cli import LightningCLI
+from trainkit.utilities.messages import did_you_mean
+
+if TYPE_CHECKING:
+    from jsonargparse import Namespace
+
+    from trainkit.cli.lightning_parser import LightningArgumentParser
+
+#: The parsers' keyword arguments: interpolations resolved after every override, and
+#: no abbreviated flags (``trainer.max_epoch=3`` is an unknown key, not max_epochs).
+PARSER_KWARGS: dict[str, Any] = {
+    "parser_mode": "omegaconf+",
+    "exit_on_error": False,
+    "allow_abbrev": False,
+    "prog": "trainkit",
+}
+
+TEST_AFTER_FIT_HELP = (
+    "after fit, test the best checkpoint (or the final weights when no ModelCheckpoint "
+    "monitors a metric) and print the test metrics"
+)
+
+_ENTRY_KEYS = ("class_path", "init_args")
+
+# A key part that can only address a list entry: an index, or a class name.
+_LIST_PART = re.compile(r"^-?\d+$|^[A-Z]")
+
+
+class TrainkitCLI(LightningCLI):
+    """LightningCLI as the ``trainkit`` command reads a config.
+
+    The config's top-level keys are the command's: ``trainer`` (``trainer.seed``,
+    not LightningCLI's ``seed_everything``), ``model``, ``data``, the subcommand's
+    ``ckpt_path``, and ``test_after_fit``; there is no ``--optimizer`` (a Module's
+    ``configure_optimizers`` decides). Nothing is built: :attr:`run_config` is the
+    parsed config as plain containers, every default filled in.
+
+    Args:
+        command: fit, validate, test or predict.
+        configs: the config files, merged in order.
+        overrides: ``key=value`` overrides, applied in order after every file.
+    """
+
+    def __init__(self, command: str, configs: list[str], overrides: list[str]) -> None:
+        self.command = command
+        self.configs = list(configs)
+        self.overrides = list(overrides)
+        self.run_config: dict[str, Any] = {}
+        with _interpolations_relative_to_the_subcommand():
+            super().__init__(
+                parser_kwargs=dict(PARSER_KWARGS),
+                save_config_callback=None,
+                seed_everything_default=False,
+                auto_configure_optimizers=False,
+                args=[],
+            )
+
+    def add_default_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        """Add ``test_after_fit`` (the command seeds with ``trainer.seed``).
+
+        Args:
+            parser: a subcommand's parser.
+        """
+        parser.add_argument("--test_after_fit", type=bool, default=False, help=TEST_AFTER_FIT_HELP)
+
+    def parse_arguments(
+        self, parser: LightningArgumentParser, args: list[str] | dict[str, Any] | Namespace | None
+    ) -> None:
+        """Parse the command's files and overrides (``args`` is not used).
+
+        Args:
+            parser: the main parser.
+            args: ignored; the files and overrides given to the constructor are parsed.
+        """
+        argv = [self.command, *(f"--config={path}" for path in self.configs)]
+        for item in self.overrides:
+            argv.append(self._flag(parser, argv, item))
+        config = _parse(parser, argv)
+        self.config = config
+        subparser = self._subcommand_parsers[self.command]
+        self.run_config = _plain(subparser, config[self.command])
+
+    def _flag(self, parser: LightningArgumentParser, argv: list[str], item: str) -> str:
+        """``key=value`` as the flag jsonargparse takes; a list entry's as its whole list."""
+        key, sep, _ = item.partition("=")
+        if not sep or not key or any(not part for part in key.split(".")):
+            raise ConfigError(
+                f"Override {item!r} is not of the form key=value (e.g. trainer.max_epochs=5)."
+            )
+        parts = key.split(".")
+        if not any(_LIST_PART.match(part) for part in parts[1:]):
+            return f"--{item}"
+        current = _plain(self._subcommand_parsers[self.command], _parse(parser, argv)[self.command])
+        found = _list_prefix(current, parts)
+        if found is None:
+            return f"--{item}"  # no list on the way: jsonargparse says what is wrong
+        cfg.apply_override(current, item)
+        node: Any = current
+        for part in found:
+            node = node[part]
+        return f"--{'.'.join(found)}={json.dumps(node)}"
+
+    def instantiate_classes(self) -> None:
+        """Build nothing: the command checks the config before it builds anything."""
+
+    def _run_subcommand(self, subcommand: str) -> None:
+        """Run nothing: the command decides what the config is for."""
+
+
+def _parse(parser: LightningArgumentParser, argv: list[str]) -> Namespace:
+    from jsonargparse import ArgumentError
+
+    try:
+        return parser.parse_args(argv)
+    except ArgumentError as error:
+        raise ConfigError(explain(str(error))) from error
+    except Exception as error:
+        from omegaconf.errors import OmegaConfBaseException
+
+        if isinstance(error, OmegaConfBaseException):
+            reason = str(error).splitlines()[0]
+            raise ConfigError(
+                f"Cannot resolve the config: {reason} (check the ${{...}} interpolations)."
+            ) from error
+        raise
+
+
+def _plain(parser: LightningArgumentParser, config: Namespace) -> dict[str, Any]:
+    """A subcommand's parsed config as plain containers (what ``--print-config`` prints)."""
+    text = parser.dump(config, skip_unset=False, skip_validation=True)
+    loaded: dict[str, Any] = yaml.safe_load(text)
+    loaded.pop("config", None)
+    return loaded
+
+
+def _list_prefix(config: dict[str, Any], parts: list[str]) -> list[str] | None:
+    """The keys of the list ``parts`` reaches into, or None when it reaches no list."""
+    node: Any = config
+    for index, part in enumerate(parts):
+        if isinstance(node, list):
+            return parts[:index]
+        if isinstance(node, dict) and "class_path" in node and part not in _ENTRY_KEYS:
+            node = node.get("init_args") or {}  # the short form: model.lr is model.init_args.lr
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return None
+
+
+@contextmanager
+def _interpolations_relative_to_the_subcommand() -> Iterator[None]:
+    """``${trainer.max_epochs}`` in a ``fit`` config means ``fit``'s trainer.
+
+    With subcommands, jsonargparse resolves interpolations in the whole config
+    (``fit.trainer.max_epochs``); this setting rewrites a file's absolute paths
+    relative to where the file is read, so the recipes' configs mean what they say.
+    It is a process-wide setting: it is restored afterwards.
+    """
+    from jsonargparse import set_parsing_settings
+    from jsonargparse._common import get_parsing_setting
+
+    before = get_parsing_setting("omegaconf_absolute_to_relative_paths")
+    set_parsing_settings(omegaconf_absolute_to_relative_paths=True)
+    try:
+        yield
+    finally:
+        set_parsing_settings(omegaconf_absolute_to_relative_paths=before)
+
+
+# ------------------------------------------------------------------ messages
+_SUBCOMMAND = re.compile(r"^(fit|validate|test|predict)\.")
+_UNRECOGNIZED = re.compile(r"[Uu]nrecognized arguments: (?P<args>.*)")
+_KEY = re.compile(r'^[Pp]arser key "(?P<key>[^"]+)":\s*(?P<rest>.*)$', re.S)
+_CLASS_PROBLEM = re.compile(
+    r"^(?P<indent>\s*)- Problem with given class_path '(?P<path>[^']+)':\s*$"
+)
+_NOT_ACCEPTED = re.compile(r"Option '(?P<option>[^']+)' is not accepted")
+_NO_ATTRIBUTE = re.compile(r"module '(?P<module>[^']+)' has no attribute '(?P<name>[^']+)'")
+_MISSING = re.compile(r"the following arguments are required: (?P<names>.*)")
+_NO_IMPORT_PATH = re.compile(r"Expected a dot import path string: (?P<path>.*)")
+_SUBTYPES = re.compile(r"^\s*Subtypes: \[(?P<types>.*)\]\s*$", re.M)
+_SIMPLE = re.compile(r"Expected a (?P<type>.+?)\. Got value: (?P<value>.*)$", re.M)
+_GIVEN = re.compile(r"^\s*Given value: (?P<value>.*)$", re.M)
+_TYPE = re.compile(
+    r"<class '(?P<cls>[^']+)'>|typing\.Literal\[(?P<lit>[^\]]*)\]|(?P<generic>[\w.]+\[[\w.]+\])"
+)
+_REQUIRED = re.compile(r'Key "(?P<key>[^"]+)" is required')
+_LINE = re.compile(r"line (?P<line>\d+), column (?P<column>\d+)")
+_NO_FILE = re.compile(r"File does not exist: '(?P<path>[^']+)'")
+_CLASS_PATH_IN_VALUE = re.compile(r"class_path['\"]?\s*[=:]\s*['\"](?P<path>[^'\"]+)")
+
+_TYPE_WORDS = {
+    "bool": "a boolean",
+    "int": "an integer",
+    "float": "a number",
+    "str": "a string",
+    "NoneType": "null",
+    "list": "a list",
+    "dict": "a mapping",
+}
+
+
+def explain(message: str) -> str:
+    """jsonargparse's error as the command's one line: the key, what is wrong, the fix.
+
+    Args:
+        message: jsonargparse's message (several lines).
+
+    Example:
+        >>> explain('Parser key "fit.trainer.max_epochs": Expected a <class \\'int\\'>. '
+        ...         'Got value: many')
+        "'trainer.max_epochs' must be an integer, got 'many' (str)."
+    """
+    text = message.strip()
+    if found := _UNRECOGNIZED.search(text):
+        return _unknown_key(found.group("args").split())
+    if found := _NO_FILE.search(text):
+        return f"Config file {found.group('path')} does not exist."
+    if text.startswith("Problems parsing config"):
+        reason = " ".join(text.split(":", 1)[1].split())
+        where = _LINE.search(reason)
+        at = f" at line {where.group('line')}, column {where.group('column')}" if where else ""
+        problem = reason.split(' in "<unicode string>"')[0]
+        return (
+            f"Cannot read the config: invalid YAML{at}: {problem} (fix the syntax there; indent "
+            "nested keys consistently and quote values that contain ': ' or '#')."
+        )
+    if text.startswith("Unexpected config"):
+        return (
+            "A config file must hold a mapping with trainer/model/data keys "
+            "(see docs/configuration.md for the layout)."
+        )
+    if found := _REQUIRED.search(text):
+        key = _SUBCOMMAND.sub("", found.group("key"))
+        example = "{class_path: package.module.Class}"
+        return f"{key!r} is required (add {key}: {example} to the config)."
+    found = _KEY.search(text)
+    if found is None:
+        return " ".join(text.split())
+    return _key_problem(_SUBCOMMAND.sub("", found.group("key")), found.group("rest"))
+
+
+def _key_problem(key: str, rest: str) -> str:
+    """What is wrong with ``key``: its class (when a class_path was given), or its type."""
+    given = _GIVEN.search(rest)
+    given_value = given.group("value") if given else ""
+    lines = rest.splitlines()
+    for number, line in enumerate(lines):
+        found = _CLASS_PROBLEM.match(line)
+        if found is None:
+            continue
+        depth = len(found.group("indent"))
+        inner = []
+        for following in lines[number + 1 :]:
+            if following.strip() and len(following) - len(following.lstrip()) <= depth:
+                break
+            inner.append(following)
+        where = _entry(key, found.group("path"), given_value)
+        return _class_problem(where, found.group("path"), _dedent(inner))
+    if found := _NO_IMPORT_PATH.search(rest):
+        path = found.group("path").strip()
+        if "class_path" in given_value:
+            found_path = _CLASS_PATH_IN_VALUE.search(given_value)
+            path = found_path.group("path") if found_path else path
+        where = _entry(key, path, given_value)
+        if "." not in path:
+            return (
+                f"{where}: class_path {path!r} must be a full import path, e.g. "
+                "recipes.mnist.model.MNISTClassifier."
+            )
+    return _type_problem(key, rest)
+
+
+def _entry(key: str, class_path: str, given_value: str) -> str:
+    # In a list, the entry with that class: trainer.callbacks[0].
+    if not given_value.lstrip().startswith("["):
+        return key
+    paths = [m.group("path") for m in _CLASS_PATH_IN_VALUE.finditer(given_value)]
+    return f"{key}[{paths.index(class_path)}]" if class_path in paths else key
+
+
+def _dedent(lines: list[str]) -> str:
+    kept = [line for line in lines if line.strip()]
+    depth = min((len(line) - len(line.lstrip()) for line in kept), default=0)
+    return "\n".join(line[depth:] for line in kept)
+
+
+def _class_problem(where: str, class_path: str, rest: str) -> str:
+    name = class_path.rpartition(".")[2]
+    if found := _NOT_ACCEPTED.search(rest):
+        option = found.group("option")
+        parameters = _parameters(class_path)
+        return (
+            f"{where}.init_args do not fit {name}: it takes no argument {option!r}."
+            f"{did_you_mean(option, parameters)} It takes: {', '.join(parameters) or 'none'}."
+        )
+    if found := _MISSING.search(rest):
+        missing = found.group("names").split(",")[0].strip()
+        return (
+            f"{where}.init_args do not fit {name}: missing a required argument: {missing!r}. "
+            f"Set {where}.init_args.{missing}."
+        )
+    if found := _NO_ATTRIBUTE.search(rest):
+        module_path, _, class_name = class_path.rpartition(".")
+        if module_path != found.group("module"):
+            return (
+                f"{where}: cannot import module {module_path!r} for class_path {class_path!r}. "
+                "Check the spelling, and run trainkit from the folder that contains the package."
+            )
+        hint = _close_class(module_path, class_name)
+        return f"{where}: module {module_path!r} has no class {class_name!r}.{hint}"
+    if found := _KEY.search(rest.strip()):
+        return _type_problem(f"{where}.init_args.{found.group('key')}", found.group("rest"))
+    return f"{where}: class_path {class_path!r}: {' '.join(rest.split())}"
+
+
+def _type_problem(key: str, rest: str) -> str:
+    subtypes = _SUBTYPES.search(rest)
+    simple = _SIMPLE.search(rest)
+    if subtypes:
+        words = [_type_word(m) for m in _TYPE.finditer(subtypes.group("types"))]
+        given = _GIVEN.search(rest)
+        shown = _shown(given.group("value") if given else "?")
+    elif simple:
+        words = [_type_word(m) for m in _TYPE.finditer(simple.group("type"))]
+        shown = _shown(simple.group("value"))
+    else:
+        return f"{key!r}: {' '.join(rest.split())}"
+    return f"{key!r} must be {' or '.join(dict.fromkeys(words))}, got {shown}."
+
+
+def _type_word(found: re.Match[str]) -> str:
+    if found.group("cls"):
+        name = found.group("cls")
+        return _TYPE_WORDS.get(name, name)
+    if found.group("lit") is not None:
+        return f"one of {found.group('lit')}"
+    return str(found.group("generic"))
+
+
+def _shown(raw: str) -> str:
+    # The value as the config's YAML reads it, with its type: 'many' (str), 3 (int).
+    try:
+        value = yaml.safe_load(raw.strip())
+    except yaml.YAMLError:
+        value = raw.strip()
+    return f"{value!r} ({type(value).__name__})"
+
+
+def _unknown_key(given: list[str]) -> str:
+    flag = next((a for a in given if a.startswith("--")), given[0] if given else "")
+    parts = flag.lstrip("-").partition("=")[0].split(".")
+    sections = {"": ["trainer", "model", "data", "ckpt_path", "test_after_fit"]}
+    sections["trainer"] = sorted(f.name for f in dataclasses.fields(cfg.TrainerConfig))
+    if parts[0] not in sections[""]:
+        key, parent, valid = parts[0], "the config", sections[""]
+    elif parts[0] == "trainer" and len(parts) > 1:
+        key, parent, valid = f"trainer.{parts[1]}", "trainer", sections["trainer"]
+    else:
+        return f"Unknown key {'.'.join(parts)!r}."
+    hint = did_you_mean(key.rpartition(".")[2], valid)
+    return f"Unknown key {key!r}.{hint} Valid keys of {parent}: {', '.join(sorted(valid))}."
+
+
+def _parameters(class_path: str) -> list[str]:
+    module, _, name = class_path.rpartition(".")
+    try:
+        found: Callable[..., Any] = getattr(importlib.import_module(module), name)
+        return [
+            p.name
+            for p in inspect.signature(found).parameters.values()
+            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        ]
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return []
+
+
+def _close_class(module: str, name: str) -> str:
+    try:
+        found = importlib.import_module(module)
+    except ImportError:
+        return ""
+    names = [n for n, v in vars(found).items() if isinstance(v, type) and not n.startswith("_")]
+    return did_you_mean(name, names)
