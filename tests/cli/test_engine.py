@@ -94,8 +94,8 @@ def test_interpolations_see_the_overrides_and_the_defaults(
         ("trainer.max_epochs=many", "'trainer.max_epochs' must be an integer or null, got 'many'"),
         ("model.init_args.lrr=0.1", "model.init_args do not fit Classifier"),
         ("model.class_path=tests.helpers.Clasifier", "Did you mean 'Classifier'?"),
-        ("trainer.callbacks.3.init_args.monitor=x", "index 3 is out of range"),
         ("trainer.callbacks.0.init_args.patience=soon", "must be an integer, got 'soon' (str)"),
+        ("model.lr=abc", "got 'abc' (str) (Classifier declares lr: float, default 0.1;"),
     ],
 )
 def test_a_mistake_in_a_printed_config_is_one_line_naming_the_key(
@@ -108,3 +108,18 @@ def test_a_mistake_in_a_printed_config_is_one_line_naming_the_key(
     assert captured.out == ""
     assert captured.err.startswith("trainkit: error: ") and captured.err.count("\n") == 1
     assert expected in captured.err, captured.err
+
+
+def test_a_config_without_a_model_says_to_add_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The interpolation names a default: only the new engine gets as far as the model.
+    no_model = tmp_path / "no-model.yaml"
+    no_model.write_text(
+        "trainer: {default_root_dir: 'runs/${trainer.max_steps}'}\n"
+        "data: {class_path: tests.helpers.BlobData}\n"
+    )
+    assert main(["fit", str(no_model), "--print-config"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("trainkit: error: 'model' is required (the Module to train or")
+    assert error.count("\n") == 1

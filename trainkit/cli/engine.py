@@ -26,6 +26,7 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -106,6 +107,9 @@ class TrainkitCLI(LightningCLI):
             parser: the main parser.
             args: ignored; the files and overrides given to the constructor are parsed.
         """
+        for path in self.configs:
+            if not Path(path).is_file():  # named as given (jsonargparse names it absolute)
+                raise ConfigError(f"Config file {path} does not exist.")
         argv = [self.command, *(f"--config={path}" for path in self.configs)]
         for item in self.overrides:
             argv.append(self._flag(parser, argv, item))
@@ -116,11 +120,19 @@ class TrainkitCLI(LightningCLI):
 
     def _flag(self, parser: LightningArgumentParser, argv: list[str], item: str) -> str:
         """``key=value`` as the flag jsonargparse takes; a list entry's as its whole list."""
-        key, sep, _ = item.partition("=")
+        key, sep, text = item.partition("=")
         if not sep or not key or any(not part for part in key.split(".")):
             raise ConfigError(
                 f"Override {item!r} is not of the form key=value (e.g. trainer.max_epochs=5)."
             )
+        try:  # jsonargparse would take text that is not YAML as a string
+            yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            reason = str(error).splitlines()[0]
+            raise ConfigError(
+                f"Override {item!r}: the value is not valid YAML ({reason}); quote it, e.g. "
+                f"key='{text}'."
+            ) from error
         parts = key.split(".")
         if not any(_LIST_PART.match(part) for part in parts[1:]):
             return f"--{item}"
@@ -218,6 +230,11 @@ _GIVEN = re.compile(r"^\s*Given value: (?P<value>.*)$", re.M)
 _TYPE = re.compile(
     r"<class '(?P<cls>[^']+)'>|typing\.Literal\[(?P<lit>[^\]]*)\]|(?P<generic>[\w.]+\[[\w.]+\])"
 )
+_MODEL_MISSING = re.compile(r"arguments are required: (?:\w+\.)?model\s*$")
+MODEL_REQUIRED = (
+    "'model' is required (the Module to train or evaluate; add model: "
+    "{class_path: package.module.Class} to the config)."
+)
 _REQUIRED = re.compile(r'Key "(?P<key>[^"]+)" is required')
 _LINE = re.compile(r"line (?P<line>\d+), column (?P<column>\d+)")
 _NO_FILE = re.compile(r"File does not exist: '(?P<path>[^']+)'")
@@ -259,6 +276,8 @@ def explain(message: str) -> str:
             f"Cannot read the config: invalid YAML{at}: {problem} (fix the syntax there; indent "
             "nested keys consistently and quote values that contain ': ' or '#')."
         )
+    if text.rstrip(":") == "Unexpected config" or _MODEL_MISSING.search(text):
+        return MODEL_REQUIRED  # an empty file, or one without a model section
     if text.startswith("Unexpected config"):
         return (
             "A config file must hold a mapping with trainer/model/data keys "
@@ -344,7 +363,9 @@ def _class_problem(where: str, class_path: str, rest: str) -> str:
         hint = _close_class(module_path, class_name)
         return f"{where}: module {module_path!r} has no class {class_name!r}.{hint}"
     if found := _KEY.search(rest.strip()):
-        return _type_problem(f"{where}.init_args.{found.group('key')}", found.group("rest"))
+        argument = found.group("key")
+        problem = _type_problem(f"{where}.init_args.{argument}", found.group("rest"))
+        return problem.rstrip(".") + _declared(class_path, argument) + "."
     return f"{where}: class_path {class_path!r}: {' '.join(rest.split())}"
 
 
@@ -407,6 +428,20 @@ def _parameters(class_path: str) -> list[str]:
         ]
     except (ImportError, AttributeError, TypeError, ValueError):
         return []
+
+
+def _declared(class_path: str, argument: str) -> str:
+    """`` (Classifier declares lr: float, default 0.1; give a value of that type)``."""
+    module, _, name = class_path.rpartition(".")
+    try:
+        found = getattr(importlib.import_module(module), name)
+        parameter = inspect.signature(found, eval_str=True).parameters[argument]
+    except Exception:  # an unresolvable hint, or no such class: say no more
+        return ""
+    hint = parameter.annotation
+    shown = hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
+    default = "" if parameter.default is parameter.empty else f", default {parameter.default!r}"
+    return f" ({name} declares {argument}: {shown}{default}; give a value of that type)"
 
 
 def _close_class(module: str, name: str) -> str:
