@@ -123,3 +123,20 @@ def test_a_config_without_a_model_says_to_add_one(
     error = capsys.readouterr().err
     assert error.startswith("trainkit: error: 'model' is required (the Module to train or")
     assert error.count("\n") == 1
+
+
+def test_a_new_callback_list_replaces_the_old_one_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # jsonargparse alone would give the EarlyStopping the old ModelCheckpoint's mode: max.
+    config = tmp_path / "short.yaml"
+    config.write_text(
+        SHORT_NAMES.replace("EarlyStopping", "ModelCheckpoint").replace("patience: 2", "mode: max")
+    )
+    new = "trainer.callbacks=[{class_path: EarlyStopping, init_args: {monitor: val/loss}}]"
+    callback = _printed(capsys, "fit", str(config), new)["trainer"]["callbacks"][0]
+    assert callback["class_path"] == "trainkit.callbacks.EarlyStopping"
+    assert callback["init_args"]["mode"] == "min"  # EarlyStopping's default
+    entry = "trainer.callbacks.0={class_path: EarlyStopping, init_args: {monitor: val/loss}}"
+    callback = _printed(capsys, "fit", str(config), entry)["trainer"]["callbacks"][0]
+    assert callback["init_args"]["mode"] == "min"

@@ -112,21 +112,27 @@ class TrainkitCLI(LightningCLI):
                 raise ConfigError(f"Config file {path} does not exist.")
         argv = [self.command, *(f"--config={path}" for path in self.configs)]
         for item in self.overrides:
-            argv.append(self._flag(parser, argv, item))
+            argv.extend(self._flags(parser, argv, item))
         config = _parse(parser, argv)
         self.config = config
         subparser = self._subcommand_parsers[self.command]
         self.run_config = _plain(subparser, config[self.command])
 
-    def _flag(self, parser: LightningArgumentParser, argv: list[str], item: str) -> str:
-        """``key=value`` as the flag jsonargparse takes; a list entry's as its whole list."""
+    def _flags(self, parser: LightningArgumentParser, argv: list[str], item: str) -> list[str]:
+        """``key=value`` as the flags jsonargparse takes; a list entry's as its whole list.
+
+        A list of ``class_path`` entries replaces the list as it was, as the command
+        always did: jsonargparse would carry each old entry's ``init_args`` over to
+        the new entry at its index where the new class takes them, so the list is
+        emptied first.
+        """
         key, sep, text = item.partition("=")
         if not sep or not key or any(not part for part in key.split(".")):
             raise ConfigError(
                 f"Override {item!r} is not of the form key=value (e.g. trainer.max_epochs=5)."
             )
         try:  # jsonargparse would take text that is not YAML as a string
-            yaml.safe_load(text)
+            value = yaml.safe_load(text)
         except yaml.YAMLError as error:
             reason = str(error).splitlines()[0]
             raise ConfigError(
@@ -135,22 +141,30 @@ class TrainkitCLI(LightningCLI):
             ) from error
         parts = key.split(".")
         if not any(_LIST_PART.match(part) for part in parts[1:]):
-            return f"--{item}"
+            return [*_emptied(key, value), f"--{item}"]
         current = _plain(self._subcommand_parsers[self.command], _parse(parser, argv)[self.command])
         found = _list_prefix(current, parts)
         if found is None:
-            return f"--{item}"  # no list on the way: jsonargparse says what is wrong
+            return [f"--{item}"]  # no list on the way: jsonargparse says what is wrong
         cfg.apply_override(current, item)
         node: Any = current
         for part in found:
             node = node[part]
-        return f"--{'.'.join(found)}={json.dumps(node)}"
+        whole = ".".join(found)
+        return [*_emptied(whole, node), f"--{whole}={json.dumps(node)}"]
 
     def instantiate_classes(self) -> None:
         """Build nothing: the command checks the config before it builds anything."""
 
     def _run_subcommand(self, subcommand: str) -> None:
         """Run nothing: the command decides what the config is for."""
+
+
+def _emptied(key: str, value: Any) -> list[str]:
+    # The flag that empties a list before a list of class_path entries replaces it.
+    if isinstance(value, list) and any(isinstance(v, dict) and "class_path" in v for v in value):
+        return [f"--{key}=null"]
+    return []
 
 
 def _parse(parser: LightningArgumentParser, argv: list[str]) -> Namespace:
@@ -424,7 +438,7 @@ def _parameters(class_path: str) -> list[str]:
         return [
             p.name
             for p in inspect.signature(found).parameters.values()
-            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and not p.name.startswith("_")
         ]
     except (ImportError, AttributeError, TypeError, ValueError):
         return []
