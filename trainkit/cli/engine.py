@@ -13,8 +13,11 @@ reaches into a list by index or by class name (``trainer.callbacks.0.monitor``,
 far and given back to the parser as the whole list; and jsonargparse's error
 messages are turned into the command's one line that names the key and the fix.
 
-Migration status (docs/design/config-engine.md): ``--print-config`` goes through
-this engine; a run still goes through ``trainkit.cli.config``.
+The command then checks the values the Trainer would refuse
+(``trainkit.cli.checks.check_parsed``) and builds the run with :meth:`TrainkitCLI.build`:
+seed first (``trainer.seed``), then the callbacks, loggers and strategy, the Trainer,
+the Module and the DataModule, in that order, so a config run repeats the same
+Python run.
 """
 
 from __future__ import annotations
@@ -154,10 +157,87 @@ class TrainkitCLI(LightningCLI):
         return [*_emptied(whole, node), f"--{whole}={json.dumps(node)}"]
 
     def instantiate_classes(self) -> None:
-        """Build nothing: the command checks the config before it builds anything."""
+        """Build nothing yet: the command checks the config before it builds anything."""
+
+    def build(self) -> Built:
+        """Build the run the config describes: seed, components, Trainer, Module, data.
+
+        Every generator is seeded first (``trainer.seed``), before anything that may
+        draw from one is built; the Trainer is then built unseeded, so building it
+        does not reset the generators between the Module's initialisation and the run.
+
+        Returns:
+            The Trainer's keyword arguments (components built), the Module and the
+            DataModule (None without a data section).
+        """
+        from trainkit.utilities.seed import seed_everything
+
+        parsed = self.config[self.command]  # typed values (a timedelta, not "0:30:00")
+        trainer = {key: parsed.trainer[key] for key in self.run_config["trainer"]}
+        if trainer.get("seed") is not None:
+            seed_everything(trainer["seed"])
+        trainer["seed"] = None
+        for key in ("callbacks", "logger", "strategy", "plugins", "profiler"):
+            if key in trainer:
+                trainer[key] = instantiate(trainer[key], f"trainer.{key}")
+        if trainer.get("callbacks") is None:
+            trainer["callbacks"] = []
+        elif not isinstance(trainer["callbacks"], list):
+            trainer["callbacks"] = [trainer["callbacks"]]
+        data = parsed.get("data")
+        return Built(
+            trainer=trainer,
+            model=lambda: instantiate(parsed.model, "model"),
+            data=(lambda: instantiate(data, "data")) if data is not None else None,
+        )
 
     def _run_subcommand(self, subcommand: str) -> None:
-        """Run nothing: the command decides what the config is for."""
+        """Run nothing: ``trainkit.cli.main`` runs the command once the config is checked."""
+
+
+@dataclasses.dataclass
+class Built:
+    """What :meth:`TrainkitCLI.build` gives: the Trainer's keywords and the builders
+    of the Module and DataModule (called after the Trainer is built)."""
+
+    trainer: dict[str, Any]
+    model: Callable[[], Any]
+    data: Callable[[], Any] | None
+
+
+def instantiate(value: Any, where: str) -> Any:
+    """``value`` as parsed, with every ``class_path`` entry built, innermost first.
+
+    jsonargparse has checked each class and its ``init_args`` and filled in their
+    defaults; what a trainkit class still refuses (a value out of range, a missing
+    package) is the config's mistake and becomes a :class:`ConfigError` naming
+    ``where``. An exception from a class of the user's own keeps its traceback.
+
+    Args:
+        value: a parsed value (a ``class_path`` namespace, a list, or a plain value).
+        where: its config key, for messages.
+    """
+    from jsonargparse import Namespace
+
+    if isinstance(value, list):
+        return [instantiate(item, f"{where}[{i}]") for i, item in enumerate(value)]
+    if not isinstance(value, Namespace):
+        return value
+    if "class_path" not in value:
+        return {key: instantiate(item, f"{where}.{key}") for key, item in vars(value).items()}
+    module, _, name = value.class_path.rpartition(".")
+    cls = getattr(importlib.import_module(module), name)
+    given = value.get("init_args")
+    init_args = {
+        key: instantiate(item, f"{where}.init_args.{key}")
+        for key, item in (vars(given) if given is not None else {}).items()
+    }
+    if not cls.__module__.startswith("trainkit."):
+        return cls(**init_args)
+    try:
+        return cls(**init_args)
+    except (ValueError, TypeError, ImportError) as error:
+        raise ConfigError(f"{where} ({cls.__name__}): {error}") from error
 
 
 def _emptied(key: str, value: Any) -> list[str]:

@@ -257,35 +257,29 @@ def _split(arguments: list[str]) -> tuple[list[str], list[str]]:
 def _run(
     command: str, configs: list[str], overrides: list[str], print_only: bool, force: bool = False
 ) -> int:
+    """Read the config with the engine, check it, and run ``command`` (or print the config).
+
+    The config engine (``trainkit.cli.engine``) reads the files, applies the
+    overrides and checks every key, type and class; the command then checks the
+    values the Trainer would refuse and where the data comes from, before anything
+    is built. ``--print-config`` does not open ``ckpt_path``: a config may be
+    prepared before its checkpoint is written.
+    """
+    import yaml
+
     from trainkit.cli import checks as cli_checks
-    from trainkit.cli import config as cfg
+    from trainkit.cli.engine import TrainkitCLI
 
+    cli = TrainkitCLI(command, configs, overrides)
+    run = cli.run_config
+    cli_checks.check_parsed(run, command)
+    text = yaml.safe_dump(run, sort_keys=False)
     if print_only:
-        _print_config(command, configs, overrides)
+        print(text, end="")
         return 0
-    run = cfg.load_config(list(configs), overrides)
-    # Check every option, class and argument before building anything or reading data.
-    cli_checks.check_run(run, command, files=not print_only)
-    run = cfg.with_all_defaults(run)
-    if print_only:
-        print(cfg.to_yaml(run), end="")
-        return 0
-    trainer_options = cfg.to_dict(run.trainer)
-    callbacks = [
-        cli_checks.build(cfg.ClassSpec(**spec), f"trainer.callbacks[{i}]")
-        for i, spec in enumerate(trainer_options.pop("callbacks"))
-    ]
-    logger_option = trainer_options.pop("logger")
-    loggers: Any = logger_option
-    if isinstance(logger_option, list):
-        loggers = [
-            cli_checks.build(cfg.ClassSpec(**spec), f"trainer.logger[{i}]")
-            for i, spec in enumerate(logger_option)
-        ]
-
-    if isinstance(trainer_options["strategy"], dict):
-        spec = cfg.ClassSpec(**trainer_options["strategy"])
-        trainer_options["strategy"] = cli_checks.build(spec, "trainer.strategy")
+    cli_checks.check_ckpt_path(run["ckpt_path"])
+    built = cli.build()
+    trainer_options = built.trainer
 
     from trainkit.trainer.trainer import Trainer
 
@@ -293,27 +287,38 @@ def _run(
     # Trainer compares from Python), so the Trainer's own comparison stands aside.
     mismatch = "warn" if force else trainer_options.pop("resume_mismatch") or "error"
     trainer_options["resume_mismatch"] = "ignore"
-    callbacks.append(_SaveConfig(cfg.to_yaml(run), cfg.to_dict(run), resume_mismatch=mismatch))
+    trainer_options["callbacks"] = [
+        *trainer_options["callbacks"],
+        _SaveConfig(text, run, resume_mismatch=mismatch),
+    ]
     try:
-        trainer = Trainer(callbacks=callbacks, logger=loggers, **trainer_options)
+        trainer = Trainer(**trainer_options)
     except (ValueError, TypeError, RuntimeError) as error:
         # Built from checked options only: what it refuses is in the config.
-        raise cfg.ConfigError(f"trainer: {error}") from error
-    model = cfg.instantiate(run.model, "model")
-    data = cfg.instantiate(run.data, "data") if run.data is not None else None
+        raise cli_checks.ConfigError(f"trainer: {error}") from error
+    model = built.model()
+    data = built.data() if built.data is not None else None
+    ckpt_path = run["ckpt_path"]
 
     if command == "fit":
-        trainer.fit(model, datamodule=data, ckpt_path=run.ckpt_path)
-        if run.test_after_fit:
+        trainer.fit(model, datamodule=data, ckpt_path=ckpt_path)
+        if run["test_after_fit"]:
             _test_after_fit(trainer, model, data)
         return 0
     if command in ("validate", "test"):
         evaluate = trainer.validate if command == "validate" else trainer.test
-        results = evaluate(model, datamodule=data, ckpt_path=run.ckpt_path)
+        results = evaluate(
+            model, datamodule=data, ckpt_path=ckpt_path, verbose=run.get("verbose", True)
+        )
         _print_results(trainer, results)
         return 0
-    predictions = trainer.predict(model, datamodule=data, ckpt_path=run.ckpt_path)
-    if trainer.is_global_zero:
+    predictions = trainer.predict(
+        model,
+        datamodule=data,
+        ckpt_path=ckpt_path,
+        return_predictions=run.get("return_predictions"),
+    )
+    if trainer.is_global_zero and predictions is not None:  # None: return_predictions=false
         import torch
 
         from trainkit.loggers import run_folder
@@ -323,24 +328,6 @@ def _run(
         torch.save(predictions, target)
         print(f"trainkit: {len(predictions or [])} prediction batches saved to {target}")
     return 0
-
-
-def _print_config(command: str, configs: list[str], overrides: list[str]) -> None:
-    """Print the config as LightningCLI's parser reads it, every default filled in.
-
-    The config engine (``trainkit.cli.engine``) reads the files, applies the
-    overrides and checks every key, type and class; the command then checks the
-    values the Trainer would refuse. ``ckpt_path`` is not opened: a config may be
-    prepared before its checkpoint is written.
-    """
-    import yaml
-
-    from trainkit.cli import checks as cli_checks
-    from trainkit.cli.engine import TrainkitCLI
-
-    run = TrainkitCLI(command, configs, overrides).run_config
-    cli_checks.check_parsed(run, command)
-    print(yaml.safe_dump(run, sort_keys=False), end="")
 
 
 def _test_after_fit(trainer: Trainer, model: Module, data: Any) -> None:
