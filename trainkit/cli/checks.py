@@ -1,10 +1,11 @@
 """What the ``trainkit`` command checks before it builds anything, and which errors are the user's.
 
-:func:`check_run` goes through a loaded config the way the run would, without
+:func:`check_parsed` goes through a config the engine has parsed (every key,
+type, class and ``init_args`` checked there) the way the run would, without
 building a Module, a DataModule or a Trainer and without touching data: the
-trainer options (ranges, the strategy name, whether the accelerator exists),
-every class and its ``init_args`` (names, required arguments, type hints),
-where each stage's dataloader would come from, and the checkpoint file.
+trainer options (ranges, the strategy name, whether the accelerator exists) and
+where each stage's dataloader would come from; :func:`check_ckpt_path` checks
+the checkpoint file.
 
 :func:`user_error` draws the line the command prints by: an error trainkit
 detects in what the user asked for (a :class:`~trainkit.utilities.messages.UsageError`,
@@ -16,11 +17,12 @@ the user's own code while it runs, keeps its traceback.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from pathlib import Path
 from typing import Any
 
-from trainkit.cli import config as cfg
 from trainkit.cli.config import ConfigError
+from trainkit.trainer.options import OPTION_GROUPS
 from trainkit.utilities.messages import UsageError, did_you_mean
 
 #: The dataloader method each command needs.
@@ -32,72 +34,49 @@ DATALOADERS = {
 }
 
 
-def check_run(run: cfg.RunConfig, command: str, files: bool = True) -> None:
-    """Check everything about ``run`` that can be checked before it starts.
-
-    Args:
-        run: the loaded config.
-        command: fit, validate, test or predict.
-        files: whether to check that ``ckpt_path`` exists (``--print-config``
-            does not: a config may be prepared before its checkpoint is written).
-
-    Raises:
-        ConfigError: the first problem, naming the key and the fix.
-    """
-    trainer: Any = run.trainer
-    check_trainer_options(trainer)
-    model = cfg.check_init_args(run.model, "model")
-    data = cfg.check_init_args(run.data, "data") if run.data is not None else None
-    for i, spec in enumerate(trainer.callbacks):
-        cfg.check_init_args(spec, f"trainer.callbacks[{i}]")
-    if isinstance(trainer.logger, list):
-        for i, spec in enumerate(trainer.logger):
-            cfg.check_init_args(spec, f"trainer.logger[{i}]")
-    check_data_source(command, model, data, run.test_after_fit and command == "fit")
-    if files:
-        check_ckpt_path(run.ckpt_path)
-
-
 def check_parsed(run: dict[str, Any], command: str) -> None:
-    """Check what jsonargparse does not about a config it parsed (``trainkit.cli.engine``).
+    """Check what the config engine does not about a config it parsed.
 
     jsonargparse has checked every key, type, ``class_path`` and ``init_args``; what
     is left is what the Trainer and the command would refuse: the trainer options'
     ranges, the strategy's name and the devices, and where the dataloaders come from.
 
     Args:
-        run: the parsed config as plain containers.
+        run: the parsed config as plain containers (``TrainkitCLI.run_config``).
         command: fit, validate, test or predict.
     """
     check_trainer_options(run["trainer"])
-    model = cfg.import_class(run["model"]["class_path"], "model")
+    model = _class(run["model"]["class_path"])
     data = run.get("data")
-    data_class = cfg.import_class(data["class_path"], "data") if data else None
+    data_class = _class(data["class_path"]) if data else None
     test_after_fit = bool(run.get("test_after_fit")) and command == "fit"
     check_data_source(command, model, data_class, test_after_fit)
 
 
-def check_trainer_options(trainer: Any) -> None:
+def _class(class_path: str) -> type:
+    # A class_path the engine has resolved and imported already.
+    module, _, name = class_path.rpartition(".")
+    found: type = getattr(importlib.import_module(module), name)
+    return found
+
+
+def check_trainer_options(trainer: dict[str, Any]) -> None:
     """Check the trainer section's values as the Trainer will (ranges, strategy, devices).
 
     Args:
-        trainer: the ``trainer`` section (a TrainerConfig, or the mapping
-            jsonargparse parsed, whose strategy entry it has checked).
+        trainer: the ``trainer`` section as parsed (its types checked, a
+            ``class_path`` strategy resolved).
     """
-    parsed = isinstance(trainer, dict)
-    values = trainer if parsed else cfg.to_dict(trainer)
-    for options in cfg.OPTION_GROUPS.values():
+    for options in OPTION_GROUPS.values():
         names = [f.name for f in dataclasses.fields(options)]
         try:
-            options(**{name: values[name] for name in names})
+            options(**{name: trainer[name] for name in names})
         except (ValueError, TypeError) as error:
             raise ConfigError(_trainer_message(str(error), names)) from error
     from trainkit.strategies import StrategyRegistry, plan_devices
 
-    strategy = values["strategy"]
-    if isinstance(strategy, dict):  # a class_path entry: its class and arguments
-        if not parsed:
-            cfg.check_init_args(cfg.ClassSpec(**strategy), "trainer.strategy")
+    strategy = trainer["strategy"]
+    if isinstance(strategy, dict):  # a class_path entry: the engine checked it
         return
     if strategy != "auto" and strategy not in StrategyRegistry:
         names = ["auto", *StrategyRegistry.available_strategies()]
@@ -106,7 +85,7 @@ def check_trainer_options(trainer: Any) -> None:
             f"{did_you_mean(strategy, names, n=2)} (use one of: {', '.join(names)})."
         )
     try:
-        plan_devices(strategy, values["accelerator"], values["devices"])
+        plan_devices(strategy, trainer["accelerator"], trainer["devices"])
     except (ValueError, TypeError, RuntimeError) as error:
         raise ConfigError(f"trainer: {error}") from error
 
@@ -182,27 +161,6 @@ def check_ckpt_path(ckpt_path: str | None) -> None:
             f"ckpt_path {ckpt_path} {what} (give the path of a checkpoint file, or "
             "ckpt_path=last for the newest run's last.ckpt under trainer.default_root_dir)."
         )
-
-
-def build(spec: cfg.ClassSpec, where: str) -> Any:
-    """Build a callback or logger; what trainkit's own classes refuse is a config error.
-
-    A trainkit class that refuses its arguments (a ``ValueError``/``TypeError``)
-    or needs a package that is not installed (an ``ImportError`` naming what to
-    install) was given them by the config. A class of the user's own keeps its
-    traceback.
-
-    Args:
-        spec: the class and its arguments.
-        where: the config key, for messages.
-    """
-    cls = cfg.check_init_args(spec, where)
-    if not cls.__module__.startswith("trainkit."):
-        return cls(**spec.init_args)
-    try:
-        return cls(**spec.init_args)
-    except (ValueError, TypeError, ImportError) as error:
-        raise ConfigError(f"{where} ({cls.__name__}): {error}") from error
 
 
 def user_error(error: BaseException) -> str | None:

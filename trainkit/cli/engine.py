@@ -37,6 +37,7 @@ import yaml
 from trainkit.cli import config as cfg
 from trainkit.cli.config import ConfigError
 from trainkit.cli.lightning_cli import LightningCLI
+from trainkit.trainer.options import trainer_groups
 from trainkit.utilities.messages import did_you_mean
 
 if TYPE_CHECKING:
@@ -79,10 +80,13 @@ class TrainkitCLI(LightningCLI):
         overrides: ``key=value`` overrides, applied in order after every file.
     """
 
-    def __init__(self, command: str, configs: list[str], overrides: list[str]) -> None:
+    def __init__(
+        self, command: str, configs: list[str], overrides: list[str], parse: bool = True
+    ) -> None:
         self.command = command
         self.configs = list(configs)
         self.overrides = list(overrides)
+        self.parse = parse
         self.run_config: dict[str, Any] = {}
         with _interpolations_relative_to_the_subcommand():
             super().__init__(
@@ -110,6 +114,11 @@ class TrainkitCLI(LightningCLI):
             parser: the main parser.
             args: ignored; the files and overrides given to the constructor are parsed.
         """
+        if not self.parse:  # the parsers only, for --help
+            from jsonargparse import Namespace
+
+            self.config = Namespace(subcommand=self.command)  # type: ignore[no-untyped-call]
+            return
         for path in self.configs:
             if not Path(path).is_file():  # named as given (jsonargparse names it absolute)
                 raise ConfigError(f"Config file {path} does not exist.")
@@ -193,6 +202,35 @@ class TrainkitCLI(LightningCLI):
 
     def _run_subcommand(self, subcommand: str) -> None:
         """Run nothing: ``trainkit.cli.main`` runs the command once the config is checked."""
+
+    def keys_help(self) -> str:
+        """The help of every config key of the command: each section's arguments, with
+        their type, default and documentation (what ``trainkit COMMAND --help`` ends with)."""
+        import argparse
+
+        parser = self._subcommand_parsers[self.command]
+        # These parsers are built for this help only: hide what the command's own
+        # usage already says (its usage line, --help, --config, --print_config).
+        parser.usage, parser.description = argparse.SUPPRESS, None
+        for action in parser._actions:
+            if action.dest in ("help", "config", "print_config"):
+                action.help = argparse.SUPPRESS
+        titles = {
+            "trainer": "trainer: the Trainer's options and components (trainer.NAME)",
+            "model": "model: the Module, class_path + init_args (model.init_args.NAME)",
+            "data": "data: the DataModule, class_path + init_args (data.init_args.NAME)",
+            "ckpt_path": f"{self.command}: the arguments of Trainer.{self.command}",
+            "test_after_fit": "run",
+        }
+        for group in parser._action_groups:
+            first = [
+                a.dest.split(".")[0]
+                for a in group._group_actions
+                if a.dest not in ("help", "config", "print_config")
+            ]
+            if first and first[0] in titles:
+                group.title, group.description = titles[first[0]], None
+        return str(parser.format_help()).lstrip("\n")
 
 
 @dataclasses.dataclass
@@ -500,7 +538,7 @@ def _unknown_key(given: list[str]) -> str:
     flag = next((a for a in given if a.startswith("--")), given[0] if given else "")
     parts = flag.lstrip("-").partition("=")[0].split(".")
     sections = {"": ["trainer", "model", "data", "ckpt_path", "test_after_fit"]}
-    sections["trainer"] = sorted(f.name for f in dataclasses.fields(cfg.TrainerConfig))
+    sections["trainer"] = sorted(name for names in trainer_groups().values() for name in names)
     if parts[0] not in sections[""]:
         key, parent, valid = parts[0], "the config", sections[""]
     elif parts[0] == "trainer" and len(parts) > 1:

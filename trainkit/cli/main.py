@@ -2,7 +2,7 @@
 
 LightningCLI's forms work too: ``--config CONFIG.yaml --trainer.max_epochs=3``
 (see ``trainkit.cli.args``). Everything is checked before anything is built or
-trained (``trainkit.cli.config``, ``trainkit.cli.checks``); a mistake the user can
+trained (``trainkit.cli.engine``, ``trainkit.cli.checks``); a mistake the user can
 fix prints one ``trainkit: error: ...`` line and exits with status 2, while an
 exception from the user's own code keeps its traceback.
 
@@ -17,11 +17,9 @@ unless ``--force-resume`` is given.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
-import textwrap
 import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -70,7 +68,14 @@ USAGE = (
 )
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(help_for: str | None = None) -> argparse.ArgumentParser:
+    """The command line: the command, config files, overrides and the command's flags.
+
+    Args:
+        help_for: the command whose ``--help`` is asked for: its epilog lists every
+            config key with its type, default and documentation, from the config
+            engine (built only then: it imports the Trainer).
+    """
     parser = _Parser(
         prog="trainkit",
         description="Train and evaluate trainkit Modules from a YAML config.",
@@ -87,7 +92,7 @@ def _parser() -> argparse.ArgumentParser:
             help=text,
             usage=USAGE.format(prog=f"trainkit {name}"),
             description=f"trainkit {name}: {text}.",
-            epilog=_config_help(),
+            epilog=_keys_help(name) if name == help_for else None,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         sub.add_argument(
@@ -134,57 +139,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _config_help() -> str:
-    """The sections of a config and every trainer option, from the config schema."""
-    from trainkit.cli import config as cfg
+def _keys_help(command: str) -> str:
+    """Every config key of ``command``: the sections, and each key's type, default and doc."""
+    from trainkit.cli.engine import TrainkitCLI
 
-    lines = [
-        "config sections:",
-        "  trainer:    the Trainer's options and components (below)",
-        "  model:      class_path + init_args of the Module",
-        "  data:       class_path + init_args of the DataModule",
-        "  ckpt_path:  resume (fit) or load weights (validate/test/predict); 'last' for the",
-        "              newest run's last.ckpt",
-        "  test_after_fit: true to test the best checkpoint after fit and print the metrics",
-        "",
-        "trainer options (set any with trainer.NAME=VALUE):",
-    ]
-    fields = {f.name: f for f in dataclasses.fields(cfg.TrainerConfig)}
-    for heading, names in cfg.trainer_groups().items():
-        lines += ["", f"{heading}:"]
-        for name in names:
-            spec = fields[name]
-            default = (
-                spec.default_factory()
-                if spec.default_factory is not dataclasses.MISSING
-                else spec.default
-            )
-            lines.append(f"  trainer.{name} (default: {_yaml_scalar(default)})")
-            lines += textwrap.wrap(
-                _help_sentence(spec.metadata["doc"]),
-                width=78,
-                initial_indent="      ",
-                subsequent_indent="      ",
-                break_long_words=False,
-                break_on_hyphens=False,  # keep '32-true', 'bf16-mixed' whole
-            )
-    return "\n".join(lines)
-
-
-def _help_sentence(doc: str) -> str:
-    """``doc`` starting lowercase, as argparse's own help does ("Stop ..." -> "stop ...")."""
-    if doc[:1].isupper() and not doc[1:2].isupper():  # but keep "CUDA ..." as it is
-        return doc[0].lower() + doc[1:]
-    return doc
-
-
-def _yaml_scalar(value: Any) -> str:
-    """A default as a config would spell it: null, true, false, [], 1.0, auto."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return str(value).lower()
-    return str(value)
+    keys = TrainkitCLI(command, [], [], parse=False).keys_help()
+    return (
+        "config keys (in a YAML file, as key=value, or as --key value; "
+        "docs/configuration.md):\n\n" + keys
+    )
 
 
 def _version() -> str:
@@ -217,7 +180,10 @@ def main(argv: list[str] | None = None) -> int:
     debug = os.environ.get("TRAINKIT_DEBUG", "") not in ("", "0") or "--traceback" in given
     try:
         line = cli_args.normalize(given)
-        args = _parser().parse_args(line.argv)
+        wants_help = {"-h", "--help"} & set(line.argv)
+        args = _parser(help_for=line.argv[0] if wants_help and line.argv else None).parse_args(
+            line.argv
+        )
         if args.command == "consolidate":
             from trainkit.checkpoint.files import consolidate_checkpoint
 
@@ -268,6 +234,7 @@ def _run(
     import yaml
 
     from trainkit.cli import checks as cli_checks
+    from trainkit.cli.config import ConfigError
     from trainkit.cli.engine import TrainkitCLI
 
     cli = TrainkitCLI(command, configs, overrides)
@@ -295,7 +262,7 @@ def _run(
         trainer = Trainer(**trainer_options)
     except (ValueError, TypeError, RuntimeError) as error:
         # Built from checked options only: what it refuses is in the config.
-        raise cli_checks.ConfigError(f"trainer: {error}") from error
+        raise ConfigError(f"trainer: {error}") from error
     model = built.model()
     data = built.data() if built.data is not None else None
     ckpt_path = run["ckpt_path"]

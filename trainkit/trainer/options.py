@@ -614,3 +614,66 @@ def _check_limit(name: str, value: object) -> None:
             f"{name}={value} is a fraction and must be in [0.0, 1.0]; pass an int for a "
             "number of batches."
         )
+
+
+# ------------------------------------------------------------------ the trainer section
+#: The Trainer's option groups, in order: heading -> options dataclass.
+OPTION_GROUPS: dict[str, type] = {
+    "hardware options": HardwareOptions,
+    "loop options": LoopOptions,
+    "step options": StepOptions,
+    "output options": OutputOptions,
+}
+
+COMPONENTS_HEADING = "components"
+
+#: The Trainer's components (objects rather than values) and how a config gives them.
+COMPONENT_DOCS: dict[str, str] = {
+    "strategy": (
+        "How the processes and devices share the work: 'auto' (single_device on one "
+        "device, ddp on several), 'single_device', 'ddp', 'ddp_spawn', 'dp', 'hybrid' or "
+        "'fsdp'; or a class_path + init_args entry for a strategy with arguments (e.g. "
+        "trainkit.strategies.ddp.DDPStrategy with init_method, rank and world_size)."
+    ),
+    "callbacks": (
+        "Callbacks, a list of class_path + init_args entries; each hook calls them in "
+        "this order (docs/architecture.md gives the order against the Module's hooks)."
+    ),
+    "logger": (
+        "true for a TensorBoard logger under default_root_dir, false for none, or a "
+        "class_path + init_args entry or a list of them."
+    ),
+    "profiler": (
+        "Time every hook, step and batch fetch, and print the report when the run ends: "
+        "'simple', 'advanced' (cProfile) or 'pytorch' (torch.profiler); null: no profiling."
+    ),
+}
+
+
+def trainer_groups() -> dict[str, list[str]]:
+    """The Trainer's keywords by group heading, in order: the option groups, then components.
+
+    Example:
+        >>> trainer_groups()["components"]
+        ['strategy', 'callbacks', 'logger', 'profiler']
+    """
+    groups = {heading: [f.name for f in fields(kind)] for heading, kind in OPTION_GROUPS.items()}
+    groups[COMPONENTS_HEADING] = list(COMPONENT_DOCS)
+    return groups
+
+
+def trainer_docs() -> dict[str, str]:
+    """Every Trainer keyword -> its documentation (the ``--help`` text of ``trainer.NAME``).
+
+    The text comes from the option fields and :data:`COMPONENT_DOCS`, never from a
+    docstring, so editing a docstring never changes the command line.
+
+    Example:
+        >>> trainer_docs()["max_epochs"].split(" (")[0]
+        'Stop after this many epochs'
+    """
+    docs: dict[str, str] = {}
+    for kind in OPTION_GROUPS.values():
+        docs.update(option_docs(kind))
+    docs.update(COMPONENT_DOCS)
+    return docs
