@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from trainkit.cli.config import check_init_args, load_config
+from trainkit.cli.engine import TrainkitCLI
 from trainkit.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,10 +68,9 @@ def test_yaml_configs_are_valid(page: Path, tmp_path: Path) -> None:
     for index, block in enumerate(configs):
         path = tmp_path / f"block{index}.yaml"
         path.write_text(block)
-        run = load_config(path)
-        check_init_args(run.model, "model")
-        if run.data is not None:
-            check_init_args(run.data, "data")
+        # The engine checks every key, type, class_path and init_args as `trainkit fit` does.
+        run = TrainkitCLI("fit", [str(path)], []).run_config
+        assert run["model"]["class_path"], page.name
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)

@@ -59,6 +59,19 @@ TEST_AFTER_FIT_HELP = (
     "monitors a metric) and print the test metrics"
 )
 
+#: ``ckpt_path``'s help for each command, in plain text (the Trainer's docstrings use markup).
+CKPT_PATH_HELP = {
+    "fit": (
+        "resume from this checkpoint, exactly where it was saved; 'last': the newest run's "
+        "last.ckpt under trainer.default_root_dir (a fresh start when there is none), so the "
+        "same command serves the first start and every restart"
+    ),
+    "evaluate": (
+        "load the weights of this checkpoint first ('last': the newest run's last.ckpt; "
+        "null: the Module's weights as built)"
+    ),
+}
+
 _ENTRY_KEYS = ("class_path", "init_args")
 
 # A key part that can only address a list entry: an index, or a class name.
@@ -90,7 +103,7 @@ class TrainkitCLI(LightningCLI):
         self.run_config: dict[str, Any] = {}
         with _interpolations_relative_to_the_subcommand():
             super().__init__(
-                parser_kwargs=dict(PARSER_KWARGS),
+                parser_kwargs={**PARSER_KWARGS, "formatter_class": _help_formatter()},
                 save_config_callback=None,
                 seed_everything_default=False,
                 auto_configure_optimizers=False,
@@ -215,6 +228,8 @@ class TrainkitCLI(LightningCLI):
         for action in parser._actions:
             if action.dest in ("help", "config", "print_config"):
                 action.help = argparse.SUPPRESS
+            if action.dest == "ckpt_path":
+                action.help = CKPT_PATH_HELP.get(self.command, CKPT_PATH_HELP["evaluate"])
         titles = {
             "trainer": "trainer: the Trainer's options and components (trainer.NAME)",
             "model": "model: the Module, class_path + init_args (model.init_args.NAME)",
@@ -223,13 +238,10 @@ class TrainkitCLI(LightningCLI):
             "test_after_fit": "run",
         }
         for group in parser._action_groups:
-            first = [
-                a.dest.split(".")[0]
-                for a in group._group_actions
-                if a.dest not in ("help", "config", "print_config")
-            ]
-            if first and first[0] in titles:
-                group.title, group.description = titles[first[0]], None
+            keys = {a.dest.split(".")[0] for a in group._group_actions}
+            found = [key for key in titles if key in keys]
+            if found:
+                group.title, group.description = titles[found[0]], None
         return str(parser.format_help()).lstrip("\n")
 
 
@@ -276,6 +288,23 @@ def instantiate(value: Any, where: str) -> Any:
         return cls(**init_args)
     except (ValueError, TypeError, ImportError) as error:
         raise ConfigError(f"{where} ({cls.__name__}): {error}") from error
+
+
+def _help_formatter() -> type:
+    """jsonargparse's help formatter, wrapping lines between words only.
+
+    Option values such as '32-true', 'bf16-mixed' and 'multi-process' stay whole.
+    """
+    import textwrap
+
+    from jsonargparse import DefaultHelpFormatter
+
+    class HelpFormatter(DefaultHelpFormatter):
+        def _split_lines(self, text: str, width: int) -> list[str]:
+            words = " ".join(text.split())
+            return textwrap.wrap(words, width, break_on_hyphens=False, break_long_words=False)
+
+    return HelpFormatter
 
 
 def _emptied(key: str, value: Any) -> list[str]:

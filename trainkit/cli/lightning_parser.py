@@ -152,16 +152,16 @@ class LightningArgumentParser(ArgumentParser):
     def _document_trainer_arguments(self, nested_key: str) -> None:
         """Give each ``--trainer.NAME`` the option's own documentation as its help.
 
-        The Trainer documents its keywords on the option fields (``trainer/options.py``),
-        not in a docstring jsonargparse could read; an argument a Trainer subclass
-        documents itself keeps its help.
+        The Trainer documents its keywords on the option fields (``trainer/options.py``)
+        in plain text; the help never comes from a docstring, so editing one never
+        changes the command line. An argument a Trainer subclass adds keeps its help.
         """
         from trainkit.trainer.options import trainer_docs
 
         docs = trainer_docs()
         for action in self._actions:
             name = action.dest.removeprefix(f"{nested_key}.")
-            if action.dest.startswith(f"{nested_key}.") and name in docs and not action.help:
+            if action.dest.startswith(f"{nested_key}.") and name in docs:
                 action.help = docs[name]
 
     def add_optimizer_args(
