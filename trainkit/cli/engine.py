@@ -383,6 +383,7 @@ _CLASS_PROBLEM = re.compile(
 )
 _NOT_ACCEPTED = re.compile(r"Option '(?P<option>[^']+)' is not accepted")
 _NO_ATTRIBUTE = re.compile(r"module '(?P<module>[^']+)' has no attribute '(?P<name>[^']+)'")
+_NO_MODULE = re.compile(r"No module named '(?P<module>[^']+)'")
 _MISSING = re.compile(r"the following arguments are required: (?P<names>.*)")
 _NO_IMPORT_PATH = re.compile(r"Expected a dot import path string: (?P<path>.*)")
 _SUBTYPES = re.compile(r"^\s*Subtypes: \[(?P<types>.*)\]\s*$", re.M)
@@ -513,6 +514,13 @@ def _class_problem(where: str, class_path: str, rest: str) -> str:
         return (
             f"{where}.init_args do not fit {name}: missing a required argument: {missing!r}. "
             f"Set {where}.init_args.{missing}."
+        )
+    if found := _NO_MODULE.search(rest):
+        module_path = class_path.rpartition(".")[0]
+        return (
+            f"{where}: cannot import module {module_path!r} for class_path {class_path!r} "
+            f"(no module named {found.group('module')!r}). Check the spelling, and run trainkit "
+            "from the folder that contains the package (it is on the import path)."
         )
     if found := _NO_ATTRIBUTE.search(rest):
         module_path, _, class_name = class_path.rpartition(".")
