@@ -200,13 +200,14 @@ def test_config_names_importable_classes_and_their_arguments() -> None:
 
 
 def test_config_comment_states_the_run_s_step_count() -> None:
-    from trainkit.cli import config as cfg
+    from trainkit.cli.engine import TrainkitCLI
 
-    run = cfg.load_config(CONFIG)
-    data_defaults = inspect.signature(CIFAR10Data).parameters
-    train_images = 50_000 - data_defaults["val_size"].default
-    steps_per_epoch = math.ceil(train_images / run.data.init_args["batch_size"])  # type: ignore[union-attr]
-    total = steps_per_epoch * run.trainer.max_epochs
+    run = TrainkitCLI("fit", [str(CONFIG)], []).run_config  # as the trainkit command reads it
+    data = run["data"]["init_args"]  # every default filled in
+    assert data["val_size"] == inspect.signature(CIFAR10Data).parameters["val_size"].default
+    train_images = 50_000 - data["val_size"]
+    steps_per_epoch = math.ceil(train_images / data["batch_size"])
+    total = steps_per_epoch * run["trainer"]["max_epochs"]
     text = CONFIG.read_text()
     assert (train_images, steps_per_epoch, total) == (45_000, 88, 2_112)
     assert "an epoch is 88 steps (2,112 in all)" in text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -161,19 +162,31 @@ def test_a_compiler_failure_is_one_clear_error() -> None:
     assert model._compiled_call_impl is None
 
 
-def test_the_cli_takes_trainer_compile(tmp_path: Path) -> None:
-    from trainkit.cli import config as cfg
+def test_the_cli_takes_trainer_compile(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trainkit.cli.engine import TrainkitCLI
+    from trainkit.cli.main import main
 
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])  # tests.helpers imports from here
     config = tmp_path / "run.yaml"
-    config.write_text("model: {class_path: tests.helpers.Classifier}\ntrainer: {max_steps: 1}\n")
-    run = cfg.load_config(config, ["trainer.compile={backend: eager, dynamic: false}"])
-    assert run.trainer.compile == {"backend": "eager", "dynamic": False}
-    assert cfg.load_config(config, ["trainer.compile=true"]).trainer.compile is True
-    from trainkit.cli.checks import check_trainer_options
-
-    bad = cfg.load_config(config, ["trainer.compile={backnd: eager}"])
-    with pytest.raises(cfg.ConfigError, match=r"trainer\.compile=.*Did you mean 'backend'"):
-        check_trainer_options(bad.trainer)
+    config.write_text(
+        "model: {class_path: tests.helpers.Classifier}\n"
+        "data: {class_path: tests.helpers.BlobData}\n"
+        "trainer: {max_steps: 1}\n"
+    )
+    path = str(config)
+    run = TrainkitCLI("fit", [path], ["trainer.compile={backend: eager, dynamic: false}"])
+    assert run.run_config["trainer"]["compile"] == {"backend": "eager", "dynamic": False}
+    run = TrainkitCLI("fit", [path], ["trainer.compile=true"])
+    assert run.run_config["trainer"]["compile"] is True
+    # A key torch.compile does not take is refused before anything is built, in one line.
+    assert main(["fit", path, "trainer.compile={backnd: eager}", "--print-config"]) == 2
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    lines = printed.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("trainkit: error: ")
+    assert re.search(r"trainer\.compile=.*Did you mean 'backend'", lines[0]), lines[0]
 
 
 def test_toggling_compile_never_blocks_a_resume_of_the_cli() -> None:

@@ -11,8 +11,9 @@
 
 It follows Lightning 2.x's documented LightningCLI (subcommands, ``--config``,
 ``--print_config``, ``class_path``/``init_args``, ``--optimizer``/``--lr_scheduler``,
-``SaveConfigCallback``, the ``before_``/``after_`` hooks), on jsonargparse, the optional
-extra ``trainkit[cli]``. This module imports without jsonargparse; constructing a
+``SaveConfigCallback``, the ``before_``/``after_`` hooks), on jsonargparse (a dependency of
+trainkit). The ``trainkit`` command reads its configs with a subclass of it
+(``trainkit.cli.engine``). This module imports without jsonargparse; constructing a
 LightningCLI without it says what to install. Bad input prints one line and exits 2.
 """
 

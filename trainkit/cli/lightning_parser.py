@@ -1,9 +1,9 @@
 """LightningCLI's argument parser: jsonargparse's, plus Lightning's groups for classes,
 optimizers and LR schedulers, and its errors condensed to one line.
 
-jsonargparse is the optional extra ``trainkit[cli]``: this module imports without it (so
-that ``from trainkit.lightning.cli import LightningCLI`` does), and constructing a parser
-then says what to install.
+jsonargparse is a dependency of trainkit. This module still imports without it (so that
+``from trainkit.lightning.cli import LightningCLI`` works in an environment that lost it),
+and constructing a parser then says what to install.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from trainkit.core.module import Module
 from trainkit.trainer.trainer import Trainer
 
 INSTALL_HINT = (
-    'LightningCLI needs jsonargparse, which is not installed: pip install "trainkit[cli]"'
+    "LightningCLI and the trainkit command's config engine need jsonargparse, a dependency "
+    'of trainkit that is not installed here: pip install "trainkit[cli]" (or reinstall trainkit)'
 )
 
 try:
@@ -38,7 +39,7 @@ except ImportError:  # the class stays definable; constructing it raises INSTALL
 
 
 def require_jsonargparse() -> None:
-    """Raise ModuleNotFoundError naming the extra to install when jsonargparse is missing."""
+    """Raise ModuleNotFoundError saying what to install when jsonargparse is missing."""
     if not JSONARGPARSE_AVAILABLE:
         raise ModuleNotFoundError(INSTALL_HINT)
 

@@ -1,6 +1,6 @@
 """Lightning's ``lightning.pytorch.cli``: ``from trainkit.lightning.cli import LightningCLI``.
 
-Needs the extra ``trainkit[cli]`` (jsonargparse); importing works without it, and
+Built on jsonargparse, a dependency of trainkit; importing works without it, and
 constructing a LightningCLI then says what to install.
 """
 
