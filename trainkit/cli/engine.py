@@ -389,9 +389,6 @@ _NO_IMPORT_PATH = re.compile(r"Expected a dot import path string: (?P<path>.*)")
 _SUBTYPES = re.compile(r"^\s*Subtypes: \[(?P<types>.*)\]\s*$", re.M)
 _SIMPLE = re.compile(r"Expected a (?P<type>.+?)\. Got value: (?P<value>.*)$", re.M)
 _GIVEN = re.compile(r"^\s*Given value: (?P<value>.*)$", re.M)
-_TYPE = re.compile(
-    r"<class '(?P<cls>[^']+)'>|typing\.Literal\[(?P<lit>[^\]]*)\]|(?P<generic>[\w.]+\[[\w.]+\])"
-)
 _MODEL_MISSING = re.compile(r"arguments are required: (?:\w+\.)?model\s*$")
 MODEL_REQUIRED = (
     "'model' is required (the Module to train or evaluate; add model: "
@@ -472,7 +469,9 @@ def _key_problem(key: str, rest: str) -> str:
             inner.append(following)
         where = _entry(key, found.group("path"), given_value)
         return _class_problem(where, found.group("path"), _dedent(inner))
-    if found := _NO_IMPORT_PATH.search(rest):
+    found = _NO_IMPORT_PATH.search(rest)
+    if found and ("class_path" in given_value or not _SUBTYPES.search(rest)):
+        # Meant as a class (not one of the key's other types): say what a class_path is.
         path = found.group("path").strip()
         if "class_path" in given_value:
             found_path = _CLASS_PATH_IN_VALUE.search(given_value)
@@ -542,24 +541,43 @@ def _type_problem(key: str, rest: str) -> str:
     subtypes = _SUBTYPES.search(rest)
     simple = _SIMPLE.search(rest)
     if subtypes:
-        words = [_type_word(m) for m in _TYPE.finditer(subtypes.group("types"))]
+        words = [_type_word(text) for text in _top_level(subtypes.group("types"))]
         given = _GIVEN.search(rest)
         shown = _shown(given.group("value") if given else "?")
     elif simple:
-        words = [_type_word(m) for m in _TYPE.finditer(simple.group("type"))]
+        words = [_type_word(simple.group("type"))]
         shown = _shown(simple.group("value"))
     else:
         return f"{key!r}: {' '.join(rest.split())}"
     return f"{key!r} must be {' or '.join(dict.fromkeys(words))}, got {shown}."
 
 
-def _type_word(found: re.Match[str]) -> str:
-    if found.group("cls"):
+def _top_level(types: str) -> list[str]:
+    """``"<class 'bool'>, dict[str, float]"`` -> its items, split at commas outside brackets."""
+    items, depth, start = [], 0, 0
+    for index, char in enumerate(types):
+        if char in "[<":
+            depth += 1
+        elif char in "]>":
+            depth -= 1
+        elif char == "," and depth == 0:
+            items.append(types[start:index].strip())
+            start = index + 1
+    items.append(types[start:].strip())
+    return [item for item in items if item]
+
+
+def _type_word(text: str) -> str:
+    """One type as a config's reader says it: a number, one of 'min', 'max', list[int]."""
+    if found := re.fullmatch(r"<class '(?P<cls>[^']+)'>", text.strip()):
         name = found.group("cls")
-        return _TYPE_WORDS.get(name, name)
-    if found.group("lit") is not None:
+        return _TYPE_WORDS.get(name, name.rpartition(".")[2])
+    if found := re.fullmatch(r"(?:typing\.)?Literal\[(?P<lit>.*)\]", text.strip()):
         return f"one of {found.group('lit')}"
-    return str(found.group("generic"))
+    if found := re.fullmatch(r"tuple with (?P<n>\d+) elements", text.strip()):
+        return f"a list of {found.group('n')} items"
+    # A generic (list[trainkit.loggers.base.Logger]): class names without their modules.
+    return re.sub(r"\b(?:\w+\.)+(\w+)", r"\1", text.strip().removeprefix("typing."))
 
 
 def _shown(raw: str) -> str:
