@@ -195,20 +195,20 @@ class TrainkitCLI(LightningCLI):
         from trainkit.utilities.seed import seed_everything
 
         parsed = self.config[self.command]  # typed values (a timedelta, not "0:30:00")
-        trainer = {key: parsed.trainer[key] for key in self.run_config["trainer"]}
-        if trainer.get("seed") is not None:
-            seed_everything(trainer["seed"])
-        trainer["seed"] = None
+        options = {key: parsed.trainer[key] for key in self.run_config["trainer"]}
+        if options.get("seed") is not None:
+            seed_everything(options["seed"])
+        options["seed"] = None
         for key in ("callbacks", "logger", "strategy", "plugins", "profiler"):
-            if key in trainer:
-                trainer[key] = instantiate(trainer[key], f"trainer.{key}")
-        if trainer.get("callbacks") is None:
-            trainer["callbacks"] = []
-        elif not isinstance(trainer["callbacks"], list):
-            trainer["callbacks"] = [trainer["callbacks"]]
+            if key in options:
+                options[key] = instantiate(options[key], f"trainer.{key}")
+        if options.get("callbacks") is None:
+            options["callbacks"] = []
+        elif not isinstance(options["callbacks"], list):
+            options["callbacks"] = [options["callbacks"]]
         data = parsed.get("data")
         return Built(
-            trainer=trainer,
+            trainer=options,
             model=lambda: instantiate(parsed.model, "model"),
             data=(lambda: instantiate(data, "data")) if data is not None else None,
         )

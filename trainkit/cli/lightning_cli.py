@@ -366,9 +366,7 @@ class LightningCLI:
     def instantiate_classes(self) -> None:
         """Build the classes the config names: ``self.model``, ``self.datamodule``,
         ``self.trainer``, and ``self.config_init`` (the config with objects)."""
-        # jsonargparse 4.49 renamed instantiate_classes to instantiate; 4.27 has only the former.
-        instantiate = getattr(self.parser, "instantiate", None) or self.parser.instantiate_classes
-        self.config_init = instantiate(self.config)
+        self.config_init = self.parser.instantiate(self.config)
         self.datamodule = self._get(self.config_init, "data")
         self.model = self._get(self.config_init, "model")
         self._add_configure_optimizers_method_to_model(self.subcommand)
