@@ -56,6 +56,34 @@ class NeedsWidthModel(TinyModel):
         super().__init__(features=width, lr=lr)
 
 
+class Encoder(torch.nn.Module):
+    """A submodule a config gives as a class_path entry (dependency injection)."""
+
+    def __init__(self, features: int = 4, width: int = 3) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(features, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.layer(x))
+
+
+class InjectedModel(L.LightningModule):
+    """A regressor whose encoder is built from the config and passed in."""
+
+    def __init__(self, encoder: torch.nn.Module, lr: float = 0.1) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.encoder = encoder
+        self.head = torch.nn.Linear(encoder.layer.out_features, 1)
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        return torch.nn.functional.mse_loss(self.head(self.encoder(x)), y)
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
+
+
 class TinyData(L.LightningDataModule):
     """32 random regression samples, the same every time."""
 

@@ -471,3 +471,79 @@ def test_importing_trainkit_cli_does_not_import_jsonargparse() -> None:
         timeout=120,
     )
     assert result.stdout.strip() == "False", result.stderr
+
+
+INJECTED = [
+    "--model=tests.cli.lightning_main.InjectedModel",
+    "--model.encoder=tests.cli.lightning_main.Encoder",
+    "--model.encoder.width=5",
+    "--trainer.max_epochs=1",
+    *QUIET,
+]
+
+
+def test_load_from_checkpoint_rebuilds_classes_the_config_injected(tmp_path: Path) -> None:
+    from tests.cli.lightning_main import Encoder, InjectedModel
+
+    cli = LightningCLI(args=["fit", *INJECTED], datamodule_class=TinyData)
+    # save_hyperparameters() records the config's arguments, not the Encoder object.
+    assert dict(cli.model.hparams) == {
+        "encoder": {
+            "class_path": "tests.cli.lightning_main.Encoder",
+            "init_args": {"features": 4, "width": 5},
+        },
+        "lr": 0.1,
+        "_instantiator": "trainkit.core.loading.instantiate_module",
+    }
+    path = tmp_path / "checkpoints" / "last.ckpt"
+    with pytest.warns(UserWarning, match="eval mode"):
+        loaded = InjectedModel.load_from_checkpoint(path, lr=0.5)
+    assert isinstance(loaded.encoder, Encoder) and loaded.encoder.layer.out_features == 5
+    assert loaded.hparams.lr == 0.5
+    for name, value in cli.model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[name], value), name
+
+
+def test_without_load_from_checkpoint_support_init_arguments_are_recorded() -> None:
+    from tests.cli.lightning_main import Encoder
+
+    cli = LightningCLI(
+        args=[*INJECTED], datamodule_class=TinyData, run=False, load_from_checkpoint_support=False
+    )
+    assert isinstance(cli.model.hparams.encoder, Encoder)
+    assert "_instantiator" not in cli.model.hparams
+
+
+def test_a_checkpoint_never_makes_load_from_checkpoint_call_its_own_import_path(
+    tmp_path: Path,
+) -> None:
+    cli = LightningCLI(args=["fit", *INJECTED], datamodule_class=TinyData)
+    path = tmp_path / "checkpoints" / "last.ckpt"
+    checkpoint = torch.load(path, weights_only=True)
+    checkpoint["hyper_parameters"]["_instantiator"] = "os.system"
+    del checkpoint["integrity"]  # edited on purpose
+    torch.save(checkpoint, tmp_path / "edited.ckpt")
+    from tests.cli.lightning_main import Encoder, InjectedModel
+
+    # Built from the saved values directly (the encoder given, as without a config).
+    with pytest.warns(UserWarning, match="_instantiator='os.system', which trainkit does not"):
+        loaded = InjectedModel.load_from_checkpoint(
+            tmp_path / "edited.ckpt", encoder=Encoder(width=5)
+        )
+    assert torch.equal(loaded.head.weight, cli.model.head.weight)
+
+
+def test_a_checkpoint_lightnings_cli_saved_is_rebuilt_the_same_way(tmp_path: Path) -> None:
+    from tests.cli.lightning_main import Encoder, InjectedModel
+
+    cli = LightningCLI(args=["fit", *INJECTED], datamodule_class=TinyData)
+    path = tmp_path / "checkpoints" / "last.ckpt"
+    checkpoint = torch.load(path, weights_only=True)
+    # What Lightning's LightningCLI records for the same config.
+    lightnings = "lightning.pytorch.cli.instantiate_module"
+    checkpoint["hyper_parameters"]["_instantiator"] = lightnings
+    del checkpoint["integrity"]  # edited on purpose
+    torch.save(checkpoint, tmp_path / "lightning.ckpt")
+    loaded = InjectedModel.load_from_checkpoint(tmp_path / "lightning.ckpt")
+    assert isinstance(loaded.encoder, Encoder)
+    assert torch.equal(loaded.encoder.layer.weight, cli.model.encoder.layer.weight)

@@ -77,6 +77,30 @@ def test_resume_from_the_command_line(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["version_0"]
 
 
+def test_a_module_built_from_the_config_loads_from_its_checkpoint(tmp_path: Path) -> None:
+    from tests.cli.lightning_main import Encoder, InjectedModel
+
+    config = tmp_path / "injected.yaml"
+    config.write_text(
+        "trainer: {max_epochs: 1, enable_progress_bar: false, enable_model_summary: false}\n"
+        "model:\n"
+        "  class_path: tests.cli.lightning_main.InjectedModel\n"
+        "  init_args:\n"
+        "    encoder: {class_path: tests.cli.lightning_main.Encoder, init_args: {width: 6}}\n"
+        "data: {class_path: tests.cli.lightning_main.TinyData}\n"
+    )
+    assert main(["fit", str(config), f"trainer.default_root_dir={tmp_path}"]) == 0
+    checkpoint = load(tmp_path / "checkpoints" / "last.ckpt")
+    assert checkpoint["hyper_parameters"]["encoder"] == {
+        "class_path": "tests.cli.lightning_main.Encoder",
+        "init_args": {"features": 4, "width": 6},
+    }
+    with pytest.warns(UserWarning, match="eval mode"):
+        loaded = InjectedModel.load_from_checkpoint(tmp_path / "checkpoints" / "last.ckpt")
+    assert isinstance(loaded.encoder, Encoder) and loaded.encoder.layer.out_features == 6
+    assert torch.equal(loaded.head.weight, checkpoint["state_dict"]["head.weight"])
+
+
 def test_unknown_key_names_the_valid_keys_and_the_closest(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

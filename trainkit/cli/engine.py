@@ -209,8 +209,12 @@ class TrainkitCLI(LightningCLI):
         data = parsed.get("data")
         return Built(
             trainer=options,
-            model=lambda: instantiate(parsed.model, "model"),
-            data=(lambda: instantiate(data, "data")) if data is not None else None,
+            model=lambda: instantiate(parsed.model, "model", record=self.run_config["model"]),
+            data=(
+                (lambda: instantiate(data, "data", record=self.run_config["data"]))
+                if data is not None
+                else None
+            ),
         )
 
     def _run_subcommand(self, subcommand: str) -> None:
@@ -255,7 +259,7 @@ class Built:
     data: Callable[[], Any] | None
 
 
-def instantiate(value: Any, where: str) -> Any:
+def instantiate(value: Any, where: str, record: dict[str, Any] | None = None) -> Any:
     """``value`` as parsed, with every ``class_path`` entry built, innermost first.
 
     jsonargparse has checked each class and its ``init_args`` and filled in their
@@ -266,6 +270,8 @@ def instantiate(value: Any, where: str) -> Any:
     Args:
         value: a parsed value (a ``class_path`` namespace, a list, or a plain value).
         where: its config key, for messages.
+        record: the same entry as plain containers: ``save_hyperparameters()`` in the
+            class built records its ``init_args`` (``trainkit.cli.rebuild``).
     """
     from jsonargparse import Namespace
 
@@ -282,6 +288,16 @@ def instantiate(value: Any, where: str) -> Any:
         key: instantiate(item, f"{where}.init_args.{key}")
         for key, item in (vars(given) if given is not None else {}).items()
     }
+    if record is not None:
+        from trainkit.cli.rebuild import build_recording
+
+        given = dict(record.get("init_args") or {})
+        return build_recording(cls, given, lambda: _construct(cls, init_args, where))
+    return _construct(cls, init_args, where)
+
+
+def _construct(cls: Any, init_args: dict[str, Any], where: str) -> Any:
+    # What a trainkit class refuses is the config's mistake; a user's class keeps its traceback.
     if not cls.__module__.startswith("trainkit."):
         return cls(**init_args)
     try:

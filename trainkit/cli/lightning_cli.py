@@ -19,6 +19,7 @@ LightningCLI without it says what to install. Bad input prints one line and exit
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from types import MethodType
@@ -106,10 +107,10 @@ class SaveConfigCallback(Callback):
                 os.makedirs(log_dir, exist_ok=True)
                 if self.multifile:  # jsonargparse writes the separate files itself
                     self.parser.save(
-                        self.config, path, skip_none=False, overwrite=True, multifile=True
+                        self.config, path, skip_unset=False, overwrite=True, multifile=True
                     )
                 else:
-                    text = self.parser.dump(self.config, skip_none=False)
+                    text = self.parser.dump(self.config, skip_unset=False)
                     with atomic_write(path) as file:
                         file.write(text)
         if trainer.is_global_zero:
@@ -151,10 +152,10 @@ class LightningCLI:
             objects (``cli.model``, ``cli.datamodule``, ``cli.trainer``) and return.
         auto_configure_optimizers: add ``--optimizer``/``--lr_scheduler`` and, when one
             is given, make the model's ``configure_optimizers`` return it.
-        load_from_checkpoint_support: accepted for Lightning's signature; trainkit does not
-            store the CLI's ``class_path`` in the checkpoint's hyperparameters (they are the
-            model's own ``save_hyperparameters()``), so ``True`` does what ``False`` does
-            (docs/porting.md says so).
+        load_from_checkpoint_support: make ``save_hyperparameters()`` in the model and the
+            data record their config arguments (``class_path`` entries as written) instead
+            of what ``__init__`` receives, so ``load_from_checkpoint`` builds the same
+            classes again (``trainkit.cli.rebuild``).
     """
 
     def __init__(
@@ -366,11 +367,41 @@ class LightningCLI:
     def instantiate_classes(self) -> None:
         """Build the classes the config names: ``self.model``, ``self.datamodule``,
         ``self.trainer``, and ``self.config_init`` (the config with objects)."""
-        self.config_init = self.parser.instantiate(self.config)
+        instantiators = self._recording() if self.load_from_checkpoint_support else []
+        self.config_init = self.parser.instantiate(self.config, instantiators=instantiators)
         self.datamodule = self._get(self.config_init, "data")
         self.model = self._get(self.config_init, "model")
         self._add_configure_optimizers_method_to_model(self.subcommand)
         self.trainer = self.instantiate_trainer()
+
+    def _recording(self) -> list[tuple[Callable[..., Any], type, bool]]:
+        """jsonargparse instantiators that build the model and the data recording their
+        config (``load_from_checkpoint_support``; see ``trainkit.cli.rebuild``)."""
+        import yaml
+
+        from trainkit.cli.rebuild import build_recording, class_path
+
+        parser = self._parser(self.subcommand)
+        config = self.config.get(str(self.subcommand), self.config)
+        plain = yaml.safe_load(parser.dump(config, skip_unset=False, skip_validation=True))
+        sections: dict[str, tuple[str | None, dict[str, Any]]] = {}
+        for key in ("model", "data"):
+            value = plain.get(key)
+            if isinstance(value, dict) and "class_path" in value:
+                sections[key] = (value["class_path"], dict(value.get("init_args") or {}))
+            elif isinstance(value, dict):  # a class given directly: its arguments
+                sections[key] = (None, value)
+
+        def record(class_type: type, *args: Any, **kwargs: Any) -> Any:
+            for key, base in (("model", Module), ("data", DataModule)):
+                path, init_args = sections.get(key, ("", {}))
+                if issubclass(class_type, base) and path in (None, class_path(class_type)):
+                    del sections[key]  # once: a Module built inside it records its own
+                    build = functools.partial(class_type, *args, **kwargs)
+                    return build_recording(class_type, init_args, build)
+            return class_type(*args, **kwargs)
+
+        return [(record, Module, True), (record, DataModule, True)]
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         """Build the Trainer from the config, with the extra callbacks and SaveConfigCallback.

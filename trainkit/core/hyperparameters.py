@@ -8,8 +8,40 @@ from __future__ import annotations
 
 import copy
 import inspect
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
+
+# While a config entry point builds a class: the class and the hyperparameters its
+# config gave (see given_hyperparameters).
+_GIVEN: ContextVar[tuple[type, dict[str, Any]] | None] = ContextVar(
+    "trainkit_given_hyperparameters", default=None
+)
+
+
+@contextmanager
+def given_hyperparameters(cls: type, values: dict[str, Any]) -> Iterator[None]:
+    """While ``cls`` is built, ``save_hyperparameters()`` records ``values`` instead.
+
+    LightningCLI (``load_from_checkpoint_support``) and the ``trainkit`` command build
+    a Module from a config whose arguments may be classes given as ``class_path``
+    entries; the objects ``__init__`` receives cannot be saved, the entries can.
+    ``values`` are those config arguments and ``_instantiator`` (the import path of
+    the function that rebuilds them), so ``load_from_checkpoint`` rebuilds the same
+    classes. Only an instance of
+    ``cls`` itself records them, once: a Module built inside its ``__init__``
+    records its own arguments.
+
+    Args:
+        cls: the class being built.
+        values: the hyperparameters to record.
+    """
+    token = _GIVEN.set((cls, values))
+    try:
+        yield
+    finally:
+        _GIVEN.reset(token)
 
 
 class AttributeDict(dict[str, Any]):
@@ -118,6 +150,14 @@ class HyperparametersMixin:
         extra = init_locals.get(var_keyword) if var_keyword else None
         if isinstance(extra, Mapping):
             recorded.update({k: v for k, v in extra.items() if k not in ignored})
+        given = _GIVEN.get()
+        if given is not None and type(self) is given[0]:
+            _GIVEN.set(None)  # once: not again for a Module built inside this __init__
+            recorded = {
+                k: v
+                for k, v in given[1].items()
+                if k.startswith("_") or (k not in ignored and (not names or k in names))
+            }
         self.hparams.update(recorded)
         self._hparams_initial = _copied(self.hparams)
 

@@ -12,13 +12,27 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
-from trainkit.checkpoint.files import load
-from trainkit.checkpoint.weights import init_arguments, load_module_state
+from trainkit.checkpoint.files import CHECKPOINT_HYPER_PARAMS_KEY, load
+from trainkit.checkpoint.weights import (
+    init_arguments,
+    load_hparams_file,
+    load_module_state,
+)
+from trainkit.utilities.messages import UsageError
 
 if TYPE_CHECKING:
     from trainkit.core.module import Module
 
 ModuleT = TypeVar("ModuleT", bound="Module")
+T = TypeVar("T")
+
+#: The function ``load_from_checkpoint`` calls for a Module built from a config
+#: (saved as ``_instantiator`` in its hyperparameters, see ``trainkit.cli.rebuild``).
+INSTANTIATOR = "trainkit.core.loading.instantiate_module"
+#: The ``_instantiator`` values ``load_from_checkpoint`` follows: trainkit's, and
+#: Lightning's (a checkpoint its LightningCLI saved). No other import path stored in a
+#: checkpoint is ever called.
+KNOWN_INSTANTIATORS = (INSTANTIATOR, "lightning.pytorch.cli.instantiate_module")
 
 
 def load_from_checkpoint(
@@ -53,8 +67,9 @@ def load_from_checkpoint(
         )
     checkpoint = load(checkpoint_path, map_location=map_location)
     arguments = init_arguments(cls.__init__, checkpoint, overrides, hparams_file)
+    saved = dict(checkpoint.get(CHECKPOINT_HYPER_PARAMS_KEY) or {})
     try:
-        module = cls(**arguments)
+        module = build_saved(cls, arguments, saved, overrides, hparams_file, checkpoint_path)
     except TypeError as error:
         raise TypeError(
             f"{cls.__name__}({', '.join(sorted(arguments))}) failed: {error}. The "
@@ -84,3 +99,71 @@ def load_from_checkpoint(
         stacklevel=3,
     )
     return module.eval()
+
+
+def build_saved(
+    cls: type[T],
+    arguments: dict[str, Any],
+    saved: dict[str, Any],
+    overrides: dict[str, Any],
+    hparams_file: str | os.PathLike[str] | None,
+    path: str | os.PathLike[str],
+) -> T:
+    """Build ``cls`` from a checkpoint's hyperparameters (a Module's or a DataModule's).
+
+    Hyperparameters a config entry point saved (LightningCLI, the ``trainkit``
+    command) hold ``_instantiator``: they are the config's arguments, built again by
+    :func:`instantiate_module`. Only it (or Lightning's name for it) is called: an
+    import path stored in a checkpoint is never run.
+
+    Args:
+        cls: the class to build.
+        arguments: its ``__init__`` arguments from the checkpoint (``init_arguments``).
+        saved: the checkpoint's hyperparameters as saved.
+        overrides: keyword arguments that replace saved values.
+        hparams_file: a YAML file that replaces the saved hyperparameters, if given.
+        path: the checkpoint, for messages.
+    """
+    if hparams_file is not None:
+        saved = load_hparams_file(hparams_file)
+    instantiator = saved.get("_instantiator")
+    arguments.pop("_instantiator", None)  # a config entry point's, not an __init__ argument
+    if instantiator is None:
+        return cls(**arguments)
+    if instantiator not in KNOWN_INSTANTIATORS:
+        warnings.warn(
+            f"The checkpoint {path} names _instantiator={instantiator!r}, which trainkit "
+            "does not call (only its own, or Lightning's LightningCLI's); building "
+            f"{cls.__name__} from the saved hyperparameters directly.",
+            stacklevel=4,
+        )
+        return cls(**arguments)
+    built: T = instantiate_module(cls, {**saved, **overrides})
+    return built
+
+
+def instantiate_module(cls: type, hyperparameters: dict[str, Any]) -> Any:
+    """Build ``cls`` from hyperparameters a config entry point saved.
+
+    ``load_from_checkpoint`` calls it when the hyperparameters hold ``_instantiator``:
+    they are the config's arguments, so ``class_path`` entries among them are built
+    into objects again (through jsonargparse, as the config was read).
+
+    Args:
+        cls: the class ``load_from_checkpoint`` was called on.
+        hyperparameters: the saved hyperparameters, overrides applied.
+    """
+    from jsonargparse import ArgumentParser
+
+    init_args = {k: v for k, v in hyperparameters.items() if not k.startswith("_")}
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_class_arguments(cls, "module", fail_untyped=False, sub_configs=True)
+    try:
+        config = parser.parse_object({"module": init_args})
+    except Exception as error:  # jsonargparse's ArgumentError: the saved arguments do not fit
+        raise UsageError(
+            f"{cls.__name__}.load_from_checkpoint: the saved hyperparameters do not fit "
+            f"{cls.__name__}'s arguments ({' '.join(str(error).split())}); pass the changed "
+            "ones as keyword overrides, e.g. load_from_checkpoint(path, x=...)."
+        ) from error
+    return parser.instantiate(config).module
