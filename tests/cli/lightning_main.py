@@ -80,6 +80,10 @@ class InjectedModel(L.LightningModule):
         x, y = batch
         return torch.nn.functional.mse_loss(self.head(self.encoder(x)), y)
 
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        x, y = batch
+        self.log("test_loss", torch.nn.functional.mse_loss(self.head(self.encoder(x)), y))
+
     def configure_optimizers(self) -> Any:
         return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
 

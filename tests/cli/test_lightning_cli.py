@@ -488,6 +488,7 @@ def test_load_from_checkpoint_rebuilds_classes_the_config_injected(tmp_path: Pat
     cli = LightningCLI(args=["fit", *INJECTED], datamodule_class=TinyData)
     # save_hyperparameters() records the config's arguments, not the Encoder object.
     assert dict(cli.model.hparams) == {
+        "_class_path": "tests.cli.lightning_main.InjectedModel",
         "encoder": {
             "class_path": "tests.cli.lightning_main.Encoder",
             "init_args": {"features": 4, "width": 5},
@@ -547,3 +548,24 @@ def test_a_checkpoint_lightnings_cli_saved_is_rebuilt_the_same_way(tmp_path: Pat
     loaded = InjectedModel.load_from_checkpoint(tmp_path / "lightning.ckpt")
     assert isinstance(loaded.encoder, Encoder)
     assert torch.equal(loaded.encoder.layer.weight, cli.model.encoder.layer.weight)
+
+
+def test_ckpt_path_builds_the_model_with_the_checkpoint_s_hyperparameters(tmp_path: Path) -> None:
+    from tests.cli.lightning_main import InjectedModel
+
+    fit = ["fit", "--model.lr=0.3", "--trainer.max_epochs=1", *QUIET]
+    LightningCLI(OwnOptimizerModel, TinyData, args=fit)
+    path = str(tmp_path / "checkpoints" / "last.ckpt")
+    tested = LightningCLI(OwnOptimizerModel, TinyData, args=["test", "--ckpt_path", path, *QUIET])
+    assert tested.model.hparams.lr == 0.3  # the checkpoint's, not the default 0.1
+
+    injected = ["fit", *INJECTED, "--trainer.default_root_dir=injected"]
+    LightningCLI(args=injected, datamodule_class=TinyData)
+    path = str(tmp_path / "injected" / "checkpoints" / "last.ckpt")
+    # The arguments name a 3-wide encoder (its default); the checkpoint's 5 wins, so
+    # the saved weights fit.
+    tested = LightningCLI(
+        args=["test", "--ckpt_path", path, *INJECTED[:2], *QUIET], datamodule_class=TinyData
+    )
+    assert type(tested.model) is InjectedModel
+    assert tested.model.encoder.layer.out_features == 5

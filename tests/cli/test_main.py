@@ -91,9 +91,14 @@ def test_a_module_built_from_the_config_loads_from_its_checkpoint(tmp_path: Path
     )
     assert main(["fit", str(config), f"trainer.default_root_dir={tmp_path}"]) == 0
     checkpoint = load(tmp_path / "checkpoints" / "last.ckpt")
-    assert checkpoint["hyper_parameters"]["encoder"] == {
-        "class_path": "tests.cli.lightning_main.Encoder",
-        "init_args": {"features": 4, "width": 6},
+    assert checkpoint["hyper_parameters"] == {
+        "_class_path": "tests.cli.lightning_main.InjectedModel",
+        "encoder": {
+            "class_path": "tests.cli.lightning_main.Encoder",
+            "init_args": {"features": 4, "width": 6},
+        },
+        "lr": 0.1,
+        "_instantiator": "trainkit.core.loading.instantiate_module",
     }
     with pytest.warns(UserWarning, match="eval mode"):
         loaded = InjectedModel.load_from_checkpoint(tmp_path / "checkpoints" / "last.ckpt")

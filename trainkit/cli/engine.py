@@ -178,6 +178,11 @@ class TrainkitCLI(LightningCLI):
         whole = ".".join(found)
         return [*_emptied(whole, node), f"--{whole}={json.dumps(node)}"]
 
+    def _parse_ckpt_path(self) -> None:
+        """Keep the config's model: the command builds what its config names, and
+        ``fit`` refuses to resume a checkpoint saved under a config that changes the run
+        (see ``trainkit.cli.main``), where LightningCLI takes the checkpoint's values."""
+
     def instantiate_classes(self) -> None:
         """Build nothing yet: the command checks the config before it builds anything."""
 
@@ -291,7 +296,8 @@ def instantiate(value: Any, where: str, record: dict[str, Any] | None = None) ->
     if record is not None:
         from trainkit.cli.rebuild import build_recording
 
-        given = dict(record.get("init_args") or {})
+        # As LightningCLI records a Module the config names by class_path.
+        given = {"_class_path": record["class_path"], **(record.get("init_args") or {})}
         return build_recording(cls, given, lambda: _construct(cls, init_args, where))
     return _construct(cls, init_args, where)
 

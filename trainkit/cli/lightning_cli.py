@@ -198,6 +198,7 @@ class LightningCLI:
         main_kwargs, subparser_kwargs = self._setup_parser_kwargs(parser_kwargs or {})
         self.setup_parser(run, main_kwargs, subparser_kwargs)
         self.parse_arguments(self.parser, args)
+        self._parse_ckpt_path()
         self.subcommand: str | None = self.config["subcommand"] if run else None
         self._set_seed()
         self.before_instantiate_classes()
@@ -347,6 +348,25 @@ class LightningCLI:
         else:
             self.config = parser.parse_object(args)
 
+    def _parse_ckpt_path(self) -> None:
+        """With ``--ckpt_path`` naming a checkpoint file, build the model with its saved
+        hyperparameters (they take the place of the config's model arguments)."""
+        subcommand = self.config.get("subcommand")
+        parsed = self.config.get(subcommand) if subcommand else None
+        ckpt_path = parsed.get("ckpt_path") if parsed is not None else None
+        if not ckpt_path or not os.path.isfile(ckpt_path):
+            return
+        from trainkit.checkpoint.files import load
+        from trainkit.core.loading import saved_hyperparameters
+
+        saved = saved_hyperparameters(load(ckpt_path, map_location="cpu"))
+        saved.pop("_instantiator", None)
+        if not saved:
+            return
+        path = saved.pop("_class_path", None)
+        model = {"class_path": path, "init_args": saved} if path is not None else saved
+        self.config = self.parser.parse_object({subcommand: {"model": model}}, self.config)
+
     # -------------------------------------------------------------- instantiation
     def _get(self, config: Namespace, key: str, default: Any = None) -> Any:
         prefix = f"{self.subcommand}." if self.subcommand else ""
@@ -392,13 +412,24 @@ class LightningCLI:
             elif isinstance(value, dict):  # a class given directly: its arguments
                 sections[key] = (None, value)
 
-        def record(class_type: type, *args: Any, **kwargs: Any) -> Any:
+        def record(
+            class_type: type,
+            *args: Any,
+            applied_instantiation_links: dict[str, Any] | None = None,
+            **kwargs: Any,
+        ) -> Any:
             for key, base in (("model", Module), ("data", DataModule)):
                 path, init_args = sections.get(key, ("", {}))
                 if issubclass(class_type, base) and path in (None, class_path(class_type)):
                     del sections[key]  # once: a Module built inside it records its own
+                    # Values linked in at instantiation are not in the parsed config.
+                    for target, value in (applied_instantiation_links or {}).items():
+                        name = target.removeprefix(f"{key}.").removeprefix("init_args.")
+                        if target.startswith(f"{key}.") and "." not in name:
+                            init_args[name] = value
+                    given = init_args if path is None else {"_class_path": path, **init_args}
                     build = functools.partial(class_type, *args, **kwargs)
-                    return build_recording(class_type, init_args, build)
+                    return build_recording(class_type, given, build)
             return class_type(*args, **kwargs)
 
         return [(record, Module, True), (record, DataModule, True)]

@@ -200,19 +200,15 @@ class DataModule(BatchTransferHooks, HyperparametersMixin):
         Returns:
             The DataModule.
         """
-        from trainkit.checkpoint.files import (
-            CHECKPOINT_HYPER_PARAMS_KEY,
-            DATAMODULE_PREFIX,
-            load,
-        )
+        from trainkit.checkpoint.files import DATAMODULE_PREFIX, load
         from trainkit.checkpoint.weights import init_arguments
-        from trainkit.core.loading import build_saved
+        from trainkit.core.loading import build_saved, saved_hyperparameters
 
         checkpoint = load(checkpoint_path, map_location=map_location)
         arguments = init_arguments(
             cls.__init__, checkpoint, kwargs, hparams_file, prefix=DATAMODULE_PREFIX
         )
-        hparams = dict(checkpoint.get(DATAMODULE_PREFIX + CHECKPOINT_HYPER_PARAMS_KEY) or {})
+        hparams = saved_hyperparameters(checkpoint, DATAMODULE_PREFIX)
         datamodule = build_saved(cls, arguments, hparams, kwargs, hparams_file, checkpoint_path)
         saved = checkpoint.get(cls.__qualname__)
         if saved is None and checkpoint.get("format") is not None:

@@ -6,8 +6,11 @@ weights are loaded; the file format itself is ``trainkit.checkpoint.files``'s.
 
 from __future__ import annotations
 
+import importlib
 import os
 import warnings
+from argparse import Namespace
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
@@ -67,7 +70,7 @@ def load_from_checkpoint(
         )
     checkpoint = load(checkpoint_path, map_location=map_location)
     arguments = init_arguments(cls.__init__, checkpoint, overrides, hparams_file)
-    saved = dict(checkpoint.get(CHECKPOINT_HYPER_PARAMS_KEY) or {})
+    saved = saved_hyperparameters(checkpoint)
     try:
         module = build_saved(cls, arguments, saved, overrides, hparams_file, checkpoint_path)
     except TypeError as error:
@@ -99,6 +102,17 @@ def load_from_checkpoint(
         stacklevel=3,
     )
     return module.eval()
+
+
+def saved_hyperparameters(checkpoint: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """The hyperparameters a checkpoint saved (a dict or an ``argparse.Namespace``), as a dict.
+
+    Args:
+        checkpoint: a loaded checkpoint.
+        prefix: ``"datamodule_"`` for a DataModule's.
+    """
+    found = checkpoint.get(prefix + CHECKPOINT_HYPER_PARAMS_KEY) or {}
+    return dict(vars(found) if isinstance(found, Namespace) else found)
 
 
 def build_saved(
@@ -147,7 +161,10 @@ def instantiate_module(cls: type, hyperparameters: dict[str, Any]) -> Any:
 
     ``load_from_checkpoint`` calls it when the hyperparameters hold ``_instantiator``:
     they are the config's arguments, so ``class_path`` entries among them are built
-    into objects again (through jsonargparse, as the config was read).
+    into objects again (through jsonargparse, as the config was read). A saved
+    ``_class_path`` (the config named the model by class path) that names ``cls`` or
+    a subclass of it is the class built: ``Base.load_from_checkpoint`` gives back the
+    subclass the run trained.
 
     Args:
         cls: the class ``load_from_checkpoint`` was called on.
@@ -156,14 +173,27 @@ def instantiate_module(cls: type, hyperparameters: dict[str, Any]) -> Any:
     from jsonargparse import ArgumentParser
 
     init_args = {k: v for k, v in hyperparameters.items() if not k.startswith("_")}
+    built = _saved_class(hyperparameters.get("_class_path"), cls)
     parser = ArgumentParser(exit_on_error=False)
-    parser.add_class_arguments(cls, "module", fail_untyped=False, sub_configs=True)
+    parser.add_class_arguments(built, "module", fail_untyped=False, sub_configs=True)
     try:
         config = parser.parse_object({"module": init_args})
     except Exception as error:  # jsonargparse's ArgumentError: the saved arguments do not fit
         raise UsageError(
             f"{cls.__name__}.load_from_checkpoint: the saved hyperparameters do not fit "
-            f"{cls.__name__}'s arguments ({' '.join(str(error).split())}); pass the changed "
+            f"{built.__name__}'s arguments ({' '.join(str(error).split())}); pass the changed "
             "ones as keyword overrides, e.g. load_from_checkpoint(path, x=...)."
         ) from error
     return parser.instantiate(config).module
+
+
+def _saved_class(path: Any, cls: type) -> type:
+    # The class a saved _class_path names, when it is cls or a subclass (else cls).
+    if not isinstance(path, str) or "." not in path:
+        return cls
+    module, _, name = path.rpartition(".")
+    try:
+        found = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return cls
+    return found if isinstance(found, type) and issubclass(found, cls) else cls
