@@ -21,6 +21,7 @@ pytest.importorskip("jsonargparse", reason="LightningCLI needs the extra trainki
 from tests.cli import lightning_main as project
 from tests.cli.lightning_main import NeedsWidthModel, OwnOptimizerModel, TinyData, TinyModel
 from trainkit.callbacks.base import Callback
+from trainkit.checkpoint.files import load
 from trainkit.lightning.callbacks import EarlyStopping, ModelCheckpoint
 from trainkit.lightning.cli import (
     LightningArgumentParser,
@@ -373,6 +374,7 @@ def test_add_arguments_links_lightning_class_args_and_hooks() -> None:
     assert CustomCLI.calls == ["before_fit 0", "after_fit 2"]
     linked = InstantiateLinkCLI(TinyModel, TinyData, run=False, args=["--data.features=5"])
     assert linked.model.layer.in_features == 5
+    assert linked.model.hparams.features == 5  # recorded as linked, not the config's default
 
 
 def test_instantiate_classes_and_trainer_can_be_overridden() -> None:
@@ -569,3 +571,16 @@ def test_ckpt_path_builds_the_model_with_the_checkpoint_s_hyperparameters(tmp_pa
     )
     assert type(tested.model) is InjectedModel
     assert tested.model.encoder.layer.out_features == 5
+
+
+def test_load_from_checkpoint_builds_the_class_it_is_called_on(tmp_path: Path) -> None:
+    args = ["fit", "--model=tests.cli.lightning_main.OwnOptimizerModel", "--model.lr=0.2"]
+    LightningCLI(datamodule_class=TinyData, args=[*args, "--trainer.max_epochs=1", *QUIET])
+    path = tmp_path / "checkpoints" / "last.ckpt"
+    assert load(path)["hyper_parameters"]["_class_path"].endswith(".OwnOptimizerModel")
+    with pytest.warns(UserWarning, match="eval mode"):
+        base = TinyModel.load_from_checkpoint(path)
+        own = OwnOptimizerModel.load_from_checkpoint(path)
+    # As Lightning: the class called, with the saved arguments (not the saved subclass).
+    assert type(base) is TinyModel and type(own) is OwnOptimizerModel
+    assert base.hparams.lr == own.hparams.lr == 0.2

@@ -6,7 +6,6 @@ weights are loaded; the file format itself is ``trainkit.checkpoint.files``'s.
 
 from __future__ import annotations
 
-import importlib
 import os
 import warnings
 from argparse import Namespace
@@ -161,10 +160,9 @@ def instantiate_module(cls: type, hyperparameters: dict[str, Any]) -> Any:
 
     ``load_from_checkpoint`` calls it when the hyperparameters hold ``_instantiator``:
     they are the config's arguments, so ``class_path`` entries among them are built
-    into objects again (through jsonargparse, as the config was read). A saved
-    ``_class_path`` (the config named the model by class path) that names ``cls`` or
-    a subclass of it is the class built: ``Base.load_from_checkpoint`` gives back the
-    subclass the run trained.
+    into objects again (through jsonargparse, as the config was read). ``cls`` is
+    built, as Lightning builds it, also when the saved ``_class_path`` names a
+    subclass of it.
 
     Args:
         cls: the class ``load_from_checkpoint`` was called on.
@@ -173,7 +171,7 @@ def instantiate_module(cls: type, hyperparameters: dict[str, Any]) -> Any:
     from jsonargparse import ArgumentParser
 
     init_args = {k: v for k, v in hyperparameters.items() if not k.startswith("_")}
-    built = _saved_class(hyperparameters.get("_class_path"), cls)
+    built = cls
     parser = ArgumentParser(exit_on_error=False)
     parser.add_class_arguments(built, "module", fail_untyped=False, sub_configs=True)
     try:
@@ -185,15 +183,3 @@ def instantiate_module(cls: type, hyperparameters: dict[str, Any]) -> Any:
             "ones as keyword overrides, e.g. load_from_checkpoint(path, x=...)."
         ) from error
     return parser.instantiate(config).module
-
-
-def _saved_class(path: Any, cls: type) -> type:
-    # The class a saved _class_path names, when it is cls or a subclass (else cls).
-    if not isinstance(path, str) or "." not in path:
-        return cls
-    module, _, name = path.rpartition(".")
-    try:
-        found = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):
-        return cls
-    return found if isinstance(found, type) and issubclass(found, cls) else cls
