@@ -84,13 +84,16 @@ class TrainkitCLI(LightningCLI):
     The config's top-level keys are the command's: ``trainer`` (``trainer.seed``,
     not LightningCLI's ``seed_everything``), ``model``, ``data``, the subcommand's
     ``ckpt_path``, and ``test_after_fit``; there is no ``--optimizer`` (a Module's
-    ``configure_optimizers`` decides). Nothing is built: :attr:`run_config` is the
-    parsed config as plain containers, every default filled in.
+    ``configure_optimizers`` decides). Constructing it parses and checks the config
+    and builds nothing: :attr:`run_config` is the parsed config as plain containers,
+    every default filled in; :meth:`build` builds the run once the command has
+    checked it.
 
     Args:
         command: fit, validate, test or predict.
         configs: the config files, merged in order.
         overrides: ``key=value`` overrides, applied in order after every file.
+        parse: False builds the parsers only (for ``--help``: :meth:`keys_help`).
     """
 
     def __init__(
@@ -190,8 +193,9 @@ class TrainkitCLI(LightningCLI):
         """Build the run the config describes: seed, components, Trainer, Module, data.
 
         Every generator is seeded first (``trainer.seed``), before anything that may
-        draw from one is built; the Trainer is then built unseeded, so building it
-        does not reset the generators between the Module's initialisation and the run.
+        draw from one is built, and only then: the Trainer is given no seed of its own,
+        so the Module is initialised from the same generator state as in a Python run
+        that seeds first.
 
         Returns:
             The Trainer's keyword arguments (components built), the Module and the

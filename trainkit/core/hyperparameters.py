@@ -29,9 +29,8 @@ def given_hyperparameters(cls: type, values: dict[str, Any]) -> Iterator[None]:
     entries; the objects ``__init__`` receives cannot be saved, the entries can.
     ``values`` are those config arguments and ``_instantiator`` (the import path of
     the function that rebuilds them), so ``load_from_checkpoint`` rebuilds the same
-    classes. Only an instance of
-    ``cls`` itself records them, once: a Module built inside its ``__init__``
-    records its own arguments.
+    classes. Only an instance of ``cls`` itself records them, once: a Module built
+    inside its ``__init__`` records its own arguments.
 
     Args:
         cls: the class being built.

@@ -140,7 +140,8 @@ def build_saved(
     if hparams_file is not None:
         saved = load_hparams_file(hparams_file)
     instantiator = saved.get("_instantiator")
-    arguments.pop("_instantiator", None)  # a config entry point's, not an __init__ argument
+    for key in ("_instantiator", "_class_path"):
+        arguments.pop(key, None)  # a config entry point's, not __init__ arguments
     if instantiator is None:
         return cls(**arguments)
     if instantiator not in KNOWN_INSTANTIATORS:
