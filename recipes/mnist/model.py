@@ -13,10 +13,18 @@ from recipes.metrics import MulticlassAccuracy, accuracy
 
 
 class MNISTClassifier(trainkit.Module):
-    """Conv(16, 5x5)-BN-pool, Conv(32, 5x5)-BN-pool, FC(128)-dropout-FC(10).
+    """Conv(16, 3x3)-BN-pool-ReLU, Conv(32, 3x3)-BN-pool-ReLU, FC(128)-dropout-FC(10).
 
-    About 3 M multiply-adds an image, a quarter of the classic conv32-conv64-fc128
-    example network, trained with AdamW and a one-cycle LR schedule.
+    About 1.2 M multiply-adds an image, a tenth of the classic conv32-conv64-fc128
+    example network, trained with AdamW and a one-cycle LR schedule. Two choices
+    make it fast on a CPU without changing what it computes much:
+
+    * each block pools before its ReLU: max-pooling and ReLU commute (both keep the
+      larger value), so the result is the same and ReLU touches a quarter as many
+      values;
+    * the weights and the images are in ``torch.channels_last`` memory format, for
+      which the CPU's convolution, batch-norm and pooling kernels are vectorised
+      over channels (about twice as fast a step here: docs/performance.md).
 
     Args:
         lr: peak learning rate of the one-cycle schedule.
@@ -28,14 +36,14 @@ class MNISTClassifier(trainkit.Module):
         super().__init__()
         self.save_hyperparameters()
         self.features = nn.Sequential(
-            nn.Conv2d(1, 16, 5, padding=2, bias=False),
+            nn.Conv2d(1, 16, 3, padding=1, bias=False),
             nn.BatchNorm2d(16),
-            nn.ReLU(),
             nn.MaxPool2d(2),
-            nn.Conv2d(16, 32, 5, padding=2, bias=False),
+            nn.ReLU(),
+            nn.Conv2d(16, 32, 3, padding=1, bias=False),
             nn.BatchNorm2d(32),
-            nn.ReLU(),
             nn.MaxPool2d(2),
+            nn.ReLU(),
         )
         self.head = nn.Sequential(
             nn.Flatten(),
@@ -44,6 +52,7 @@ class MNISTClassifier(trainkit.Module):
             nn.Dropout(dropout),
             nn.Linear(128, 10),
         )
+        self.to(memory_format=torch.channels_last)  # the 4-d conv weights
         # Top-1 accuracy over the whole evaluation set: the metric counts correct
         # predictions itself and, with several processes, adds up every process's
         # counts when the epoch ends (no sync_dist needed).
@@ -51,6 +60,7 @@ class MNISTClassifier(trainkit.Module):
         self.test_acc = accuracy(10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous(memory_format=torch.channels_last)
         return self.head(self.features(x))  # type: ignore[no-any-return]
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:

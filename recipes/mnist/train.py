@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    python -m recipes.mnist.train --max-epochs 3
+    python -m recipes.mnist.train --max-epochs 2
 
 Data: ``$TRAINKIT_DATA_DIR`` (default ``~/.cache/trainkit/data``), downloaded on
 first use. Logs: ``runs/mnist/logs/version_N`` (``tensorboard --logdir runs``).
@@ -20,7 +20,7 @@ from recipes.mnist.model import MNISTClassifier
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--max-epochs", type=int, default=3)
+    parser.add_argument("--max-epochs", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--data-dir", default=None, help="data root (default: $TRAINKIT_DATA_DIR)")
