@@ -17,11 +17,10 @@ the user's own code while it runs, keeps its traceback.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from pathlib import Path
 from typing import Any
 
-from trainkit.cli.config import ConfigError
+from trainkit.cli.config import ConfigError, import_object
 from trainkit.trainer.options import OPTION_GROUPS
 from trainkit.utilities.messages import UsageError, did_you_mean
 
@@ -55,8 +54,7 @@ def check_parsed(run: dict[str, Any], command: str) -> None:
 
 def _class(class_path: str) -> type:
     # A class_path the engine has resolved and imported already.
-    module, _, name = class_path.rpartition(".")
-    found: type = getattr(importlib.import_module(module), name)
+    found: type = import_object(class_path)
     return found
 
 

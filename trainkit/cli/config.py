@@ -13,6 +13,7 @@ whole.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from trainkit.utilities.messages import UsageError, did_you_mean
@@ -20,6 +21,21 @@ from trainkit.utilities.messages import UsageError, did_you_mean
 
 class ConfigError(UsageError, ValueError):
     """A configuration is wrong; the message names the key and the fix."""
+
+
+def import_object(path: str) -> Any:
+    """The object a dotted ``package.module.Name`` path names (a class, a function).
+
+    Raises:
+        ImportError: the module does not import.
+        AttributeError: the module has no such name.
+
+    Example:
+        >>> import_object("collections.OrderedDict").__name__
+        'OrderedDict'
+    """
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)
 
 
 def apply_override(config: dict[str, Any], item: str) -> None:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from trainkit.cli import config as cfg
-from trainkit.cli.config import ConfigError
+from trainkit.cli.config import ConfigError, import_object
 from trainkit.cli.lightning_cli import LightningCLI
 from trainkit.trainer.options import trainer_groups
 from trainkit.utilities.messages import did_you_mean
@@ -290,8 +290,7 @@ def instantiate(value: Any, where: str, record: dict[str, Any] | None = None) ->
         return value
     if "class_path" not in value:
         return {key: instantiate(item, f"{where}.{key}") for key, item in vars(value).items()}
-    module, _, name = value.class_path.rpartition(".")
-    cls = getattr(importlib.import_module(module), name)
+    cls = import_object(value.class_path)
     given = value.get("init_args")
     init_args = {
         key: instantiate(item, f"{where}.init_args.{key}")
@@ -631,9 +630,8 @@ def _unknown_key(given: list[str]) -> str:
 
 
 def _parameters(class_path: str) -> list[str]:
-    module, _, name = class_path.rpartition(".")
     try:
-        found: Callable[..., Any] = getattr(importlib.import_module(module), name)
+        found: Callable[..., Any] = import_object(class_path)
         return [
             p.name
             for p in inspect.signature(found).parameters.values()
@@ -645,9 +643,9 @@ def _parameters(class_path: str) -> list[str]:
 
 def _declared(class_path: str, argument: str) -> str:
     """`` (Classifier declares lr: float, default 0.1; give a value of that type)``."""
-    module, _, name = class_path.rpartition(".")
+    name = class_path.rpartition(".")[2]
     try:
-        found = getattr(importlib.import_module(module), name)
+        found = import_object(class_path)
         parameter = inspect.signature(found, eval_str=True).parameters[argument]
     except Exception:  # an unresolvable hint, or no such class: say no more
         return ""

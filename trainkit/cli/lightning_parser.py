@@ -9,7 +9,6 @@ and constructing a parser then says what to install.
 from __future__ import annotations
 
 import difflib
-import importlib
 import inspect
 import re
 import sys
@@ -20,6 +19,7 @@ import torch
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LRScheduler
 
+from trainkit.cli.config import import_object
 from trainkit.core.data import DataModule
 from trainkit.core.module import Module
 from trainkit.trainer.trainer import Trainer
@@ -250,9 +250,8 @@ def _subclass_names(dotted: list[str]) -> set[str]:
     # The short names a class_path may use: the subclasses of the accepted base classes.
     names: set[str] = set()
     for path in dotted:
-        module, _, name = path.rpartition(".")
         try:
-            base = getattr(importlib.import_module(module), name)
+            base = import_object(path)
         except (ImportError, AttributeError):
             continue
         stack = [base]
@@ -264,9 +263,8 @@ def _subclass_names(dotted: list[str]) -> set[str]:
 
 
 def _init_parameters(class_path: str) -> list[str]:
-    module, _, name = class_path.rpartition(".")
     try:
-        cls = getattr(importlib.import_module(module), name)
+        cls = import_object(class_path)
         return list(inspect.signature(cls).parameters)
     except (ImportError, AttributeError, TypeError, ValueError):
         return []

@@ -7,12 +7,12 @@ model has then (after ``configure_model`` and the strategy), not when the CLI pa
 
 from __future__ import annotations
 
-import importlib
 import warnings
 from collections.abc import Callable
 from functools import partial, update_wrapper
 from typing import TYPE_CHECKING, Any
 
+from trainkit.cli.config import import_object
 from trainkit.core.module import Module
 
 if TYPE_CHECKING:
@@ -94,8 +94,7 @@ def instantiate(config: ClassConfig, *args: Any) -> Any:
         config: ``{"class_path": "torch.optim.AdamW", "init_args": {...}}``.
         *args: positional arguments first (parameters, or the optimizer).
     """
-    module, _, name = config["class_path"].rpartition(".")
-    cls = getattr(importlib.import_module(module), name)
+    cls = import_object(config["class_path"])
     return cls(*args, **config.get("init_args", {}))
 
 
