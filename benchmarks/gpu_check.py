@@ -138,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("No CUDA device here. Run on a GPU machine, or pass --dry-run.")
     args.out.mkdir(parents=True, exist_ok=True)
     python = sys.executable
-    pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs"]
+    # One process (-n 0): the tests share one GPU, and each part's time is its own.
+    pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "-n", "0"]
     # Every GPU test of the suite (in the dry run all of them skip or deselect), then
     # the device tests' CPU and CUDA cases together.
     gpu_tests = [*pytest, "-m", "gpu", "tests", "--ignore=tests/trainer/test_devices.py"]

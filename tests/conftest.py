@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 
 import pytest
 
 from trainkit.utilities.rank_zero import rank_zero_only
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # The suite runs in two worker processes (pyproject.toml's addopts) on a machine
+    # of about as many cores: one compute thread per process, the jobs the tests start
+    # included (they inherit the variable), keeps the processes from oversubscribing
+    # the cores (threads spinning on a busy core). Set before torch is imported.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # Variables trainkit sets (seed_everything) or reads (the launch environment).
 _WATCHED = ("TRAINKIT_", "RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
@@ -24,3 +32,14 @@ def _restore_environment() -> Iterator[None]:
     # A Trainer fixes the process's rank when it sets up; the next test reads the
     # environment again (and so does lightning_utilities', which follows it).
     rank_zero_only.rank = None
+
+
+@pytest.fixture
+def started_as_a_script(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process was started as ``python train.py``, so a launcher can re-run it.
+
+    The test process itself may not have been (a pytest worker is started by
+    ``python -c``, which a launcher refuses to re-run).
+    """
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    monkeypatch.setattr(sys, "orig_argv", [sys.executable, "train.py"])

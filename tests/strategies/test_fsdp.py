@@ -89,7 +89,9 @@ def test_a_full_checkpoint_loads_on_one_device_and_resumes_under_fsdp(tmp_path: 
         assert torch.equal(resumed["state"][key], value), key
 
 
-def test_the_name_fsdp_builds_the_strategy_with_one_process_per_device() -> None:
+def test_the_name_fsdp_builds_the_strategy_with_one_process_per_device(
+    started_as_a_script: None,
+) -> None:
     from trainkit.launch import ScriptLauncher, select_launcher
     from trainkit.strategies import build_strategy, plan_devices
     from trainkit.strategies.fsdp import FSDPStrategy
@@ -111,7 +113,7 @@ def test_a_mesh_that_does_not_fit_the_options_is_refused() -> None:
         mixed_precision_policy("16-mixed")
 
 
-def test_an_instance_with_devices_starts_that_many_processes() -> None:
+def test_an_instance_with_devices_starts_that_many_processes(started_as_a_script: None) -> None:
     # As with strategy="fsdp": Trainer(strategy=FSDPStrategy(...), devices=4) runs four
     # processes, this one rank 0 (tests/strategies/test_fsdp_checkpoints.py runs such jobs).
     import trainkit

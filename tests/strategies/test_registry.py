@@ -46,8 +46,8 @@ _JOB_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTA
 
 
 @pytest.fixture
-def plain_python(monkeypatch: pytest.MonkeyPatch) -> None:
-    """This process was started by plain ``python``: no torchrun or SLURM variables."""
+def plain_python(monkeypatch: pytest.MonkeyPatch, started_as_a_script: None) -> None:
+    """This process was started by plain ``python train.py``: no torchrun or SLURM variables."""
     for variable in _JOB_VARIABLES:
         monkeypatch.delenv(variable, raising=False)
 
