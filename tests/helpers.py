@@ -127,3 +127,18 @@ class MemoryLogger(Logger):
     def values(self, name: str) -> list[float]:
         """Every value written under ``name``, in order."""
         return [row[name] for row in self.rows if name in row]
+
+
+def printed_config(capsys: Any, *argv: str) -> dict[str, Any]:
+    """The config ``trainkit ARGV --print-config`` prints, read back as a dict.
+
+    Args:
+        capsys: pytest's ``capsys`` fixture of the calling test.
+        *argv: the command's arguments (subcommand, config files, overrides).
+    """
+    import yaml
+
+    from trainkit.cli.main import main
+
+    assert main([*argv, "--print-config"]) == 0
+    return yaml.safe_load(capsys.readouterr().out)  # type: ignore[no-any-return]

@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.helpers import printed_config
 from trainkit.cli.lightning_cli import LightningCLI
 from trainkit.cli.main import main
-
-ROOT = Path(__file__).resolve().parents[2]
 
 # A LightningCLI user's habits: a callback by its class name, not its import path.
 SHORT_NAMES = """\
@@ -46,14 +45,8 @@ data: {class_path: tests.helpers.BlobData}
 """
 
 
-@pytest.fixture(autouse=True)
-def _at_repo_root(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(ROOT)  # class paths such as tests.helpers import from here
-
-
-def _printed(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
-    assert main([*argv, "--print-config"]) == 0
-    return yaml.safe_load(capsys.readouterr().out)  # type: ignore[no-any-return]
+# Class paths such as tests.helpers import from the repository root.
+pytestmark = pytest.mark.usefixtures("at_repo_root")
 
 
 def test_the_command_and_lightning_cli_read_a_file_the_same_way(
@@ -61,7 +54,7 @@ def test_the_command_and_lightning_cli_read_a_file_the_same_way(
 ) -> None:
     config = tmp_path / "short.yaml"
     config.write_text(SHORT_NAMES)
-    ours = _printed(capsys, "fit", str(config), "model.lr=0.3")
+    ours = printed_config(capsys, "fit", str(config), "model.lr=0.3")
     with pytest.raises(SystemExit) as info:
         LightningCLI(args=["fit", f"--config={config}", "--model.lr=0.3", "--print_config"])
     assert info.value.code == 0
@@ -79,10 +72,10 @@ def test_interpolations_see_the_overrides_and_the_defaults(
 ) -> None:
     config = tmp_path / "interpolated.yaml"
     config.write_text(INTERPOLATED)
-    run = _printed(capsys, "fit", str(config), "trainer.max_epochs=4")
+    run = printed_config(capsys, "fit", str(config), "trainer.max_epochs=4")
     assert run["trainer"]["default_root_dir"] == "runs/blobs-8-features"  # a default
     assert run["trainer"]["callbacks"][0]["init_args"]["patience"] == 4  # the override
-    run = _printed(capsys, "fit", str(config), "model.features=5", "trainer.max_epochs=2")
+    run = printed_config(capsys, "fit", str(config), "model.features=5", "trainer.max_epochs=2")
     assert run["trainer"]["default_root_dir"] == "runs/blobs-5-features"
     assert run["trainer"]["callbacks"][0]["init_args"]["patience"] == 2
 
@@ -134,9 +127,9 @@ def test_a_new_callback_list_replaces_the_old_one_whole(
         SHORT_NAMES.replace("EarlyStopping", "ModelCheckpoint").replace("patience: 2", "mode: max")
     )
     new = "trainer.callbacks=[{class_path: EarlyStopping, init_args: {monitor: val/loss}}]"
-    callback = _printed(capsys, "fit", str(config), new)["trainer"]["callbacks"][0]
+    callback = printed_config(capsys, "fit", str(config), new)["trainer"]["callbacks"][0]
     assert callback["class_path"] == "trainkit.callbacks.EarlyStopping"
     assert callback["init_args"]["mode"] == "min"  # EarlyStopping's default
     entry = "trainer.callbacks.0={class_path: EarlyStopping, init_args: {monitor: val/loss}}"
-    callback = _printed(capsys, "fit", str(config), entry)["trainer"]["callbacks"][0]
+    callback = printed_config(capsys, "fit", str(config), entry)["trainer"]["callbacks"][0]
     assert callback["init_args"]["mode"] == "min"

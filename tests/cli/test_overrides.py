@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.helpers import printed_config
 from trainkit.checkpoint.files import load
 from trainkit.cli.main import main
 
@@ -15,15 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CONFIG = str(ROOT / "tests" / "configs" / "blobs.yaml")
 
 
-@pytest.fixture(autouse=True)
-def _at_repo_root(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(ROOT)  # class paths such as tests.helpers import from here
-
-
-def _printed(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
-    """The config ``--print-config`` prints for ``argv``."""
-    assert main([*argv, "--print-config"]) == 0
-    return yaml.safe_load(capsys.readouterr().out)  # type: ignore[no-any-return]
+# Class paths such as tests.helpers import from the repository root.
+pytestmark = pytest.mark.usefixtures("at_repo_root")
 
 
 def _with_callbacks(tmp_path: Path, *entries: str) -> str:
@@ -54,13 +48,13 @@ def test_a_list_entry_is_reached_by_index_and_by_class_name(
         ("trainer.callbacks.ModelCheckpoint.save_top_k=3", 0, "save_top_k", 3),
     ]
     for override, index, key, value in forms:
-        callbacks = _printed(capsys, "fit", *config, override)["trainer"]["callbacks"]
+        callbacks = printed_config(capsys, "fit", *config, override)["trainer"]["callbacks"]
         assert callbacks[index]["init_args"][key] == value, override
         other = callbacks[1 - index]["init_args"]
         assert other.get(key) != value  # only the named entry changed
     # The next index adds an entry; a whole entry can be replaced.
     added = "trainer.callbacks.2={class_path: trainkit.callbacks.LearningRateMonitor}"
-    callbacks = _printed(capsys, "fit", *config, added)["trainer"]["callbacks"]
+    callbacks = printed_config(capsys, "fit", *config, added)["trainer"]["callbacks"]
     assert [c["class_path"].rpartition(".")[2] for c in callbacks] == [
         "ModelCheckpoint",
         "EarlyStopping",
@@ -80,7 +74,7 @@ def test_two_entries_of_one_class_must_be_named_by_index(
 
 
 def test_model_and_data_take_the_short_form_too(capsys: pytest.CaptureFixture[str]) -> None:
-    run = _printed(capsys, "fit", CONFIG, "model.lr=0.3", "data.batch_size=8")
+    run = printed_config(capsys, "fit", CONFIG, "model.lr=0.3", "data.batch_size=8")
     assert run["model"]["init_args"]["lr"] == 0.3
     assert run["data"]["init_args"]["batch_size"] == 8
 
@@ -88,10 +82,10 @@ def test_model_and_data_take_the_short_form_too(capsys: pytest.CaptureFixture[st
 def test_lightning_cli_flag_forms_mean_the_same_overrides(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    plain = _printed(
+    plain = printed_config(
         capsys, "fit", CONFIG, "trainer.max_epochs=3", "model.init_args.lr=0.25", "ckpt_path=x.ckpt"
     )
-    flags = _printed(
+    flags = printed_config(
         capsys,
         "fit",
         "--config",
@@ -113,7 +107,7 @@ def test_several_config_files_merge_in_order(
 ) -> None:
     extra = tmp_path / "extra.yaml"
     extra.write_text("trainer: {max_epochs: 5}\nmodel: {init_args: {lr: 0.2}}\n")
-    run = _printed(
+    run = printed_config(
         capsys, "fit", "--config", CONFIG, "--config", str(extra), "model.init_args.lr=0.3"
     )
     assert run["trainer"]["max_epochs"] == 5  # from the second file
@@ -121,14 +115,14 @@ def test_several_config_files_merge_in_order(
     assert run["model"]["init_args"]["lr"] == 0.3  # the override comes last
     assert run["model"]["class_path"] == "tests.helpers.Classifier"
     # An override between the files still comes after both.
-    run = _printed(capsys, "fit", "--config", CONFIG, "model.lr=0.3", "--config", str(extra))
+    run = printed_config(capsys, "fit", "--config", CONFIG, "model.lr=0.3", "--config", str(extra))
     assert run["model"]["init_args"]["lr"] == 0.3
 
 
 def test_print_config_shows_every_default_of_the_model_data_and_callbacks(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    run = _printed(capsys, "fit", CONFIG)
+    run = printed_config(capsys, "fit", CONFIG)
     # tests.helpers.Classifier(features=8, classes=3, lr=0.1); the config sets lr only.
     assert run["model"]["init_args"] == {"features": 8, "classes": 3, "lr": 0.1}
     assert run["data"]["init_args"] == {"batch_size": 32}
@@ -208,7 +202,7 @@ def _strategy(init_method: str, rank: int, world_size: int = 2) -> list[str]:
 def test_a_strategy_with_arguments_is_a_class_path_entry(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    printed = _printed(capsys, "fit", CONFIG, *_strategy("tcp://127.0.0.1:29555", 1))
+    printed = printed_config(capsys, "fit", CONFIG, *_strategy("tcp://127.0.0.1:29555", 1))
     assert printed["trainer"]["strategy"]["class_path"] == "trainkit.strategies.ddp.DDPStrategy"
     assert printed["trainer"]["strategy"]["init_args"]["init_method"] == "tcp://127.0.0.1:29555"
     misspelt = [_strategy("env://", 0)[0], "trainer.strategy.init_args.init_metod=env://"]
