@@ -282,6 +282,114 @@ def test_ddp_with_one_process_trains_as_one_device(
         torch.testing.assert_close(results[1][key], value, rtol=1e-5, atol=1e-6)
 
 
+def _in_a_group_of_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process is rank 0 of a job of one, as torchrun --nproc-per-node 1 would say."""
+    environment = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
+    environment |= {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1"}
+    for key, value in environment.items():
+        monkeypatch.setenv(key, value)
+
+
+class FullState(trainkit.Callback):
+    """The module's full state at the end of fit, gathered while the process group is up."""
+
+    def __init__(self) -> None:
+        self.state: dict[str, torch.Tensor] = {}
+
+    def on_train_end(self, trainer: trainkit.Trainer, module: trainkit.Module) -> None:
+        from trainkit.distributed.sharding import full_model_state
+
+        state = full_model_state(module) if torch.distributed.is_initialized() else None
+        self.state = _parameters(module) if state is None else _parameters_of(state)
+
+
+def _parameters_of(state: dict[str, Any]) -> dict[str, torch.Tensor]:
+    return {name: value.detach().cpu().clone() for name, value in state.items()}
+
+
+def _against_one_device(
+    device: str,
+    strategy: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    build: Any = Classifier,
+    **options: Any,
+) -> tuple[trainkit.Trainer, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """The final weights of ``strategy`` and of one device, same seed, data and steps."""
+    results = []
+    for current in ("single_device", strategy):
+        torch.manual_seed(0)
+        model = build()
+        if current not in ("single_device", "dp"):  # the strategies of a process group
+            _in_a_group_of_one(monkeypatch)
+        state = FullState()
+        trainer = trainkit.Trainer(
+            **{**QUIET, "accelerator": device},
+            strategy=current,
+            devices=1,
+            max_steps=5,
+            callbacks=[state],
+            **options,
+        )
+        try:
+            trainer.fit(model, loader(blobs(160), 32))
+        finally:
+            if torch.distributed.is_initialized():
+                torch.distributed.destroy_process_group()
+        results.append(state.state)
+    return trainer, results[0], results[1]
+
+
+def _assert_same(actual: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
+    assert actual.keys() == expected.keys()
+    for key, value in expected.items():
+        torch.testing.assert_close(actual[key], value, rtol=1e-5, atol=1e-6, msg=key)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_dataparallel_on_one_device_trains_as_one_device(
+    device: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """strategy="dp" with devices=1: nothing to split a batch over, so it says so and
+    trains on the one device asked for; the weights equal a single-device run's."""
+    with pytest.warns(UserWarning, match=rf"training on one device \({device}"):
+        trainer, expected, got = _against_one_device(device, "dp", monkeypatch)
+    assert type(trainer.strategy).__name__ == "SingleDeviceStrategy"
+    assert trainer.strategy.root_device.type == device
+    _assert_same(got, expected)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_fsdp_with_one_process_trains_as_one_device(
+    device: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """strategy="fsdp", devices=1 in this process: the parameters are sharded (over one
+    process: NCCL on CUDA, gloo on the CPU); the gathered weights equal a
+    single-device run's."""
+    trainer, expected, got = _against_one_device(device, "fsdp", monkeypatch)
+    assert type(trainer.strategy).__name__ == "FSDPStrategy"
+    assert trainer.strategy.root_device.type == device
+    _assert_same(got, expected)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_hybrid_stages_on_one_device_train_as_one_device(
+    device: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two pipelined stages on the same device (``stage_devices=["cuda:0", "cuda:0"]``;
+    on the CPU ``["cpu", "cpu"]``) in a process group of one, two micro-batches: the
+    weights equal a single-device run's, and each stage ran on that device."""
+    from tests.distributed.hybrid_workers import EightLayers
+    from trainkit.strategies.hybrid import HybridStrategy
+
+    stage = "cuda:0" if device == "cuda" else "cpu"
+    strategy = HybridStrategy(stage_devices=[stage, stage], micro_batches=2)
+    trainer, expected, got = _against_one_device(device, strategy, monkeypatch, EightLayers)
+    assert trainer.strategy is strategy
+    assert strategy.stage_devices == [torch.device(stage)] * 2
+    assert strategy.partition is not None and len(strategy.partition.sizes) == 2
+    _assert_same(got, expected)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_compile_trains_like_eager(device: str, tmp_path: Path) -> None:
     """compile=True on CUDA (inductor); on the CPU the same trainkit path with
