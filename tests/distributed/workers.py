@@ -23,7 +23,9 @@ class SyncedClassifier(Classifier):
         self.log("val/acc", accuracy, sync_dist=True)
 
 
-def train(strategy: str, batch_size: int, steps: int, root: str | None) -> dict[str, Any]:
+def train(
+    strategy: str, batch_size: int, steps: int, root: str | None, accelerator: str = "cpu"
+) -> dict[str, Any]:
     """Train the blob classifier; DDP shuffles with a DistributedSampler seeded by ``seed``."""
     torch.manual_seed(0)
     model = Classifier(lr=0.2)
@@ -34,7 +36,7 @@ def train(strategy: str, batch_size: int, steps: int, root: str | None) -> dict[
         # The same permutation a DistributedSampler draws, as one process's order.
         sampler = DistributedSampler(data, num_replicas=1, rank=0, shuffle=True, seed=7)
         loader = DataLoader(data, batch_size=batch_size, sampler=sampler)
-    options = {**QUIET, "enable_checkpointing": root is not None}
+    options = {**QUIET, "accelerator": accelerator, "enable_checkpointing": root is not None}
     if root is not None:
         options["logger"] = trainkit.loggers.CSVLogger(root)
     trainer = trainkit.Trainer(
@@ -48,7 +50,8 @@ def train(strategy: str, batch_size: int, steps: int, root: str | None) -> dict[
     trainer.fit(model, loader)
     return {
         "rank": trainer.strategy.global_rank,
-        "state": {k: v.clone() for k, v in model.state_dict().items()},
+        "device": str(next(model.parameters()).device),
+        "state": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
         "batches": trainer.num_training_batches,
     }
 

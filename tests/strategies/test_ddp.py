@@ -12,11 +12,26 @@ import torch
 from tests.distributed import workers
 from tests.distributed.spawn import run_processes
 
+TWO_GPUS = pytest.param(
+    "cuda",
+    marks=[
+        pytest.mark.gpu,
+        pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices"),
+    ],
+)
 
-def test_two_processes_at_half_batch_match_one_process_at_full_batch(tmp_path: Path) -> None:
-    ranks = run_processes(workers.train, 2, "ddp", 16, 12, str(tmp_path))
-    (single,) = [workers.train("single_device", 32, 12, None)]
+
+@pytest.mark.parametrize("device", ["cpu", TWO_GPUS])
+def test_two_processes_at_half_batch_match_one_process_at_full_batch(
+    tmp_path: Path, device: str
+) -> None:
+    # On CUDA each process trains on its own GPU (cuda:0, cuda:1) over NCCL.
+    ranks = run_processes(workers.train, 2, "ddp", 16, 12, str(tmp_path), device)
+    (single,) = [workers.train("single_device", 32, 12, None, device)]
     assert [r["rank"] for r in ranks] == [0, 1]
+    assert [r["device"] for r in ranks] == (
+        ["cuda:0", "cuda:1"] if device == "cuda" else ["cpu"] * 2
+    )
     assert ranks[0]["batches"] == 8  # each rank sees half of the 16 global batches of an epoch
     for name, expected in single["state"].items():
         for rank in ranks:
