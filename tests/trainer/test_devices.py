@@ -53,7 +53,7 @@ def _restore_determinism() -> Iterator[None]:
 
 
 def _parameters(module: torch.nn.Module) -> dict[str, torch.Tensor]:
-    return {name: value.detach().cpu().clone() for name, value in module.state_dict().items()}
+    return _parameters_of(module.state_dict())
 
 
 class PoisonedClassifier(Classifier):
@@ -263,10 +263,7 @@ def test_ddp_with_one_process_trains_as_one_device(
             **{**QUIET, "accelerator": device}, strategy=strategy, devices=1, max_steps=5
         )
         if strategy == "ddp":
-            environment = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
-            environment |= {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1"}
-            for key, value in environment.items():
-                monkeypatch.setenv(key, value)
+            _in_a_group_of_one(monkeypatch)
             model.on_train_start = lambda: wrapped.append(  # type: ignore[method-assign]
                 torch.distributed.get_backend()
             )
