@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -217,6 +218,32 @@ def test_ctrl_c_saves_stops_and_exits_130_with_trainer_interrupted(
     out = capsys.readouterr().out
     assert f"trainkit: stopped by signal SIGINT after saving {last};" in out
     # Ctrl-C and the wakeup descriptor are given back: the next Ctrl-C interrupts as usual.
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.set_wakeup_fd(-1) == -1
+
+
+def test_each_fit_of_a_process_takes_its_own_first_ctrl_c(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # The thread that counts Ctrl-Cs is started once and kept for later fits: a later
+    # fit's first Ctrl-C must save and stop again, not count as a second one (which
+    # would end the process at once, without saving).
+    for run in ("first", "second"):
+        trainer = trainkit.Trainer(
+            max_epochs=5,
+            default_root_dir=str(tmp_path / run),
+            callbacks=[InterruptAtStep(3)],
+            **{**QUIET, "enable_checkpointing": True},
+        )
+        with pytest.raises(SystemExit) as stop:
+            trainer.fit(Classifier(), loader(blobs(256)))
+        assert stop.value.code == 130 and trainer.global_step == 3
+        assert (tmp_path / run / "checkpoints" / "last.ckpt").exists()
+        time.sleep(SAME_INTERRUPT_S + 0.2)  # past the window in which a Ctrl-C repeats
+    err = capfd.readouterr().err
+    assert err.count("trainkit: interrupted: saving a checkpoint at the next resume point") == 2
+    watchers = [t for t in threading.enumerate() if t.name == "trainkit-interrupts"]
+    assert len(watchers) == 1, "one thread watches for Ctrl-C, whatever the number of fits"
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert signal.set_wakeup_fd(-1) == -1
 

@@ -157,7 +157,7 @@ class Preemption:
         signals = list(SIGNALS)
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             signals.append(signal.SIGINT)
-            self._watcher = _InterruptWatcher.start()
+            self._watcher = _InterruptWatcher.arm()
         for signum in signals:
             self._previous[signum] = signal.signal(signum, self._handle)
 
@@ -167,7 +167,7 @@ class Preemption:
             signal.signal(signum, previous)
         self._previous.clear()
         if self._watcher is not None:
-            self._watcher.stop()
+            self._watcher.disarm()
             self._watcher = None
 
     def agree(self, vote: StopVote | None) -> int:
@@ -221,46 +221,61 @@ class _InterruptWatcher:
     thread blocked in a collective (a rank waiting for one that hangs) would never
     see a second Ctrl-C. ``signal.set_wakeup_fd`` makes the interpreter's C-level
     handler write each signal's number to a pipe at once; this thread reads it.
+
+    One watcher serves the process: its thread starts at the first ``fit`` and
+    then waits on the pipe, watching only while armed (starting and joining a
+    thread per ``fit`` cost a short run ~0.3 ms). A forked child, which has no
+    copy of the thread, starts its own.
     """
 
-    def __init__(self, read_fd: int, write_fd: int, previous_fd: int) -> None:
-        self._read_fd, self._write_fd, self._previous_fd = read_fd, write_fd, previous_fd
+    _shared: _InterruptWatcher | None = None
+
+    def __init__(self, read_fd: int, write_fd: int) -> None:
+        self._read_fd, self._write_fd = read_fd, write_fd
+        self._pid = os.getpid()
+        self._armed = 0  # fits watching now (a fit run inside another nests)
+        self._previous_fd = -1  # the wakeup descriptor before arming, given back after
+        self._first: float | None = None  # when this arming's first Ctrl-C came
         self._thread = threading.Thread(target=self._watch, name="trainkit-interrupts", daemon=True)
 
     @classmethod
-    def start(cls) -> _InterruptWatcher | None:
-        """Start watching (from the main thread); None where the pipe cannot be set up."""
-        read_fd, write_fd = os.pipe()
-        os.set_blocking(write_fd, False)
-        try:
-            previous_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
-        except (ValueError, OSError):
-            os.close(read_fd)
-            os.close(write_fd)
-            return None
-        watcher = cls(read_fd, write_fd, previous_fd)
-        watcher._thread.start()
+    def arm(cls) -> _InterruptWatcher | None:
+        """Watch from now on (from the main thread); None where the pipe cannot be set up."""
+        watcher = cls._shared
+        if watcher is None or watcher._pid != os.getpid():
+            read_fd, write_fd = os.pipe()
+            os.set_blocking(write_fd, False)
+            watcher = cls(read_fd, write_fd)
+            watcher._thread.start()
+            cls._shared = watcher
+        if watcher._armed == 0:
+            try:
+                previous = signal.set_wakeup_fd(watcher._write_fd, warn_on_full_buffer=False)
+            except (ValueError, OSError):
+                return None
+            watcher._previous_fd, watcher._first = previous, None
+        watcher._armed += 1
         return watcher
 
-    def stop(self) -> None:
-        """Stop watching and give the wakeup descriptor back."""
-        signal.set_wakeup_fd(self._previous_fd)
-        os.close(self._write_fd)  # the thread reads end-of-file and returns
-        self._thread.join(timeout=5)
-        os.close(self._read_fd)
+    def disarm(self) -> None:
+        """Stop watching (the outermost fit gives the wakeup descriptor back)."""
+        self._armed -= 1
+        if self._armed == 0:
+            signal.set_wakeup_fd(self._previous_fd)
+            self._previous_fd = -1
 
     def _watch(self) -> None:
-        first: float | None = None
         while data := os.read(self._read_fd, 64):
-            if self._previous_fd >= 0:  # whoever watched before still gets their signals
+            previous = self._previous_fd
+            if previous >= 0:  # whoever watched before still gets their signals
                 with contextlib.suppress(OSError):
-                    os.write(self._previous_fd, data)
-            if signal.SIGINT not in data:
+                    os.write(previous, data)
+            if signal.SIGINT not in data or not self._armed:
                 continue
-            if first is None:
-                first = time.monotonic()
+            if self._first is None:
+                self._first = time.monotonic()
                 _say_interrupted()
-            elif time.monotonic() - first >= SAME_INTERRUPT_S:
+            elif time.monotonic() - self._first >= SAME_INTERRUPT_S:
                 abort("interrupted again: stopping now without saving (exit 130).")
 
 
