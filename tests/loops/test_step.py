@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import trainkit
-from tests.helpers import QUIET, Classifier, blobs, loader
+from tests.helpers import QUIET, Classifier, MemoryLogger, blobs, loader
 from trainkit.callbacks import GradientClipping, MixedPrecision, NonFiniteLoss
 from trainkit.callbacks.slots import StepSlots
 
@@ -319,3 +319,73 @@ def test_manual_optimization_refuses_a_fused_pass() -> None:
     trainer = trainkit.Trainer(max_steps=1, strategy=FusedStrategy([]), **QUIET)
     with pytest.raises(ValueError, match="manual optimization"):
         trainer.fit(ManualRecorder([]), loader(blobs(64), 32))
+
+
+# ------------------------------------------- the plain step and the general one
+class Outputs(Classifier):
+    """Returns the loss as a tensor (logged or not), in a dict, or None (skip) by batch."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind = kind
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        if self.kind == "unlogged":  # the progress bar shows the step's loss itself
+            return torch.nn.functional.cross_entropy(self(batch[0]), batch[1])
+        loss = super().training_step(batch, batch_idx)
+        if self.kind == "dict":
+            return {"loss": loss, "batch_idx": batch_idx}
+        if self.kind == "skip" and batch_idx % 3 == 1:
+            return None
+        return loss
+
+
+class SeesEveryBatch(trainkit.Callback):
+    """Records what each batch's end receives and shows (no step hook: the plain step runs)."""
+
+    def __init__(self) -> None:
+        self.outputs: list[Any] = []
+
+    def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, *args: Any) -> None:
+        received = {k: v.item() if torch.is_tensor(v) else v for k, v in outputs.items()}
+        self.outputs.append((received, trainer.progress_bar_metrics))
+
+
+class ShapesTheStep(SeesEveryBatch):
+    """The same, with a step hook overridden: the general step runs."""
+
+    def on_before_zero_grad(self, trainer: Any, module: Any, optimizer: Any) -> None:
+        pass
+
+
+@pytest.mark.filterwarnings("ignore:training_step returned None")
+@pytest.mark.parametrize("kind", ["tensor", "unlogged", "dict", "skip"])
+def test_the_plain_step_trains_exactly_as_the_general_one(kind: str) -> None:
+    # Nothing shapes the step: the loop runs Optimization.plain, one function for the
+    # common case. It must be the general step minus what is absent, bit for bit:
+    # weights, step count, what each batch's end receives, the bar, the loggers' rows.
+    runs = []
+    for seen in (SeesEveryBatch(), ShapesTheStep()):
+        logger = MemoryLogger()
+        trainer = trainkit.Trainer(
+            max_epochs=2,
+            log_every_n_steps=2,
+            callbacks=[seen],
+            **{**QUIET, "logger": logger},
+        )
+        torch.manual_seed(0)
+        module = Outputs(kind)
+        trainer.fit(module, loader(blobs(160), 32))
+        chosen = trainer._optimization.batch_step().__name__
+        runs.append((chosen, module.state_dict(), trainer.global_step, seen.outputs, logger.rows))
+    (plain, plain_weights, *plain_run), (general, general_weights, *general_run) = runs
+    assert (plain, general) == ("plain", "automatic")
+    for name in plain_weights:
+        assert torch.equal(plain_weights[name], general_weights[name]), name
+    assert plain_run == general_run
+    steps, outputs, rows = plain_run
+    assert steps == 10 and len(outputs) == 10  # 5 batches in each of 2 epochs
+    assert all(("loss" in received) != (received == {}) for received, _ in outputs)
+    assert all("loss" in shown or "train/loss" in shown for _, shown in outputs)
+    written = [row for row in rows if "train/loss" in row]
+    assert len(written) == (0 if kind == "unlogged" else 5)  # every log_every_n_steps=2

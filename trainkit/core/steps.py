@@ -14,16 +14,20 @@ from typing import Any
 import torch
 
 
-def fit_step_arguments(step: Callable[..., Any], method: Callable[..., Any]) -> Callable[..., Any]:
+def fit_step_arguments(
+    step: Callable[..., Any], method: Callable[..., Any], passed: int = 3
+) -> Callable[..., Any]:
     """``step``, called with only as many positional arguments as ``method`` takes.
 
     ``training_step(self, batch)`` without ``batch_idx`` is allowed (as in
-    Lightning): it is called with the batch alone. A step that takes them all is
-    returned as it is, so the common case costs nothing.
+    Lightning): it is called with the batch alone. A step that takes all the
+    ``passed`` arguments is returned as it is, so the common case costs nothing.
 
     Args:
         step: what runs the step (possibly through a strategy's wrapper).
         method: the user's bound step method, whose signature decides.
+        passed: the most positional arguments the loop passes (``batch``,
+            ``batch_idx``, ``dataloader_idx``; training passes two).
 
     Example:
         >>> def training_step(batch):
@@ -42,7 +46,7 @@ def fit_step_arguments(step: Callable[..., Any], method: Callable[..., Any]) -> 
         kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
         for kind in kinds
     )
-    if taken >= 3:
+    if taken >= passed:
         return step
 
     def called(*args: Any) -> Any:

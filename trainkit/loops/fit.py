@@ -140,18 +140,18 @@ def _train_epoch(run: Run, fit: Fit) -> None:
     val_every = val_check_batches(options, state.epoch, total, fit.validates)
     max_steps = options.max_steps if options.max_steps != -1 else math.inf
     optimization = fit.optimization
-    step = optimization.automatic if run.module.automatic_optimization else optimization.manual
-    step = hooks.profiled("run_training_batch", step)
     to_device = run.batch_to_device
     on_batch_start = hooks.optional("on_train_batch_start")
     on_batch_end = hooks.optional("on_train_batch_end")
     on_resume_point = hooks.optional("on_resume_point")
+    preemption, watched = fit.preemption, on_resume_point is not None or fit.vote is not None
     deadline = fit.deadline
     if state.batch_idx == 0:  # > 0 only when resuming in the middle of this epoch
         results.train.reset()
     results.enter_training_epoch()
     hooks.call("on_train_epoch_start")
     optimization.start_epoch(state.epoch, total)
+    step = hooks.profiled("run_training_batch", optimization.batch_step())
     epoch, state.epoch_start_rng = epoch_batches(
         loader, total, state.batch_idx, state.epoch_start_rng
     )
@@ -172,7 +172,8 @@ def _train_epoch(run: Run, fit: Fit) -> None:
             _validate(run, fit)
         # Not after the epoch's last batch (its resume point follows the epoch's
         # end), nor inside an accumulation window (its gradients are not saved).
-        if not is_last and optimization.stepped:
+        # With no hook and no vote, only a signal makes a resume point do anything.
+        if not is_last and optimization.stepped and (watched or preemption.signal):
             _resume_point(run, fit, on_resume_point)
         if deadline != math.inf and time.monotonic() >= deadline:
             state.should_stop = True  # max_time: stops like a callback's request

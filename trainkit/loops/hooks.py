@@ -11,18 +11,16 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from trainkit.callbacks.base import Callback, attach_module, calls_hook
 from trainkit.callbacks.defaults import is_monitoring
 from trainkit.core.data import DataModule
 from trainkit.core.module import Module, overrides
 from trainkit.profilers import Profiler, is_active
+from trainkit.strategies.base import Strategy
 
 __all__ = ["NO_CONTEXT", "Hooks", "batch_transfer", "overrides"]
-
-if TYPE_CHECKING:
-    from trainkit.strategies.base import Strategy
 
 # Null contexts carry no state, so one instance serves every step.
 NO_CONTEXT = nullcontext()
@@ -251,7 +249,9 @@ def batch_transfer(
         overrides(module, name) for name in _TRANSFER_HOOKS
     ):
         move = strategy.batch_to_device
-        return lambda batch, dataloader_idx: move(batch)
+        if type(strategy).batch_to_device is Strategy.batch_to_device:
+            return move  # takes (batch, dataloader_idx): one call less per batch
+        return lambda batch, dataloader_idx: move(batch)  # a subclass's may take the batch only
     before, transfer, after = (getattr(owners[name], name) for name in _TRANSFER_HOOKS)
     device = strategy.root_device
 

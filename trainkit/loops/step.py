@@ -34,7 +34,10 @@ Manual optimization runs ``training_step`` under autocast and gives the user
 clipping and scaler as above.
 
 The slots are read once, here, when the step is built; the per-batch code only
-tests whether a part is present.
+tests whether a part is present. When no part, hook or override shapes the step
+(one optimizer, no accumulation window), :meth:`Optimization.batch_step` gives
+the loop :meth:`Optimization.plain`: the same order as above with the absent
+parts left out, in one function (a tiny model's step pays for each Python call).
 """
 
 from __future__ import annotations
@@ -110,7 +113,9 @@ class Optimization:
         self._training_step = hooks.profiled(
             f"[Strategy]{type(run.strategy).__name__}.training_step",
             fit_step_arguments(
-                run.strategy.step_function(run.model, "training_step"), module.training_step
+                run.strategy.step_function(run.model, "training_step"),
+                module.training_step,
+                passed=2,  # (batch, batch_idx)
             ),
         )
         self._no_sync = run.strategy.no_backward_sync
@@ -162,6 +167,24 @@ class Optimization:
         ]
         #: Whether the last batch ended with an optimizer step (resume points need it).
         self.stepped = True
+        # Nothing shapes the step but the non-finite check: ``plain`` runs it (per
+        # epoch, also no accumulation window: see batch_step).
+        self._plain = (
+            not manual
+            and self._fused is None
+            and self._forward_context is None
+            and self._scaler is None
+            and self._clip is None
+            and self._veto is None
+            and len(optimizers) == 1
+            and self._on_before_backward is None
+            and self._on_after_backward is None
+            and self._on_before_optimizer_step is None
+            and self._on_before_zero_grad is None
+            and self._user_step is None
+            and self._user_zero_grad is None
+            and self._user_backward is None
+        )
         self._window = 1  # micro-batches per step in this epoch
         self._batches = 0.0  # batches in this epoch
         self._divisor = 1  # what this micro-batch's loss is divided by
@@ -187,6 +210,18 @@ class Optimization:
         self._window = accumulation.batches_for_epoch(epoch) if accumulation is not None else 1
         self._batches = batches
         self._divisor = 1
+        if self._window == 1:
+            self.stepped = True  # every batch steps (plain does not record it)
+
+    def batch_step(self) -> Callable[[Any, int, bool], Any]:
+        """What the loop runs for each batch of the epoch :meth:`start_epoch` fixed.
+
+        :meth:`manual` in manual optimization; else :meth:`plain` when nothing
+        shapes the step, and :meth:`automatic` otherwise.
+        """
+        if not self.run.module.automatic_optimization:
+            return self.manual
+        return self.plain if self._plain and self._window == 1 else self.automatic
 
     # ------------------------------------------------------------ automatic
     def automatic(self, batch: Any, batch_idx: int, is_last: bool) -> dict[str, Any]:
@@ -200,7 +235,7 @@ class Optimization:
         Returns:
             The outputs ``on_train_batch_end`` receives (a dict holding "loss").
         """
-        run, state, window = self.run, self.run.state, self._window
+        run, window = self.run, self._window
         steps = window == 1 or is_last or (batch_idx + 1) % window == 0
         self.stepped = steps
         if window != 1:
@@ -214,26 +249,68 @@ class Optimization:
             with self._no_sync(run.model):
                 output, loss = self._forward_backward(batch, batch_idx)
         if steps:
-            optimizer = self.optimizers[0]
-            if loss is None and not _has_gradients(optimizer):
-                pass  # training_step returned None, nothing accumulated: nothing to apply
-            elif self._user_step is None:
-                self.step_optimizer(optimizer)
-            else:
-                managed = self.managed_optimizers[0]
-                self._user_step(state.epoch, batch_idx, managed, ComputedLoss(loss))  # type: ignore[arg-type]
-            if self._user_zero_grad is None:
-                self.zero_grad(optimizer)
-            else:
-                # As in Lightning: on_before_zero_grad first, then the Module's
-                # optimizer_zero_grad with the torch optimizer itself.
-                self._before_zero_grad(optimizer)
-                self._user_zero_grad(state.epoch, batch_idx, optimizer)
-            state.global_step += 1
+            self._optimizer_step(loss, batch_idx)
+        return _batch_outputs(output, loss)
+
+    def plain(self, batch: Any, batch_idx: int, is_last: bool) -> dict[str, Any]:
+        """:meth:`automatic` when nothing shapes the step: the same order, in one function.
+
+        Only when :meth:`batch_step` chose it: automatic optimization, one optimizer,
+        every batch stepping, no precision, clipping, skipping or step hook, and no
+        override of ``backward``, ``optimizer_step`` or ``optimizer_zero_grad``.
+        What remains of the step is ``training_step``, the non-finite check,
+        ``backward``, ``optimizer.step()``, ``zero_grad(set_to_none=True)`` and the
+        step count, schedulers and logging.
+
+        Args:
+            batch: the batch, on the device.
+            batch_idx: its index in the epoch.
+            is_last: whether it is the epoch's last batch (unused).
+
+        Returns:
+            The outputs ``on_train_batch_end`` receives (a dict holding "loss").
+        """
+        output = self._training_step(batch, batch_idx)
+        if type(output) is not torch.Tensor or not output.requires_grad or output.numel() != 1:
+            # A dict, None, or a loss to explain: automatic's own handling.
+            output, loss = self._backward_output(output)
+            self._optimizer_step(loss, batch_idx)
+            return _batch_outputs(output, loss)
+        state = self.run.state
+        self.run.results.last_loss = output
+        if self._observe is not None:
+            self._observe(output, state.global_step)
+        output.backward()  # type: ignore[no-untyped-call]
+        optimizer = self.optimizers[0]
+        optimizer.step()
+        # (end_window only matters to a check that skips steps, absent here.)
+        optimizer.zero_grad(set_to_none=True)
+        state.global_step += 1
+        every = self._log_every
+        if self._schedulers or (every and state.global_step % every == 0):
             self._after_step(state.global_step)
-        if loss is None:
-            return {}  # a skipped batch: on_train_batch_end gets no loss, as in Lightning
-        return dict(output) if isinstance(output, dict) else {"loss": loss}
+        return {"loss": output}
+
+    def _optimizer_step(self, loss: torch.Tensor | None, batch_idx: int) -> None:
+        # The end of a window: step (the Module's optimizer_step if it has one),
+        # zero the gradients, count the step.
+        state, optimizer = self.run.state, self.optimizers[0]
+        if loss is None and not _has_gradients(optimizer):
+            pass  # training_step returned None, nothing accumulated: nothing to apply
+        elif self._user_step is None:
+            self.step_optimizer(optimizer)
+        else:
+            managed = self.managed_optimizers[0]
+            self._user_step(state.epoch, batch_idx, managed, ComputedLoss(loss))  # type: ignore[arg-type]
+        if self._user_zero_grad is None:
+            self.zero_grad(optimizer)
+        else:
+            # As in Lightning: on_before_zero_grad first, then the Module's
+            # optimizer_zero_grad with the torch optimizer itself.
+            self._before_zero_grad(optimizer)
+            self._user_zero_grad(state.epoch, batch_idx, optimizer)
+        state.global_step += 1
+        self._after_step(state.global_step)
 
     def _separate_forward_backward(
         self, batch: Any, batch_idx: int
@@ -245,6 +322,10 @@ class Optimization:
         else:
             with context:
                 output = self._training_step(batch, batch_idx)
+        return self._backward_output(output)
+
+    def _backward_output(self, output: Any) -> tuple[Any, torch.Tensor | None]:
+        # The loss of what training_step returned, back-propagated (None: skip the batch).
         if output is None:
             # Lightning's documented meaning: skip this batch (no backward; the step
             # applies only gradients accumulated earlier in the window).
@@ -480,6 +561,13 @@ class Optimization:
             self._on_before_zero_grad(optimizer)
         if self._end_window is not None:
             self._end_window()
+
+
+def _batch_outputs(output: Any, loss: torch.Tensor | None) -> dict[str, Any]:
+    """What ``on_train_batch_end`` receives for a batch of automatic optimization."""
+    if loss is None:
+        return {}  # a skipped batch: on_train_batch_end gets no loss, as in Lightning
+    return dict(output) if isinstance(output, dict) else {"loss": loss}
 
 
 def _has_gradients(optimizer: torch.optim.Optimizer) -> bool:

@@ -126,12 +126,12 @@ class Strategy(Registrable, ABC):
         """
         return getattr(self.unwrap(module), name)  # type: ignore[no-any-return]
 
-    def batch_to_device(self, batch: T) -> T:
+    def batch_to_device(self, batch: T, dataloader_idx: int = 0) -> T:
         """Move a batch (tensors nested in containers) to ``root_device``.
 
         Args:
             batch: the batch as the dataloader yields it.
-        """
+            dataloader_idx: the dataloader it comes from (the same move for each)."""
         return move_data_to_device(batch, self.root_device)
 
     def no_backward_sync(self, module: nn.Module) -> AbstractContextManager[Any]:
