@@ -25,10 +25,12 @@ class NonFiniteLoss(Callback):
     """Watch the training loss for NaN and infinity.
 
     ``"raise"`` (the default, added by every Trainer) stops training with an
-    error naming the step and the last finite loss. To keep the promise of no
-    host-device synchronisation per step, losses are checked in one read every
-    ``log_every_n_steps`` steps, at each epoch's end and before every checkpoint
-    is written, so a checkpoint never holds a state trained on a NaN loss.
+    error naming the step and the last finite loss. On the CPU each loss is
+    checked at once (reading it costs no synchronisation). On an accelerator,
+    to keep the promise of no host-device synchronisation per step, losses are
+    checked in one read every ``log_every_n_steps`` steps, at each epoch's end
+    and before every checkpoint is written, so a checkpoint never holds a state
+    trained on a NaN loss.
 
     ``"skip"`` skips the optimizer step (the whole accumulation window) whose loss
     is not finite and carries on. It must decide before each step, so it reads
@@ -76,6 +78,16 @@ class NonFiniteLoss(Callback):
             finite = bool(torch.isfinite(loss.detach()))
             self._window_finite = self._window_finite and finite
             return
+        if loss.is_cpu:
+            # On the CPU a value is read without any synchronisation: check it now.
+            # (Holding each loss until a batched read cost more than the read: the
+            # allocator worked harder, by ~15k instructions a step under callgrind.)
+            value = loss.item()
+            if math.isfinite(value):
+                self._last_finite = (global_step, value)
+                return
+            self._pending.append((global_step, loss.data))
+            self.check()  # raises, naming this step
         # Without its autograd graph: holding the loss itself would keep the graph
         # alive until the check, which slowed DDP steps of a tiny model by ~5-10%.
         # (.data, not .detach(): the check only reads the value, and .data skips
