@@ -238,6 +238,7 @@ def test_a_callback_of_ones_own_in_the_nonfinite_slot_replaces_the_default_check
 
         def __init__(self) -> None:
             self.seen = 0
+            self.windows = 0
 
         def configure_step(self, slots: StepSlots) -> None:
             slots.set_nonfinite(self)
@@ -249,13 +250,14 @@ def test_a_callback_of_ones_own_in_the_nonfinite_slot_replaces_the_default_check
             return True
 
         def end_window(self) -> None:
-            pass
+            self.windows += 1
 
     watcher = Lenient()
     trainer = trainkit.Trainer(max_steps=3, callbacks=[watcher], **QUIET)
     assert not any(isinstance(cb, NonFiniteLoss) for cb in trainer.callbacks)
     trainer.fit(Classifier(), loader(blobs(128), 32))
-    assert watcher.seen == 3
+    # Every loss seen, every window's end told (also on the plain step).
+    assert watcher.seen == 3 and watcher.windows == 3
 
 
 class FusedStrategy(trainkit.strategies.SingleDeviceStrategy):

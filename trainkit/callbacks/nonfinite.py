@@ -81,7 +81,7 @@ class NonFiniteLoss(Callback):
         if loss.is_cpu:
             # On the CPU a value is read without any synchronisation: check it now.
             # (Holding each loss until a batched read cost more than the read: the
-            # allocator worked harder, by ~15k instructions a step under callgrind.)
+            # allocator worked harder; figures in docs/performance.md.)
             value = loss.item()
             if math.isfinite(value):
                 self._last_finite = (global_step, value)

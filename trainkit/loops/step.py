@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from trainkit.callbacks.nonfinite import NonFiniteLoss
 from trainkit.callbacks.slots import clip_settings
 from trainkit.core.module import overrides
 from trainkit.core.optim import LRSchedulerConfig, ManagedOptimizer, step_scheduler
@@ -137,7 +138,11 @@ class Optimization:
         nonfinite = slots.nonfinite
         self._observe = nonfinite.observe if nonfinite is not None else None
         self._veto = nonfinite if nonfinite is not None and nonfinite.vetoes_steps else None
-        self._end_window = nonfinite.end_window if nonfinite is not None else None
+        # The default check's window flag is read only when it skips steps.
+        ends_windows = nonfinite is not None and (
+            type(nonfinite) is not NonFiniteLoss or nonfinite.vetoes_steps
+        )
+        self._end_window = nonfinite.end_window if ends_windows else None  # type: ignore[union-attr]
         # Hooks nobody overrides are None, and not called.
         self._on_before_backward = hooks.optional("on_before_backward")
         self._on_after_backward = hooks.optional("on_after_backward")
@@ -283,7 +288,8 @@ class Optimization:
         output.backward()  # type: ignore[no-untyped-call]
         optimizer = self.optimizers[0]
         optimizer.step()
-        # (end_window only matters to a check that skips steps, absent here.)
+        if self._end_window is not None:  # a non-finite slot of the user's own
+            self._end_window()
         optimizer.zero_grad(set_to_none=True)
         state.global_step += 1
         every = self._log_every
