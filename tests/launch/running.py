@@ -133,6 +133,19 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def still_alive(pids: list[int], within_s: float) -> list[int]:
+    """The processes among ``pids`` still running ``within_s`` seconds from now at most.
+
+    A process killed because its parent died (``PR_SET_PDEATHSIG``) is signalled
+    as the parent exits, and ends when the kernel next schedules it: on a loaded
+    machine, a moment after the parent's exit status is already known.
+    """
+    deadline = time.monotonic() + within_s
+    while (running := [pid for pid in pids if alive(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return running
+
+
 def rank_pids(root: Path) -> list[int]:
     """The process ids the job's ranks wrote (``pid<rank>.txt``)."""
     return [int(path.read_text()) for path in sorted(root.glob("pid*.txt"))]
