@@ -74,3 +74,27 @@ def test_without_workers_seeding_the_loader_is_left_alone(
 
     loader = DataLoader(RandomDraws(), num_workers=2)
     assert with_worker_seeding(loader) is loader
+
+
+def test_captured_states_restore_every_generator_also_from_the_older_list_form() -> None:
+    import random
+
+    import numpy
+
+    from trainkit.utilities.seed import capture_rng_states, restore_rng_states
+
+    def draw() -> tuple[float, float, float]:
+        return random.random(), float(numpy.random.rand()), float(torch.rand(1))
+
+    states = capture_rng_states()
+    # Python's generator travels as one int64 tensor (one value to pickle and
+    # digest in a checkpoint, not 625 ints)...
+    assert isinstance(states["python"]["state"], torch.Tensor)
+    assert states["python"]["state"].dtype == torch.int64
+    expected = draw()
+    restore_rng_states(states)
+    assert draw() == expected
+    # ...and checkpoints written before that kept a list of ints: still restored.
+    states["python"]["state"] = states["python"]["state"].tolist()
+    restore_rng_states(states)
+    assert draw() == expected
