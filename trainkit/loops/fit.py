@@ -209,6 +209,10 @@ def _end_epoch(run: Run, fit: Fit) -> None:
     results.close()
     state.epoch += 1
     state.batch_idx = 0
+    # A resume from here starts the next epoch, which records its own starting
+    # state: the finished epoch's is not saved (four generator states fewer to
+    # pickle and digest in every end-of-epoch checkpoint).
+    state.epoch_start_rng = None
     # Agree across processes, so that no rank leaves the loop alone.
     state.should_stop = run.strategy.reduce_boolean_decision(
         state.should_stop, all_=False, point="the stop decision at a training epoch's end"
