@@ -340,6 +340,8 @@ class ModelCheckpoint(Callback):
     def on_resume_point(self, trainer: Trainer, module: Module) -> None:
         """Save if a save is due (once per global step)."""
         due, self._due = self._due, False
+        if not due and self.train_time_interval is None:
+            return  # called at every step: nothing to decide (no clocks to agree on)
         if getattr(trainer, "fast_dev_run", False):
             return  # a fast dev run checks the code; it saves nothing
         if self.train_time_interval is not None and trainer.world_size > 1:
