@@ -204,3 +204,70 @@ def test_a_callback_declaring_monitors_epoch_end_runs_after_the_modules_epoch_en
     trainer.fit(_EpochEndOrder(calls), loader(blobs(16), batch_size=8))
     # As ModelCheckpoint and EarlyStopping: after the Module, whatever the list's order.
     assert calls == ["plain", "module", "monitoring"]
+
+
+class _Pair:
+    """A batch type of the user's own, moved by its own ``to``."""
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor, moves: list[str]) -> None:
+        self.x, self.y, self._moves = x, y, moves
+
+    def to(self, device: torch.device) -> _Pair:
+        self._moves.append(str(device))
+        return _Pair(self.x.to(device), self.y.to(device), self._moves)
+
+
+class _SeesBatches(Classifier):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[Any] = []
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        self.seen.append(batch)
+        if isinstance(batch, _Pair):
+            batch = (batch.x, batch.y)
+        return super().training_step(batch, batch_idx)
+
+
+def _fit_recording_moves(
+    monkeypatch: Any, accelerator: bool, batches: list[Any]
+) -> tuple[list[Any], int]:
+    from trainkit.loops import hooks
+    from trainkit.strategies.base import Strategy
+
+    calls = []
+    move = Strategy.batch_to_device
+
+    def counted(self: Strategy, batch: Any, dataloader_idx: int = 0) -> Any:
+        calls.append(dataloader_idx)
+        return move(self, batch, dataloader_idx)
+
+    monkeypatch.setattr(Strategy, "batch_to_device", counted)
+    monkeypatch.setattr(hooks, "_accelerator_available", lambda: accelerator)
+    model = _SeesBatches()
+    trainkit.Trainer(max_epochs=1, **QUIET).fit(model, batches)
+    return model.seen, len(calls)
+
+
+def test_without_an_accelerator_tensor_batches_reach_the_step_unmoved(monkeypatch: Any) -> None:
+    data = blobs(64)
+    batches = [[data.tensors[0][i : i + 16], data.tensors[1][i : i + 16]] for i in (0, 16, 32)]
+    seen, moves = _fit_recording_moves(monkeypatch, False, batches)
+    # On a machine with only a CPU there is nowhere else a tensor could be: the
+    # loader's own tensors are trained on, and no device check runs per batch.
+    assert moves == 0
+    assert all(got is sent for got, sent in zip(seen, batches, strict=True))
+    # With an accelerator in the machine, every batch goes through the strategy's move.
+    _, moves = _fit_recording_moves(monkeypatch, True, batches)
+    assert moves == 3
+
+
+def test_without_an_accelerator_a_batch_type_of_the_users_own_is_still_moved(
+    monkeypatch: Any,
+) -> None:
+    data, moved = blobs(32), []
+    x, y = data.tensors
+    batches = [_Pair(x[i : i + 16], y[i : i + 16], moved) for i in (0, 16)]
+    seen, moves = _fit_recording_moves(monkeypatch, False, batches)
+    assert moves == 2 and moved == ["cpu", "cpu"]  # its own `to`, once per batch
+    assert all(isinstance(batch, _Pair) and batch not in batches for batch in seen)

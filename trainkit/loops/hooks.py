@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
 from typing import Any, TypeVar
 
+import torch
+
 from trainkit.callbacks.base import Callback, attach_module, calls_hook
 from trainkit.callbacks.defaults import is_monitoring
 from trainkit.core.data import DataModule
@@ -224,6 +226,28 @@ _TRANSFER_HOOKS = (
 )
 
 
+def _accelerator_available() -> bool:
+    # Any device other than the CPU that tensors could live on in this process.
+    accelerator = getattr(torch, "accelerator", None)  # torch >= 2.6
+    if accelerator is not None:
+        return bool(accelerator.is_available())
+    return bool(torch.cuda.is_available() or torch.backends.mps.is_available())
+
+
+def _on_cpu_already(move: Callable[[Any, int], Any], batch: Any, dataloader_idx: int) -> Any:
+    # Training on the CPU of a machine without an accelerator: a list or tuple of
+    # plain tensors is on the CPU already (there is no other device for them to be
+    # on), so it is returned without asking each tensor (between the step's
+    # kernels those reads cost ~3 us a batch: docs/performance.md). Anything else,
+    # e.g. an object with its own `to`, still goes through the strategy's move.
+    if type(batch) is list or type(batch) is tuple:
+        for item in batch:
+            if type(item) is not torch.Tensor:
+                return move(batch, dataloader_idx)
+        return batch
+    return move(batch, dataloader_idx)
+
+
 def batch_transfer(
     strategy: Strategy, module: Module, datamodule: DataModule | None
 ) -> Callable[[Any, int], Any]:
@@ -250,6 +274,8 @@ def batch_transfer(
     ):
         move = strategy.batch_to_device
         if type(strategy).batch_to_device is Strategy.batch_to_device:
+            if strategy.root_device.type == "cpu" and not _accelerator_available():
+                return functools.partial(_on_cpu_already, move)
             return move  # takes (batch, dataloader_idx): one call less per batch
         return lambda batch, dataloader_idx: move(batch)  # a subclass's may take the batch only
     before, transfer, after = (getattr(owners[name], name) for name in _TRANSFER_HOOKS)
