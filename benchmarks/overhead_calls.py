@@ -40,6 +40,7 @@ from trainkit.callbacks.progress import TQDMProgressBar
 from trainkit.core.module import Module
 from trainkit.loggers._event_file import EventFile
 from trainkit.loops import fit as fit_loop
+from trainkit.loops import hooks
 from trainkit.loops.results import Results
 from trainkit.loops.step import Optimization
 from trainkit.strategies.base import Strategy
@@ -48,6 +49,7 @@ from trainkit.strategies.single import SingleDeviceStrategy
 # (label, owner, attribute): the functions timed inside the loop.
 TIMED: list[tuple[str, Any, str]] = [
     ("Strategy.batch_to_device", Strategy, "batch_to_device"),
+    ("the batch's move without an accelerator", hooks, "_on_cpu_already"),
     ("Results.enter_training_step", Results, "enter_training_step"),
     ("Optimization.plain (the whole step)", Optimization, "plain"),
     ("NonFiniteLoss.observe", NonFiniteLoss, "observe"),
