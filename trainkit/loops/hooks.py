@@ -256,7 +256,9 @@ def batch_transfer(
     It runs ``on_before_batch_transfer``, ``transfer_batch_to_device`` and
     ``on_after_batch_transfer``, each the DataModule's if it overrides it, else the
     Module's (Lightning's rule). When nobody overrides any of them, it is the
-    strategy's own move, with nothing in between.
+    strategy's own move, with nothing in between; training on the CPU of a
+    machine without an accelerator, a list or tuple of tensors skips even that
+    (no tensor can be elsewhere).
 
     Args:
         strategy: the run's strategy (its device and its own way of moving batches).
