@@ -240,6 +240,9 @@ def _on_cpu_already(move: Callable[[Any, int], Any], batch: Any, dataloader_idx:
     # on), so it is returned without asking each tensor (between the step's
     # kernels those reads cost ~3 us a batch: docs/performance.md). Anything else,
     # e.g. an object with its own `to`, still goes through the strategy's move.
+    # Decided here, once per fit, and not in core/batches.py's move_data_to_device:
+    # there it would cost a read of the target's `device.type` and two more calls
+    # per batch, ~3 us in the loop (benchmarks/overhead_calls.py), all it saves.
     if type(batch) is list or type(batch) is tuple:
         for item in batch:
             if type(item) is not torch.Tensor:
