@@ -118,6 +118,34 @@ def collected_garbage() -> Iterator[None]:
     yield
 
 
+# The bare variants' Trainer options (trainkit's and Lightning's names are the same).
+QUIET: dict[str, Any] = {
+    "logger": False,
+    "enable_progress_bar": False,
+    "enable_model_summary": False,
+    "enable_checkpointing": False,
+}
+
+
+def time_silenced(fit: Callable[[], object]) -> float:
+    """Seconds that ``fit()`` takes, with stdout and stderr sent to os.devnull.
+
+    The default variants print (progress bar, model summary, Lightning's device
+    summary): the terminal's drawing speed is not what is measured. stdout is then
+    not a terminal, so the progress bar runs in its plain-line mode, as in a batch
+    job: the tqdm drawing path is not timed here.
+    """
+    with (
+        open(os.devnull, "w") as sink,
+        contextlib.redirect_stdout(sink),
+        contextlib.redirect_stderr(sink),
+        collected_garbage(),
+    ):
+        start = time.perf_counter()
+        fit()
+        return time.perf_counter() - start
+
+
 def run_raw(dataset: TensorDataset, root: Path) -> RunResult:
     del root  # the same signature as the other runners; the raw loop writes nothing
     network = build_network()
@@ -139,15 +167,8 @@ def run_bare(dataset: TensorDataset, root: Path) -> RunResult:
     loader = build_loader(dataset)
     with collected_garbage():
         start = time.perf_counter()
-        trainer = trainkit.Trainer(
-            max_epochs=1,
-            logger=False,
-            enable_progress_bar=False,
-            enable_model_summary=False,
-            enable_checkpointing=False,
-            # Nothing should be written; if something is, keep it out of the cwd.
-            default_root_dir=root,
-        )
+        # Nothing should be written; if something is, keep it out of the cwd.
+        trainer = trainkit.Trainer(max_epochs=1, default_root_dir=root, **QUIET)
         trainer.fit(module, loader)
         elapsed = time.perf_counter() - start
     return elapsed, [p.detach().clone() for p in module.network.parameters()]
@@ -156,20 +177,9 @@ def run_bare(dataset: TensorDataset, root: Path) -> RunResult:
 def run_default(dataset: TensorDataset, root: Path) -> RunResult:
     module = LoggingModule(build_network())
     loader = build_loader(dataset)
-    # stdout/stderr (progress bar, model summary) go to os.devnull, so that the
-    # terminal's drawing speed is not what we measure. stdout is then not a
-    # terminal, so the progress bar runs in its plain-line mode, as in a batch
-    # job: the tqdm drawing path is not timed here.
-    with (
-        open(os.devnull, "w") as sink,
-        contextlib.redirect_stdout(sink),
-        contextlib.redirect_stderr(sink),
-        collected_garbage(),
-    ):
-        start = time.perf_counter()
-        trainer = trainkit.Trainer(max_epochs=1, default_root_dir=root)
-        trainer.fit(module, loader)
-        elapsed = time.perf_counter() - start
+    elapsed = time_silenced(
+        lambda: trainkit.Trainer(max_epochs=1, default_root_dir=root).fit(module, loader)
+    )
     return elapsed, [p.detach().clone() for p in module.network.parameters()]
 
 
@@ -200,28 +210,10 @@ def _run_lightning(dataset: TensorDataset, root: Path, default: bool) -> RunResu
 
     module = _lightning_module(build_network(), log=default)
     loader = build_loader(dataset)
-    quiet: dict[str, Any] = (
-        {}
-        if default
-        else {
-            "logger": False,
-            "enable_progress_bar": False,
-            "enable_model_summary": False,
-            "enable_checkpointing": False,
-        }
+    options = {} if default else QUIET
+    elapsed = time_silenced(
+        lambda: pl.Trainer(max_epochs=1, default_root_dir=root, **options).fit(module, loader)
     )
-    # Lightning prints its device summary and warnings: to os.devnull, as the
-    # default variant's output (see run_default).
-    with (
-        open(os.devnull, "w") as sink,
-        contextlib.redirect_stdout(sink),
-        contextlib.redirect_stderr(sink),
-        collected_garbage(),
-    ):
-        start = time.perf_counter()
-        trainer = pl.Trainer(max_epochs=1, default_root_dir=root, **quiet)
-        trainer.fit(module, loader)
-        elapsed = time.perf_counter() - start
     return elapsed, [p.detach().clone() for p in module.network.parameters()]
 
 
