@@ -37,6 +37,7 @@ import yaml
 from trainkit.cli import config as cfg
 from trainkit.cli.config import ConfigError, import_object
 from trainkit.cli.lightning_cli import LightningCLI
+from trainkit.cli.lightning_parser import PARSER_KEY, SUBCOMMAND_PREFIX, UNRECOGNIZED
 from trainkit.trainer.options import trainer_groups
 from trainkit.utilities.messages import did_you_mean
 
@@ -400,9 +401,6 @@ def _interpolations_relative_to_the_subcommand() -> Iterator[None]:
 
 
 # ------------------------------------------------------------------ messages
-_SUBCOMMAND = re.compile(r"^(fit|validate|test|predict)\.")
-_UNRECOGNIZED = re.compile(r"[Uu]nrecognized arguments: (?P<args>.*)")
-_KEY = re.compile(r'^[Pp]arser key "(?P<key>[^"]+)":\s*(?P<rest>.*)$', re.S)
 _CLASS_PROBLEM = re.compile(
     r"^(?P<indent>\s*)- Problem with given class_path '(?P<path>[^']+)':\s*$"
 )
@@ -447,7 +445,7 @@ def explain(message: str) -> str:
         "'trainer.max_epochs' must be an integer, got 'many' (str)."
     """
     text = message.strip()
-    if found := _UNRECOGNIZED.search(text):
+    if found := UNRECOGNIZED.search(text):
         return _unknown_key(found.group("args").split())
     if found := _NO_FILE.search(text):
         return f"Config file {found.group('path')} does not exist."
@@ -468,13 +466,13 @@ def explain(message: str) -> str:
             "(see docs/configuration.md for the layout)."
         )
     if found := _REQUIRED.search(text):
-        key = _SUBCOMMAND.sub("", found.group("key"))
+        key = SUBCOMMAND_PREFIX.sub("", found.group("key"))
         example = "{class_path: package.module.Class}"
         return f"{key!r} is required (add {key}: {example} to the config)."
-    found = _KEY.search(text)
+    found = PARSER_KEY.search(text)
     if found is None:
         return " ".join(text.split())
-    return _key_problem(_SUBCOMMAND.sub("", found.group("key")), found.group("rest"))
+    return _key_problem(SUBCOMMAND_PREFIX.sub("", found.group("key")), found.group("rest"))
 
 
 def _key_problem(key: str, rest: str) -> str:
@@ -555,7 +553,7 @@ def _class_problem(where: str, class_path: str, rest: str) -> str:
             )
         hint = _close_class(module_path, class_name)
         return f"{where}: module {module_path!r} has no class {class_name!r}.{hint}"
-    if found := _KEY.search(rest.strip()):
+    if found := PARSER_KEY.search(rest.strip()):
         argument = found.group("key")
         problem = _type_problem(f"{where}.init_args.{argument}", found.group("rest"))
         return problem.rstrip(".") + _declared(class_path, argument) + "."

@@ -270,8 +270,10 @@ def _init_parameters(class_path: str) -> list[str]:
         return []
 
 
-_UNRECOGNIZED = re.compile(r"[Uu]nrecognized arguments: (?P<args>.*)")
-_KEY = re.compile(r'^[Pp]arser key "(?P<key>[^"]+)":\s*(?P<rest>.*)$', re.S)
+# jsonargparse's phrasing, shared with the trainkit command's own error condensing (engine.py).
+UNRECOGNIZED = re.compile(r"[Uu]nrecognized arguments: (?P<args>.*)")
+PARSER_KEY = re.compile(r'^[Pp]arser key "(?P<key>[^"]+)":\s*(?P<rest>.*)$', re.S)
+SUBCOMMAND_PREFIX = re.compile(r"^(fit|validate|test|predict)\.")
 _REQUIRED = re.compile(r"arguments are required: (?P<keys>.*)")
 _NOT_ACCEPTED = re.compile(r"does not accept option '(?P<key>[^']+)'")
 _CHOICE = re.compile(r"invalid choice: '(?P<given>[^']*)' \(choose from (?P<choices>.*)\)")
@@ -300,13 +302,12 @@ def condense_error(message: str, options: list[str]) -> str:
         message: jsonargparse's error message.
         options: the ``--long`` options accepted, for "did you mean".
     """
-    subcommand_prefix = re.compile(r"^(fit|validate|test|predict)\.")
-    if found := _UNRECOGNIZED.search(message):
+    if found := UNRECOGNIZED.search(message):
         given = found.group("args").split()
         flag = next((a.split("=", 1)[0] for a in given if a.startswith("-")), "")
         return f"unrecognized arguments: {' '.join(given)}{_suggest(flag, options) if flag else ''}"
     if found := _REQUIRED.search(message):
-        keys = [subcommand_prefix.sub("", k.strip()) for k in found.group("keys").split(",")]
+        keys = [SUBCOMMAND_PREFIX.sub("", k.strip()) for k in found.group("keys").split(",")]
         flags = ", ".join(f"--{k}" for k in keys)
         return f"{flags} is required: give it on the command line or in a --config file"
     if found := _NOT_ACCEPTED.search(message):
@@ -315,13 +316,13 @@ def condense_error(message: str, options: list[str]) -> str:
     if found := _CHOICE.search(message):
         choices = re.findall(r"'([^']*)'", found.group("choices"))
         return f"{message.strip()}{_suggest(found.group('given'), choices)}"
-    key = _KEY.search(message.strip())
+    key = PARSER_KEY.search(message.strip())
     if key is None:
         if message.startswith("Problems parsing config"):
             return f"--config: not valid YAML: {_tidy(message.split(':', 1)[1])}"
         return _tidy(message)
     name, rest = key.group("key"), key.group("rest")
-    flag = f"--{subcommand_prefix.sub('', name)}"
+    flag = f"--{SUBCOMMAND_PREFIX.sub('', name)}"
     if found := _OPTION.search(rest):
         option = found.group("opt")
         hint = _suggest(option, _init_parameters(found.group("path")))
