@@ -12,6 +12,12 @@ With ``--lightning`` (Lightning installed), the same two Trainers under
 Lightning run in the same rounds, for scale: ``lightning-bare`` and
 ``lightning-default``, built with the same options from Lightning's own API.
 
+With ``--features``, what each part of the default costs: the default Trainer
+with one of its parts off (``default-no-checkpoint``, ``default-no-logger``,
+``default-no-bar``, ``default-no-summary``), and the bare Trainer with the
+default variant's module, which calls ``self.log`` every step (``bare-log``);
+all in the same rounds, for scale.
+
 The model is tiny on purpose: its steps take tens of microseconds, so any
 per-step work the framework adds shows up instead of disappearing behind the
 math. That is promise 1 in DESIGN.md, and the targets below are its numbers.
@@ -20,6 +26,7 @@ Run from the repository root::
 
     PYTHONPATH=. python benchmarks/overhead.py [--repeats 15] [--samples 20000] [--json out.json]
     PYTHONPATH=. python benchmarks/overhead.py --lightning   # Lightning installed
+    PYTHONPATH=. python benchmarks/overhead.py --features    # the default's parts, one at a time
 """
 
 from __future__ import annotations
@@ -125,6 +132,15 @@ QUIET: dict[str, Any] = {
     "enable_model_summary": False,
     "enable_checkpointing": False,
 }
+# Run with --features only: the default Trainer with one part off, and the bare
+# Trainer with the default variant's logging module (no targets).
+FEATURE_OPTIONS: dict[str, dict[str, Any]] = {
+    "default-no-checkpoint": {"enable_checkpointing": False},
+    "default-no-logger": {"logger": False},
+    "default-no-bar": {"enable_progress_bar": False},
+    "default-no-summary": {"enable_model_summary": False},
+    "bare-log": QUIET,
+}
 
 
 def time_silenced(fit: Callable[[], object]) -> float:
@@ -174,13 +190,18 @@ def run_bare(dataset: TensorDataset, root: Path) -> RunResult:
     return elapsed, [p.detach().clone() for p in module.network.parameters()]
 
 
-def run_default(dataset: TensorDataset, root: Path) -> RunResult:
+def run_default(dataset: TensorDataset, root: Path, **options: Any) -> RunResult:
+    """The default variant; ``options`` (Trainer keywords) switch parts of it off."""
     module = LoggingModule(build_network())
     loader = build_loader(dataset)
     elapsed = time_silenced(
-        lambda: trainkit.Trainer(max_epochs=1, default_root_dir=root).fit(module, loader)
+        lambda: trainkit.Trainer(max_epochs=1, default_root_dir=root, **options).fit(module, loader)
     )
     return elapsed, [p.detach().clone() for p in module.network.parameters()]
+
+
+def _feature_runner(options: dict[str, Any]) -> Callable[[TensorDataset, Path], RunResult]:
+    return lambda dataset, root: run_default(dataset, root, **options)
 
 
 def _lightning_module(network: nn.Sequential, log: bool) -> Any:
@@ -231,6 +252,7 @@ RUNNERS: dict[str, Callable[[TensorDataset, Path], RunResult]] = {
     "default": run_default,
     "lightning-bare": run_lightning_bare,
     "lightning-default": run_lightning_default,
+    **{variant: _feature_runner(options) for variant, options in FEATURE_OPTIONS.items()},
 }
 
 
@@ -282,6 +304,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also run the bare and default Trainers under Lightning, for scale",
     )
+    parser.add_argument(
+        "--features",
+        action="store_true",
+        help="also run the default Trainer with each of its parts off, for scale",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write results here")
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.samples < BATCH_SIZE:
@@ -294,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--lightning needs Lightning installed: pip install lightning")
         _silence_lightning()
         variants = VARIANTS + LIGHTNING_VARIANTS
+    if args.features:
+        variants = variants + tuple(FEATURE_OPTIONS)
 
     # One thread: less noise, and bit-identical results across variants.
     torch.set_num_threads(1)
@@ -398,6 +427,7 @@ def main(argv: list[str] | None = None) -> int:
                 "steps": steps,
                 "repeats": args.repeats,
                 "lightning": args.lightning,
+                "features": args.features,
             },
             "times_s": times,
             "median_s": medians,
