@@ -406,10 +406,9 @@ class Results:
         floats = to_floats(dict(values), keys)
         if not floats:
             return
-        # trainer.logged_metrics holds what was logged; "epoch" goes to the loggers only.
-        self._logged.update({name: torch.tensor(value) for name, value in floats.items()})
-        for name in floats:
-            self._unread.pop(name, None)  # older than what was just written
+        # trainer.logged_metrics holds what was logged (made tensors when read);
+        # "epoch" goes to the loggers only.
+        self._unread.update(floats)
         if epoch is not None:
             floats["epoch"] = epoch  # an int, as Lightning writes it
         for logger in self.loggers:
