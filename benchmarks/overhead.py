@@ -14,9 +14,10 @@ Lightning run in the same rounds, for scale: ``lightning-bare`` and
 
 With ``--features``, what each part of the default costs: the default Trainer
 with one of its parts off (``default-no-checkpoint``, ``default-no-logger``,
-``default-no-bar``, ``default-no-summary``), and the bare Trainer with the
-default variant's module, which calls ``self.log`` every step (``bare-log``);
-all in the same rounds, for scale.
+``default-no-bar``, ``default-no-summary``), the default Trainer writing to its
+logger every step instead of every 50 (``default-log-every-step``), and the bare
+Trainer with the default variant's module, which calls ``self.log`` every step
+(``bare-log``); all in the same rounds, for scale.
 
 The model is tiny on purpose: its steps take tens of microseconds, so any
 per-step work the framework adds shows up instead of disappearing behind the
@@ -132,12 +133,14 @@ QUIET: dict[str, Any] = {
     "enable_model_summary": False,
     "enable_checkpointing": False,
 }
-# Run with --features only: the default Trainer with one part off (no targets).
+# Run with --features only: the default Trainer with one part off, or logging every
+# step (no targets).
 FEATURE_OPTIONS: dict[str, dict[str, Any]] = {
     "default-no-checkpoint": {"enable_checkpointing": False},
     "default-no-logger": {"logger": False},
     "default-no-bar": {"enable_progress_bar": False},
     "default-no-summary": {"enable_model_summary": False},
+    "default-log-every-step": {"log_every_n_steps": 1},
 }
 # Also with --features: the bare variant run with the default variant's module.
 FEATURE_VARIANTS = (*FEATURE_OPTIONS, "bare-log")
