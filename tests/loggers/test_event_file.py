@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import itertools
 import random
 import time
@@ -89,3 +90,18 @@ def test_at_most_max_pending_events_wait(tmp_path: Path, monkeypatch: pytest.Mon
     assert [step for step, _ in _scalar_events(events.path)] == [0, 1, 2]
     events.close()
     assert [step for step, _ in _scalar_events(events.path)] == [0, 1, 2, 3, 4]
+
+
+def test_close_closes_the_file_also_when_the_last_events_cannot_be_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events = EventFile(str(tmp_path), flush_seconds=3600)
+    events.add_scalars({"loss": 1.0}, step=1)
+
+    def disk_full(event: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(events, "_write_event", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        events.close()
+    assert events._file.closed  # no open file left behind by a failed run

@@ -100,8 +100,10 @@ class EventFile:
     def close(self) -> None:
         """Write the noted events and close the file."""
         if not self._file.closed:
-            self.flush()
-            self._file.close()
+            try:
+                self.flush()
+            finally:  # closed even when the disk refused the last events
+                self._file.close()
 
     def _note(self, step: int, content: Any) -> None:
         pending = self._pending
