@@ -5,6 +5,9 @@ from __future__ import annotations
 import errno
 import itertools
 import random
+import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -98,10 +101,48 @@ def test_close_closes_the_file_also_when_the_last_events_cannot_be_written(
     events = EventFile(str(tmp_path), flush_seconds=3600)
     events.add_scalars({"loss": 1.0}, step=1)
 
-    def disk_full(event: Any) -> None:
+    def disk_full(file: Any, data: bytes) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(events, "_write_event", disk_full)
+    monkeypatch.setattr(_event_file, "_write_all", disk_full)
     with pytest.raises(OSError, match="No space left"):
         events.close()
     assert events._file.closed  # no open file left behind by a failed run
+
+
+def _run(script: str) -> None:
+    subprocess.run([sys.executable, "-c", textwrap.dedent(script)], check=True, timeout=120)
+
+
+def test_events_of_a_logger_nobody_finalizes_reach_the_file_at_exit(tmp_path: Path) -> None:
+    _run(
+        f"""
+        from trainkit.loggers import TensorBoardLogger
+        logger = TensorBoardLogger({str(tmp_path)!r})
+        logger.log_metrics({{"loss": 0.5}}, step=3)
+        """
+    )
+    (path,) = tmp_path.glob("**/events.out.tfevents.*")
+    assert _scalar_events(str(path)) == [(3, {"loss": 0.5})]
+
+
+def test_a_forked_child_does_not_write_its_parents_noted_events(tmp_path: Path) -> None:
+    # The child exits normally (running its exit handlers) while the parent's event
+    # is still only noted: the event must reach the file once, from the parent.
+    _run(
+        f"""
+        import os
+        from trainkit.loggers._event_file import EventFile
+        events = EventFile({str(tmp_path)!r}, flush_seconds=3600)
+        events.add_scalars({{"loss": 0.5}}, step=3)
+        pid = os.fork()
+        if pid == 0:
+            raise SystemExit(0)
+        assert os.waitpid(pid, 0)[1] == 0
+        events.close()
+        """
+    )
+    (path,) = tmp_path.glob("events.out.tfevents.*")
+    written = _events_on_disk(str(path))
+    assert [event.file_version for event in written] == ["brain.Event:2", ""]
+    assert _scalar_events(str(path)) == [(3, {"loss": 0.5})]

@@ -21,8 +21,10 @@ import os
 import socket
 import struct
 import time
+import weakref
 from collections.abc import Mapping
 from functools import cache
+from io import FileIO
 from typing import Any
 
 #: CRC-32C (Castagnoli), the reflected form of its polynomial.
@@ -49,19 +51,25 @@ class EventFile:
         # that `import trainkit` stays cheap.
         from tensorboard.compat.proto import event_pb2, summary_pb2
 
-        self._event_pb2, self._summary_pb2 = event_pb2, summary_pb2
         # time_ns and the pid keep two writers (even in one process) off the same file.
         name = f"events.out.tfevents.{time.time_ns()}.{socket.gethostname()}.{os.getpid()}"
         self.path = path if path is not None else os.path.join(log_dir, name)
-        self._file = open(self.path, "ab")  # noqa: SIM115 (closed in close())
+        # Unbuffered: the noted events are the only buffer (a forked child inherits
+        # no unwritten bytes), and each flush is one write of all of them.
+        self._file = open(self.path, "ab", buffering=0)  # noqa: SIM115 (closed in close())
         self._flush_seconds = flush_seconds
         self._last_flush = time.monotonic()
         # Events noted and not yet written: (wall time, step, tag -> value or a Summary).
         self._pending: list[tuple[float, int, Any]] = []
+        self._protos = (event_pb2, summary_pb2)
         if self._file.tell() == 0:  # a file starts with its version record, once
-            self._write_event(
-                self._event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2")
-            )
+            version = event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2")
+            _write_all(self._file, _record(version))
+        # close() runs this once; so do garbage collection and a normal interpreter
+        # exit, so that a logger nobody finalizes still leaves its events in the file.
+        self._closer = weakref.finalize(
+            self, _close, self._file, self._pending, self._protos, os.getpid()
+        )
 
     def add_scalars(self, values: Mapping[str, float], step: int) -> None:
         """Note every value as a scalar at ``step``, in one event.
@@ -83,27 +91,12 @@ class EventFile:
 
     def flush(self) -> None:
         """Write the noted events to the file."""
-        pending, self._pending = self._pending, []
-        for wall_time, step, content in pending:
-            summary = content
-            if isinstance(content, dict):
-                value = self._summary_pb2.Summary.Value
-                summary = self._summary_pb2.Summary(
-                    value=[value(tag=tag, simple_value=v) for tag, v in content.items()]
-                )
-            self._write_event(
-                self._event_pb2.Event(wall_time=wall_time, step=step, summary=summary)
-            )
-        self._file.flush()
+        _write_pending(self._file, self._pending, self._protos)
         self._last_flush = time.monotonic()
 
     def close(self) -> None:
-        """Write the noted events and close the file."""
-        if not self._file.closed:
-            try:
-                self.flush()
-            finally:  # closed even when the disk refused the last events
-                self._file.close()
+        """Write the noted events and close the file (again: nothing)."""
+        self._closer()
 
     def _note(self, step: int, content: Any) -> None:
         pending = self._pending
@@ -114,9 +107,49 @@ class EventFile:
         ):
             self.flush()
 
-    def _write_event(self, event: Any) -> None:
-        data = event.SerializeToString()
-        self._file.write(_framed_length(len(data)) + data + struct.pack("<I", masked_crc32c(data)))
+
+def _write_pending(file: FileIO, pending: list[tuple[float, int, Any]], protos: Any) -> None:
+    """Encode the noted events and write them, in order, in one write; the list is emptied."""
+    if not pending:
+        return
+    event_pb2, summary_pb2 = protos
+    value = summary_pb2.Summary.Value
+    records = []
+    for wall_time, step, content in pending:
+        summary = content
+        if isinstance(content, dict):
+            summary = summary_pb2.Summary(
+                value=[value(tag=tag, simple_value=v) for tag, v in content.items()]
+            )
+        records.append(_record(event_pb2.Event(wall_time=wall_time, step=step, summary=summary)))
+    pending.clear()  # a failed write below drops them, as a failed buffered write did
+    _write_all(file, b"".join(records))
+
+
+def _close(
+    file: FileIO, pending: list[tuple[float, int, Any]], protos: Any, owner_pid: int
+) -> None:
+    """Write the noted events and close ``file``: once, from the process that opened it."""
+    if file.closed:
+        return
+    try:
+        if os.getpid() == owner_pid:  # a forked child never writes its parent's events
+            _write_pending(file, pending, protos)
+    finally:  # closed even when the disk refused the last events
+        file.close()
+
+
+def _record(event: Any) -> bytes:
+    """``event`` in TFRecord framing."""
+    data: bytes = event.SerializeToString()
+    return _framed_length(len(data)) + data + struct.pack("<I", masked_crc32c(data))
+
+
+def _write_all(file: FileIO, data: bytes) -> None:
+    """Write all of ``data`` (an unbuffered file may take a part at a time)."""
+    view = memoryview(data)
+    while view:
+        view = view[file.write(view) :]
 
 
 @cache
