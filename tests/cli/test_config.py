@@ -135,7 +135,13 @@ def test_component_defaults_and_config_forms(tmp_path: Path) -> None:
     assert run["trainer"]["logger"] == [
         {
             "class_path": "trainkit.loggers.CSVLogger",
-            "init_args": {"save_dir": save_dir, "name": "logs", "version": None},
+            "init_args": {
+                "save_dir": save_dir,
+                "name": "logs",
+                "version": None,
+                "prefix": "",
+                "flush_logs_every_n_steps": 100,
+            },
         }
     ]
     assert run["trainer"]["strategy"] == "ddp"

@@ -6,6 +6,7 @@ import csv
 import os
 from pathlib import Path
 
+import pytest
 import yaml
 
 from trainkit.loggers import CSVLogger
@@ -103,3 +104,35 @@ def test_hyperparams_yaml(tmp_path: Path) -> None:
     logger.log_hyperparams({"optim": {"lr": 0.1}, "seed": 7})
     with open(os.path.join(logger.log_dir, "hparams.yaml")) as file:
         assert yaml.safe_load(file) == {"optim": {"lr": 0.1}, "seed": 7}
+
+
+def test_prefix_goes_in_front_of_every_metric_name(tmp_path: Path) -> None:
+    logger = CSVLogger(tmp_path, prefix="train")
+    logger.log_metrics({"loss": 1.0, "epoch": 0}, step=0)
+    logger.save()
+    assert _read(logger) == (
+        ["step", "train-loss", "train-epoch"],
+        [{"step": "0", "train-loss": "1.0", "train-epoch": "0.0"}],
+    )
+
+
+def test_rows_reach_the_file_every_flush_logs_every_n_steps(tmp_path: Path) -> None:
+    logger = CSVLogger(tmp_path, flush_logs_every_n_steps=2)
+    logger.log_metrics({"loss": 1.0}, step=0)
+    assert not (tmp_path / "logs").exists()  # (0 + 1) % 2: kept
+    logger.log_metrics({"loss": 0.5}, step=1)  # (1 + 1) % 2 == 0: written, no save() needed
+    assert [row["loss"] for row in _read(logger)[1]] == ["1.0", "0.5"]
+
+
+def test_flush_logs_every_n_steps_below_one_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"flush_logs_every_n_steps=0\) must be at least 1"):
+        CSVLogger(tmp_path, flush_logs_every_n_steps=0)
+
+
+def test_no_name_puts_the_versions_straight_into_save_dir(tmp_path: Path) -> None:
+    for name in (None, ""):
+        logger = CSVLogger(tmp_path / str(name), name=name)
+        logger.log_metrics({"loss": 1.0}, step=0)
+        logger.save()
+        assert logger.log_dir == str(tmp_path / str(name) / "version_0")
+        assert (tmp_path / str(name) / "version_0" / "metrics.csv").is_file()

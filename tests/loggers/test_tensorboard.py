@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
+from torch import nn
 
 import trainkit
 from tests.helpers import QUIET, BlobData, Classifier
@@ -321,3 +323,97 @@ def test_tensorboard_renders_the_scalars_and_hparams_pages(tmp_path: Path) -> No
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def _all_events(folder: Path) -> list[Any]:
+    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+    from tensorboard.compat.proto import event_pb2
+
+    return [
+        event_pb2.Event.FromString(record)
+        for path in sorted(folder.glob("events.out.tfevents.*"))
+        for record in RawEventFileLoader(str(path)).Load()
+    ]
+
+
+def test_prefix_and_lightnings_keywords(tmp_path: Path) -> None:
+    # As a Lightning project's config passes them (name None: no experiment folder).
+    logger = TensorBoardLogger(
+        save_dir=tmp_path, name=None, log_graph=False, default_hp_metric=True, prefix="train"
+    )
+    logger.log_metrics({"loss": 0.5}, step=1)
+    logger.finalize("success")
+    assert logger.log_dir == str(tmp_path / "version_0")
+    assert _scalars(logger.log_dir, "train-loss") == [(1, 0.5)]
+
+
+def test_summary_writer_options_and_unknown_keywords(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match=r"unknown option.*max_queues.*flush_secs"):
+        TensorBoardLogger(tmp_path, max_queues=10)
+    # flush_secs also paces the scalars: 0 writes each at once, no finalize needed.
+    logger = TensorBoardLogger(tmp_path, flush_secs=0, comment="-x")
+    logger.log_metrics({"loss": 0.5}, step=1)
+    assert _scalars(logger.log_dir, "loss") == [(1, 0.5)]
+    logger.finalize("success")
+
+
+def test_sub_dir_holds_the_logs_and_the_run_folder_the_checkpoints(tmp_path: Path) -> None:
+    logger = TensorBoardLogger(tmp_path, name="exp", sub_dir="tb")
+    trainer = trainkit.Trainer(
+        max_epochs=1, logger=logger, enable_progress_bar=False, log_every_n_steps=1
+    )
+    trainer.fit(Classifier(), BlobData())
+    run = tmp_path / "exp" / "version_0"
+    assert trainer.log_dir == logger.log_dir == str(run / "tb")
+    assert list((run / "tb").glob("events.out.tfevents.*"))
+    assert (run / "tb" / "hparams.yaml").is_file()
+    assert list((run / "checkpoints").glob("*.ckpt"))
+    assert not (run / "tb" / "checkpoints").exists()
+
+
+class _Noisy(trainkit.Module):
+    """Dropout, batch norm and input noise: tracing it carelessly would change the run."""
+
+    def __init__(self, example: bool = True) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Linear(8, 16), nn.BatchNorm1d(16), nn.Dropout(0.5), nn.Linear(16, 3)
+        )
+        if example:
+            self.example_input_array = torch.randn(4, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x + 0.01 * torch.randn_like(x))  # draws in eval mode too
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        return nn.functional.cross_entropy(self(x), y)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def _fit_noisy(root: Path, log_graph: bool, example: bool = True) -> tuple[_Noisy, Path]:
+    trainkit.seed_everything(0)
+    module = _Noisy(example)
+    logger = TensorBoardLogger(root, log_graph=log_graph)
+    trainer = trainkit.Trainer(
+        max_epochs=1, logger=logger, enable_progress_bar=False, enable_checkpointing=False
+    )
+    trainer.fit(module, BlobData())
+    return module, Path(logger.log_dir)
+
+
+def test_log_graph_draws_the_graph_and_changes_nothing_the_run_computes(tmp_path: Path) -> None:
+    with_graph, folder = _fit_noisy(tmp_path / "graph", log_graph=True)
+    without, _ = _fit_noisy(tmp_path / "plain", log_graph=False)
+    assert any(event.graph_def for event in _all_events(folder))
+    for name, tensor in without.state_dict().items():
+        assert torch.equal(with_graph.state_dict()[name], tensor), name  # BN stats included
+    assert with_graph.training
+
+
+def test_log_graph_without_an_example_input_warns_and_trains(tmp_path: Path) -> None:
+    with pytest.warns(UserWarning, match=r"_Noisy.example_input_array is not set"):
+        _, folder = _fit_noisy(tmp_path, log_graph=True, example=False)
+    assert not any(event.graph_def for event in _all_events(folder))

@@ -7,7 +7,7 @@ optional: ``pip install "trainkit[mlflow]"`` / ``"trainkit[wandb]"``.
 
 from typing import Any
 
-from trainkit.loggers.base import Logger, versioned_folder
+from trainkit.loggers.base import FolderLogger, Logger, versioned_folder
 from trainkit.loggers.csv import CSVLogger
 from trainkit.loggers.dummy import DummyLogger
 from trainkit.loggers.mlflow import MLflowLogger
@@ -67,6 +67,8 @@ def run_folder(loggers: list[Logger], default_root_dir: str) -> str:
     if not loggers:
         return default_root_dir
     first = loggers[0]
+    if isinstance(first, FolderLogger):
+        return first.run_dir  # not a sub-folder its logs may go to
     folder = first.log_dir
     return (
         versioned_folder(default_root_dir, first.name, first.version) if folder is None else folder

@@ -108,6 +108,17 @@ class Logger(ABC):
             params: hyperparameter name to value (nested mappings allowed).
         """
 
+    def log_graph(self, model: Any, input_array: Any = None) -> None:
+        """Record the model's computational graph; the default does nothing.
+
+        Called once at the start of ``fit`` on global rank 0 (with
+        ``Trainer(enable_autolog_hparams=True)``, the default), as Lightning calls it.
+
+        Args:
+            model: the Module being trained.
+            input_array: an input for the model (None: ``model.example_input_array``).
+        """
+
     def state_dict(self) -> dict[str, Any]:
         """What a checkpoint keeps of this logger: its version."""
         return {"version": self.version}
@@ -153,18 +164,19 @@ class FolderLogger(Logger):
 
     Args:
         save_dir: root folder for all experiments.
-        name: experiment name, the folder under ``save_dir``.
+        name: experiment name, the folder under ``save_dir`` (None or "": the
+            versions go straight into ``save_dir``, as in Lightning).
         version: the version to write to (``None``: the next free one).
     """
 
     def __init__(
         self,
         save_dir: str | os.PathLike[str],
-        name: str = "logs",
+        name: str | None = "logs",
         version: int | str | None = None,
     ) -> None:
         self._save_dir = os.fspath(save_dir)
-        self._name = name
+        self._name = "" if name is None else name
         self._requested_version = version
         self._version: int | str | None = None
 
@@ -181,6 +193,12 @@ class FolderLogger(Logger):
     @property
     def log_dir(self) -> str:
         """The folder this run writes to: ``<save_dir>/<name>/version_<version>``."""
+        return self.run_dir
+
+    @property
+    def run_dir(self) -> str:
+        """The run's own folder, ``<save_dir>/<name>/version_<version>``; it holds the
+        run's checkpoints (and its logs, unless a logger puts them in a sub-folder)."""
         return versioned_folder(self._save_dir, self.name, self.version)
 
     @property

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainkit.loggers._files import _write_hparams_yaml
+from trainkit.loggers._tracking import with_prefix
 from trainkit.loggers.base import FolderLogger
 from trainkit.utilities.io import atomic_write
 
@@ -18,40 +19,55 @@ class CSVLogger(FolderLogger):
     """Write metrics to ``<log_dir>/metrics.csv``: a ``step`` column, then one per metric.
 
     Each ``log_metrics`` call becomes one row. Rows are kept in memory and
-    written at ``save()``; columns appear in the order metric names are first
+    written every ``flush_logs_every_n_steps`` steps and at ``save()`` (the end
+    of every fit, validate and test); columns appear in the order metric names are first
     seen, and a metric that first shows up later widens the file (earlier rows
     get empty cells). Folders and versions follow the same rules as
     :class:`~trainkit.loggers.TensorBoardLogger`.
 
     Args:
         save_dir: root folder for all experiments.
-        name: experiment name, the folder under ``save_dir``.
+        name: experiment name, the folder under ``save_dir`` (None or "": none).
         version: ``None`` claims the next free ``version_N``, never sharing or
             overwriting an existing folder, even with concurrent processes. An
             explicit version is reused if it exists, and a resumed run appends
             to its ``metrics.csv``.
+        prefix: put ``<prefix>-`` in front of every metric name.
+        flush_logs_every_n_steps: write the rows kept so far after each step ``s``
+            with ``(s + 1) % flush_logs_every_n_steps == 0`` (Lightning's rule).
     """
 
     def __init__(
         self,
         save_dir: str | os.PathLike[str],
-        name: str = "logs",
+        name: str | None = "logs",
         version: int | str | None = None,
+        prefix: str = "",
+        flush_logs_every_n_steps: int = 100,
     ) -> None:
+        if flush_logs_every_n_steps < 1:
+            raise ValueError(
+                f"CSVLogger(flush_logs_every_n_steps={flush_logs_every_n_steps}) must be at "
+                "least 1 (1 writes the file at every logged step)."
+            )
         super().__init__(save_dir, name, version)
+        self._prefix = prefix
+        self._flush_every = flush_logs_every_n_steps
         self._pending: list[dict[str, float]] = []
         # The header of metrics.csv as it is on disk; None until first read.
         self._file_columns: list[str] | None = None
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
-        """Buffer one row; it is written at the next ``save()``.
+        """Keep one row; rows go to the file every ``flush_logs_every_n_steps`` steps and at save.
 
         Args:
             metrics: metric name to value.
             step: the global step the values belong to.
         """
         # Every value as a float (the epoch arrives as an int), one format per column.
-        self._pending.append({"step": step, **{name: float(v) for name, v in metrics.items()}})
+        self._pending.append({"step": step, **with_prefix(metrics, self._prefix)})
+        if (step + 1) % self._flush_every == 0:
+            self.save()
 
     def log_hyperparams(self, params: Mapping[str, Any]) -> None:
         """Write ``params`` to ``<log_dir>/hparams.yaml``.

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from trainkit.loggers._event_file import EventFile
 from trainkit.loggers._files import _write_hparams_yaml
+from trainkit.loggers._tracking import with_prefix
 from trainkit.loggers.base import FolderLogger
 
 if TYPE_CHECKING:
@@ -33,25 +35,53 @@ class TensorBoardLogger(FolderLogger):
 
     Args:
         save_dir: root folder for all experiments.
-        name: experiment name, the folder under ``save_dir``.
+        name: experiment name, the folder under ``save_dir`` (None or "": none).
         version: ``None`` claims the next free ``version_N``, never sharing or
             overwriting an existing folder, even with concurrent processes. An
             explicit version is reused if it exists, which is how a resumed run
             keeps appending to the same run.
+        log_graph: at the start of ``fit``, add the model's graph (traced on
+            ``example_input_array``) to TensorBoard's Graphs tab. The trace runs in
+            eval mode (as torch's ``add_graph`` does), without gradients, and the
+            random generators are put back afterwards (Lightning does not), so that
+            drawing the graph changes nothing the run computes.
         default_hp_metric: when hyperparameters are logged without metrics, log
             ``hp_metric=-1`` with them, so that TensorBoard's HParams tab lists the
             run (log the real value under "hp_metric" to replace it), as Lightning does.
+        prefix: put ``<prefix>-`` in front of every metric name.
+        sub_dir: write the event files and ``hparams.yaml`` to
+            ``<save_dir>/<name>/<version>/<sub_dir>``; the run's checkpoints stay in
+            ``<save_dir>/<name>/<version>/checkpoints``.
+        **kwargs: options of torch's ``SummaryWriter`` (``comment``, ``purge_step``,
+            ``max_queue``, ``flush_secs``, ``filename_suffix``), for ``experiment``;
+            ``flush_secs`` also sets how often the scalars reach the disk (5 s by default).
     """
 
     def __init__(
         self,
         save_dir: str | os.PathLike[str],
-        name: str = "logs",
+        name: str | None = "logs",
         version: int | str | None = None,
+        log_graph: bool = False,
         default_hp_metric: bool = True,
+        prefix: str = "",
+        sub_dir: str | os.PathLike[str] | None = None,
+        **kwargs: Any,
     ) -> None:
+        unknown = sorted(set(kwargs) - _WRITER_OPTIONS)
+        if unknown:
+            raise TypeError(
+                f"TensorBoardLogger got unknown option(s) {', '.join(unknown)}. Besides its own "
+                "arguments it takes those of torch's SummaryWriter: "
+                f"{', '.join(sorted(_WRITER_OPTIONS))}."
+            )
         super().__init__(save_dir, name, version)
         self.default_hp_metric = default_hp_metric
+        self._log_graph = log_graph
+        self._prefix = prefix
+        self._sub_dir = None if sub_dir is None else os.fspath(sub_dir)
+        self._writer_options = kwargs
+        self._flush_seconds = float(kwargs.get("flush_secs", _FLUSH_SECONDS))
         self._writer: SummaryWriter | None = None
         # Scalars and hparams go through our own event file (see _event_file.py);
         # the SummaryWriter exists only when a user asks for `experiment`.
@@ -72,8 +102,40 @@ class TensorBoardLogger(FolderLogger):
             # Lazy: importing tensorboard costs about a second.
             from torch.utils.tensorboard import SummaryWriter
 
-            self._writer = SummaryWriter(log_dir=self.log_dir)
+            self._writer = SummaryWriter(log_dir=self._made_log_dir(), **self._writer_options)
         return self._writer
+
+    @property
+    def log_dir(self) -> str:
+        """The folder of the event files: the run's folder, or ``sub_dir`` inside it."""
+        run = self.run_dir
+        return run if self._sub_dir is None else os.path.join(run, self._sub_dir)
+
+    @property
+    def sub_dir(self) -> str | None:
+        """The folder inside the run's folder that holds the event files (None: none)."""
+        return self._sub_dir
+
+    def log_graph(self, model: Any, input_array: Any = None) -> None:
+        """Add ``model``'s graph to the Graphs tab (only with ``log_graph=True``).
+
+        Args:
+            model: the model to trace.
+            input_array: its input (None: ``model.example_input_array``).
+        """
+        if not self._log_graph:
+            return
+        if input_array is None:
+            input_array = getattr(model, "example_input_array", None)
+        if input_array is None:
+            warnings.warn(
+                "TensorBoardLogger(log_graph=True) could not add the model's graph: "
+                f"{type(model).__name__}.example_input_array is not set. Set it to one input "
+                "batch in the Module's __init__, or pass log_graph=False.",
+                stacklevel=2,
+            )
+            return
+        _add_graph(self.experiment, model, input_array)
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         """Write each metric as a scalar at ``step``.
@@ -82,6 +144,8 @@ class TensorBoardLogger(FolderLogger):
             metrics: metric name to value.
             step: the global step the values belong to.
         """
+        if self._prefix:
+            metrics = with_prefix(metrics, self._prefix)
         self._event_file().add_scalars(metrics, step)
 
     def log_hyperparams(
@@ -99,7 +163,7 @@ class TensorBoardLogger(FolderLogger):
         """
         from torch.utils.tensorboard.summary import hparams
 
-        _write_hparams_yaml(self.log_dir, params)
+        _write_hparams_yaml(self._made_log_dir(), params)
         if metrics is None and self.default_hp_metric:
             metrics = {"hp_metric": -1}
         if metrics:
@@ -114,9 +178,17 @@ class TensorBoardLogger(FolderLogger):
 
     def _event_file(self) -> EventFile:
         if self._events is None:
-            self._events = EventFile(self.log_dir, path=self._events_path)
+            self._events = EventFile(
+                self._made_log_dir(), flush_seconds=self._flush_seconds, path=self._events_path
+            )
             self._events_path = self._events.path
         return self._events
+
+    def _made_log_dir(self) -> str:
+        folder = self.log_dir
+        if self._sub_dir is not None:
+            os.makedirs(folder, exist_ok=True)  # the run's folder exists once claimed
+        return folder
 
     def save(self) -> None:
         """Flush pending events to disk."""
@@ -142,6 +214,34 @@ class TensorBoardLogger(FolderLogger):
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+
+# The keyword arguments of torch's SummaryWriter besides log_dir.
+_WRITER_OPTIONS = frozenset({"comment", "purge_step", "max_queue", "flush_secs", "filename_suffix"})
+# How often noted scalars reach the disk without flush_secs.
+_FLUSH_SECONDS = 5.0
+
+
+def _add_graph(writer: SummaryWriter, model: Any, input_array: Any) -> None:
+    """Trace ``model`` on ``input_array`` into ``writer``, leaving the run as it was.
+
+    Eval mode and no gradients: no dropout draws, no batch-norm statistics updated;
+    a forward that draws random numbers anyway (noise layers) has the generators
+    put back afterwards.
+    """
+    import torch
+
+    from trainkit.core.batches import move_data_to_device
+    from trainkit.utilities.seed import isolated_rng
+
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    training = model.training
+    try:
+        with isolated_rng(), torch.no_grad():
+            model.eval()
+            writer.add_graph(model, move_data_to_device(input_array, device))
+    finally:
+        model.train(training)
 
 
 # The run's ending (``finalize``'s status) as the HParams plugin's session status.

@@ -547,9 +547,11 @@ class Trainer(TrainerViews):
             return search(self, model)
         autolog = self.output.enable_autolog_hparams  # and save_hyperparameters() ran:
         logged = run_hyperparameters(model, self.datamodule) if autolog else None
-        if self.is_global_zero and logged is not None:
+        if self.is_global_zero and autolog:
             for logger in self.loggers:
-                logger.log_hyperparams(logged)
+                if logged is not None:
+                    logger.log_hyperparams(logged)
+                logger.log_graph(model)  # TensorBoardLogger(log_graph=True) draws it
         run.hooks.call("on_fit_start")
         if state.reload_dataloaders:  # BatchSizeFinder set a new batch size (trainkit/tuner)
             state.reload_dataloaders, (train_loader, val_loaders) = False, load_dataloaders()
