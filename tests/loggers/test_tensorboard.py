@@ -23,7 +23,7 @@ from torch import nn
 
 import trainkit
 from tests.helpers import QUIET, BlobData, Classifier
-from trainkit.loggers import TensorBoardLogger, _files
+from trainkit.loggers import CSVLogger, TensorBoardLogger, _files
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -417,3 +417,13 @@ def test_log_graph_without_an_example_input_warns_and_trains(tmp_path: Path) -> 
     with pytest.warns(UserWarning, match=r"_Noisy.example_input_array is not set"):
         _, folder = _fit_noisy(tmp_path, log_graph=True, example=False)
     assert not any(event.graph_def for event in _all_events(folder))
+
+
+def test_lightnings_folder_and_name_attributes(tmp_path: Path) -> None:
+    named, unnamed = TensorBoardLogger(tmp_path, name="exp"), CSVLogger(tmp_path, name=None)
+    assert (named.root_dir, unnamed.root_dir) == (str(tmp_path / "exp"), str(tmp_path))
+    assert named.log_dir == os.path.join(named.root_dir, "version_0")
+    assert (named.group_separator, named.LOGGER_JOIN_CHAR) == ("/", "-")
+    named.log_hyperparams({"lr": 0.1})
+    assert os.path.isfile(os.path.join(named.log_dir, TensorBoardLogger.NAME_HPARAMS_FILE))
+    named.finalize("success")

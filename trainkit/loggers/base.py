@@ -67,6 +67,14 @@ class Logger(ABC):
         [(10, {'loss': 0.5})]
     """
 
+    #: What a ``prefix`` is joined to metric names with (Lightning's attribute).
+    LOGGER_JOIN_CHAR = "-"
+
+    @property
+    def group_separator(self) -> str:
+        """The character that groups metric names in a logger's UI ("/", as in Lightning)."""
+        return "/"
+
     @property
     @abstractmethod
     def name(self) -> str:
@@ -194,6 +202,12 @@ class FolderLogger(Logger):
     def log_dir(self) -> str:
         """The folder this run writes to: ``<save_dir>/<name>/version_<version>``."""
         return self.run_dir
+
+    @property
+    def root_dir(self) -> str:
+        """The folder of all this experiment's versions: ``<save_dir>/<name>``
+        (``save_dir`` itself without a name)."""
+        return os.path.join(self._save_dir, self._name) if self._name else self._save_dir
 
     @property
     def run_dir(self) -> str:

@@ -57,6 +57,9 @@ class TensorBoardLogger(FolderLogger):
             ``flush_secs`` also sets how often the scalars reach the disk (5 s by default).
     """
 
+    #: The hyperparameters file in ``log_dir`` (Lightning's attribute).
+    NAME_HPARAMS_FILE = "hparams.yaml"
+
     def __init__(
         self,
         save_dir: str | os.PathLike[str],
