@@ -284,6 +284,17 @@ def test_to_torchscript_and_example_input_array(tmp_path: Path) -> None:
         Classifier().to_torchscript(method="trace")
 
 
+def test_to_torchscript_gives_every_submodule_its_own_mode_back() -> None:
+    model = Classifier()
+    model.example_input_array = torch.randn(2, 8)
+    first_layer = next(part for part in model.modules() if isinstance(part, torch.nn.Linear))
+    first_layer.eval()  # e.g. a frozen part
+    model.to_torchscript(method="trace")
+    assert [part.training for part in model.modules()] == [
+        part is not first_layer for part in model.modules()
+    ]
+
+
 def test_optimizer_step_override_warms_up_the_learning_rate() -> None:
     seen: list[float] = []
 

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 import threading
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -427,3 +428,37 @@ def test_lightnings_folder_and_name_attributes(tmp_path: Path) -> None:
     named.log_hyperparams({"lr": 0.1})
     assert os.path.isfile(os.path.join(named.log_dir, TensorBoardLogger.NAME_HPARAMS_FILE))
     named.finalize("success")
+
+
+def test_log_graph_leaves_each_submodules_mode_as_it_was(tmp_path: Path) -> None:
+    module = _Noisy()
+    module.net[1].eval()  # e.g. a frozen batch norm
+    TensorBoardLogger(tmp_path, log_graph=True).log_graph(module)
+    assert [m.training for m in module.net] == [True, False, True, True]
+
+
+def test_log_graph_of_a_sharded_model_warns_instead_of_waiting_for_other_ranks(
+    tmp_path: Path,
+) -> None:
+    script = f"""
+        import warnings
+        import torch.distributed as dist
+        from torch.distributed.fsdp import fully_shard
+        from tests.loggers.test_tensorboard import _Noisy
+        from trainkit.loggers import TensorBoardLogger
+
+        store = {str(tmp_path / "store")!r}
+        dist.init_process_group("gloo", init_method="file://" + store, rank=0, world_size=1)
+        module = _Noisy()
+        fully_shard(module)
+        logger = TensorBoardLogger({str(tmp_path)!r}, log_graph=True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            logger.log_graph(module)
+        assert any("sharded across processes" in str(w.message) for w in caught), caught
+        dist.destroy_process_group()
+        """
+    subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)], check=True, timeout=120, cwd=REPO_ROOT
+    )
+    assert not list(tmp_path.glob("**/events.out.tfevents.*"))  # nothing traced, nothing written

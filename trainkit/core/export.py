@@ -1,8 +1,9 @@
 """Exporting a Module for inference: TorchScript and ONNX (``Module.to_torchscript``, ``to_onnx``).
 
-Both run the module in eval mode and give it back its mode afterwards; while
-they run, ``module.trainer`` reads as None instead of raising, because
-TorchScript reads every attribute.
+Both run the module in eval mode and give every submodule its own mode back
+afterwards; while they run, ``module.trainer`` reads as None instead of
+raising, because TorchScript reads every attribute. ``TensorBoardLogger``'s
+graph tracing runs the same way.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def to_torchscript(
         method: "script" or "trace".
         **kwargs: passed to ``torch.jit.script`` / ``torch.jit.trace``.
     """
-    with _exporting(module):
+    with exporting(module):
         if method == "script":
             compiled = torch.jit.script(module, **kwargs)
         elif method == "trace":
@@ -63,17 +64,30 @@ def to_onnx(
         raise ValueError(
             "to_onnx needs an input: pass input_sample=... or set self.example_input_array."
         )
-    with _exporting(module):
+    with exporting(module):
         torch.onnx.export(module, sample, os.fspath(file_path), **kwargs)  # type: ignore[arg-type]
 
 
 @contextmanager
-def _exporting(module: Module) -> Iterator[None]:
-    mode = module.training
+def exporting(module: torch.nn.Module) -> Iterator[None]:
+    """``module`` in eval mode, its Modules' ``trainer`` reading None instead of raising.
+
+    TorchScript reads every attribute, ``self.trainer`` included. Afterwards every
+    submodule is back in its own mode (a frozen part may have been in eval mode).
+
+    Args:
+        module: the module to export or trace (any ``nn.Module``).
+    """
+    modes = [(part, part.training) for part in module.modules()]
+    # trainkit Modules (this module does not import their class: module.py imports it)
+    flagged: list[Any] = [part for part in module.modules() if hasattr(type(part), "_exporting")]
     module.eval()
-    module._exporting = True  # TorchScript reads every attribute, self.trainer included
+    for flag in flagged:
+        flag._exporting = True
     try:
         yield
     finally:
-        module._exporting = False
-        module.train(mode)
+        for flag in flagged:
+            flag._exporting = False
+        for part, training in modes:
+            part.training = training

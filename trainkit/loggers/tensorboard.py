@@ -138,6 +138,15 @@ class TensorBoardLogger(FolderLogger):
                 stacklevel=2,
             )
             return
+        if _is_sharded(model):
+            warnings.warn(
+                "TensorBoardLogger(log_graph=True) does not draw the graph of a model whose "
+                "parameters are sharded across processes (FSDP): its forward needs every "
+                "process, and only global rank 0 logs. Draw it from a run with one process "
+                "or DDP, or pass log_graph=False.",
+                stacklevel=2,
+            )
+            return
         _add_graph(self.experiment, model, input_array)
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
@@ -235,16 +244,23 @@ def _add_graph(writer: SummaryWriter, model: Any, input_array: Any) -> None:
     import torch
 
     from trainkit.core.batches import move_data_to_device
+    from trainkit.core.export import exporting
     from trainkit.utilities.seed import isolated_rng
 
     device = next((p.device for p in model.parameters()), torch.device("cpu"))
-    training = model.training
-    try:
-        with isolated_rng(), torch.no_grad():
-            model.eval()
-            writer.add_graph(model, move_data_to_device(input_array, device))
-    finally:
-        model.train(training)
+    with exporting(model), isolated_rng(), torch.no_grad():
+        writer.add_graph(model, move_data_to_device(input_array, device))
+
+
+def _is_sharded(model: Any) -> bool:
+    """Whether any parameter is a DTensor (sharded by FSDP)."""
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return False
+    from torch.distributed.tensor import DTensor
+
+    return any(isinstance(parameter, DTensor) for parameter in model.parameters())
 
 
 # The run's ending (``finalize``'s status) as the HParams plugin's session status.
