@@ -48,7 +48,9 @@ class Logger(ABC):
     - ``state_dict`` is saved in checkpoints and ``load_state_dict`` called
       before ``fit`` resumes, so a resumed run can continue the same record;
     - ``log_dir`` (``<save_dir>/<name>/<version>``) is where the first
-      logger's run keeps its checkpoints (``<log_dir>/checkpoints``).
+      logger's run keeps its checkpoints (``<log_dir>/checkpoints``; for a
+      bundled logger ``<run_dir>/checkpoints``, as ``TensorBoardLogger(sub_dir=...)``
+      puts its ``log_dir`` inside ``run_dir``).
 
     Example (a logger that keeps metrics in a list):
         >>> class ListLogger(Logger):
