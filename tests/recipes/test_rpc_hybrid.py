@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from recipes.rpc_hybrid import train
-from recipes.rpc_hybrid.hybrid import Config, _free_port, launch, train_single_process
+from recipes.rpc_hybrid.hybrid import Config, launch, train_single_process
 
 STATED_ACCURACY = 0.95  # recipes/rpc_hybrid/README.md and docs/strategies.md state it
 
@@ -77,11 +77,13 @@ def _scale(weight: torch.Tensor) -> torch.Tensor:
     return (weight * 2).sum()
 
 
-def _pitfalls(rank: int, port: int, result: str) -> None:
+def _pitfalls(rank: int, store: str, result: str) -> None:
     import torch.distributed.autograd as dist_autograd
     from torch.distributed import rpc
 
-    options = rpc.TensorPipeRpcBackendOptions(init_method=f"tcp://127.0.0.1:{port}", rpc_timeout=60)
+    # A file rendezvous: no port to pick in advance, which a test running beside
+    # this one could take in between (that reset this test's connection once).
+    options = rpc.TensorPipeRpcBackendOptions(init_method=f"file://{store}", rpc_timeout=60)
     rpc.init_rpc(f"p{rank}", rank=rank, world_size=2, rpc_backend_options=options)
     if rank == 0:
         parameter = torch.nn.Parameter(torch.ones(3))
@@ -105,7 +107,7 @@ def test_the_rpc_pitfalls_the_docs_name_are_still_there(tmp_path: Path) -> None:
     multiprocessing.get_context("forkserver").set_forkserver_preload(["torch"])
     context = torch.multiprocessing.start_processes(
         _pitfalls,
-        args=(_free_port(), str(result)),
+        args=(str(tmp_path / "store"), str(result)),
         nprocs=2,
         join=False,
         start_method="forkserver",
