@@ -32,6 +32,8 @@ _CASTAGNOLI = 0x82F63B78
 _MASK32 = 0xFFFFFFFF
 #: Events noted before they are written at the latest (bounds the memory they hold).
 MAX_PENDING = 1000
+#: How long a noted event may wait, by default, before it is written.
+FLUSH_SECONDS = 5.0
 
 
 class EventFile:
@@ -46,7 +48,9 @@ class EventFile:
             starts a new file.
     """
 
-    def __init__(self, log_dir: str, flush_seconds: float = 5.0, path: str | None = None) -> None:
+    def __init__(
+        self, log_dir: str, flush_seconds: float = FLUSH_SECONDS, path: str | None = None
+    ) -> None:
         # The protos come with tensorboard, a required dependency; imported here so
         # that `import trainkit` stays cheap.
         from tensorboard.compat.proto import event_pb2, summary_pb2

@@ -70,16 +70,17 @@ def flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def with_prefix(metrics: Mapping[str, float], prefix: str) -> dict[str, float]:
-    """Metric names with ``prefix-`` in front (Lightning's join character), values as floats.
+def with_prefix(metrics: Mapping[str, float], prefix: str, join: str) -> dict[str, float]:
+    """Metric names with ``<prefix><join>`` in front, values as floats.
 
     Args:
         metrics: metric name to value.
         prefix: the logger's prefix; empty for none.
+        join: what joins them, the logger's ``LOGGER_JOIN_CHAR``.
     """
     if not prefix:
         return {name: float(value) for name, value in metrics.items()}
-    return {f"{prefix}-{name}": float(value) for name, value in metrics.items()}
+    return {f"{prefix}{join}{name}": float(value) for name, value in metrics.items()}
 
 
 class CheckpointFiles:

@@ -65,7 +65,9 @@ class CSVLogger(FolderLogger):
             step: the global step the values belong to.
         """
         # Every value as a float (the epoch arrives as an int), one format per column.
-        self._pending.append({"step": step, **with_prefix(metrics, self._prefix)})
+        self._pending.append(
+            {"step": step, **with_prefix(metrics, self._prefix, self.LOGGER_JOIN_CHAR)}
+        )
         if (step + 1) % self._flush_every == 0:
             self.save()
 

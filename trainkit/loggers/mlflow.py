@@ -222,7 +222,7 @@ class MLflowLogger(Logger):
         now = int(time.time() * 1000)
         values = [
             Metric(key, value, now, step)
-            for key, value in with_prefix(metrics, self._prefix).items()
+            for key, value in with_prefix(metrics, self._prefix, self.LOGGER_JOIN_CHAR).items()
         ]
         client = self.experiment
         for start in range(0, len(values), _METRICS_PER_BATCH):

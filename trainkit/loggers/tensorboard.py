@@ -8,7 +8,7 @@ import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from trainkit.loggers._event_file import EventFile
+from trainkit.loggers._event_file import FLUSH_SECONDS, EventFile
 from trainkit.loggers._files import _write_hparams_yaml
 from trainkit.loggers._tracking import with_prefix
 from trainkit.loggers.base import FolderLogger
@@ -84,7 +84,7 @@ class TensorBoardLogger(FolderLogger):
         self._prefix = prefix
         self._sub_dir = None if sub_dir is None else os.fspath(sub_dir)
         self._writer_options = kwargs
-        self._flush_seconds = float(kwargs.get("flush_secs", _FLUSH_SECONDS))
+        self._flush_seconds = float(kwargs.get("flush_secs", FLUSH_SECONDS))
         self._writer: SummaryWriter | None = None
         # Scalars and hparams go through our own event file (see _event_file.py);
         # the SummaryWriter exists only when a user asks for `experiment`.
@@ -157,7 +157,7 @@ class TensorBoardLogger(FolderLogger):
             step: the global step the values belong to.
         """
         if self._prefix:
-            metrics = with_prefix(metrics, self._prefix)
+            metrics = with_prefix(metrics, self._prefix, self.LOGGER_JOIN_CHAR)
         self._event_file().add_scalars(metrics, step)
 
     def log_hyperparams(
@@ -230,8 +230,6 @@ class TensorBoardLogger(FolderLogger):
 
 # The keyword arguments of torch's SummaryWriter besides log_dir.
 _WRITER_OPTIONS = frozenset({"comment", "purge_step", "max_queue", "flush_secs", "filename_suffix"})
-# How often noted scalars reach the disk without flush_secs.
-_FLUSH_SECONDS = 5.0
 
 
 def _add_graph(writer: SummaryWriter, model: Any, input_array: Any) -> None:

@@ -177,7 +177,9 @@ class WandbLogger(Logger):
             step: the global step the values belong to.
         """
         if on_rank_zero() and metrics:
-            self.experiment.log({**with_prefix(metrics, self._prefix), STEP_METRIC: step})
+            self.experiment.log(
+                {**with_prefix(metrics, self._prefix, self.LOGGER_JOIN_CHAR), STEP_METRIC: step}
+            )
 
     def after_save_checkpoint(self, checkpoint_callback: Any) -> None:
         """Note a saved checkpoint; with ``log_model="all"`` upload it now.
