@@ -11,6 +11,15 @@ from torch.utils.data import DataLoader, TensorDataset
 import trainkit
 from trainkit.loggers import Logger
 
+
+def event_file_events(path: str) -> list[Any]:
+    """The events TensorBoard's record reader finds in an event file now (it checks every CRC)."""
+    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+    from tensorboard.compat.proto import event_pb2
+
+    return [event_pb2.Event.FromString(record) for record in RawEventFileLoader(path).Load()]
+
+
 QUIET: dict[str, Any] = {
     "logger": False,
     "enable_progress_bar": False,

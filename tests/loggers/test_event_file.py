@@ -13,23 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
-from tensorboard.compat.proto import event_pb2, summary_pb2
+from tensorboard.compat.proto import summary_pb2
 from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c as reference_crc
 
+from tests.helpers import event_file_events
 from trainkit.loggers import _event_file
 from trainkit.loggers._event_file import EventFile, masked_crc32c
-
-
-def _events_on_disk(path: str) -> list[Any]:
-    """The events TensorBoard's record reader finds in the file now (it checks every CRC)."""
-    return [event_pb2.Event.FromString(record) for record in RawEventFileLoader(path).Load()]
 
 
 def _scalar_events(path: str) -> list[tuple[int, dict[str, float]]]:
     return [
         (event.step, {value.tag: value.simple_value for value in event.summary.value})
-        for event in _events_on_disk(path)
+        for event in event_file_events(path)
         if event.HasField("summary")
     ]
 
@@ -54,7 +49,7 @@ def test_noted_events_are_written_on_flush_in_order_at_the_time_they_were_noted(
     assert _scalar_events(events.path) == []  # noted, not written
 
     events.flush()
-    written = _events_on_disk(events.path)
+    written = event_file_events(events.path)
     assert [event.file_version for event in written[:1]] == ["brain.Event:2"]
     assert [(event.step, event.wall_time) for event in written[1:]] == [
         (0, 1000.0),
@@ -143,6 +138,6 @@ def test_a_forked_child_does_not_write_its_parents_noted_events(tmp_path: Path) 
         """
     )
     (path,) = tmp_path.glob("events.out.tfevents.*")
-    written = _events_on_disk(str(path))
+    written = event_file_events(str(path))
     assert [event.file_version for event in written] == ["brain.Event:2", ""]
     assert _scalar_events(str(path)) == [(3, {"loss": 0.5})]

@@ -23,7 +23,7 @@ from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch import nn
 
 import trainkit
-from tests.helpers import QUIET, BlobData, Classifier
+from tests.helpers import QUIET, BlobData, Classifier, event_file_events
 from trainkit.loggers import CSVLogger, TensorBoardLogger, _files
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -327,13 +327,10 @@ def test_tensorboard_renders_the_scalars_and_hparams_pages(tmp_path: Path) -> No
 
 
 def _all_events(folder: Path) -> list[Any]:
-    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
-    from tensorboard.compat.proto import event_pb2
-
     return [
-        event_pb2.Event.FromString(record)
+        event
         for path in sorted(folder.glob("events.out.tfevents.*"))
-        for record in RawEventFileLoader(str(path)).Load()
+        for event in event_file_events(str(path))
     ]
 
 
