@@ -63,3 +63,77 @@ def test_one_name_with_two_values_is_an_error_naming_it() -> None:
 
 def test_enable_autolog_hparams_false_writes_none() -> None:
     assert fit(Net(lr=0.5), Data(), enable_autolog_hparams=False) == []
+
+
+class CallOrderLogger(helpers.MemoryLogger):
+    """Records, in one list with the Module's hooks, every call the Trainer makes."""
+
+    def __init__(self, calls: list[str]) -> None:
+        super().__init__()
+        self.calls = calls
+
+    def log_hyperparams(self, params: Any) -> None:
+        super().log_hyperparams(params)
+        self.calls.append(f"log_hyperparams {sorted(params)}")
+
+    def log_graph(self, model: Any, input_array: Any = None) -> None:
+        self.calls.append("log_graph")
+
+    def save(self) -> None:
+        self.calls.append("save")
+
+
+class HookedNet(Net):
+    def __init__(self, calls: list[str]) -> None:
+        super().__init__()
+        self.calls = calls
+
+    def on_fit_start(self) -> None:
+        self.calls.append("on_fit_start")
+
+    def on_validation_start(self) -> None:
+        self.calls.append("on_validation_start")
+
+    def on_test_start(self) -> None:
+        self.calls.append("on_test_start")
+
+    def on_predict_start(self) -> None:
+        self.calls.append("on_predict_start")
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        self.log("val", self.layer(batch[0]).sum())
+
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        self.log("test", self.layer(batch[0]).sum())
+
+    def predict_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        return self.layer(batch[0])
+
+
+def test_every_stage_writes_the_hyperparameters_and_graph_as_lightning_does() -> None:
+    # Lightning logs them at the start of each fit, validate, test and predict (fit:
+    # after on_fit_start, so a callback's on_fit_start may still change the
+    # logger), then saves the logger.
+    calls: list[str] = []
+    model = HookedNet(calls)
+    loader = DataLoader(TensorDataset(torch.randn(4, 2)), batch_size=2)
+    trainer = trainkit.Trainer(max_steps=1, **{**helpers.QUIET, "logger": CallOrderLogger(calls)})
+    logged = ["log_hyperparams ['lr', 'save', 'width']", "log_graph", "save"]
+    trainer.fit(model, loader)
+    assert calls[: 1 + len(logged)] == ["on_fit_start", *logged]
+    for stage, start in (("validate", "on_validation_start"), ("test", "on_test_start")):
+        calls.clear()
+        getattr(trainer, stage)(model, loader)
+        assert calls[: len(logged) + 1] == [*logged, start], stage
+    calls.clear()
+    trainer.predict(model, loader)
+    assert calls[: len(logged) + 1] == [*logged, "on_predict_start"]
+
+
+def test_without_saved_hyperparameters_the_graph_is_still_offered() -> None:
+    calls: list[str] = []
+    model = Net(save=False)
+    trainer = trainkit.Trainer(max_steps=1, **{**helpers.QUIET, "logger": CallOrderLogger(calls)})
+    trainer.fit(model, DataLoader(TensorDataset(torch.randn(4, 2)), batch_size=2))
+    assert calls[:2] == ["log_graph", "save"]
+    assert not any(call.startswith("log_hyperparams") for call in calls)

@@ -85,7 +85,7 @@ class HyperparametersMixin:
 
     @property
     def logs_hyperparams(self) -> bool:
-        """Whether fit writes the hyperparameters to the loggers: some were recorded (by
+        """Whether a run writes the hyperparameters to the loggers: some were recorded (by
         :meth:`save_hyperparameters`, even none, or set in ``hparams``) and its ``logger=``
         was not False."""
         recorded = getattr(self, "_hparams_initial", None) is not None or bool(self.hparams)

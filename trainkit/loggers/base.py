@@ -121,8 +121,9 @@ class Logger(ABC):
     def log_graph(self, model: Any, input_array: Any = None) -> None:
         """Record the model's computational graph; the default does nothing.
 
-        Called once at the start of ``fit`` on global rank 0 (with
-        ``Trainer(enable_autolog_hparams=True)``, the default), as Lightning calls it.
+        Called on global rank 0 at the start of every ``fit`` (after ``on_fit_start``),
+        ``validate``, ``test`` and ``predict``, right after :meth:`log_hyperparams`
+        (with ``Trainer(enable_autolog_hparams=True)``, the default), as Lightning calls it.
 
         Args:
             model: the Module being trained.

@@ -587,7 +587,7 @@ class OutputOptions:
     enable_autolog_hparams: bool = option(
         True,
         "Write the hyperparameters the Module and DataModule saved (save_hyperparameters) "
-        "to the loggers when fit starts.",
+        "and the model (log_graph) to the loggers when fit, validate, test and predict start.",
     )
 
 

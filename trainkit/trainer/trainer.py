@@ -545,14 +545,8 @@ class Trainer(TrainerViews):
             restore_state(run, checkpoint, str(resume_from))
         if (search := running_search()) is not None:  # trainkit.tuner.Tuner: search, not train
             return search(self, model)
-        autolog = self.output.enable_autolog_hparams  # and save_hyperparameters() ran:
-        logged = run_hyperparameters(model, self.datamodule) if autolog else None
-        if self.is_global_zero and autolog:
-            for logger in self.loggers:
-                if logged is not None:
-                    logger.log_hyperparams(logged)
-                logger.log_graph(model)  # TensorBoardLogger(log_graph=True) draws it
         run.hooks.call("on_fit_start")
+        self._log_hyperparameters(run)
         if state.reload_dataloaders:  # BatchSizeFinder set a new batch size (trainkit/tuner)
             state.reload_dataloaders, (train_loader, val_loaders) = False, load_dataloaders()
         fit = Fit(
@@ -600,6 +594,7 @@ class Trainer(TrainerViews):
 
         def body(run: Run) -> Any:
             self._load_weights(trained, ckpt_path)
+            self._log_hyperparameters(run)
             if fn != "predict" and getattr(self.options, f"limit_{kind}_batches") == 0:
                 return []  # no loader, no hook: nothing to evaluate (as Lightning)
             loaders = stage_loaders(run, kind, dataloaders, True)
@@ -628,6 +623,23 @@ class Trainer(TrainerViews):
             return results
 
         return self._run(fn, model, datamodule, body)
+
+    def _log_hyperparameters(self, run: Run) -> None:
+        """Give the loggers the run's hyperparameters and the model, from global rank 0.
+
+        Every stage does, as Lightning: fit after ``on_fit_start``, validate, test
+        and predict before their first hook. Nothing with
+        ``enable_autolog_hparams=False``; ``log_hyperparams`` only when
+        ``save_hyperparameters()`` recorded some.
+        """
+        if not (self.is_global_zero and self.loggers and self.output.enable_autolog_hparams):
+            return
+        logged = run_hyperparameters(run.module, run.datamodule)
+        for logger in self.loggers:
+            if logged is not None:
+                logger.log_hyperparams(logged)
+            logger.log_graph(run.module)  # TensorBoardLogger(log_graph=True) draws it
+            logger.save()
 
     def _fitted_module(self, fn: str) -> Module:
         # validate/test/predict without a model: the one the last run used.
