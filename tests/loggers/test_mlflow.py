@@ -185,3 +185,40 @@ def test_a_sharded_checkpoint_folder_is_uploaded_whole(tmp_path: Path) -> None:
     ]
     logger.after_save_checkpoint(saved)  # unchanged: not uploaded again
     logger.finalize("success")
+
+
+def test_synchronous_false_queues_writes_and_fit_waits_for_them(tmp_path: Path) -> None:
+    logger = MLflowLogger(save_dir=tmp_path / "mlruns", synchronous=False)
+    _fit(logger)
+    # Every queued write reached the store before fit returned.
+    client = MlflowClient(tracking_uri=logger.tracking_uri)
+    run = client.get_run(logger.run_id)
+    assert run.data.params == {"features": "8", "classes": "3", "lr": "0.05"}
+    assert [step for step, _ in _history(client, logger.run_id, "train/loss")] == list(range(8))
+    assert run.info.status == "FINISHED"
+
+
+def test_a_queued_write_that_failed_fails_the_run_loudly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Failed:
+        def wait(self) -> None:
+            raise OSError("the store is unreachable")
+
+    logger = MLflowLogger(save_dir=tmp_path / "mlruns", synchronous=False)
+    client = logger.experiment
+    sent: list[Any] = []
+
+    def log_batch(run_id: str, synchronous: bool | None = None, **values: Any) -> Failed:
+        sent.append(synchronous)
+        return Failed()
+
+    monkeypatch.setattr(client, "log_batch", log_batch)
+    logger.log_metrics({"loss": 1.0}, step=0)
+    assert sent == [False]
+    with pytest.raises(OSError, match="unreachable"):
+        logger.finalize("success")
+    monkeypatch.undo()
+    assert MlflowClient(tracking_uri=logger.tracking_uri).get_run(logger.run_id).info.status == (
+        "FAILED"
+    )

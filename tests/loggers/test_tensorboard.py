@@ -23,7 +23,7 @@ from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch import nn
 
 import trainkit
-from tests.helpers import QUIET, BlobData, Classifier, event_file_events
+from tests.helpers import QUIET, BlobData, Classifier, MemoryLogger, event_file_events
 from trainkit.loggers import CSVLogger, TensorBoardLogger, _files
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -425,6 +425,8 @@ def test_lightnings_folder_and_name_attributes(tmp_path: Path) -> None:
     named.log_hyperparams({"lr": 0.1})
     assert os.path.isfile(os.path.join(named.log_dir, TensorBoardLogger.NAME_HPARAMS_FILE))
     named.finalize("success")
+    # A logger without a local folder of versions has none (Lightning's base default).
+    assert MemoryLogger().root_dir is None
 
 
 def test_log_graph_leaves_each_submodules_mode_as_it_was(tmp_path: Path) -> None:

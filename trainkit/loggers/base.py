@@ -93,6 +93,12 @@ class Logger(ABC):
         return None
 
     @property
+    def root_dir(self) -> str | None:
+        """The folder that holds every version of this experiment (None, the default:
+        the logger keeps no local folder of versions)."""
+        return None
+
+    @property
     def log_dir(self) -> str | None:
         """The folder this run writes to: ``<save_dir>/<name>/version_<version>``.
 

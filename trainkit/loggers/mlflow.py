@@ -71,6 +71,10 @@ class MLflowLogger(Logger):
         prefix: put ``<prefix>-`` in front of every metric name.
         artifact_location: where a new experiment keeps artifacts (MLflow's default when None).
         run_id: continue this existing run instead of starting a new one.
+        synchronous: False queues each write and returns at once (MLflow's
+            asynchronous logging); the queued writes are waited for when the run
+            ends (``finalize``), and one that failed raises there. True or None
+            (MLflow's default, synchronous) waits for each write.
     """
 
     def __init__(
@@ -84,6 +88,7 @@ class MLflowLogger(Logger):
         prefix: str = "",
         artifact_location: str | None = None,
         run_id: str | None = None,
+        synchronous: bool | None = None,
     ) -> None:
         require_package("mlflow", "mlflow", "MLflowLogger")
         if log_model not in (True, False, "all"):
@@ -103,6 +108,9 @@ class MLflowLogger(Logger):
         self._prefix = prefix
         self._artifact_location = artifact_location
         self._run_id = run_id
+        self._synchronous = synchronous
+        # The queued writes (synchronous=False) not yet waited for: MLflow's RunOperations.
+        self._queued: list[Any] = []
         self._experiment_id: str | None = None
         self._client: MlflowClient | None = None
         self._checkpoints = CheckpointFiles()
@@ -204,9 +212,8 @@ class MLflowLogger(Logger):
         values = [
             Param(key, str(value)[:_MAX_PARAM_LENGTH]) for key, value in flatten(params).items()
         ]
-        client = self.experiment
         for start in range(0, len(values), _PARAMS_PER_BATCH):
-            client.log_batch(self.run_id, params=values[start : start + _PARAMS_PER_BATCH])
+            self._log_batch(params=values[start : start + _PARAMS_PER_BATCH])
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         """Write each metric at ``step``.
@@ -224,9 +231,23 @@ class MLflowLogger(Logger):
             Metric(key, value, now, step)
             for key, value in with_prefix(metrics, self._prefix, self.LOGGER_JOIN_CHAR).items()
         ]
-        client = self.experiment
         for start in range(0, len(values), _METRICS_PER_BATCH):
-            client.log_batch(self.run_id, metrics=values[start : start + _METRICS_PER_BATCH])
+            self._log_batch(metrics=values[start : start + _METRICS_PER_BATCH])
+
+    def _log_batch(self, **values: Any) -> None:
+        client = self.experiment
+        if self._synchronous is None:  # MLflow's default, and any MLflow version
+            client.log_batch(self.run_id, **values)
+            return
+        queued = client.log_batch(self.run_id, synchronous=self._synchronous, **values)
+        if queued is not None:
+            self._queued.append(queued)
+
+    def _wait_for_queued(self) -> None:
+        # Every queued write has reached the store (or raises its error) after this.
+        queued, self._queued = self._queued, []
+        for operations in queued:
+            operations.wait()
 
     def after_save_checkpoint(self, checkpoint_callback: Any) -> None:
         """Note a saved checkpoint; with ``log_model="all"`` upload it now.
@@ -245,13 +266,20 @@ class MLflowLogger(Logger):
 
         ``success`` ends the run as FINISHED, ``failed`` as FAILED,
         ``interrupted`` as KILLED; a later fit, validate or test with the same
-        logger writes to the same run again.
+        logger writes to the same run again. With ``synchronous=False`` the queued
+        writes are waited for first; if one failed, the run ends as FAILED and its
+        error is raised.
 
         Args:
             status: "success", "failed" or "interrupted".
         """
         if not on_rank_zero() or self._client is None:
             return
+        try:
+            self._wait_for_queued()
+        except Exception:
+            self._client.set_terminated(self.run_id, status="FAILED")
+            raise
         if self._log_model:
             folder = os.path.join(self.log_dir, "checkpoints")
             self._upload(self._checkpoints.due(folder=folder))
