@@ -351,3 +351,77 @@ def test_seed_makes_runs_repeatable() -> None:
         return [p.detach().clone() for p in model.parameters()]
 
     assert all(torch.equal(a, b) for a, b in zip(run(), run(), strict=True))
+
+
+class PreparingClassifier(Classifier):
+    """Records its prepare_data and setup calls in the DataModule's list."""
+
+    def __init__(self, calls: list[str]) -> None:
+        super().__init__()
+        self.calls = calls
+
+    def prepare_data(self) -> None:
+        self.calls.append("module.prepare_data")
+
+    def setup(self, stage: str) -> None:
+        self.calls.append(f"module.setup:{stage}")
+
+
+def test_the_module_prepare_data_runs_after_the_datamodules_before_setup() -> None:
+    # Lightning's order, at the start of every stage: downloads, then setup.
+    data = BlobData()
+    model = PreparingClassifier(data.calls)
+    trainer = trainkit.Trainer(max_epochs=1, **QUIET)
+    for stage, run in (
+        ("fit", lambda: trainer.fit(model, datamodule=data)),
+        ("validate", lambda: trainer.validate(model, datamodule=data)),
+        ("test", lambda: trainer.test(model, datamodule=data)),
+        ("predict", lambda: trainer.predict(model, datamodule=data)),
+    ):
+        data.calls.clear()
+        run()
+        assert data.calls[:4] == [
+            "prepare_data",
+            "module.prepare_data",
+            f"setup:{stage}",
+            f"module.setup:{stage}",
+        ], stage
+
+
+@pytest.mark.parametrize("per_node", [True, False])
+def test_prepare_data_per_node_false_prepares_only_on_the_first_node(
+    per_node: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # This process is local rank 0 of the second node: it prepares its node's copy,
+    # unless the data is prepared once per job (a folder every node shares).
+    monkeypatch.setenv("NODE_RANK", "1")
+    data = BlobData()
+    model = PreparingClassifier(data.calls)
+    data.prepare_data_per_node = model.prepare_data_per_node = per_node
+    trainkit.Trainer(max_epochs=1, **QUIET).fit(model, datamodule=data)
+    prepared = [call for call in data.calls if call.endswith("prepare_data")]
+    assert prepared == (["prepare_data", "module.prepare_data"] if per_node else [])
+
+
+def test_a_failed_run_calls_the_datamodules_on_exception_after_the_callbacks() -> None:
+    calls: list[str] = []
+
+    class Failing(Classifier):
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            raise ValueError("broken step")
+
+    class Seeing(BlobData):
+        def on_exception(self, exception: BaseException) -> None:
+            calls.append(f"datamodule: {exception}")
+
+    class Watcher(trainkit.Callback):
+        def on_exception(self, trainer: Any, module: Any, exception: BaseException) -> None:
+            calls.append(f"callback: {exception}")
+
+    trainer = trainkit.Trainer(max_epochs=1, **{**QUIET, "callbacks": [Watcher()]})
+    with pytest.raises(ValueError, match="broken step"):
+        trainer.fit(Failing(), datamodule=Seeing())
+    assert calls == ["callback: broken step", "datamodule: broken step"]
+    assert Seeing.name is None and Seeing.CHECKPOINT_HYPER_PARAMS_KEY == (
+        "datamodule_hyper_parameters"
+    )

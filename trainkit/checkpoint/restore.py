@@ -172,7 +172,7 @@ def restore_state(run: Run, checkpoint: dict[str, Any], source: str) -> None:
     module.on_load_checkpoint(checkpoint)
     for callback in run.callbacks:
         call_hook(callback, "on_load_checkpoint", run.trainer, module, checkpoint)
-    load_module_state(module, checkpoint["state_dict"], source)
+    load_module_state(module, checkpoint["state_dict"], source, strict=module.strict_loading)
     if "optimizer_states" not in checkpoint:
         raise CheckpointError(
             f"The checkpoint {source} holds only the model's weights (it was saved with "

@@ -64,6 +64,17 @@ class DataModule(BatchTransferHooks, HyperparametersMixin):
 
     #: The Trainer running this DataModule (None outside fit/validate/test/predict).
     trainer: Any = None
+    #: Run :meth:`prepare_data` on local rank 0 of every node (True), or once per
+    #: job, on global rank 0 (False: for a folder every node shares).
+    prepare_data_per_node: bool = True
+    #: A name for the DataModule (None by default; Lightning's attribute).
+    name: str | None = None
+    #: Where a checkpoint keeps the DataModule's hyperparameters (Lightning's names).
+    CHECKPOINT_HYPER_PARAMS_KEY = "datamodule_hyper_parameters"
+    #: The name they were saved under ("kwargs" for ``save_hyperparameters()``).
+    CHECKPOINT_HYPER_PARAMS_NAME = "datamodule_hparams_name"
+    #: Their type, when they are not a plain dict.
+    CHECKPOINT_HYPER_PARAMS_TYPE = "datamodule_hparams_type"
 
     def __init__(self) -> None:
         self.trainer = None
@@ -124,7 +135,13 @@ class DataModule(BatchTransferHooks, HyperparametersMixin):
         return datamodule
 
     def prepare_data(self) -> None:
-        """Download or write data to disk. Called once per node, before ``setup``."""
+        """Download or write data to disk, once, before ``setup``.
+
+        Runs in one process per node (global rank 0 only with
+        ``prepare_data_per_node = False``) while the others wait, at the start of
+        every fit, validate, test and predict. Set no state here that the other
+        processes need: they do not run it (build datasets in ``setup``).
+        """
 
     def setup(self, stage: str) -> None:
         """Build datasets. Called in every process.
@@ -138,6 +155,15 @@ class DataModule(BatchTransferHooks, HyperparametersMixin):
 
         Args:
             stage: one of "fit", "validate", "test", "predict".
+        """
+
+    def on_exception(self, exception: BaseException) -> None:
+        """Called when fit, validate, test or predict fails, after the callbacks' ``on_exception``.
+
+        The exception is raised again afterwards (``teardown`` still runs).
+
+        Args:
+            exception: what ended the run.
         """
 
     def train_dataloader(self) -> DataLoader[Any]:

@@ -36,7 +36,21 @@ class ModuleHooks:
         """Optional: the prediction dataloader(s), when none is passed."""
         raise NotImplementedError
 
+    #: Run :meth:`prepare_data` on local rank 0 of every node (True), or once per
+    #: job, on global rank 0 (False: for a folder every node shares).
+    prepare_data_per_node: bool = True
+
     # ------------------------------------------------------------------ hooks
+    def prepare_data(self) -> None:
+        """Download or write data to disk, once, before ``setup``.
+
+        Runs in one process per node (global rank 0 only with
+        ``prepare_data_per_node = False``) while the others wait, after the
+        DataModule's ``prepare_data``; at the start of every fit, validate, test
+        and predict. Set no state here that the other processes need: they do
+        not run it (build datasets in ``setup``).
+        """
+
     def setup(self, stage: str) -> None:
         """Called at the start of fit/validate/test/predict, before the module is moved.
 

@@ -79,7 +79,7 @@ def load_from_checkpoint(
             "or renamed ones as keyword overrides, e.g. load_from_checkpoint(path, x=...)."
         ) from error
     module.configure_model()  # layers built late must exist to load into
-    own_strict = getattr(module, "strict_loading", None)
+    own_strict = getattr(module, "_strict_loading", None)  # None: the module did not say
     if own_strict is not None and strict is not None and strict != own_strict:
         raise ValueError(
             f"load_from_checkpoint(..., strict={strict!r}) contradicts "

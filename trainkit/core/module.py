@@ -104,6 +104,7 @@ class Module(BatchTransferHooks, HyperparametersMixin, ModuleHooks, nn.Module):
         "hparams",
         "hparams_initial",
         "logs_hyperparams",
+        "strict_loading",
     ]
 
     _exporting = False  # True while to_torchscript / to_onnx runs
@@ -113,6 +114,7 @@ class Module(BatchTransferHooks, HyperparametersMixin, ModuleHooks, nn.Module):
         self._trainer: Trainer | None = None
         #: Set to False to step optimizers yourself in ``training_step``.
         self.automatic_optimization: bool = True
+        self._strict_loading: bool | None = None  # None: not set (True)
         self._toggled: dict[int, bool] | None = None
         #: How the default forward runs the layers of configure_stages() (a strategy may
         #: split them).
@@ -135,6 +137,22 @@ class Module(BatchTransferHooks, HyperparametersMixin, ModuleHooks, nn.Module):
         for module in self.modules():
             if isinstance(module, Module):
                 module._trainer = trainer
+
+    @property
+    def strict_loading(self) -> bool:
+        """Whether a checkpoint's weights must name exactly this module's keys (default True).
+
+        Set ``self.strict_loading = False`` in ``__init__`` when the module's
+        ``state_dict`` leaves parts out (a frozen backbone loaded from elsewhere,
+        say): resuming a fit, ``ckpt_path=`` in validate/test/predict and
+        ``load_from_checkpoint`` then load the keys the checkpoint has and warn
+        about the others. A key whose shape differs is an error either way.
+        """
+        return getattr(self, "_strict_loading", None) is not False
+
+    @strict_loading.setter
+    def strict_loading(self, strict: bool) -> None:
+        self._strict_loading = bool(strict)
 
     @property
     def logger(self) -> Any:

@@ -378,7 +378,10 @@ class Trainer(TrainerViews):
         checkpoint = self.strategy.load_checkpoint(resolved)
         model.on_load_checkpoint(checkpoint)
         checkpoint_io.load_module_state(
-            model, checkpoint_io.weights(checkpoint, resolved), str(resolved)
+            model,
+            checkpoint_io.weights(checkpoint, resolved),
+            str(resolved),
+            strict=model.strict_loading,
         )
 
     # ------------------------------------------------------------------ runs
@@ -414,12 +417,8 @@ class Trainer(TrainerViews):
             rank_zero_only.rank = self.strategy.global_rank  # lightning_utilities' too
             if datamodule is not None:
                 datamodule.trainer = self
-                # Downloads happen once per node; the other ranks wait for them.
-                if self.strategy.local_rank == 0 and overrides(
-                    datamodule, "prepare_data", DataModule, follow_wrapped=True
-                ):
-                    datamodule.prepare_data()
-                self.strategy.barrier("prepare_data")
+            self._prepare_data(model, datamodule)
+            if datamodule is not None:
                 datamodule.setup(stage=fn)
             hooks.call_callbacks("setup", stage=fn)  # Lightning's order: callbacks, then the Module
             model.setup(stage=fn)
@@ -463,6 +462,8 @@ class Trainer(TrainerViews):
             if (explained := self.strategy.describe_failure(exception)) is not None:
                 print(explained, file=sys.stderr, flush=True)
             hooks.call_callbacks("on_exception", exception)
+            if datamodule is not None:
+                datamodule.on_exception(exception)
             if isinstance(exception, KeyboardInterrupt):  # as Lightning: handled, then exit
                 print(f"trainkit: {fn} interrupted (KeyboardInterrupt).", file=sys.stderr)
                 raise SystemExit(130) from None
@@ -484,6 +485,19 @@ class Trainer(TrainerViews):
             self.state.stage = None
             profiler.describe()
             profiler.teardown(fn)
+
+    def _prepare_data(self, model: Module, datamodule: DataModule | None) -> None:
+        # The DataModule's prepare_data, then the Module's (as Lightning), each in one
+        # process per node (per job with prepare_data_per_node=False) while the others
+        # wait: downloads happen once, and setup finds the files.
+        strategy = self.strategy
+        for owner, base in ((datamodule, DataModule), (model, Module)):
+            if owner is None or not overrides(owner, "prepare_data", base, follow_wrapped=True):
+                continue
+            per_node = bool(getattr(owner, "prepare_data_per_node", True))
+            if strategy.local_rank == 0 and (per_node or self.node_rank == 0):
+                owner.prepare_data()
+            strategy.barrier("prepare_data")
 
     def _configure_callbacks(self, model: Module) -> None:
         # Module.configure_callbacks() joins the Trainer's callbacks for this run.
