@@ -15,7 +15,7 @@ import torch
 T = TypeVar("T")
 
 
-def move_data_to_device(batch: T, device: torch.device) -> T:
+def move_data_to_device(batch: T, device: torch.device | str) -> T:
     """Return ``batch`` with every tensor moved to ``device``.
 
     Containers (tuple, list, dict, namedtuple, dataclass instances) are rebuilt
@@ -24,7 +24,7 @@ def move_data_to_device(batch: T, device: torch.device) -> T:
 
     Args:
         batch: the batch.
-        device: the target device.
+        device: the target device (a ``torch.device`` or its name, e.g. "cuda:0").
 
     Example:
         >>> import torch
@@ -32,6 +32,8 @@ def move_data_to_device(batch: T, device: torch.device) -> T:
         >>> out["x"][0].device, out["n"]
         (device(type='cpu'), 3)
     """
+    if type(device) is not torch.device:
+        device = torch.device(device)
     # Pinned host memory can be copied asynchronously; pageable memory cannot,
     # and non_blocking on it would only add overhead.
     # Fast path for the common case: a tuple or list of tensors already in place

@@ -132,3 +132,14 @@ def rank_zero_warn(message: str, category: type[Warning] = UserWarning) -> None:
         category: the warning class.
     """
     warnings.warn(message, category, stacklevel=3)
+
+
+@rank_zero_only
+def rank_zero_deprecation(message: str, category: type[Warning] = DeprecationWarning) -> None:
+    """A ``DeprecationWarning`` on global rank 0 only (for a project's own deprecations).
+
+    Args:
+        message: the warning.
+        category: the warning class.
+    """
+    warnings.warn(message, category, stacklevel=3)
