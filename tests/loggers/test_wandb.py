@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 import trainkit
 from tests.helpers import QUIET, BlobData, Classifier
@@ -191,3 +192,252 @@ def test_a_sharded_checkpoint_folder_is_added_whole(tmp_path: Path) -> None:
     ]
     paths = {entry.path for entry in artifacts[0].manifest.contents}
     assert paths == {f"step=3.ckpt/{META_FILE}", "step=3.ckpt/__0_0.distcp"}
+
+
+# ------------------------------------------------- media, tables, given runs, artifacts
+class _FakeArtifact:
+    def __init__(self) -> None:
+        self.roots: list[str | None] = []
+
+    def download(self, root: str | None = None) -> str:
+        self.roots.append(root)
+        return root or "artifacts/default"
+
+
+class _FakeRun:
+    """A wandb run that records its method calls (watch and artifacts need a server)."""
+
+    def __init__(self) -> None:
+        self.id, self.project = "given123", "given-project"
+        self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+        self.artifact = _FakeArtifact()
+
+    def __getattr__(self, name: str) -> Any:
+        def method(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append((name, args, kwargs))
+            return self.artifact if name == "use_artifact" else None
+
+        return method
+
+    def logged(self) -> list[dict[str, Any]]:
+        return [args[0] for name, args, _ in self.calls if name == "log"]
+
+
+def _run_dir(save_dir: Path, run_id: str) -> Path:
+    (folder,) = glob.glob(os.path.join(save_dir, "wandb", f"offline-run-*-{run_id}"))
+    return Path(folder)
+
+
+def test_log_image_writes_the_captioned_images_at_the_step(tmp_path: Path) -> None:
+    import numpy as np
+
+    logger = WandbLogger(save_dir=tmp_path, offline=True)
+    black, white = np.zeros((8, 8, 3), np.uint8), np.full((8, 8, 3), 255, np.uint8)
+    logger.log_image(key="samples", images=[black, white], step=5, caption=["tree", "person"])
+    run_id = _finish(logger)
+
+    (row,) = [row for row in _history(_records(tmp_path, run_id)) if "samples/_type" in row]
+    assert row["trainer/global_step"] == 5
+    assert (row["samples/count"], row["samples/captions"]) == (2, ["tree", "person"])
+    for name in row["samples/filenames"]:
+        assert (_run_dir(tmp_path, run_id) / "files" / name).is_file()
+
+
+def test_log_table_and_log_text_write_tables(tmp_path: Path) -> None:
+    logger = WandbLogger(save_dir=tmp_path, offline=True, prefix="eval")
+    logger.log_table(key="preds", columns=["id", "label"], data=[[0, "cat"], [1, "dog"]], step=3)
+    logger.log_text(key="samples", columns=["prompt", "reply"], data=[["2+2", "4"]])
+    run_id = _finish(logger)
+
+    rows = _history(_records(tmp_path, run_id))
+    tables = {}
+    for name in ("eval-preds", "eval-samples"):
+        (row,) = [row for row in rows if f"{name}/_type" in row]
+        assert row[f"{name}/_type"] == "table-file"
+        tables[name] = (
+            row,
+            json.loads((_run_dir(tmp_path, run_id) / "files" / row[f"{name}/path"]).read_text()),
+        )
+    assert tables["eval-preds"][0]["trainer/global_step"] == 3
+    assert tables["eval-preds"][1] == {"columns": ["id", "label"], "data": [[0, "cat"], [1, "dog"]]}
+    assert tables["eval-samples"][1] == {"columns": ["prompt", "reply"], "data": [["2+2", "4"]]}
+
+
+def test_log_audio_and_log_video_give_each_item_its_keywords(tmp_path: Path) -> None:
+    import wave
+
+    clip = tmp_path / "clip.wav"
+    with wave.open(str(clip), "wb") as file:
+        file.setnchannels(1)
+        file.setsampwidth(2)
+        file.setframerate(8000)
+        file.writeframes(b"\0\0" * 80)
+    movie = tmp_path / "movie.gif"
+    movie.write_bytes(b"GIF89a")
+    run = _FakeRun()
+    logger = WandbLogger(experiment=run, save_dir=tmp_path)
+
+    logger.log_audio(key="speech", audios=[str(clip), str(clip)], step=2, caption=["a", "b"])
+    logger.log_video(key="clips", videos=[str(movie)], caption=["only"])
+
+    speech, clips = run.logged()
+    assert speech["trainer/global_step"] == 2
+    assert [type(a) for a in speech["speech"]] == [wandb.Audio, wandb.Audio]
+    assert [a._caption for a in speech["speech"]] == ["a", "b"]
+    assert "trainer/global_step" not in clips  # no step given: none written
+    assert [(type(v), v._caption) for v in clips["clips"]] == [(wandb.Video, "only")]
+
+
+def test_media_keywords_need_one_value_per_item(tmp_path: Path) -> None:
+    run = _FakeRun()
+    logger = WandbLogger(experiment=run, save_dir=tmp_path)
+    with pytest.raises(ValueError, match=r"key='samples'.*caption="):
+        logger.log_image(key="samples", images=["a.png", "b.png"], caption=["one"])
+    with pytest.raises(ValueError, match=r"key='clips'.*fps="):
+        logger.log_video(key="clips", videos=["a.gif"], fps=[4, 8])
+    with pytest.raises(TypeError, match="images must be a list"):
+        logger.log_image(key="samples", images="a.png")  # type: ignore[arg-type]
+    assert run.logged() == []
+
+
+def test_experiment_logs_into_the_given_run(tmp_path: Path) -> None:
+    run = wandb.init(project="mine", dir=tmp_path, mode="offline", reinit="create_new")
+    logger = WandbLogger(experiment=run, save_dir=tmp_path)
+    assert (logger.version, logger.name) == (run.id, "mine")
+    logger.log_metrics({"loss": 1.0}, step=4)
+    logger.finalize("failed")  # the caller's run: left open for its owner
+    logger.log_metrics({"loss": 0.5}, step=5)
+    assert logger.experiment is run
+    run_id = _finish(logger)
+
+    records = _records(tmp_path, run_id)
+    assert len(glob.glob(os.path.join(tmp_path, "wandb", "offline-run-*"))) == 1
+    metrics = [r.metric for r in records if r.WhichOneof("record_type") == "metric"]
+    assert any(m.glob_name == "*" and m.step_metric == "trainer/global_step" for m in metrics)
+    losses = [
+        (row["trainer/global_step"], row["loss"]) for row in _history(records) if "loss" in row
+    ]
+    assert losses == [(4, 1.0), (5, 0.5)]
+    assert [r.exit.exit_code for r in records if r.WhichOneof("record_type") == "exit"] == [0]
+
+
+@pytest.mark.parametrize(("policy", "expected"), [(None, "mutable"), ("immutable", "immutable")])
+def test_add_file_policy_reaches_the_artifact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, policy: str | None, expected: str
+) -> None:
+    from types import SimpleNamespace
+
+    from trainkit.checkpoint.sharded import META_FILE
+
+    policies: list[tuple[str, Any]] = []
+    for method in ("add_file", "add_dir"):
+        original = getattr(wandb.Artifact, method)
+
+        def record(
+            self: Any, *args: Any, _name: str = method, _original: Any = original, **kwargs: Any
+        ) -> Any:
+            policies.append((_name, kwargs.get("policy")))
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(wandb.Artifact, method, record)
+    folder = tmp_path / "checkpoints"
+    (folder / "sharded.ckpt").mkdir(parents=True)
+    (folder / "sharded.ckpt" / META_FILE).write_bytes(b"index")
+    (folder / "best.ckpt").write_bytes(b"weights")
+    options = {} if policy is None else {"add_file_policy": policy}
+    logger = WandbLogger(save_dir=tmp_path, offline=True, log_model="all", **options)  # type: ignore[arg-type]
+    logger.log_metrics({"loss": 1.0}, step=0)
+    logger.after_save_checkpoint(
+        SimpleNamespace(
+            dirpath=folder,
+            best_model_path=str(folder / "best.ckpt"),
+            last_model_path=str(folder / "sharded.ckpt"),
+        )
+    )
+    run_id = _finish(logger)
+
+    assert ("add_file", expected) in policies and ("add_dir", expected) in policies
+    assert {p for name, p in policies if name in ("add_file", "add_dir")} == {expected}
+    (artifact,) = [
+        r.artifact for r in _records(tmp_path, run_id) if r.WhichOneof("record_type") == "artifact"
+    ]
+    assert {"best.ckpt", f"sharded.ckpt/{META_FILE}"} <= {
+        e.path for e in artifact.manifest.contents
+    }
+
+
+def test_a_bad_add_file_policy_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match='"mutable" or "immutable"'):
+        WandbLogger(save_dir=tmp_path, add_file_policy="frozen")  # type: ignore[arg-type]
+
+
+def test_watch_calls_the_runs_watch(tmp_path: Path) -> None:
+    run, model = _FakeRun(), torch.nn.Linear(2, 2)
+    logger = WandbLogger(experiment=run, save_dir=tmp_path)
+    logger.watch(model)
+    logger.watch(model, log="all", log_freq=5, log_graph=False)
+    watched = [(args, kwargs) for name, args, kwargs in run.calls if name == "watch"]
+    assert watched == [
+        ((model,), {"log": "gradients", "log_freq": 100, "log_graph": True}),
+        ((model,), {"log": "all", "log_freq": 5, "log_graph": False}),
+    ]
+
+
+def test_use_artifact_records_the_use_on_the_run(tmp_path: Path) -> None:
+    run = _FakeRun()
+    logger = WandbLogger(experiment=run, save_dir=tmp_path)
+    assert logger.use_artifact("team/mnist/model-1a2b:v3", artifact_type="model") is run.artifact
+    assert ("use_artifact", ("team/mnist/model-1a2b:v3",), {"type": "model"}) in run.calls
+
+
+class _FakeApi:
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, str | None]] = []
+        self.found = _FakeArtifact()
+
+    def artifact(self, name: str, type: str | None = None) -> _FakeArtifact:
+        self.asked.append((name, type))
+        return self.found
+
+
+def test_download_artifact_without_a_run_reads_through_the_api(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api = _FakeApi()
+    monkeypatch.setattr(wandb, "Api", lambda: api)
+    path = WandbLogger.download_artifact(
+        "team/mnist/model-1a2b:v3", save_dir=tmp_path / "out", artifact_type="model"
+    )
+    assert path == str(tmp_path / "out")
+    assert api.asked == [("team/mnist/model-1a2b:v3", "model")]
+
+
+def test_download_artifact_records_the_use_on_the_current_wandb_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api, run = _FakeApi(), _FakeRun()
+    monkeypatch.setattr(wandb, "Api", lambda: api)
+    monkeypatch.setattr(wandb, "run", run)
+    path = WandbLogger.download_artifact("model-1a2b:v3", save_dir=tmp_path, artifact_type="model")
+    assert path == str(tmp_path)
+    assert ("use_artifact", ("model-1a2b:v3",), {"type": "model"}) in run.calls and api.asked == []
+    WandbLogger.download_artifact("model-1a2b:v3", use_artifact=False)  # no record: the API
+    assert api.asked == [("model-1a2b:v3", None)]
+    assert [name for name, _, _ in run.calls].count("use_artifact") == 1
+
+
+def test_other_ranks_write_nothing(tmp_path: Path) -> None:
+    run = _FakeRun()
+    logger = WandbLogger(experiment=run, save_dir=tmp_path)
+    trainkit.rank_zero_only.rank = 1
+    try:
+        logger.log_image(key="samples", images=["a.png"], caption=["a"], step=1)
+        logger.log_audio(key="speech", audios=["a.wav"])
+        logger.log_video(key="clips", videos=["a.gif"])
+        logger.log_table(key="preds", columns=["a"], data=[[1]])
+        logger.log_text(key="text", columns=["a"], data=[["x"]])
+        logger.watch(torch.nn.Linear(2, 2))
+        assert logger.use_artifact("model-1a2b:v3") is None
+    finally:
+        trainkit.rank_zero_only.rank = None
+    assert run.calls == []
