@@ -7,15 +7,17 @@ Launching processes is not a strategy's business (``trainkit.launch``)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import torch
 from torch import nn
 from torch.optim import Optimizer
+from torch.overrides import TorchFunctionMode
 from torch.utils.data import DataLoader
 
 from trainkit.checkpoint.files import load, save_atomic
@@ -63,6 +65,27 @@ class Strategy(Registrable, ABC):
     def data_parallel_size(self) -> int:
         """How many processes take different shares of each batch (their batches add up)."""
         return self.world_size
+
+    @contextlib.contextmanager
+    def tensor_init_context(self, empty_init: bool | None = None) -> Iterator[None]:
+        """Tensors made inside are made on this process's device, in the precision's dtype.
+
+        ``Trainer.init_module()`` enters it. With ``precision="bf16-true"`` floating
+        tensors are bfloat16.
+
+        Args:
+            empty_init: True leaves parameters uninitialized (``torch.nn.init``'s
+                random initializers do nothing), for a model whose weights a
+                checkpoint replaces at once; None or False initializes them as usual.
+        """
+        with skipped_init(bool(empty_init)), self.root_device, default_dtype(self.precision):
+            yield
+
+    @property
+    def distributed_sampler_kwargs(self) -> dict[str, int] | None:
+        """How training batches are shared out: a ``DistributedSampler``'s ``num_replicas``
+        and this process's ``rank`` (None: this process takes every batch)."""
+        return None
 
     @property
     def process_group(self) -> Any:
@@ -297,3 +320,58 @@ class Strategy(Registrable, ABC):
             module: a module returned by :meth:`setup_module`.
         """
         return module
+
+
+class _SkipInit(TorchFunctionMode):
+    # torch.nn.init's functions dispatch through __torch_function__ while a mode is
+    # active: answering with the tensor as it is skips the initialization.
+    def __torch_function__(
+        self,
+        func: Callable[..., Any],
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        kwargs = kwargs or {}
+        if getattr(func, "__module__", None) == "torch.nn.init":
+            return kwargs["tensor"] if "tensor" in kwargs else args[0]
+        return func(*args, **kwargs)
+
+
+def skipped_init(enabled: bool) -> AbstractContextManager[Any]:
+    """Inside, ``torch.nn.init``'s random initializers leave tensors as they are (if enabled).
+
+    The layers of ``torch.nn`` initialize their parameters with them (``uniform_``,
+    ``kaiming_uniform_``, ``normal_``, ...), so they are made without the work.
+
+    Args:
+        enabled: False returns a context that changes nothing.
+
+    Example:
+        >>> weight = torch.zeros(2, 2)
+        >>> with skipped_init(True):
+        ...     torch.nn.init.uniform_(weight).sum().item()
+        0.0
+        >>> with skipped_init(True):
+        ...     layer = nn.Linear(2, 2)  # not initialized: whatever the memory held
+    """
+    return _SkipInit() if enabled else nullcontext()
+
+
+@contextlib.contextmanager
+def default_dtype(precision: str) -> Iterator[None]:
+    """Inside, floating tensors are made in the dtype of a "true" precision ("bf16-true").
+
+    Args:
+        precision: the Trainer's canonical precision; any other leaves the default.
+    """
+    dtype = {"bf16-true": torch.bfloat16}.get(precision)
+    if dtype is None:
+        yield
+        return
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)

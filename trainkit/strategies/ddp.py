@@ -195,6 +195,10 @@ class DDPStrategy(Strategy):
         assert isinstance(module, DistributedDataParallel)
         return module.no_sync()
 
+    @property
+    def distributed_sampler_kwargs(self) -> dict[str, int] | None:
+        return {"num_replicas": self.world_size, "rank": self.global_rank}
+
     def prepare_dataloader(self, dataloader: DataLoader[Any], *, training: bool) -> DataLoader[Any]:
         if training:
             advise_on_loading(dataloader, self.root_device, self.is_global_zero)
@@ -203,7 +207,9 @@ class DDPStrategy(Strategy):
         if isinstance(dataloader.sampler, DistributedSampler):
             return dataloader  # the user's own: respected as it is
         if training:
-            sampler: Any = training_sampler(dataloader, self.world_size, self.global_rank)
+            share = self.distributed_sampler_kwargs
+            assert share is not None
+            sampler: Any = training_sampler(dataloader, share["num_replicas"], share["rank"])
         else:
             # No padding: each sample is evaluated exactly once across the ranks.
             length = len(dataloader.dataset)  # type: ignore[arg-type]

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Iterator
 from concurrent.futures import Future
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -46,6 +46,7 @@ from torch.distributed.fsdp import (
 from trainkit.checkpoint import sharded
 from trainkit.distributed import sharding, shards
 from trainkit.launch.environment import ClusterEnvironment
+from trainkit.strategies.base import default_dtype
 from trainkit.strategies.ddp import DDPStrategy
 
 #: The Module's methods that run the model (parameters are gathered around each).
@@ -160,6 +161,22 @@ class FSDPStrategy(DDPStrategy):
     def model_init_context(self) -> AbstractContextManager[Any]:
         """Where ``Module.configure_model()`` builds layers: the meta device with ``meta_init``."""
         return torch.device("meta") if self.meta_init else torch.device(self.root_device)
+
+    @contextmanager
+    def tensor_init_context(self, empty_init: bool | None = None) -> Iterator[None]:
+        """Tensors made inside stay on the CPU, or on the meta device with ``empty_init=True``.
+
+        The module is sharded when the run sets up: parameters made on the meta
+        device get memory only as shards there, and are initialized by their
+        modules' ``reset_parameters()``. Layers built in ``Module.configure_model()``
+        use ``meta_init`` instead.
+
+        Args:
+            empty_init: True builds on the meta device (no memory, no initialization).
+        """
+        place: AbstractContextManager[Any] = torch.device("meta") if empty_init else nullcontext()
+        with place, default_dtype(self.precision):
+            yield
 
     def _build_mesh(self) -> DeviceMesh:
         if self.hsdp is None:

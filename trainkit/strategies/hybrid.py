@@ -254,15 +254,24 @@ class HybridStrategy(DDPStrategy):
     def unwrap(self, module: nn.Module) -> nn.Module:
         return super().unwrap(module) if isinstance(module, DistributedDataParallel) else module
 
+    @property
+    def distributed_sampler_kwargs(self) -> dict[str, int] | None:
+        if self.pipeline is None:
+            return super().distributed_sampler_kwargs
+        # The ranks of one pipeline share each batch: split the data over the
+        # data dimension only (rank = data_rank * pipeline_size + pipe_rank).
+        return {
+            "num_replicas": self.data_parallel_size,
+            "rank": self.global_rank // self.pipeline_size,
+        }
+
     def prepare_dataloader(self, dataloader: DataLoader[Any], *, training: bool) -> DataLoader[Any]:
         if self.pipeline is None or not training or not isinstance(dataloader, DataLoader):
             return super().prepare_dataloader(dataloader, training=training)
         advise_on_loading(dataloader, self.root_device, self.is_global_zero)
-        # The ranks of one pipeline share each batch: split the data over the
-        # data dimension only (rank = data_rank * pipeline_size + pipe_rank).
-        sampler = training_sampler(
-            dataloader, self.data_parallel_size, self.global_rank // self.pipeline_size
-        )
+        share = self.distributed_sampler_kwargs
+        assert share is not None
+        sampler = training_sampler(dataloader, share["num_replicas"], share["rank"])
         return rebuild_dataloader(dataloader, sampler=sampler)
 
     # ------------------------------------------------------------ checkpoints

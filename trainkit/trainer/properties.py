@@ -14,6 +14,7 @@ views and keeps the entry points and the set-up.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -144,6 +145,28 @@ class TrainerViews:
     def predicting(self) -> bool:
         """Whether ``predict`` runs now."""
         return self.state.stage == "predict"
+
+    @property
+    def evaluating(self) -> bool:
+        """Whether evaluation batches run now: validation, the sanity check or ``test``."""
+        return self.state.stage in ("validate", "test", "sanity_check")
+
+    @property
+    def received_sigterm(self) -> bool:
+        """Whether this fit got SIGTERM (it then stops at the next resume point and saves)."""
+        return self.preemption.signal == signal.SIGTERM
+
+    @property
+    def scaler(self) -> torch.amp.GradScaler | None:
+        """The float16 gradient scaler while fit runs with ``precision="16-mixed"``, else None."""
+        precision = self.step_slots.precision
+        return precision.scaler if precision is not None else None
+
+    @property
+    def distributed_sampler_kwargs(self) -> dict[str, int] | None:
+        """How training batches are shared out over the processes: ``num_replicas`` and
+        ``rank`` for a ``DistributedSampler`` (None with one process)."""
+        return self.strategy.distributed_sampler_kwargs
 
     @property
     def lightning_module(self) -> Module | None:

@@ -12,11 +12,12 @@ report is adopted in properties.py); the loops write to the state and results th
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import uuid
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -637,6 +638,34 @@ class Trainer(TrainerViews):
             return results
 
         return self._run(fn, model, datamodule, body)
+
+    @contextlib.contextmanager
+    def init_module(self, empty_init: bool | None = None) -> Iterator[None]:
+        """Build the model inside: its tensors are made on the run's device and dtype at once.
+
+        ``with trainer.init_module(): model = Net()`` makes the parameters on this
+        process's device (no copy from the CPU later) and, with
+        ``precision="bf16-true"``, in bfloat16. With ``FSDPStrategy`` they stay
+        on the CPU (``empty_init=True``: the meta device) and are sharded when the
+        run sets up; layers built in ``Module.configure_model()`` need no context.
+
+        Args:
+            empty_init: True leaves the parameters uninitialized (faster), for a
+                model whose weights a checkpoint replaces at once; None or False
+                initializes them as usual.
+        """
+        with self.strategy.tensor_init_context(empty_init=empty_init):
+            yield
+
+    def print(self, *args: Any, **kwargs: Any) -> None:
+        """``print`` from the first process of each machine only (local rank 0).
+
+        Args:
+            *args: passed to ``print``.
+            **kwargs: passed to ``print``.
+        """
+        if self.local_rank == 0:
+            print(*args, **kwargs)
 
     def _log_hyperparameters(self, run: Run) -> None:
         """Give the loggers the run's hyperparameters and the model, from global rank 0.
