@@ -207,5 +207,34 @@ def validate(strategy: str) -> float:
     return trainer.validate(model, data)[0]["val/acc"]
 
 
+def train_with_lightnings_ddp_strategy(hooked: bool) -> dict[str, Any]:
+    """Three steps under ``trainkit.lightning.strategies.DDPStrategy`` with Lightning's
+    arguments; with ``hooked``, a communication hook that counts its calls."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    from trainkit.lightning.strategies import DDPStrategy
+
+    calls = {"count": 0}
+
+    # No annotations: DDP checks them against dist.GradBucket and Future[Tensor], and
+    # this module's annotations are strings.
+    def counting_allreduce(state, bucket):  # type: ignore[no-untyped-def]
+        state["count"] += 1
+        return default_hooks.allreduce_hook(None, bucket)  # type: ignore[arg-type]
+
+    options: dict[str, Any] = {"process_group_backend": "gloo", "gradient_as_bucket_view": True}
+    if hooked:
+        options.update(ddp_comm_hook=counting_allreduce, ddp_comm_state=calls)
+    torch.manual_seed(0)
+    model = Classifier(lr=0.2)
+    trainer = trainkit.Trainer(max_steps=3, strategy=DDPStrategy(**options), seed=7, **QUIET)
+    trainer.fit(model, DataLoader(blobs(256, seed=0), batch_size=16, shuffle=True))
+    return {
+        "calls": calls["count"],
+        "sampler": trainer.distributed_sampler_kwargs,
+        "state": {k: v.detach().clone() for k, v in model.state_dict().items()},
+    }
+
+
 def unused(path: Path) -> None:  # pragma: no cover - keeps Path imported for typing
     del path

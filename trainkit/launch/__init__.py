@@ -65,7 +65,7 @@ def launcher_for(
         return None
     plan = plan_devices(strategy, accelerator, devices)
     launcher = _launcher(kind.launch_mode(strategy.name), kind.processes(plan))
-    if launcher is None or launcher.environment is None:
+    if launcher is None:
         return None
     return launcher if strategy.join_as(launcher.environment) else None
 

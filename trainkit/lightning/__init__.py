@@ -17,6 +17,9 @@ Lightning name trainkit does not have fails on import with a message saying so.
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 from trainkit.callbacks.base import Callback
 from trainkit.core.data import DataModule as LightningDataModule
 from trainkit.core.module import Module as LightningModule
@@ -39,6 +42,14 @@ __all__ = [
     "loggers",
     "profilers",
     "seed_everything",
+    "strategies",
     "tuner",
     "utilities",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # Loaded on first use: the strategies bring torch.distributed with them.
+    if name == "strategies":
+        return importlib.import_module("trainkit.lightning.strategies")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,33 +10,36 @@ from __future__ import annotations
 import contextlib
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from torch import nn
 from torch.optim import Optimizer
-from torch.overrides import TorchFunctionMode
 from torch.utils.data import DataLoader
 
 from trainkit.checkpoint.files import load, save_atomic
 from trainkit.core.batches import move_data_to_device
+from trainkit.distributed.collectives import Collectives, ReduceOp
 from trainkit.distributed.sampling import advise_on_loading
 from trainkit.strategies.registrable import Registrable
 from trainkit.utilities.compile import compile_forward
+from trainkit.utilities.tensor_init import default_dtype, skipped_init
 
 if TYPE_CHECKING:
     from trainkit.callbacks.slots import StepSlots
     from trainkit.loops.results import Results
 
-ReduceOp = Literal["sum", "mean", "max", "min"]
+__all__ = ["ReduceOp", "Strategy"]
+
 _NO_SYNC_CONTEXT = nullcontext()  # a null context carries no state: one serves every step
 T = TypeVar("T")
 
 
-class Strategy(Registrable, ABC):
-    """Base class of all strategies (its registry declarations: :class:`Registrable`)."""
+class Strategy(Registrable, Collectives, ABC):
+    """Base class of all strategies (its registry declarations: :class:`Registrable`; how
+    values travel between its processes: :class:`~trainkit.distributed.collectives.Collectives`)."""
 
     #: The Trainer's precision (its canonical name, e.g. "bf16-mixed"); the Trainer sets it.
     precision: str = "32-true"
@@ -66,6 +69,16 @@ class Strategy(Registrable, ABC):
         """How many processes take different shares of each batch (their batches add up)."""
         return self.world_size
 
+    def use_accelerator(self, accelerator: str, device_type: str) -> None:
+        """Take the Trainer's accelerator; an instance passed to the Trainer gets this call.
+
+        The default keeps the device the strategy was built with.
+
+        Args:
+            accelerator: the Trainer's ``accelerator`` as given ("auto", "cpu", "cuda", "gpu").
+            device_type: what it resolves to on this machine: "cpu" or "cuda".
+        """
+
     @contextlib.contextmanager
     def tensor_init_context(self, empty_init: bool | None = None) -> Iterator[None]:
         """Tensors made inside are made on this process's device, in the precision's dtype.
@@ -78,8 +91,17 @@ class Strategy(Registrable, ABC):
                 random initializers do nothing), for a model whose weights a
                 checkpoint replaces at once; None or False initializes them as usual.
         """
-        with skipped_init(bool(empty_init)), self.root_device, default_dtype(self.precision):
+        empty = bool(empty_init)
+        with skipped_init(empty), self.init_device(empty), default_dtype(self.precision):
             yield
+
+    def init_device(self, empty: bool) -> AbstractContextManager[Any]:
+        """Where :meth:`tensor_init_context` makes tensors: this process's device.
+
+        Args:
+            empty: whether ``empty_init=True`` was asked for.
+        """
+        return self.root_device
 
     @property
     def distributed_sampler_kwargs(self) -> dict[str, int] | None:
@@ -176,108 +198,6 @@ class Strategy(Registrable, ABC):
         """
         return None
 
-    # ------------------------------------------------------------ collectives
-    # Every rank must call a collective at the same point, or the job hangs (trainkit does).
-    @abstractmethod
-    def all_reduce(self, tensor: torch.Tensor, op: ReduceOp = "mean") -> torch.Tensor:
-        """Reduce ``tensor`` over all processes and return the result.
-
-        Args:
-            tensor: a tensor on ``root_device``; not modified.
-            op: "sum", "mean", "max" or "min".
-        """
-
-    @abstractmethod
-    def all_gather(
-        self, tensor: torch.Tensor, group: Any = None, sync_grads: bool = False
-    ) -> torch.Tensor:
-        """Gather ``tensor`` from all processes, stacked along a new first dimension.
-
-        Args:
-            tensor: a tensor of the same shape on every process.
-            group: a ``torch.distributed`` process group (None: every process).
-            sync_grads: let gradients flow back to each process's ``tensor``.
-        """
-
-    @abstractmethod
-    def broadcast(self, obj: T, src: int = 0) -> T:
-        """Send a picklable object from rank ``src`` to all processes.
-
-        Args:
-            obj: the object (only the value on ``src`` matters).
-            src: the sending rank.
-        """
-
-    @abstractmethod
-    def barrier(self, name: str | None = None) -> None:
-        """Wait until every process reaches this point.
-
-        Args:
-            name: a label for debugging.
-        """
-
-    def exchange(self, point: str, payload: Sequence[int] = ()) -> list[list[int]]:
-        """Every process's integers, by rank, once every process has reached ``point``.
-
-        Multi-process strategies fail naming each process's point when they differ,
-        instead of pairing unrelated collectives; every process must call this.
-
-        Args:
-            point: where the processes are, in words.
-            payload: this process's integers (at most 8).
-        """
-        return [list(payload)]
-
-    def reduce_boolean_decision(
-        self, decision: bool, all_: bool = True, point: str = "a decision"
-    ) -> bool:
-        """Agree on a decision across processes (for example "stop training").
-
-        Args:
-            decision: this process's decision.
-            all_: True to require every process to agree, False for any.
-            point: where the processes decide, in words (named if they disagree on where).
-        """
-        flag = torch.tensor(float(decision), device=self.root_device)
-        reduced = self.all_reduce(flag, op="min" if all_ else "max")
-        return bool(reduced.item())
-
-    def reduce_logged(
-        self,
-        values: Sequence[tuple[str, torch.Tensor, ReduceOp]],
-        point: str,
-        *,
-        always: bool = False,
-    ) -> list[torch.Tensor]:
-        """Reduce values logged with ``sync_dist=True`` across processes; the results in order.
-
-        Multi-process strategies first check that every process reduces the same
-        names at the same point, and fail naming them when not (a value logged
-        on some processes only would otherwise pair with another collective).
-
-        Args:
-            values: ``(name, value, op)`` for each value, op "sum", "mean", "max" or "min".
-            point: where they are reduced, in words ("the end of a training epoch").
-            always: check even when there is nothing to reduce (at points every
-                process reaches; a process with nothing logged must still come).
-        """
-        return [self.all_reduce(value, op) for _, value, op in values]
-
-    def agree_max(self, values: Sequence[int]) -> Callable[[], list[int]]:
-        """Start an element-wise maximum of ``values`` over processes, without waiting.
-
-        The agreement travels in the background; the returned function gives the
-        result, waiting only if it is still under way. The loop's preemption vote
-        (``trainkit.checkpoint.preemption.StopVote``) uses it so that a signal reaching only
-        some processes stops all of them at the same point. Every process must
-        call this at the same points, with as many values.
-
-        Args:
-            values: this process's integers.
-        """
-        agreed = list(values)
-        return lambda: agreed
-
     # ------------------------------------------------------------ checkpoints
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | os.PathLike[str]) -> None:
         """Write ``checkpoint`` atomically from global rank 0 (all wait); any strategy loads it.
@@ -320,58 +240,3 @@ class Strategy(Registrable, ABC):
             module: a module returned by :meth:`setup_module`.
         """
         return module
-
-
-class _SkipInit(TorchFunctionMode):
-    # torch.nn.init's functions dispatch through __torch_function__ while a mode is
-    # active: answering with the tensor as it is skips the initialization.
-    def __torch_function__(
-        self,
-        func: Callable[..., Any],
-        types: Any,
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
-        kwargs = kwargs or {}
-        if getattr(func, "__module__", None) == "torch.nn.init":
-            return kwargs["tensor"] if "tensor" in kwargs else args[0]
-        return func(*args, **kwargs)
-
-
-def skipped_init(enabled: bool) -> AbstractContextManager[Any]:
-    """Inside, ``torch.nn.init``'s random initializers leave tensors as they are (if enabled).
-
-    The layers of ``torch.nn`` initialize their parameters with them (``uniform_``,
-    ``kaiming_uniform_``, ``normal_``, ...), so they are made without the work.
-
-    Args:
-        enabled: False returns a context that changes nothing.
-
-    Example:
-        >>> weight = torch.zeros(2, 2)
-        >>> with skipped_init(True):
-        ...     torch.nn.init.uniform_(weight).sum().item()
-        0.0
-        >>> with skipped_init(True):
-        ...     layer = nn.Linear(2, 2)  # not initialized: whatever the memory held
-    """
-    return _SkipInit() if enabled else nullcontext()
-
-
-@contextlib.contextmanager
-def default_dtype(precision: str) -> Iterator[None]:
-    """Inside, floating tensors are made in the dtype of a "true" precision ("bf16-true").
-
-    Args:
-        precision: the Trainer's canonical precision; any other leaves the default.
-    """
-    dtype = {"bf16-true": torch.bfloat16}.get(precision)
-    if dtype is None:
-        yield
-        return
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(previous)

@@ -10,7 +10,7 @@ the module in ``DistributedDataParallel``. Gloo on CPU, NCCL on CUDA.
 from __future__ import annotations
 
 import atexit
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -22,14 +22,14 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
 
 from trainkit.core.data import rebuild_dataloader
+from trainkit.distributed.collectives import ProcessGroupCollectives
 from trainkit.distributed.control import ControlChannel
-from trainkit.distributed.gather import gather
 from trainkit.distributed.peers import describe_lost_peers
 from trainkit.distributed.rendezvous import check_init_method, end_process_group, join_group
 from trainkit.distributed.sampling import EvenSplitSampler, advise_on_loading, training_sampler
 from trainkit.distributed.wrapping import StepModule, unwrap
 from trainkit.launch.environment import ClusterEnvironment, detect_environment
-from trainkit.strategies.base import ReduceOp, Strategy
+from trainkit.strategies.base import Strategy
 
 if TYPE_CHECKING:
     from trainkit.strategies.registrable import LaunchMode
@@ -39,14 +39,14 @@ T = TypeVar("T")
 
 __all__ = ["DDPStrategy", "end_process_group"]
 
-_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 
-
-class DDPStrategy(Strategy):
+class DDPStrategy(ProcessGroupCollectives, Strategy):
     """DistributedDataParallel over the processes of a torchrun or SLURM job.
 
     Args:
-        device_type: "cpu" (gloo) or "cuda" (NCCL; the process's device is its local rank).
+        device_type: "cpu" (gloo) or "cuda" (NCCL; the process's device is its local
+            rank). None (the default): the Trainer's ``accelerator`` decides (CUDA when
+            available for "auto").
         timeout: how long a collective may wait for the other processes before the
             job fails (instead of hanging forever).
         find_unused_parameters: passed to DDP (needed when some parameters get no
@@ -63,13 +63,19 @@ class DDPStrategy(Strategy):
             ``env://`` from the variables torchrun, SLURM or trainkit's launcher set.
         rank: this process's rank, with ``init_method`` (default: ``RANK``).
         world_size: the number of processes, with ``init_method`` (default: ``WORLD_SIZE``).
+        process_group_backend: the ``torch.distributed`` backend ("gloo", "nccl",
+            ...); None: NCCL on CUDA, gloo on the CPU.
+        ddp_comm_hook: a DDP communication hook (``torch.distributed.algorithms.
+            ddp_comm_hooks``, e.g. ``default_hooks.fp16_compress_hook``), registered
+            on the wrapped model with ``ddp_comm_state`` as its state.
+        ddp_comm_state: the hook's state (None for the default hooks).
     """
 
     name = "ddp"
 
     def __init__(
         self,
-        device_type: str = "cpu",
+        device_type: str | None = None,
         *,
         timeout: timedelta = timedelta(minutes=30),
         find_unused_parameters: bool = False,
@@ -80,6 +86,9 @@ class DDPStrategy(Strategy):
         init_method: str | None = None,
         rank: int | None = None,
         world_size: int | None = None,
+        process_group_backend: str | None = None,
+        ddp_comm_hook: Callable[..., Any] | None = None,
+        ddp_comm_state: object = None,
     ) -> None:
         self.init_method = check_init_method(init_method)
         if (rank is None) != (world_size is None):
@@ -90,7 +99,12 @@ class DDPStrategy(Strategy):
         if rank is not None and world_size is not None:
             environment = ClusterEnvironment.given(rank, world_size)
         self._environment = environment
-        self.device_type = device_type
+        if device_type not in (None, "cpu", "cuda"):
+            raise ValueError(
+                f"{type(self).__name__}(device_type={device_type!r}) must be 'cpu', 'cuda' "
+                "or None (the Trainer's accelerator decides)."
+            )
+        self._device_type = device_type
         self.timeout = timeout
         self.ddp_options: dict[str, Any] = {
             "find_unused_parameters": find_unused_parameters,
@@ -99,10 +113,36 @@ class DDPStrategy(Strategy):
         }
         if bucket_cap_mb is not None:
             self.ddp_options["bucket_cap_mb"] = bucket_cap_mb
+        self.process_group_backend = process_group_backend
+        self.ddp_comm_hook = ddp_comm_hook
+        self.ddp_comm_state = ddp_comm_state
         # trainkit's own messages (stop decisions, preemption votes, sync_dist
         # checks), on a gloo group of their own; made at set-up, by every rank.
         self._control: ControlChannel | None = None
         self._control_world: Any = None
+
+    @property
+    def device_type(self) -> str:
+        """ "cpu" or "cuda": as given, else the Trainer's accelerator, else CUDA when available."""
+        if self._device_type is None:
+            return "cuda" if torch.cuda.is_available() else "cpu"
+        return self._device_type
+
+    def use_accelerator(self, accelerator: str, device_type: str) -> None:
+        """Compute on the Trainer's devices, unless this strategy was given its own.
+
+        Raises:
+            ValueError: ``device_type`` was given and contradicts the Trainer's accelerator.
+        """
+        if self._device_type is None:
+            self._device_type = device_type
+        elif accelerator != "auto" and self._device_type != device_type:
+            raise ValueError(
+                f"{type(self).__name__} was built to run on {self._device_type!r} devices, "
+                f"which contradicts Trainer(accelerator={accelerator!r}); leave the device "
+                "type out of the strategy (the Trainer's accelerator then decides) or make "
+                "them agree."
+            )
 
     names: ClassVar[tuple[str, ...]] = ("ddp", "ddp_spawn")
 
@@ -121,15 +161,17 @@ class DDPStrategy(Strategy):
     ) -> Strategy:
         return cls(plan.device_type, timeout=timeout, environment=environment, **init_params)
 
-    def join_as(self, environment: ClusterEnvironment) -> bool:
+    def join_as(self, environment: ClusterEnvironment | None) -> bool:
         """Take the place a launcher gives this process, unless one was given at construction.
 
         Returns:
-            Whether this process now has ``environment``'s place.
+            Whether this process now has ``environment``'s place (with None: whether
+            the new processes may read theirs from their variables).
         """
         if self._environment is not None:
             return False
-        self._environment = environment
+        if environment is not None:
+            self._environment = environment
         return True
 
     @property
@@ -166,7 +208,9 @@ class DDPStrategy(Strategy):
         if self.device_type == "cuda":
             torch.cuda.set_device(self.root_device)
         if not dist.is_initialized():
-            backend = "nccl" if self.device_type == "cuda" else "gloo"
+            backend = self.process_group_backend or (
+                "nccl" if self.device_type == "cuda" else "gloo"
+            )
             join_group(self.init_method, backend, self.environment, self.timeout)
             # Leaving the group to the interpreter's shutdown can abort the process:
             # the backend's threads may still hold tensors while Python is torn down.
@@ -178,9 +222,12 @@ class DDPStrategy(Strategy):
 
     def setup_module(self, module: nn.Module) -> nn.Module:
         ids = [self.root_device.index] if self.device_type == "cuda" else None
-        return DistributedDataParallel(
+        wrapped = DistributedDataParallel(
             StepModule(module.to(self.root_device)), device_ids=ids, **self.ddp_options
         )
+        if self.ddp_comm_hook is not None:
+            wrapped.register_comm_hook(self.ddp_comm_state, self.ddp_comm_hook)
+        return wrapped
 
     def unwrap(self, module: nn.Module) -> nn.Module:
         return unwrap(module)
@@ -216,83 +263,10 @@ class DDPStrategy(Strategy):
             sampler = EvenSplitSampler(length, self.world_size, self.global_rank)
         return rebuild_dataloader(dataloader, sampler=sampler)
 
-    # ------------------------------------------------------------ collectives
-    def all_reduce(self, tensor: torch.Tensor, op: ReduceOp = "mean") -> torch.Tensor:
-        result = tensor.detach().clone().to(self.root_device)
-        dist.all_reduce(result, op=_OPS["sum" if op == "mean" else op])
-        return result / self.world_size if op == "mean" else result
-
-    def all_gather(
-        self, tensor: torch.Tensor, group: Any = None, sync_grads: bool = False
-    ) -> torch.Tensor:
-        return gather(tensor.to(self.root_device), group=group, sync_grads=sync_grads)
-
-    def broadcast(self, obj: T, src: int = 0) -> T:
-        holder = [obj]
-        dist.broadcast_object_list(holder, src=src)
-        return holder[0]
-
-    def barrier(self, name: str | None = None) -> None:
-        # Labelled: a process at another barrier (or another collective) is named,
-        # not paired with this one.
-        if self._control is not None:
-            self._control.exchange(f"the barrier {name or 'unnamed'!r}")
-        elif dist.is_initialized():
-            dist.barrier()
-
-    def exchange(self, point: str, payload: Sequence[int] = ()) -> list[list[int]]:
-        return self._channel().exchange(point, payload)
-
-    def reduce_boolean_decision(
-        self, decision: bool, all_: bool = True, point: str = "a decision"
-    ) -> bool:
-        flags = [payload[0] for payload in self.exchange(point, [int(decision)])]
-        return bool(min(flags) if all_ else max(flags))
-
-    def reduce_logged(
-        self,
-        values: Sequence[tuple[str, torch.Tensor, ReduceOp]],
-        point: str,
-        *,
-        always: bool = False,
-    ) -> list[torch.Tensor]:
-        if not values and not always:
-            return []
-        names = ", ".join(repr(name) for name in dict.fromkeys(n for n, _, _ in values)) or "none"
-        self._channel().exchange(
-            f"{point}, reducing the values logged with sync_dist=True: {names}"
-        )
-        # Then one reduction per operation and dtype, on the job's own group (the
-        # values may live on the GPU), instead of one per value.
-        reduced: list[torch.Tensor] = [torch.empty(0)] * len(values)
-        groups: dict[tuple[ReduceOp, torch.dtype], list[int]] = {}
-        for index, (_, value, op) in enumerate(values):
-            groups.setdefault((op, value.dtype), []).append(index)
-        for (group_op, _), indices in groups.items():
-            flat = torch.cat([values[i][1].detach().reshape(-1) for i in indices])
-            total = self.all_reduce(flat, group_op)
-            for offset, i in enumerate(indices):
-                reduced[i] = total[offset].reshape(values[i][1].shape)
-        return reduced
-
-    def agree_max(self, values: Sequence[int]) -> Callable[[], list[int]]:
-        # CPU integers on the control group: no GPU work, no host sync.
-        pending = self._channel().start("the preemption vote at a resume point", values)
-
-        def result() -> list[int]:
-            return [max(column) for column in zip(*pending(), strict=True)]
-
-        return result
-
     def on_fit_end(self) -> None:
         # Every process ends fit here: one left behind at a collective of its own
         # is named now, instead of waiting until the job's end.
         self.exchange("the end of fit")
-
-    def _channel(self) -> ControlChannel:
-        if self._control is None:
-            raise RuntimeError("the DDP strategy has not been set up (setup_environment)")
-        return self._control
 
     def describe_failure(self, exception: BaseException) -> str | None:
         env = self.environment  # the backend's error names no rank: find the silent ones

@@ -46,7 +46,6 @@ from torch.distributed.fsdp import (
 from trainkit.checkpoint import sharded
 from trainkit.distributed import sharding, shards
 from trainkit.launch.environment import ClusterEnvironment
-from trainkit.strategies.base import default_dtype
 from trainkit.strategies.ddp import DDPStrategy
 
 #: The Module's methods that run the model (parameters are gathered around each).
@@ -57,7 +56,8 @@ class FSDPStrategy(DDPStrategy):
     """FSDP2 (``torch.distributed.fsdp.fully_shard``) over the job's processes.
 
     Args:
-        device_type: "cpu" (gloo) or "cuda" (NCCL; the process's device is its local rank).
+        device_type: "cpu" (gloo) or "cuda" (NCCL; the process's device is its local rank);
+            None (the default): the Trainer's ``accelerator`` decides.
         shard_modules: which submodules become their own shard units (gathered
             one at a time, so at most one unit is whole at once). None (default):
             each direct child of the Module that has parameters, where a
@@ -92,7 +92,7 @@ class FSDPStrategy(DDPStrategy):
             once the tensors are copied to memory, and the folder appears (whole)
             when every process has written its shards; waited for at the next
             save, before a checkpoint is read, and at the end of fit.
-        timeout, environment, init_method, rank, world_size: as for
+        timeout, environment, init_method, rank, world_size, process_group_backend: as for
             :class:`~trainkit.strategies.ddp.DDPStrategy`.
 
     ``Trainer(precision="bf16-mixed")`` becomes a ``MixedPrecisionPolicy`` that
@@ -104,7 +104,7 @@ class FSDPStrategy(DDPStrategy):
 
     def __init__(
         self,
-        device_type: str = "cpu",
+        device_type: str | None = None,
         *,
         shard_modules: Collection[type[nn.Module] | str] | None = None,
         reshard_after_forward: bool = True,
@@ -119,6 +119,7 @@ class FSDPStrategy(DDPStrategy):
         init_method: str | None = None,
         rank: int | None = None,
         world_size: int | None = None,
+        process_group_backend: str | None = None,
     ) -> None:
         super().__init__(
             device_type,
@@ -127,6 +128,7 @@ class FSDPStrategy(DDPStrategy):
             init_method=init_method,
             rank=rank,
             world_size=world_size,
+            process_group_backend=process_group_backend,
         )
         if hsdp is not None and (len(hsdp) != 2 or min(hsdp) < 1):
             raise ValueError(
@@ -162,21 +164,10 @@ class FSDPStrategy(DDPStrategy):
         """Where ``Module.configure_model()`` builds layers: the meta device with ``meta_init``."""
         return torch.device("meta") if self.meta_init else torch.device(self.root_device)
 
-    @contextmanager
-    def tensor_init_context(self, empty_init: bool | None = None) -> Iterator[None]:
-        """Tensors made inside stay on the CPU, or on the meta device with ``empty_init=True``.
-
-        The module is sharded when the run sets up: parameters made on the meta
-        device get memory only as shards there, and are initialized by their
-        modules' ``reset_parameters()``. Layers built in ``Module.configure_model()``
-        use ``meta_init`` instead.
-
-        Args:
-            empty_init: True builds on the meta device (no memory, no initialization).
-        """
-        place: AbstractContextManager[Any] = torch.device("meta") if empty_init else nullcontext()
-        with place, default_dtype(self.precision):
-            yield
+    def init_device(self, empty: bool) -> AbstractContextManager[Any]:
+        # init_module: sharded at set-up, so the CPU; with empty_init the meta device
+        # (parameters get memory only as shards there, initialized by reset_parameters).
+        return torch.device("meta") if empty else nullcontext()
 
     def _build_mesh(self) -> DeviceMesh:
         if self.hsdp is None:

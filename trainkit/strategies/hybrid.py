@@ -33,11 +33,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data import DataLoader
 
-from trainkit.core.data import rebuild_dataloader
 from trainkit.core.module import Module
-from trainkit.distributed.sampling import advise_on_loading, training_sampler
 from trainkit.distributed.wrapping import StepModule
 from trainkit.launch.environment import ClusterEnvironment
 from trainkit.pipelining.balance import Partition
@@ -110,12 +107,12 @@ class HybridStrategy(DDPStrategy):
                 f"stage_devices={stage_devices!r} (stages inside processes and across them "
                 "do not combine)."
             )
-        cuda = (
-            any(d.type == "cuda" for d in requested)
-            if isinstance(requested, list)
-            else torch.cuda.is_available()
-        )
-        super().__init__("cuda" if cuda else "cpu", timeout=timeout, environment=environment)
+        # Named devices decide the device type; a count of stages leaves it to the
+        # Trainer's accelerator (CUDA when available, when there is none).
+        named = None
+        if isinstance(requested, list):
+            named = "cuda" if any(d.type == "cuda" for d in requested) else "cpu"
+        super().__init__(named, timeout=timeout, environment=environment)
         self.ddp_options.update(ddp_options)
         self.requested_devices = requested
         self.balance = balance
@@ -264,15 +261,6 @@ class HybridStrategy(DDPStrategy):
             "num_replicas": self.data_parallel_size,
             "rank": self.global_rank // self.pipeline_size,
         }
-
-    def prepare_dataloader(self, dataloader: DataLoader[Any], *, training: bool) -> DataLoader[Any]:
-        if self.pipeline is None or not training or not isinstance(dataloader, DataLoader):
-            return super().prepare_dataloader(dataloader, training=training)
-        advise_on_loading(dataloader, self.root_device, self.is_global_zero)
-        share = self.distributed_sampler_kwargs
-        assert share is not None
-        sampler = training_sampler(dataloader, share["num_replicas"], share["rank"])
-        return rebuild_dataloader(dataloader, sampler=sampler)
 
     # ------------------------------------------------------------ checkpoints
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | os.PathLike[str]) -> None:

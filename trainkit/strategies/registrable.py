@@ -78,13 +78,15 @@ class Registrable:
         """
         return cast("Strategy", cls(**init_params))
 
-    def join_as(self, environment: ClusterEnvironment) -> bool:
+    def join_as(self, environment: ClusterEnvironment | None) -> bool:
         """Take the place a launcher gives this process (strategies that launch override it).
 
         The default refuses, so no launcher is used for an instance of this class.
 
         Args:
-            environment: the rank and world size the launcher gives this process.
+            environment: the rank and world size the launcher gives this process;
+                None for a launcher that starts new processes (``ddp_spawn``),
+                each of which reads its place from the variables set for it.
 
         Returns:
             Whether this process now has ``environment``'s place.

@@ -16,10 +16,8 @@ import contextlib
 import os
 import sys
 import uuid
-import warnings
 from collections.abc import Callable, Iterable, Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
@@ -27,14 +25,12 @@ import torch
 from trainkit.callbacks.base import Callback
 from trainkit.callbacks.defaults import (
     assemble_callbacks,
-    best_checkpoint_path,
-    last_checkpoint_paths,
     merge_configured,
     step_slots,
 )
 from trainkit.checkpoint import weights as checkpoint_io
 from trainkit.checkpoint.preemption import Preemption, StopVote
-from trainkit.checkpoint.restore import collect_state, restore_state
+from trainkit.checkpoint.restore import restore_state
 from trainkit.core.data import (
     DataModule,
     batch_totals,
@@ -57,6 +53,7 @@ from trainkit.loops.state import RunState
 from trainkit.loops.step import Optimization
 from trainkit.profilers import Profiler, build_profiler, is_active
 from trainkit.strategies import Strategy, build_strategy, plan_devices
+from trainkit.trainer.checkpointing import TrainerCheckpoints
 from trainkit.trainer.options import (
     HardwareOptions,
     LoopOptions,
@@ -64,7 +61,6 @@ from trainkit.trainer.options import (
     StepOptions,
     from_keywords,
 )
-from trainkit.trainer.properties import TrainerViews
 from trainkit.tuner.trial import running_search
 from trainkit.utilities.rank_zero import rank_zero_only
 from trainkit.utilities.seed import seed_everything, set_deterministic
@@ -73,7 +69,7 @@ T = TypeVar("T")
 Dataloaders = Iterable[Any] | list[Iterable[Any]]
 
 
-class Trainer(TrainerViews):
+class Trainer(TrainerCheckpoints):
     """Trains, evaluates and runs a :class:`~trainkit.Module`.
 
     Every keyword but ``strategy``, ``callbacks``, ``logger`` and ``profiler`` is an
@@ -183,6 +179,9 @@ class Trainer(TrainerViews):
         self.launcher: Launcher | None = None
         if isinstance(strategy, Strategy):
             self.strategy: Strategy = strategy
+            strategy.use_accelerator(
+                accelerator, plan_devices(strategy, accelerator, devices).device_type
+            )
             self.launcher = launcher_for(strategy, accelerator, devices)
         else:
             plan = plan_devices(strategy, accelerator, devices)
@@ -323,66 +322,6 @@ class Trainer(TrainerViews):
         keep = return_predictions is not False
         return self._launch(  # type: ignore[no-any-return]
             self._evaluate, model, "predict", dataloaders, datamodule, ckpt_path, False, keep
-        )
-
-    # ------------------------------------------------------------ state (public)
-    def warn(self, message: str) -> None:
-        """Emit a warning from global rank 0 only.
-
-        Args:
-            message: the warning text.
-        """
-        if self.is_global_zero:
-            warnings.warn(message, stacklevel=2)
-
-    # ------------------------------------------------------------ checkpoints
-    def save_checkpoint(self, path: str | os.PathLike[str], weights_only: bool = False) -> None:
-        """Save the full training state to ``path`` (atomically; global rank 0 writes).
-
-        The checkpoint holds the model, optimizers, LR schedulers, the run's state
-        (counters, data position), callback states, random states, the logged
-        metrics so far, the loggers' versions, the hyperparameters and the
-        trainkit and torch versions. Saved at a resume point (where
-        ModelCheckpoint saves), it resumes exactly.
-
-        Args:
-            path: the file to write.
-            weights_only: keep only the weights and hyperparameters (what Lightning's
-                weights-only file keeps); such a file loads, but does not resume.
-        """
-        self.strategy.save_checkpoint(self.dump_checkpoint(weights_only), path)
-
-    def dump_checkpoint(self, weights_only: bool = False) -> dict[str, Any]:
-        """The run's state as :meth:`save_checkpoint` writes it (a dict; nothing is written).
-
-        Args:
-            weights_only: keep only the weights and hyperparameters.
-        """
-        module, run = self.module, self._current  # no model: self.module says how to attach one
-        if run is None or run.module is not module:
-            raise RuntimeError(
-                "trainer.save_checkpoint() needs a run: call it during or after "
-                "trainer.fit(model, ...), validate, test or predict."
-            )
-        return collect_state(run, weights_only=weights_only)
-
-    def _last_checkpoint_paths(self) -> list[Path]:
-        return last_checkpoint_paths(self.callbacks, self.default_root_dir)
-
-    def _load_weights(self, model: Module, ckpt_path: str | os.PathLike[str] | None) -> None:
-        if ckpt_path is not None and os.fspath(ckpt_path) == "best":
-            ckpt_path = best_checkpoint_path(self.callbacks)
-        resolved = checkpoint_io.resolve_path(ckpt_path, self._last_checkpoint_paths(), self.warn)
-        self.ckpt_path = str(resolved) if resolved is not None else None
-        if resolved is None:
-            return
-        checkpoint = self.strategy.load_checkpoint(resolved)
-        model.on_load_checkpoint(checkpoint)
-        checkpoint_io.load_module_state(
-            model,
-            checkpoint_io.weights(checkpoint, resolved),
-            str(resolved),
-            strict=model.strict_loading,
         )
 
     # ------------------------------------------------------------------ runs

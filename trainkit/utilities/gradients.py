@@ -48,9 +48,7 @@ def grad_norm(
         )
     prefix = f"grad_{p}_norm"
     norms = {
-        f"{prefix}{group_separator}{name}": torch.linalg.vector_norm(
-            parameter.grad.detach(), ord=p
-        )
+        f"{prefix}{group_separator}{name}": torch.linalg.vector_norm(parameter.grad.detach(), ord=p)
         for name, parameter in module.named_parameters()
         if parameter.grad is not None
     }

@@ -1,0 +1,117 @@
+"""trainkit.lightning.strategies: Lightning's strategy names and constructor arguments."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import trainkit
+import trainkit.lightning as L
+from tests.distributed import workers
+from tests.distributed.spawn import run_processes
+from tests.helpers import QUIET
+from trainkit.strategies.ddp import DDPStrategy as TrainkitDDP
+
+
+class Block(nn.Module):
+    pass
+
+
+def test_ddp_takes_lightnings_arguments() -> None:
+    strategy = L.strategies.DDPStrategy(
+        find_unused_parameters=True,
+        static_graph=True,
+        broadcast_buffers=False,
+        process_group_backend="gloo",
+        start_method="spawn",
+    )
+    assert isinstance(strategy, TrainkitDDP)
+    assert strategy.ddp_options["find_unused_parameters"] is True
+    assert strategy.ddp_options["static_graph"] is True
+    assert strategy.ddp_options["broadcast_buffers"] is False
+    assert strategy.process_group_backend == "gloo"
+    # Started as strategy="ddp_spawn" starts its processes.
+    launcher = trainkit.Trainer(strategy=strategy, devices=2, **QUIET).launcher
+    assert type(launcher).__name__ == "SpawnLauncher"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        ({"accelerator": "gpu"}, TypeError, r"accelerator: Trainer\(accelerator=\.\.\.\)"),
+        ({"precision_plugin": object()}, TypeError, r"precision_plugin: Trainer\(precision"),
+        ({"model_averaging_period": 4}, TypeError, "model averaging"),
+        ({"start_method": "fork"}, ValueError, "'popen'.*'spawn'"),
+        ({"find_unused_params": True}, TypeError, "find_unused_params, which Distributed"),
+    ],
+)
+def test_ddp_refuses_what_trainkit_decides_elsewhere(
+    arguments: dict[str, object], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        L.strategies.DDPStrategy(**arguments)
+
+
+def test_the_trainers_accelerator_decides_an_instances_devices() -> None:
+    trainer = trainkit.Trainer(strategy=L.strategies.DDPStrategy(), **QUIET)  # accelerator="cpu"
+    assert trainer.strategy.root_device == torch.device("cpu")
+    # A device type given to the strategy itself must agree with the accelerator.
+    with pytest.raises(ValueError, match=r"built to run on 'cuda'.*accelerator='cpu'"):
+        trainkit.Trainer(strategy=TrainkitDDP("cuda"), **QUIET)
+
+
+def test_fsdp_takes_lightnings_arguments() -> None:
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+
+    strategy = L.strategies.FSDPStrategy(
+        auto_wrap_policy=ModuleWrapPolicy({Block}),
+        activation_checkpointing_policy={Block},
+        sharding_strategy="SHARD_GRAD_OP",
+        use_orig_params=True,
+        state_dict_type="full",
+    )
+    assert strategy.shard_modules == (Block,)
+    assert strategy.activation_checkpointing == (Block,)
+    assert strategy.reshard_after_forward is False
+    assert strategy.state_dict_type == "full"
+    hybrid = L.strategies.FSDPStrategy(
+        auto_wrap_policy={Block}, sharding_strategy="HYBRID_SHARD", device_mesh=(2, 2)
+    )
+    assert hybrid.hsdp == (2, 2) and hybrid.reshard_after_forward is True
+    assert L.strategies.FSDPStrategy().state_dict_type == "sharded"  # docs/porting.md
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        ({"mixed_precision": object()}, TypeError, r'Trainer\(precision="bf16-mixed"\)'),
+        ({"limit_all_gathers": True}, TypeError, "limit_all_gathers: FSDP1 options"),
+        ({"sharding_strategy": "NO_SHARD"}, ValueError, "use DDPStrategy"),
+        ({"sharding_strategy": "HYBRID_SHARD"}, ValueError, r"needs device_mesh=\(replicate"),
+        ({"device_mesh": (2, 2)}, ValueError, "for the hybrid sharding strategies"),
+        ({"auto_wrap_policy": lambda *args: True}, TypeError, "not a policy function"),
+    ],
+)
+def test_fsdp_refuses_what_it_cannot_honour(
+    arguments: dict[str, object], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        L.strategies.FSDPStrategy(**arguments)
+
+
+def test_names_trainkit_does_not_provide_say_so() -> None:
+    with pytest.raises(AttributeError, match="does not provide Lightning's DeepSpeedStrategy"):
+        L.strategies.DeepSpeedStrategy  # noqa: B018
+    assert L.strategies.SingleDeviceStrategy is trainkit.strategies.SingleDeviceStrategy
+
+
+def test_two_processes_with_a_communication_hook_train_as_without_it() -> None:
+    plain = run_processes(workers.train_with_lightnings_ddp_strategy, 2, False)
+    hooked = run_processes(workers.train_with_lightnings_ddp_strategy, 2, True)
+    for rank in range(2):
+        assert hooked[rank]["calls"] == 3  # one gradient bucket, three steps
+        assert hooked[rank]["sampler"] == {"num_replicas": 2, "rank": rank}
+        for key, tensor in plain[rank]["state"].items():
+            torch.testing.assert_close(hooked[rank]["state"][key], tensor, msg=key)
+    assert torch.equal(hooked[0]["state"]["net.0.weight"], hooked[1]["state"]["net.0.weight"])

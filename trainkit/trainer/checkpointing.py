@@ -1,0 +1,91 @@
+"""The Trainer's checkpoint entry points: saving the run's state, loading weights into a run.
+
+``Trainer.save_checkpoint`` and ``dump_checkpoint`` (public, Lightning's names), and
+what ``validate``/``test``/``predict`` use to load ``ckpt_path``. The Trainer
+(``trainkit/trainer/trainer.py``) inherits them; the state itself is collected and
+restored by :mod:`trainkit.checkpoint.restore`.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trainkit.callbacks.defaults import best_checkpoint_path, last_checkpoint_paths
+from trainkit.checkpoint import weights as checkpoint_io
+from trainkit.checkpoint.restore import collect_state
+from trainkit.trainer.properties import TrainerViews
+
+if TYPE_CHECKING:
+    from trainkit.core.module import Module
+    from trainkit.loops.run import Run
+
+
+class TrainerCheckpoints(TrainerViews):
+    """Saving and loading checkpoints, and the Trainer's warnings."""
+
+    # Set by the Trainer's constructor and its runs.
+    ckpt_path: str | None
+    _current: Run | None
+
+    # ------------------------------------------------------------ warnings
+    def warn(self, message: str) -> None:
+        """Emit a warning from global rank 0 only.
+
+        Args:
+            message: the warning text.
+        """
+        if self.is_global_zero:
+            warnings.warn(message, stacklevel=2)
+
+    # ------------------------------------------------------------ checkpoints
+    def save_checkpoint(self, path: str | os.PathLike[str], weights_only: bool = False) -> None:
+        """Save the full training state to ``path`` (atomically; global rank 0 writes).
+
+        The checkpoint holds the model, optimizers, LR schedulers, the run's state
+        (counters, data position), callback states, random states, the logged
+        metrics so far, the loggers' versions, the hyperparameters and the
+        trainkit and torch versions. Saved at a resume point (where
+        ModelCheckpoint saves), it resumes exactly.
+
+        Args:
+            path: the file to write.
+            weights_only: keep only the weights and hyperparameters (what Lightning's
+                weights-only file keeps); such a file loads, but does not resume.
+        """
+        self.strategy.save_checkpoint(self.dump_checkpoint(weights_only), path)
+
+    def dump_checkpoint(self, weights_only: bool = False) -> dict[str, Any]:
+        """The run's state as :meth:`save_checkpoint` writes it (a dict; nothing is written).
+
+        Args:
+            weights_only: keep only the weights and hyperparameters.
+        """
+        module, run = self.module, self._current  # no model: self.module says how to attach one
+        if run is None or run.module is not module:
+            raise RuntimeError(
+                "trainer.save_checkpoint() needs a run: call it during or after "
+                "trainer.fit(model, ...), validate, test or predict."
+            )
+        return collect_state(run, weights_only=weights_only)
+
+    def _last_checkpoint_paths(self) -> list[Path]:
+        return last_checkpoint_paths(self.callbacks, self.default_root_dir)
+
+    def _load_weights(self, model: Module, ckpt_path: str | os.PathLike[str] | None) -> None:
+        if ckpt_path is not None and os.fspath(ckpt_path) == "best":
+            ckpt_path = best_checkpoint_path(self.callbacks)
+        resolved = checkpoint_io.resolve_path(ckpt_path, self._last_checkpoint_paths(), self.warn)
+        self.ckpt_path = str(resolved) if resolved is not None else None
+        if resolved is None:
+            return
+        checkpoint = self.strategy.load_checkpoint(resolved)
+        model.on_load_checkpoint(checkpoint)
+        checkpoint_io.load_module_state(
+            model,
+            checkpoint_io.weights(checkpoint, resolved),
+            str(resolved),
+            strict=model.strict_loading,
+        )
