@@ -164,6 +164,145 @@ def test_the_pytorch_profiler_writes_a_chrome_trace_with_the_actions(tmp_path: P
     names = {event.get("name") for event in trace["traceEvents"]}
     assert "[Strategy]SingleDeviceStrategy.training_step" in names
     assert "run_training_batch" in names
+    # record_module_names (the default): each forward of the Module's submodules.
+    assert LAYER in names
+
+
+LAYER = "[nn.Module]torch.nn.modules.linear.Linear: layer"
+
+
+def _profile_forward(profiler: PyTorchProfiler, model: Net) -> str:
+    """The table of one action running ``model``'s layer, as the Trainer runs it."""
+    profiler.module = model  # what the Trainer sets before a run
+    with profiler.profile("forward"):
+        model.layer(torch.ones(1, 2))
+    return profiler.summary()
+
+
+def test_record_module_names_names_each_submodule_forward_and_leaves_no_hooks() -> None:
+    model = Net()
+    assert LAYER in _profile_forward(PyTorchProfiler(row_limit=-1), model)
+    assert not model.layer._forward_pre_hooks and not model.layer._forward_hooks
+    table = _profile_forward(PyTorchProfiler(row_limit=-1, record_module_names=False), model)
+    assert "forward" in table and "[nn.Module]" not in table
+    # By hand, on any model, at Lightning's import path.
+    from trainkit.lightning.profilers.pytorch import RegisterRecordFunction
+
+    plain = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    with torch.profiler.profile() as prof, RegisterRecordFunction(plain):
+        plain(torch.ones(1, 2))
+    names = {event.key for event in prof.key_averages()}
+    assert "[nn.Module]torch.nn.modules.linear.Linear: 0" in names
+
+
+def test_table_kwargs_reach_the_printed_table() -> None:
+    model = Net()
+    wide = _profile_forward(PyTorchProfiler(row_limit=-1), model)
+    narrow = _profile_forward(
+        PyTorchProfiler(row_limit=-1, table_kwargs={"max_name_column_width": 12}), model
+    )
+    assert LAYER in wide
+    assert LAYER not in narrow and "[nn.Modul..." in narrow  # names cut to 12 characters
+
+
+def test_bad_table_kwargs_and_sort_keys_fail_when_built_naming_the_allowed_ones() -> None:
+    with pytest.raises(ValueError, match=r"no 'row_width'.*takes .*max_name_column_width"):
+        PyTorchProfiler(table_kwargs={"row_width": 10})
+    with pytest.raises(KeyError):  # what Lightning raises, for code that catches it
+        PyTorchProfiler(table_kwargs={"row_width": 10})
+    with pytest.raises(ValueError, match=r"PyTorchProfiler\(sort_by_key=\.\.\.\)"):
+        PyTorchProfiler(table_kwargs={"sort_by": "count"})
+    with pytest.raises(ValueError, match="Did you mean 'cpu_time_total'"):
+        PyTorchProfiler(sort_by_key="cpu_time_totl")
+
+
+def test_every_available_sort_key_sorts_the_table() -> None:
+    lightning_keys = {
+        "cpu_time",
+        "cuda_time",
+        "cpu_time_total",
+        "cuda_time_total",
+        "cpu_memory_usage",
+        "cuda_memory_usage",
+        "self_cpu_memory_usage",
+        "self_cuda_memory_usage",
+        "count",
+    }
+    assert lightning_keys <= PyTorchProfiler.AVAILABLE_SORT_KEYS
+    assert "device_time_total" in PyTorchProfiler.AVAILABLE_SORT_KEYS
+    for key in sorted(PyTorchProfiler.AVAILABLE_SORT_KEYS):
+        profiler = PyTorchProfiler(sort_by_key=key, row_limit=-1, record_module_names=False)
+        with profiler.profile("matmul"):
+            torch.ones(4, 4) @ torch.ones(4, 4)
+        assert "aten::matmul" in profiler.summary(), key
+    steps = {"training_step", "validation_step", "test_step", "predict_step"}
+    assert set(PyTorchProfiler.STEP_FUNCTIONS) == steps
+
+
+def test_pytorch_profiler_takes_lightnings_arguments_in_lightnings_order() -> None:
+    import inspect
+
+    assert list(inspect.signature(PyTorchProfiler).parameters) == [
+        "dirpath",
+        "filename",
+        "group_by_input_shapes",
+        "emit_nvtx",
+        "export_to_chrome",
+        "row_limit",
+        "sort_by_key",
+        "record_module_names",
+        "table_kwargs",
+        "profiler_kwargs",
+    ]
+    profiler = PyTorchProfiler(None, "f", True, False, False, 5, "count", False, {"header": "h"})
+    assert profiler.group_by_input_shapes and profiler.profiler_kwargs == {"record_shapes": True}
+    assert (profiler.row_limit, profiler.sort_by_key, profiler.table_kwargs) == (
+        5,
+        "count",
+        {"header": "h"},
+    )
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without CUDA")
+def test_emit_nvtx_builds_without_cuda_and_says_why_it_cannot_start() -> None:
+    profiler = PyTorchProfiler(emit_nvtx=True, record_shapes=True)
+    assert profiler.emit_nvtx
+    with pytest.raises(RuntimeError, match=r"emit_nvtx=True\).*needs a CUDA GPU"):
+        profiler.start("step")
+    assert profiler.summary() == ""  # nothing was started
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="NVTX ranges need CUDA")
+def test_emit_nvtx_records_the_run_for_nsys_and_reports_no_table(tmp_path: Path) -> None:
+    profiler = PyTorchProfiler(dirpath=tmp_path, filename="nvtx", emit_nvtx=True)
+    model = Net().cuda()
+    with profiler.profile("forward"):
+        model.layer(torch.ones(1, 2, device="cuda"))
+    assert torch.autograd._profiler_enabled()  # recording NVTX ranges until the report
+    assert profiler.summary() == ""
+    assert not torch.autograd._profiler_enabled()
+    assert list(tmp_path.iterdir()) == []  # no table, no Chrome trace: nsys has the ranges
+    assert not model.layer._forward_hooks
+
+
+def test_emit_nvtx_takes_only_the_profiler_arguments_nvtx_records() -> None:
+    with pytest.raises(ValueError, match=r"emit_nvtx=True, profile_memory=.*only record_shapes"):
+        PyTorchProfiler(emit_nvtx=True, profile_memory=True)
+
+
+def test_local_rank_is_the_rank_the_profiler_was_set_up_with() -> None:
+    for profiler in (
+        Profiler(),
+        PassThroughProfiler(),
+        SimpleProfiler(),
+        AdvancedProfiler(),
+        PyTorchProfiler(),
+    ):
+        assert profiler.local_rank == 0  # before setup, as in a run of one process
+        profiler.setup("fit", local_rank=3)
+        assert profiler.local_rank == 3
+        profiler.setup("test", local_rank=None)
+        assert profiler.local_rank == 0
 
 
 def test_start_stop_and_profile_record_durations() -> None:
@@ -237,9 +376,10 @@ def test_a_custom_profiler_sees_matching_starts_and_stops(tmp_path: Path) -> Non
     fit(profiler, tmp_path, epochs=1)
     assert profiler.open == [] and profiler.closed > 3 * BATCHES
     assert profiler.stages == [("fit", None, str(tmp_path))]
+    assert profiler.local_rank == 0
 
 
-def _profiled_job(root: str) -> None:
+def _profiled_job(root: str) -> tuple[int, int]:
     trainer = trainkit.Trainer(
         max_steps=2,
         strategy="ddp",
@@ -247,10 +387,11 @@ def _profiled_job(root: str) -> None:
         **helpers.QUIET,
     )
     trainer.fit(Net(), data())
+    return trainer.local_rank, trainer.profiler.local_rank
 
 
 def test_each_process_writes_its_own_report(tmp_path: Path) -> None:
-    run_processes(_profiled_job, 2, str(tmp_path))
+    assert run_processes(_profiled_job, 2, str(tmp_path)) == [(0, 0), (1, 1)]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fit-p-0.txt", "fit-p-1.txt"]
     for rank in (0, 1):
         report = (tmp_path / f"fit-p-{rank}.txt").read_text()
@@ -262,6 +403,6 @@ def test_pytorch_profiler_arguments_it_cannot_honour_fail_when_built() -> None:
 
     with pytest.raises(ValueError, match="steps no schedule"):
         PyTorchProfiler(schedule=torch.profiler.schedule(wait=1, warmup=1, active=2))
-    with pytest.raises(ValueError, match=r"emit_nvtx, which torch\.profiler\.profile does not"):
-        PyTorchProfiler(emit_nvtx=True)
+    with pytest.raises(ValueError, match=r"use_cuda, which torch\.profiler\.profile does not"):
+        PyTorchProfiler(use_cuda=True)
     assert PyTorchProfiler(profile_memory=True).profiler_kwargs == {"profile_memory": True}

@@ -18,21 +18,31 @@ trainkit.
 from __future__ import annotations
 
 import cProfile
+import functools
+import inspect
 import io
 import os
 import pstats
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from trainkit.utilities.messages import did_you_mean
+
+if TYPE_CHECKING:
+    from torch import nn
+    from torch.utils.hooks import RemovableHandle
 
 __all__ = [
     "AdvancedProfiler",
     "PassThroughProfiler",
     "Profiler",
     "PyTorchProfiler",
+    "RegisterRecordFunction",
     "SimpleProfiler",
     "build_profiler",
 ]
@@ -53,6 +63,22 @@ class Profiler:
         self.filename = filename
         self._stage: str | None = None
         self._local_rank: int | None = None
+        #: The Module of the current run; the Trainer sets it before :meth:`setup`.
+        self.module: nn.Module | None = None
+
+    @property
+    def local_rank(self) -> int:
+        """The local rank :meth:`setup` was given; 0 before it, and in a run of one process.
+
+        Example:
+            >>> profiler = SimpleProfiler()
+            >>> profiler.local_rank
+            0
+            >>> profiler.setup("fit", local_rank=1)
+            >>> profiler.local_rank
+            1
+        """
+        return 0 if self._local_rank is None else self._local_rank
 
     def start(self, action_name: str) -> None:
         """Start timing ``action_name``."""
@@ -92,7 +118,7 @@ class Profiler:
         Args:
             stage: "fit", "validate", "test" or "predict".
             local_rank: this process's local rank when there are several (else None);
-                the report is printed where it is None or 0.
+                the report is printed where it is None or 0 (:attr:`local_rank` reads it).
             log_dir: the Trainer's ``log_dir``, used when ``dirpath`` is None.
         """
         self._stage, self._local_rank = stage, local_rank
@@ -291,6 +317,76 @@ def _safe_name(action: str) -> str:
     return re.sub(r"_+", "_", re.sub(r"[\\/:*?\"<>|\s\[\]]", "_", action)).strip("_")
 
 
+class RegisterRecordFunction:
+    """Record each submodule's ``forward`` as a named range while the block runs.
+
+    Every submodule of ``model`` (the model itself left out) gets a forward
+    pre-hook and a forward hook that open and close a ``record_function`` range
+    named ``[nn.Module]<class's module>.<class>: <attribute path>``, e.g.
+    ``[nn.Module]torch.nn.modules.linear.Linear: encoder.0``. Under a running
+    ``torch.profiler`` the ranges show in its table and trace; under
+    ``torch.autograd.profiler.emit_nvtx`` they are NVTX ranges. Leaving the block
+    removes the hooks. :class:`PyTorchProfiler` does this for the run's Module
+    (``record_module_names=True``).
+
+    Args:
+        model: the module whose submodules are recorded.
+
+    Example:
+        >>> import torch
+        >>> model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+        >>> with torch.profiler.profile() as prof, RegisterRecordFunction(model):
+        ...     _ = model(torch.ones(1, 2))
+        >>> "[nn.Module]torch.nn.modules.linear.Linear: 0" in {e.key for e in prof.key_averages()}
+        True
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        self._model = model
+        self._handles: list[RemovableHandle] = []
+        self._open = threading.local()  # per thread: DataParallel runs replicas in threads
+
+    def _records(self) -> list[tuple[str, Any]]:
+        records: list[tuple[str, Any]] | None = getattr(self._open, "records", None)
+        if records is None:
+            records = self._open.records = []
+        return records
+
+    def _start(self, module: nn.Module, args: Any, *, name: str) -> None:
+        import torch
+
+        record: Any = torch.profiler.record_function(name)
+        record.__enter__()
+        self._records().append((name, record))
+
+    def _stop(self, module: nn.Module, args: Any, output: Any, *, name: str) -> None:
+        records = self._records()
+        for index in range(len(records) - 1, -1, -1):
+            if records[index][0] == name:
+                records.pop(index)[1].__exit__(None, None, None)
+                return
+
+    def __enter__(self) -> None:
+        for path, module in self._model.named_modules():
+            if not path:  # the model itself: its hooks are the run's actions
+                continue
+            name = f"[nn.Module]{type(module).__module__}.{type(module).__name__}: {path}"
+            self._handles.append(
+                module.register_forward_pre_hook(functools.partial(self._start, name=name))
+            )
+            # always_call: a forward that raises still closes its range.
+            stop = functools.partial(self._stop, name=name)
+            self._handles.append(module.register_forward_hook(stop, always_call=True))
+
+    def __exit__(self, *exc_info: object) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        records = self._records()
+        while records:  # ranges a forward left open in this thread
+            records.pop()[1].__exit__(None, None, None)
+
+
 class PyTorchProfiler(Profiler):
     """``torch.profiler`` over the whole run, each action a ``record_function`` range.
 
@@ -298,57 +394,149 @@ class PyTorchProfiler(Profiler):
     ``export_to_chrome`` each process also writes one Chrome trace of the run,
     ``<dirpath>/<stage>-<filename>[-<local rank>].pt.trace.json`` (open it in
     ``chrome://tracing`` or Perfetto). Lightning writes a trace per action instead.
+    With ``record_module_names`` each submodule's ``forward`` is a range too
+    (see :class:`RegisterRecordFunction`).
+
+    With ``emit_nvtx=True`` the run is recorded as NVTX ranges for NVIDIA Nsight
+    Systems instead (``torch.autograd.profiler.emit_nvtx`` inside
+    ``torch.cuda.profiler.profile``, which also starts and stops the CUDA
+    profiler around the run): ``nsys profile --capture-range=cudaProfilerApi
+    python train.py``. The timeline is nsys's: there is no table (nothing is
+    printed or written) and no Chrome trace. It needs a CUDA GPU: the profiler
+    is built anywhere, but starting it where ``torch.cuda.is_available()`` is
+    False raises a RuntimeError.
 
     Args:
         dirpath: see :class:`Profiler`.
         filename: see :class:`Profiler` (the trace is written only with a filename).
+        group_by_input_shapes: one row per operator and input shapes (records shapes).
+        emit_nvtx: record NVTX ranges for nsys instead of torch.profiler's table and trace.
         export_to_chrome: write the Chrome trace.
         row_limit: rows in the operator table (-1: all).
-        sort_by_key: the table's sort column (default ``"cpu_time_total"``; on a
-            GPU, ``"device_time_total"`` sorts by time on the device).
-        group_by_input_shapes: one row per operator and input shapes (records shapes).
+        sort_by_key: the table's sort column, one of :attr:`AVAILABLE_SORT_KEYS`
+            (default ``"cpu_time_total"``; on a GPU, ``"device_time_total"`` or
+            ``"cuda_time_total"`` sorts by time on the device).
+        record_module_names: record each submodule's ``forward`` of the run's Module
+            as a range named after its class and attribute path.
+        table_kwargs: more keyword arguments for the table, ``key_averages().table``'s
+            other than ``sort_by`` and ``row_limit`` (e.g. ``max_name_column_width``,
+            ``top_level_events_only``, ``time_unit``).
         **profiler_kwargs: passed to ``torch.profiler.profile`` (``activities``,
-            ``record_shapes``, ``profile_memory``, ``with_stack``, ...).
+            ``record_shapes``, ``profile_memory``, ``with_stack``, ...); with
+            ``emit_nvtx``, only ``record_shapes`` (passed to ``emit_nvtx``).
+
+    Raises:
+        ValueError: ``sort_by_key`` is not in :attr:`AVAILABLE_SORT_KEYS`; a
+            ``table_kwargs`` key is not one the table takes (the error is a KeyError
+            too); a profiler argument is not taken, or is a step schedule.
     """
+
+    AVAILABLE_SORT_KEYS: ClassVar[frozenset[str]] = frozenset(
+        {
+            "cpu_time",
+            "cuda_time",
+            "cpu_time_total",
+            "cuda_time_total",
+            "cpu_memory_usage",
+            "cuda_memory_usage",
+            "self_cpu_memory_usage",
+            "self_cuda_memory_usage",
+            "count",
+            # torch's names for the device columns, and the self times.
+            "device_time",
+            "device_time_total",
+            "self_cpu_time_total",
+            "self_cuda_time_total",
+            "self_device_time_total",
+            "device_memory_usage",
+            "self_device_memory_usage",
+            "flops",
+        }
+    )
+    """The columns the table can be sorted by (``sort_by_key``): Lightning's nine
+    (``cpu_time``, ``cuda_time``, ``cpu_time_total``, ``cuda_time_total``,
+    ``cpu_memory_usage``, ``cuda_memory_usage``, ``self_cpu_memory_usage``,
+    ``self_cuda_memory_usage``, ``count``), torch's ``device_*`` names for the
+    ``cuda_*`` ones, the self times and ``flops``."""
+
+    STEP_FUNCTIONS: ClassVar[frozenset[str]] = frozenset(
+        {"training_step", "validation_step", "test_step", "predict_step"}
+    )
+    """The step functions: the actions ``[Strategy]<class>.<step function>`` are the
+    run's steps. The profiler records the whole run and steps no schedule on them."""
 
     def __init__(
         self,
         dirpath: str | os.PathLike[str] | None = None,
         filename: str | None = None,
+        group_by_input_shapes: bool = False,
+        emit_nvtx: bool = False,
         export_to_chrome: bool = True,
         row_limit: int = 20,
         sort_by_key: str | None = None,
-        group_by_input_shapes: bool = False,
+        record_module_names: bool = True,
+        table_kwargs: dict[str, Any] | None = None,
         **profiler_kwargs: Any,
     ) -> None:
         super().__init__(dirpath, filename)
+        if sort_by_key is not None and sort_by_key not in self.AVAILABLE_SORT_KEYS:
+            raise ValueError(
+                f"PyTorchProfiler(sort_by_key={sort_by_key!r}) is not a column the table "
+                f"sorts by; use one of {', '.join(sorted(self.AVAILABLE_SORT_KEYS))}."
+                + did_you_mean(sort_by_key, self.AVAILABLE_SORT_KEYS)
+            )
+        self.table_kwargs = _checked_table_kwargs(table_kwargs or {})
+        _check_torch_profiler_arguments(profiler_kwargs, emit_nvtx)
+        self.group_by_input_shapes = group_by_input_shapes
+        self.emit_nvtx = emit_nvtx
         self.export_to_chrome = export_to_chrome
         self.row_limit = row_limit
         self.sort_by_key = sort_by_key
-        self.group_by_input_shapes = group_by_input_shapes
-        _check_torch_profiler_arguments(profiler_kwargs)
+        self.record_module_names = record_module_names
         if group_by_input_shapes:
             profiler_kwargs.setdefault("record_shapes", True)
         self.profiler_kwargs = profiler_kwargs
-        self._profiler: Any = None
+        self._session: ExitStack | None = None  # the profilers (and hooks) of the run
+        self._profiler: Any = None  # the torch.profiler.profile (None with emit_nvtx)
         self._ranges: dict[str, Any] = {}
         self._table = ""
 
     def start(self, action_name: str) -> None:
         import torch
 
-        if self._profiler is None:
-            activities = [torch.profiler.ProfilerActivity.CPU]
-            if torch.cuda.is_available():
-                activities.append(torch.profiler.ProfilerActivity.CUDA)
-            kwargs = {"activities": activities, **self.profiler_kwargs}
-            self._profiler = torch.profiler.profile(**kwargs)
-            self._profiler.__enter__()
+        if self._session is None:
+            self._session = self._open_session()
         if action_name in self._ranges:
             raise _already_started(action_name)
         record: Any = torch.profiler.record_function(action_name)
         record.__enter__()
         self._ranges[action_name] = record
+
+    def _open_session(self) -> ExitStack:
+        # The profilers of one run (entered at its first action), and the module hooks.
+        import torch
+
+        with ExitStack() as session:
+            if self.emit_nvtx:
+                if not torch.cuda.is_available():
+                    raise RuntimeError(
+                        "PyTorchProfiler(emit_nvtx=True) records NVTX ranges for NVIDIA "
+                        "Nsight Systems, which needs a CUDA GPU, and torch.cuda.is_available() "
+                        "is False here. Run on a GPU machine, or leave emit_nvtx out to get "
+                        "torch.profiler's table and trace."
+                    )
+                nvtx: Any = torch.autograd.profiler.emit_nvtx  # untyped in torch
+                session.enter_context(torch.cuda.profiler.profile())
+                session.enter_context(nvtx(**self.profiler_kwargs))
+            else:
+                activities = [torch.profiler.ProfilerActivity.CPU]
+                if torch.cuda.is_available():
+                    activities.append(torch.profiler.ProfilerActivity.CUDA)
+                kwargs = {"activities": activities, **self.profiler_kwargs}
+                self._profiler = session.enter_context(torch.profiler.profile(**kwargs))
+            if self.record_module_names and self.module is not None:
+                session.enter_context(RegisterRecordFunction(self.module))
+            return session.pop_all()
 
     def stop(self, action_name: str) -> None:
         record = self._ranges.pop(action_name, None)
@@ -357,21 +545,24 @@ class PyTorchProfiler(Profiler):
         record.__exit__(None, None, None)
 
     def _finish(self) -> None:
-        # Ends the torch profiler once per run: the table and the trace come from it.
+        # Ends the profilers once per run: the table and the trace come from them.
+        session, self._session = self._session, None
         profiler, self._profiler = self._profiler, None
-        if profiler is None:
+        if session is None:
             return
-        for record in self._ranges.values():
+        for record in reversed(self._ranges.values()):
             record.__exit__(None, None, None)
         self._ranges.clear()
-        profiler.__exit__(None, None, None)
+        session.close()
+        if profiler is None:  # emit_nvtx: the ranges went to nsys
+            return
         if self.export_to_chrome and self.filename is not None:
             path = self.report_path(".pt.trace.json")
             path.parent.mkdir(parents=True, exist_ok=True)
             profiler.export_chrome_trace(str(path))
         events = profiler.key_averages(group_by_input_shape=self.group_by_input_shapes)
         sort_by = self.sort_by_key or "cpu_time_total"
-        self._table = events.table(sort_by=sort_by, row_limit=self.row_limit)
+        self._table = events.table(sort_by=sort_by, row_limit=self.row_limit, **self.table_kwargs)
 
     def summary(self) -> str:
         self._finish()
@@ -387,13 +578,47 @@ class PyTorchProfiler(Profiler):
         super().teardown(stage)  # the table stays readable until the next run
 
 
-def _check_torch_profiler_arguments(kwargs: dict[str, Any]) -> None:
+class _TableKwargsError(ValueError, KeyError):
+    # A ValueError, and a KeyError as Lightning raises for it; worded as a ValueError.
+    __str__ = BaseException.__str__
+
+
+def _checked_table_kwargs(table_kwargs: dict[str, Any]) -> dict[str, Any]:
+    from torch.autograd.profiler_util import EventList
+
+    allowed = sorted(set(inspect.signature(EventList.table).parameters) - _TABLE_OWN)
+    for key in table_kwargs:
+        if key in {"sort_by", "row_limit"}:
+            own = "sort_by_key" if key == "sort_by" else "row_limit"
+            raise _TableKwargsError(
+                f"PyTorchProfiler(table_kwargs={{{key!r}: ...}}): set the table's {key} with "
+                f"PyTorchProfiler({own}=...); table_kwargs takes {', '.join(allowed)}."
+            )
+        if key not in allowed:
+            raise _TableKwargsError(
+                f"PyTorchProfiler(table_kwargs={{{key!r}: ...}}): the table takes no {key!r}; "
+                f"table_kwargs takes {', '.join(allowed)}." + did_you_mean(key, allowed)
+            )
+    return dict(table_kwargs)
+
+
+_TABLE_OWN = {"self", "sort_by", "row_limit"}
+
+
+def _check_torch_profiler_arguments(kwargs: dict[str, Any], emit_nvtx: bool) -> None:
     # Fail when built, not silently record nothing: the profiler runs over the whole
     # run, so a step schedule (or a trace handler it drives) would never advance.
-    import inspect
-
     import torch
 
+    if emit_nvtx:
+        ignored = sorted(set(kwargs) - {"record_shapes"})
+        if ignored:
+            raise ValueError(
+                f"PyTorchProfiler(emit_nvtx=True, {', '.join(ignored)}=...): with emit_nvtx "
+                "the run is recorded as NVTX ranges, which take only record_shapes of the "
+                "profiler arguments; remove the others, or leave emit_nvtx out."
+            )
+        return
     taken = set(inspect.signature(torch.profiler.profile).parameters)
     scheduled = {"schedule", "on_trace_ready"} & set(kwargs)
     if scheduled:

@@ -347,6 +347,7 @@ class Trainer(TrainerCheckpoints):
         hooks = Hooks(self, model, self.callbacks, self.profiler)
         if is_active(profiler := self.profiler):
             rank = self.local_rank if self.world_size > 1 else None
+            profiler.module = model  # PyTorchProfiler(record_module_names=True) names its layers
             profiler.setup(stage=fn, local_rank=rank, log_dir=self.log_dir)
         ending = "success"  # what the loggers are told when the run ends
         if fn == "fit":

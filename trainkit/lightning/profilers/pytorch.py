@@ -1,5 +1,5 @@
-"""Lightning's ``lightning.pytorch.profilers.pytorch`` module name."""
+"""Lightning's ``lightning.pytorch.profilers.pytorch`` module names."""
 
-from trainkit.profilers import PyTorchProfiler
+from trainkit.profilers import PyTorchProfiler, RegisterRecordFunction
 
-__all__ = ["PyTorchProfiler"]
+__all__ = ["PyTorchProfiler", "RegisterRecordFunction"]
