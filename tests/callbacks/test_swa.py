@@ -224,3 +224,50 @@ def test_settings_it_cannot_work_with() -> None:
         StochasticWeightAveraging(0.1, swa_epoch_start=0)
     with pytest.raises(ValueError, match="swa_lrs"):
         StochasticWeightAveraging(-1.0)
+
+
+def test_an_overridden_avg_fn_is_used() -> None:
+    def ema(averaged: torch.Tensor, current: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+        return 0.5 * averaged + 0.5 * current
+
+    class EMA(StochasticWeightAveraging):
+        avg_fn = staticmethod(ema)
+
+    model = fit(EMA(swa_lrs=0.02, swa_epoch_start=2))
+    assert_close(model, by_hand(1, 0.02, avg_fn=ema)[0])
+
+
+class Steps(StochasticWeightAveraging):
+    """Records each of Lightning's documented steps as the callback takes it."""
+
+    def __init__(self) -> None:
+        super().__init__(swa_lrs=0.02, swa_epoch_start=3)
+        self.steps: list[str] = []
+
+    def update_parameters(self, *args: Any) -> None:  # type: ignore[override]
+        self.steps.append(f"update {int(args[2])}")
+        StochasticWeightAveraging.update_parameters(*args)
+
+    def transfer_weights(self, *args: Any) -> None:  # type: ignore[override]
+        self.steps.append("transfer")
+        StochasticWeightAveraging.transfer_weights(*args)
+
+    def reset_batch_norm_and_save_state(self, pl_module: torch.nn.Module) -> None:
+        self.steps.append("reset")
+        super().reset_batch_norm_and_save_state(pl_module)
+
+    def reset_momenta(self) -> None:
+        self.steps.append(f"momenta {sorted(self.momenta.values())}")
+        super().reset_momenta()
+
+
+@pytest.mark.parametrize("batch_norm", [False, True])
+def test_the_documented_steps_can_be_overridden(batch_norm: bool) -> None:
+    swa = Steps()
+    model = fit(swa, batch_norm=batch_norm)
+    averaged = [f"update {n}" for n in range(EPOCHS - 2)]
+    pass_steps = ["reset", "momenta [0.1]"] if batch_norm else []
+    assert swa.steps == [*averaged, "transfer", *pass_steps]
+    assert swa.pl_module_contains_batch_norm(model) is batch_norm
+    # Through the overridden steps the weights are still those of the hand loop.
+    assert_close(model, by_hand(2, 0.02, batch_norm=batch_norm)[0])

@@ -66,9 +66,23 @@ def test_power_doubles_until_out_of_memory(tmp_path: Path) -> None:
 
 def test_binsearch_bisects_to_the_exact_limit(tmp_path: Path) -> None:
     model = Limited(limit=100)
-    found = _tuner(tmp_path).scale_batch_size(model, mode="binsearch", steps_per_trial=1)
+    found = _tuner(tmp_path).scale_batch_size(
+        model, mode="binsearch", steps_per_trial=1, margin=0.0
+    )
     assert found == 100 and model.batch_size == 100
     assert _tried(model, 1) == [2, 4, 8, 16, 32, 64, 128, 96, 112, 104, 100, 102, 101]
+
+
+def test_binsearch_keeps_a_margin_and_no_size_above_max_val_is_tried(tmp_path: Path) -> None:
+    # Lightning's defaults: 5% below the size found, in binsearch mode only.
+    model = Limited(limit=100)
+    assert _tuner(tmp_path).scale_batch_size(model, mode="binsearch", steps_per_trial=1) == 95
+    assert model.batch_size == 95
+    capped = Limited(limit=100)
+    found = _tuner(tmp_path).scale_batch_size(capped, steps_per_trial=1, max_val=48)
+    assert found == 48 and max(_tried(capped, 1)) == 48
+    with pytest.raises(ValueError, match="init_val=64, max_val=48"):
+        _tuner(tmp_path).scale_batch_size(Limited(limit=100), init_val=64, max_val=48)
 
 
 def test_max_trials_ends_the_search_at_the_last_size_that_ran(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """Callbacks: plain objects whose ``on_*`` hooks the loop calls after the Module's own."""
 
 from trainkit.callbacks.accumulation import GradientAccumulation, GradientAccumulationScheduler
-from trainkit.callbacks.base import Callback
+from trainkit.callbacks.base import Callback, Checkpoint
 from trainkit.callbacks.batch_size_finder import BatchSizeFinder
 from trainkit.callbacks.checkpoint import ModelCheckpoint
 from trainkit.callbacks.clipping import GradientClipping
@@ -32,6 +32,7 @@ __all__ = [
     "BasePredictionWriter",
     "BatchSizeFinder",
     "Callback",
+    "Checkpoint",
     "DeviceStatsMonitor",
     "EMAWeightAveraging",
     "EarlyStopping",

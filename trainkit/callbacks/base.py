@@ -360,6 +360,30 @@ class Callback:
         """Called when a checkpoint is restored, with the full checkpoint dict."""
 
 
+class Checkpoint(Callback):
+    """The base class of checkpointing callbacks (Lightning's ``Checkpoint``).
+
+    :class:`~trainkit.callbacks.ModelCheckpoint` and
+    :class:`~trainkit.callbacks.OnExceptionCheckpoint` derive from it, so
+    ``isinstance(callback, Checkpoint)`` finds every checkpointing callback.
+    Subclass it for a checkpointing callback of your own: like those, its
+    ``on_*_epoch_end`` hooks then run after the Module's (it sees what the
+    Module logged there), and a callback returned by
+    ``Module.configure_callbacks()`` is placed after the others. It adds no
+    hook of its own; save from :meth:`Callback.on_resume_point`, where a
+    checkpoint resumes exactly.
+
+    Example:
+        >>> class SaveAtEnd(Checkpoint):
+        ...     def on_train_end(self, trainer, module):
+        ...         trainer.save_checkpoint("final.ckpt")
+        >>> isinstance(SaveAtEnd(), Checkpoint), SaveAtEnd.monitors_epoch_end
+        (True, True)
+    """
+
+    monitors_epoch_end = True
+
+
 def attach_module(callbacks: list[Callback], module: Module | None) -> None:
     """Point each callback's :meth:`Callback.log` at the Module of the run starting now.
 

@@ -4,8 +4,9 @@ Lightning's ``BatchSizeFinder`` callback. ``on_fit_start`` runs the search
 (``trainkit.tuner.batch_size_scaling``): trials of ``steps_per_trial`` steps
 with growing batch sizes until one runs out of memory; the run is then put
 back exactly as it was, the batch size attribute holds the largest size that
-ran, and fit builds its dataloaders again with it. Override ``on_fit_start``
-(or call :meth:`BatchSizeFinder.scale_batch_size` from it) to change when.
+ran (in "binsearch" mode, less ``margin``; never more than ``max_val``), and
+fit builds its dataloaders again with it. Override ``on_fit_start`` (or call
+:meth:`BatchSizeFinder.scale_batch_size` from it) to change when.
 """
 
 from __future__ import annotations
@@ -35,9 +36,19 @@ class BatchSizeFinder(Callback):
         max_trials: the most trials (sizes tried).
         batch_arg_name: the attribute (of the Module or DataModule) or hparams key
             holding the batch size.
+        margin: in "binsearch" mode, the fraction the size found is reduced by,
+            a safety buffer: the result is ``max(1, int(found * (1 - margin)))``
+            (0.05: 5% less). In [0, 1); "power" mode ignores it, as Lightning
+            documents.
+        max_val: the largest batch size used: the search's result is at most
+            this (a size that ran above it is capped to it).
+
+    Raises:
+        ValueError: an unknown ``mode``, ``margin`` outside [0, 1), ``max_val``
+            below 1 or below ``init_val``.
 
     Example:
-        >>> finder = BatchSizeFinder(mode="binsearch", init_val=16)
+        >>> finder = BatchSizeFinder(mode="binsearch", init_val=16, margin=0.1, max_val=1024)
         >>> finder.optimal_batch_size is None
         True
     """
@@ -51,19 +62,38 @@ class BatchSizeFinder(Callback):
         init_val: int = 2,
         max_trials: int = 25,
         batch_arg_name: str = "batch_size",
+        margin: float = 0.05,
+        max_val: int = 8192,
     ) -> None:
         if mode not in self.SUPPORTED_MODES:
             raise ValueError(f"`mode` should be either of {self.SUPPORTED_MODES}, got {mode!r}.")
+        if isinstance(margin, bool) or not 0.0 <= margin < 1.0:
+            raise ValueError(
+                f"BatchSizeFinder(margin={margin!r}) must be at least 0 and below 1 (the "
+                "fraction the batch size found is reduced by; 0.05 is 5%)."
+            )
+        if isinstance(max_val, bool) or not isinstance(max_val, int) or max_val < 1:
+            raise ValueError(f"BatchSizeFinder(max_val={max_val!r}) must be a positive integer.")
+        if init_val > max_val:
+            raise ValueError(
+                f"BatchSizeFinder(init_val={init_val}, max_val={max_val}): the first size "
+                "tried exceeds the largest allowed; lower init_val or raise max_val."
+            )
         self._mode = mode
         self._steps_per_trial = steps_per_trial
         self._init_val = init_val
         self._max_trials = max_trials
         self._batch_arg_name = batch_arg_name
+        self._margin = margin
+        self._max_val = max_val
         #: The batch size the last search found (None: not run, or skipped).
         self.optimal_batch_size: int | None = None
 
     def scale_batch_size(self, trainer: Trainer, pl_module: Module) -> None:
         """Run the search now; the result goes to ``optimal_batch_size``.
+
+        The batch size attribute then holds it too: the largest size that ran
+        (never above ``max_val``), less ``margin`` in "binsearch" mode.
 
         Args:
             trainer: the running Trainer.
@@ -80,6 +110,8 @@ class BatchSizeFinder(Callback):
             init_val=self._init_val,
             max_trials=self._max_trials,
             batch_arg_name=self._batch_arg_name,
+            margin=self._margin,
+            max_val=self._max_val,
         )
 
     def on_fit_start(self, trainer: Trainer, pl_module: Module) -> None:

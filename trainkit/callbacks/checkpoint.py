@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
-from trainkit.callbacks.base import Callback
+from trainkit.callbacks.base import Checkpoint
 from trainkit.checkpoint import sharded
 from trainkit.checkpoint.files import link_atomic
 from trainkit.checkpoint.run_files import (
@@ -86,7 +86,7 @@ def _as_score(value: Any) -> torch.Tensor:
     return torch.tensor(float(value))
 
 
-class ModelCheckpoint(Callback):
+class ModelCheckpoint(Checkpoint):
     """Save checkpoints during ``fit``.
 
     Args:
@@ -139,8 +139,6 @@ class ModelCheckpoint(Callback):
         >>> checkpoint.format_checkpoint_name({"epoch": 1, "step": 20, "val/acc": 0.5})
         'epoch=1-step=20.ckpt'
     """
-
-    monitors_epoch_end = True  # its epoch-end hooks run after the Module's
 
     #: Joins the parts of a file name (prefix, fields, version).
     CHECKPOINT_JOIN_CHAR = "-"
@@ -236,7 +234,7 @@ class ModelCheckpoint(Callback):
         self.save_weights_only = save_weights_only
         self.auto_insert_metric_name = auto_insert_metric_name
         self.every_n_train_steps = every_n_train_steps or 0
-        self.every_n_epochs = every_n_epochs or 0
+        self._every_n_epochs = every_n_epochs or 0
         self.train_time_interval = seconds
         self._train_time_interval = train_time_interval
         self._save_on_train_epoch_end = save_on_train_epoch_end
@@ -258,6 +256,15 @@ class ModelCheckpoint(Callback):
         self._last_save_time = time.monotonic()
         self._last_saved_step = -1
         self._warned: set[str] = set()
+
+    @property
+    def every_n_epochs(self) -> int:
+        """Save every this many epochs; 0 when the schedule is by steps or time (or off).
+
+        Without any schedule argument this is 1 (a save after every epoch), as
+        Lightning documents.
+        """
+        return self._every_n_epochs
 
     @property
     def state_key(self) -> str:
@@ -372,7 +379,8 @@ class ModelCheckpoint(Callback):
                 self._point_to(last, os.path.join(self._root_dir, "checkpoints", LAST + EXTENSION))
 
     def _epoch_due(self, trainer: Trainer) -> None:
-        if self.every_n_epochs and (trainer.current_epoch + 1) % self.every_n_epochs == 0:
+        every = self._every_n_epochs
+        if every and (trainer.current_epoch + 1) % every == 0:
             self._due = True
 
     def _saves_on_train_epoch_end(self, trainer: Trainer) -> bool:
@@ -675,6 +683,25 @@ class ModelCheckpoint(Callback):
         if current is None or self.save_top_k == 0:
             return False
         return self._ranks(_as_score(current))
+
+    def file_exists(self, filepath: str | os.PathLike[str], trainer: Trainer) -> bool:
+        """Whether a checkpoint is at ``filepath``, as global rank 0 sees it, on every process.
+
+        Only rank 0 looks; the answer is broadcast, so that every process takes
+        the same decision from it (a process that saw a file another has not
+        yet would otherwise go its own way and wait forever at the next save).
+        A checkpoint is a file, or the folder of a sharded checkpoint whose
+        save completed (a folder left by a killed save does not count).
+
+        Args:
+            filepath: the path to check.
+            trainer: the running Trainer (its strategy broadcasts the answer).
+
+        Returns:
+            True when rank 0 found a checkpoint there.
+        """
+        found = sharded.exists(filepath) if trainer.is_global_zero else False
+        return bool(trainer.strategy.broadcast(found))
 
     def to_yaml(self, filepath: str | os.PathLike[str] | None = None) -> None:
         """Write ``best_k_models`` (path -> score) to a YAML file.

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from trainkit.callbacks.accumulation import GradientAccumulation
-from trainkit.callbacks.base import Callback, base_method
+from trainkit.callbacks.base import Callback, Checkpoint, base_method
 from trainkit.callbacks.checkpoint import ModelCheckpoint
 from trainkit.callbacks.clipping import GradientClipping
 from trainkit.callbacks.early_stopping import EarlyStopping
@@ -111,7 +111,8 @@ def merge_configured(
     """The Trainer's callbacks with those of ``Module.configure_callbacks()`` merged in.
 
     A configured callback replaces the Trainer's callbacks of its type;
-    checkpointing callbacks stay last, so they see what the others logged.
+    checkpointing callbacks (every :class:`Checkpoint`, as in Lightning) stay
+    last, so they see what the others logged.
 
     Args:
         callbacks: the Trainer's callbacks.
@@ -124,7 +125,7 @@ def merge_configured(
     kinds = {type(callback) for callback in configured}
     kept = [callback for callback in callbacks if type(callback) not in kinds]
     merged = kept + list(configured)
-    checkpoints = checkpoint_callbacks(merged)
+    checkpoints = _of_type(merged, Checkpoint)
     return [c for c in merged if c not in checkpoints] + checkpoints
 
 
@@ -181,6 +182,10 @@ def best_checkpoint_path(callbacks: list[Callback]) -> str:
 
 def checkpoint_callbacks(callbacks: list[Callback]) -> list[ModelCheckpoint]:
     """The ModelCheckpoint callbacks among ``callbacks`` (``Trainer.checkpoint_callbacks``).
+
+    ModelCheckpoints only, not every :class:`Checkpoint` (Lightning's property
+    lists those): the callers read ModelCheckpoint's ``best_model_path`` and
+    ``last.ckpt``, which an OnExceptionCheckpoint or a user's Checkpoint lacks.
 
     Args:
         callbacks: the Trainer's callbacks.

@@ -4,13 +4,16 @@ Totals count each parameter tensor once, even when submodules share it (tied
 embeddings), so "Total params" is what the optimizer actually updates. Lazy
 parameters have no shape until the first forward pass; they count as 0 and the
 table says so.
+
+The callback hands the data to its static method ``summarize`` (Lightning's
+signature): override it to print, or log, the summary another way.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.nn.parameter import is_lazy
@@ -61,12 +64,36 @@ class SummaryTable:
         rows: one row of cells per listed submodule.
         totals: (value, label) pairs: parameter counts, size, modules per mode.
         note: a note on lazy parameters, or None.
+        total_parameters: every parameter's elements (lazy ones count 0).
+        trainable_parameters: those of parameters that require gradients.
+        model_size: the parameters' size in MB.
+        training_modes: how many submodules are in ``"train"`` and in ``"eval"`` mode.
     """
 
     header: list[str]
     rows: list[list[str]]
     totals: list[tuple[str, str]]
     note: str | None = None
+    total_parameters: int = 0
+    trainable_parameters: int = 0
+    model_size: float = 0.0
+    training_modes: dict[str, int] = field(default_factory=lambda: {"train": 0, "eval": 0})
+
+    @property
+    def summary_data(self) -> list[tuple[str, list[str]]]:
+        """The table by column, ``(name, cells)``, as ``ModelSummary.summarize`` receives it.
+
+        The first column, the row number, is named ``" "`` (as Lightning names it).
+
+        Example:
+            >>> model = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.ReLU())
+            >>> summary_table(model).summary_data[:3]
+            [(' ', ['0', '1']), ('Name', ['0', '1']), ('Type', ['Linear', 'ReLU'])]
+        """
+        return [
+            (name or " ", [row[column] for row in self.rows])
+            for column, name in enumerate(self.header)
+        ]
 
 
 def summary_table(module: torch.nn.Module, max_depth: int = 1) -> SummaryTable:
@@ -103,18 +130,10 @@ def summary_table(module: torch.nn.Module, max_depth: int = 1) -> SummaryTable:
     trainable, trainable_lazy = _count([p for p in parameters if p.requires_grad])
     frozen, frozen_lazy = _count([p for p in parameters if not p.requires_grad])
     size_mb = sum(p.numel() * p.element_size() for p in parameters if not is_lazy(p)) / 1e6
-    totals = [
-        (human_readable_count(trainable), "Trainable params"),
-        (human_readable_count(frozen), "Non-trainable params"),
-        (human_readable_count(trainable + frozen), "Total params"),
-        (f"{size_mb:,.3f}", "Total estimated model params size (MB)"),
-    ]
     # Every submodule below the root, in train or in eval mode (as Lightning counts).
     modes = [submodule.training for name, submodule in module.named_modules() if name]
-    totals += [
-        (str(sum(modes)), "Modules in train mode"),
-        (str(len(modes) - sum(modes)), "Modules in eval mode"),
-    ]
+    training_modes = {"train": sum(modes), "eval": len(modes) - sum(modes)}
+    totals = summary_totals(trainable + frozen, trainable, size_mb, training_modes)
     note = None
     if trainable_lazy or frozen_lazy:
         where = ", ".join(lazy_modules) if lazy_modules else type(module).__name__
@@ -122,7 +141,85 @@ def summary_table(module: torch.nn.Module, max_depth: int = 1) -> SummaryTable:
             f"Note: {trainable_lazy + frozen_lazy} uninitialized (lazy) parameters in {where} "
             "count as 0; run one forward pass before summarizing to count them."
         )
-    return SummaryTable(header, rows, totals, note)
+    return SummaryTable(
+        header, rows, totals, note, trainable + frozen, trainable, size_mb, training_modes
+    )
+
+
+def summary_totals(
+    total: int, trainable: int, size_mb: float, modes: dict[str, int]
+) -> list[tuple[str, str]]:
+    """The totals under the summary table, as (value, label) pairs.
+
+    Args:
+        total: every parameter's elements.
+        trainable: those of parameters that require gradients.
+        size_mb: the parameters' size in MB.
+        modes: how many submodules are in ``"train"`` and in ``"eval"`` mode.
+
+    Example:
+        >>> summary_totals(2762, 2762, 0.011, {"train": 2, "eval": 0})[2]
+        ('2.8 K', 'Total params')
+    """
+    return [
+        (human_readable_count(trainable), "Trainable params"),
+        (human_readable_count(total - trainable), "Non-trainable params"),
+        (human_readable_count(total), "Total params"),
+        (f"{size_mb:,.3f}", "Total estimated model params size (MB)"),
+        (str(modes.get("train", 0)), "Modules in train mode"),
+        (str(modes.get("eval", 0)), "Modules in eval mode"),
+    ]
+
+
+def format_summary(
+    summary_data: list[tuple[str, list[str]]],
+    total_parameters: int,
+    trainable_parameters: int,
+    model_size: float,
+    total_training_modes: dict[str, int],
+) -> str:
+    """The summary's text: the table of ``summary_data`` (if it has rows), then the totals.
+
+    What :meth:`ModelSummary.summarize` prints; its arguments are that method's.
+
+    Args:
+        summary_data: the table by column, ``(name, cells)``.
+        total_parameters: every parameter's elements.
+        trainable_parameters: those of parameters that require gradients.
+        model_size: the parameters' size in MB.
+        total_training_modes: submodules in ``"train"`` and in ``"eval"`` mode.
+
+    Example:
+        >>> print(format_summary([(" ", ["0"]), ("Name", ["fc"])], 9, 9, 0.0, {"train": 1}))
+        --------
+          | Name
+        --------
+        0 | fc
+        --------
+        9         Trainable params
+        0         Non-trainable params
+        9         Total params
+        0.000     Total estimated model params size (MB)
+        1         Modules in train mode
+        0         Modules in eval mode
+    """
+    lines: list[str] = []
+    header = [name.strip() for name, _ in summary_data]
+    rows = [list(row) for row in zip(*(cells for _, cells in summary_data), strict=True)]
+    if rows:
+        cells = [header, *rows]
+        widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+        formatted = [
+            " | ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()
+            for row in cells
+        ]
+        rule = "-" * max(len(line) for line in formatted)
+        lines = [rule, formatted[0], rule, *formatted[1:], rule]
+    totals = summary_totals(
+        total_parameters, trainable_parameters, model_size, total_training_modes
+    )
+    lines.extend(f"{value:<10}{label}" for value, label in totals)
+    return "\n".join(lines)
 
 
 def summarize(module: torch.nn.Module, max_depth: int = 1) -> str:
@@ -142,20 +239,14 @@ def summarize(module: torch.nn.Module, max_depth: int = 1) -> str:
         2.1 K     Total params
     """
     table = summary_table(module, max_depth)
-    lines: list[str] = []
-    if table.rows:
-        cells = [table.header, *table.rows]
-        widths = [max(len(row[i]) for row in cells) for i in range(len(table.header))]
-        formatted = [
-            " | ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()
-            for row in cells
-        ]
-        rule = "-" * max(len(line) for line in formatted)
-        lines = [rule, formatted[0], rule, *formatted[1:], rule]
-    lines.extend(f"{value:<10}{label}" for value, label in table.totals)
-    if table.note:
-        lines.append(table.note)
-    return "\n".join(lines)
+    text = format_summary(
+        table.summary_data,
+        table.total_parameters,
+        table.trainable_parameters,
+        table.model_size,
+        table.training_modes,
+    )
+    return f"{text}\n{table.note}" if table.note else text
 
 
 def _params(count: int, lazy: int) -> str:
@@ -166,23 +257,98 @@ def _params(count: int, lazy: int) -> str:
 class ModelSummary(Callback):
     """Print the model summary table when ``fit`` starts; rank 0 only.
 
+    The callback collects the summary and hands it to :meth:`summarize`, a
+    static method with Lightning's signature: override it to show or log the
+    summary your way (the ``summarize_kwargs`` given here are passed on to it).
+    Left as it is, it prints trainkit's table (the one
+    :func:`~trainkit.callbacks.model_summary.summarize` returns). A note on
+    lazy (uninitialized) parameters, when there are any, is printed after
+    whatever ``summarize`` shows.
+
     Args:
         max_depth: how deep to list submodules (1: direct children; -1: all;
             0: no summary).
+        summarize_kwargs: passed on to :meth:`summarize`; trainkit's own
+            ``summarize`` takes none, so they need a ``summarize`` override.
+
+    Raises:
+        ValueError: ``max_depth`` below -1.
+        TypeError: ``summarize_kwargs`` without a ``summarize`` override to take them.
 
     Example:
-        >>> summary = ModelSummary(max_depth=2)
+        >>> class Totals(ModelSummary):
+        ...     @staticmethod
+        ...     def summarize(summary_data, total_parameters, trainable_parameters,
+        ...                   model_size, total_training_modes, **summarize_kwargs):
+        ...         print(f"{summarize_kwargs['prefix']}{total_parameters:,} parameters")
+        >>> summary = Totals(max_depth=2, prefix="model: ")
     """
 
-    def __init__(self, max_depth: int = 1) -> None:
+    def __init__(self, max_depth: int = 1, **summarize_kwargs: Any) -> None:
         if max_depth < -1:
             raise ValueError(
                 f"ModelSummary(max_depth={max_depth}) must be -1 (all levels), 0 (no "
                 "summary) or a positive depth."
             )
+        if summarize_kwargs and type(self).summarize is ModelSummary.summarize:
+            raise TypeError(
+                f"{type(self).__name__} got unknown arguments "
+                f"{', '.join(sorted(summarize_kwargs))}: it takes max_depth; other keyword "
+                "arguments go to summarize(), so override summarize to use them."
+            )
         self.max_depth = max_depth
+        self._summarize_kwargs: dict[str, Any] = dict(summarize_kwargs)
 
     def on_fit_start(self, trainer: Trainer, module: Module) -> None:
-        """Print the table for the user's module (nothing when ``max_depth`` is 0)."""
-        if self.max_depth != 0 and trainer.is_global_zero:
-            print(summarize(module, self.max_depth), flush=True)
+        """Summarize the user's module (nothing when ``max_depth`` is 0)."""
+        if self.max_depth == 0 or not trainer.is_global_zero:
+            return
+        table = summary_table(module, self.max_depth)
+        self.summarize(
+            table.summary_data,
+            table.total_parameters,
+            table.trainable_parameters,
+            table.model_size,
+            dict(table.training_modes),
+            total_flops=0,
+            **self._summarize_kwargs,
+        )
+        if table.note:
+            self._print_note(table.note)
+
+    @staticmethod
+    def summarize(
+        summary_data: list[tuple[str, list[str]]],
+        total_parameters: int,
+        trainable_parameters: int,
+        model_size: float,
+        total_training_modes: dict[str, int],
+        total_flops: int = 0,
+        **summarize_kwargs: Any,
+    ) -> None:
+        """Show the summary: print the table of ``summary_data`` and the totals.
+
+        Override it (as a static method, with this signature) to show the
+        summary another way; the callback calls it on global rank 0 when
+        ``fit`` starts.
+
+        Args:
+            summary_data: the table by column, ``(name, cells)``: ``" "`` (the
+                row number), ``"Name"``, ``"Type"``, ``"Params"``, ``"Mode"``.
+            total_parameters: every parameter's elements (lazy ones count 0).
+            trainable_parameters: those of parameters that require gradients.
+            model_size: the parameters' size in MB.
+            total_training_modes: how many submodules are in ``"train"`` and in
+                ``"eval"`` mode.
+            total_flops: Lightning's FLOP count; trainkit's summary counts no
+                FLOPs, so it is 0 (see ``trainkit.throughput.measure_flops``).
+            summarize_kwargs: the callback's ``summarize_kwargs``.
+        """
+        text = format_summary(
+            summary_data, total_parameters, trainable_parameters, model_size, total_training_modes
+        )
+        print(text, flush=True)
+
+    def _print_note(self, note: str) -> None:
+        """Print the note on lazy parameters after the summary."""
+        print(note, flush=True)

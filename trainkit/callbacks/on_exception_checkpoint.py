@@ -18,14 +18,14 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from trainkit.callbacks.base import Callback
+from trainkit.callbacks.base import Checkpoint
 
 if TYPE_CHECKING:
     from trainkit.core.module import Module
     from trainkit.trainer.trainer import Trainer
 
 
-class OnExceptionCheckpoint(Callback):
+class OnExceptionCheckpoint(Checkpoint):
     """Save the training state to ``dirpath/filename.ckpt`` when ``fit`` raises.
 
     The checkpoint is a full one (``Trainer.save_checkpoint``): ``fit(...,

@@ -203,6 +203,8 @@ class ProgressBar(Callback):
         self._train = _Track()
         self._eval = _Track()
         self._mininterval = _DEFAULT_MININTERVAL
+        # The evaluation dataloader running now (see has_dataloader_changed).
+        self._current_eval_dataloader_idx: int | None = None
 
     # ------------------------------------------------------ public state
     @property
@@ -278,6 +280,84 @@ class ProgressBar(Callback):
     def total_predict_batches(self) -> int | float:
         """Predict batches in a predict run, over every dataloader."""
         return _sum(self.trainer.num_predict_batches)
+
+    @property
+    def total_val_batches_current_dataloader(self) -> int | float:
+        """Batches of the validation dataloader running now (``inf`` for an iterable
+        without a length); during the sanity check, those the check runs from it.
+
+        Which dataloader runs is what :meth:`has_dataloader_changed` was last
+        told: trainkit's bars tell it after each batch; a bar of your own calls it
+        in ``on_validation_batch_start``, as Lightning's bars do.
+
+        Raises:
+            RuntimeError: several dataloaders, and none is known to run now.
+        """
+        trainer = self.trainer
+        counts = (
+            trainer.num_sanity_val_batches if trainer.sanity_checking else trainer.num_val_batches
+        )
+        return self._current_dataloader_batches(counts, "validation")
+
+    @property
+    def total_test_batches_current_dataloader(self) -> int | float:
+        """Batches of the test dataloader running now (``inf`` for an iterable without a length).
+
+        See :attr:`total_val_batches_current_dataloader` for which dataloader that is.
+
+        Raises:
+            RuntimeError: several dataloaders, and none is known to run now.
+        """
+        return self._current_dataloader_batches(self.trainer.num_test_batches, "test")
+
+    @property
+    def total_predict_batches_current_dataloader(self) -> int | float:
+        """Batches of the predict dataloader running now (``inf`` for an iterable without a length).
+
+        See :attr:`total_val_batches_current_dataloader` for which dataloader that is.
+
+        Raises:
+            RuntimeError: several dataloaders, and none is known to run now.
+        """
+        return self._current_dataloader_batches(self.trainer.num_predict_batches, "predict")
+
+    def has_dataloader_changed(self, dataloader_idx: int) -> bool:
+        """Note that a batch of evaluation dataloader ``dataloader_idx`` runs; True if
+        that is another dataloader than the one noted before (or the first noted).
+
+        Call it in ``on_validation_batch_start`` (``on_test_...``, ``on_predict_...``)
+        to reset a per-dataloader bar when the next dataloader starts.
+
+        Args:
+            dataloader_idx: the dataloader of the batch about to run.
+
+        Example:
+            >>> bar = ProgressBar()
+            >>> [bar.has_dataloader_changed(i) for i in (0, 0, 1)]
+            [True, False, True]
+        """
+        previous = self._current_eval_dataloader_idx
+        self._current_eval_dataloader_idx = dataloader_idx
+        return previous != dataloader_idx
+
+    def reset_dataloader_idx_tracker(self) -> None:
+        """Forget which evaluation dataloader runs (trainkit's bars do it as each run
+        starts and ends): the next :meth:`has_dataloader_changed` returns True."""
+        self._current_eval_dataloader_idx = None
+
+    def _current_dataloader_batches(self, counts: float | list[float], stage: str) -> int | float:
+        if not isinstance(counts, list):
+            return _sum(counts)
+        index = self._current_eval_dataloader_idx
+        if index is None:
+            if len(counts) != 1:
+                raise RuntimeError(
+                    f"{type(self).__name__}: no {stage} dataloader is known to run now (there "
+                    f"are {len(counts)}). Call self.has_dataloader_changed(dataloader_idx) in "
+                    f"on_{stage}_batch_start before reading the current dataloader's total."
+                )
+            index = 0
+        return _sum(counts[index])
 
     @property
     def train_batch_idx(self) -> int:
@@ -371,6 +451,7 @@ class ProgressBar(Callback):
 
     def _start_eval_count(self, trainer: Trainer, stage: str) -> bool:
         """Begin counting an evaluation run; False where this bar shows nothing."""
+        self.reset_dataloader_idx_tracker()
         self._eval.start(trainer.is_global_zero and self.is_enabled, stage)
         return self._eval.active
 
@@ -402,6 +483,12 @@ class TQDMProgressBar(ProgressBar):
         >>> # epoch 0 | step 100/469 | 52.1 it/s | elapsed 1.9s | eta 7.1s | loss 0.2345
     """
 
+    #: tqdm's ``bar_format`` of every bar, as Lightning documents it (the rate
+    #: always in it/s); a subclass may set its own.
+    BAR_FORMAT = (
+        "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_noinv_fmt}{postfix}]"
+    )
+
     def __init__(
         self,
         refresh_rate: int = 1,
@@ -421,7 +508,7 @@ class TQDMProgressBar(ProgressBar):
                 f"TQDMProgressBar(print_every_n_steps={print_every_n_steps}) must be at least 1."
             )
         super().__init__()
-        self.refresh_rate = refresh_rate
+        self._refresh_rate = refresh_rate
         self.print_every_n_steps = print_every_n_steps
         self.leave = leave
         self.timing = timing
@@ -432,6 +519,11 @@ class TQDMProgressBar(ProgressBar):
         self._eval_bar: Any = None
 
     # ------------------------------------------------------ public state
+    @property
+    def refresh_rate(self) -> int:
+        """Redraw at most every this many batches (and at most every 0.1 s)."""
+        return self._refresh_rate
+
     @property
     def process_position(self) -> int:
         """The terminal line of the first bar."""
@@ -502,6 +594,7 @@ class TQDMProgressBar(ProgressBar):
             leave=leave,
             dynamic_ncols=True,
             file=sys.stdout,
+            bar_format=self.BAR_FORMAT,
         )
         self._mininterval = float(bar.mininterval)
         return bar
@@ -567,7 +660,7 @@ class TQDMProgressBar(ProgressBar):
             if self._train.position % self.print_every_n_steps == 0:
                 self._print_train_line(trainer, module)
             return
-        if self._train.due(self.refresh_rate, self._mininterval):
+        if self._train.due(self._refresh_rate, self._mininterval):
             self._draw(self._train_bar, self._train.position, self.get_metrics(trainer, module))
 
     def _print_train_line(self, trainer: Trainer, module: Module) -> None:
@@ -647,17 +740,19 @@ class TQDMProgressBar(ProgressBar):
         nested = self._train_bar is not None
         return {"position": 1 if nested else 0, "leave": not nested}
 
-    def _eval_batch_end(self) -> None:
+    def _eval_batch_end(self, dataloader_idx: int) -> None:
+        self._current_eval_dataloader_idx = dataloader_idx
         if not self._eval.active:
             return
         # A counter, not batch_idx: batch_idx restarts for each dataloader.
         self._eval.position += 1
         if self._plain:  # resolved at evaluation start
             return
-        if self._eval.due(self.refresh_rate, self._mininterval):
+        if self._eval.due(self._refresh_rate, self._mininterval):
             self._draw(self._eval_bar, self._eval.position, None)
 
     def _end_eval(self, trainer: Trainer, module: Module, label: str, show_metrics: bool) -> None:
+        self.reset_dataloader_idx_tracker()
         if not self._eval.active:
             return
         self._eval.active = False
@@ -695,7 +790,7 @@ class TQDMProgressBar(ProgressBar):
         dataloader_idx: int = 0,
     ) -> None:
         """Count the batch; redraw when a frame is due."""
-        self._eval_batch_end()
+        self._eval_batch_end(dataloader_idx)
 
     def on_validation_end(self, trainer: Trainer, module: Module) -> None:
         """Close the validation bar; show the validation metrics."""
@@ -726,7 +821,7 @@ class TQDMProgressBar(ProgressBar):
         dataloader_idx: int = 0,
     ) -> None:
         """Count the batch; redraw when a frame is due."""
-        self._eval_batch_end()
+        self._eval_batch_end(dataloader_idx)
 
     def on_test_end(self, trainer: Trainer, module: Module) -> None:
         """Close the test bar; in plain mode print the test metrics."""
@@ -746,7 +841,7 @@ class TQDMProgressBar(ProgressBar):
         dataloader_idx: int = 0,
     ) -> None:
         """Count the batch; redraw when a frame is due."""
-        self._eval_batch_end()
+        self._eval_batch_end(dataloader_idx)
 
     def on_predict_end(self, trainer: Trainer, module: Module) -> None:
         """Close the predict bar; in plain mode print how many batches ran."""

@@ -224,6 +224,11 @@ class RichProgressBar(ProgressBar):
         return self._task(self.train_progress_bar_id, "train")
 
     @property
+    def val_sanity_check_bar(self) -> Any:
+        """The rich task of the sanity-check bar (while the check runs, in a terminal)."""
+        return self._task(self._eval_id if self._eval.stage == "sanity" else None, "sanity check")
+
+    @property
     def val_progress_bar(self) -> Any:
         """The rich task of the validation bar (while it runs, in a terminal)."""
         return self._task(self._eval_id if self._eval.stage == "validation" else None, "validation")
@@ -310,7 +315,20 @@ class RichProgressBar(ProgressBar):
         if metrics is not None:
             fields["metrics"] = metrics
         self.progress.update(task_id, completed=track.position, **fields)
-        self.progress.refresh()
+        self.refresh()
+
+    def refresh(self, hard: bool = False) -> None:
+        """Draw the live bars now (nothing when none is shown, as in plain-line mode).
+
+        The bar draws when its hooks say a frame is due; call this after
+        changing a task (``self.progress.update(...)``) in a hook of your own.
+
+        Args:
+            hard: accepted as Lightning's; trainkit's bar has no refresh thread to
+                defer to, so every refresh draws at once.
+        """
+        if self.progress is not None:
+            self.progress.refresh()
 
     def _metrics_text(self, trainer: Trainer, module: Module) -> str:
         return format_rich_metrics(self.get_metrics(trainer, module), self.theme)
@@ -403,7 +421,8 @@ class RichProgressBar(ProgressBar):
             return self.total_predict_batches
         return self.total_val_batches
 
-    def _eval_batch_end(self) -> None:
+    def _eval_batch_end(self, dataloader_idx: int) -> None:
+        self._current_eval_dataloader_idx = dataloader_idx
         if not self._eval.active:
             return
         # A counter, not batch_idx: batch_idx restarts for each dataloader.
@@ -413,6 +432,7 @@ class RichProgressBar(ProgressBar):
 
     def _end_eval(self, trainer: Trainer, description: str, keep: bool) -> None:
         """Finish an evaluation bar: kept on screen (``keep``) or removed."""
+        self.reset_dataloader_idx_tracker()
         if not self._eval.active:
             return
         self._eval.active = False
@@ -424,7 +444,7 @@ class RichProgressBar(ProgressBar):
             self._draw(self._eval_id, self._eval, self._eval_total(), None)
         elif self._eval_id is not None:
             self.progress.remove_task(self._eval_id)
-            self.progress.refresh()
+            self.refresh()
         self._eval_id = None
 
     def on_validation_start(self, trainer: Trainer, module: Module) -> None:
@@ -450,7 +470,7 @@ class RichProgressBar(ProgressBar):
         dataloader_idx: int = 0,
     ) -> None:
         """Count the batch; redraw when a frame is due."""
-        self._eval_batch_end()
+        self._eval_batch_end(dataloader_idx)
 
     def on_validation_end(self, trainer: Trainer, module: Module) -> None:
         """End the validation bar; inside fit, it goes and the training bar shows the results."""
@@ -478,7 +498,7 @@ class RichProgressBar(ProgressBar):
         dataloader_idx: int = 0,
     ) -> None:
         """Count the batch; redraw when a frame is due."""
-        self._eval_batch_end()
+        self._eval_batch_end(dataloader_idx)
 
     def on_test_end(self, trainer: Trainer, module: Module) -> None:
         """Finish the test bar (it stays on screen)."""
@@ -498,7 +518,7 @@ class RichProgressBar(ProgressBar):
         dataloader_idx: int = 0,
     ) -> None:
         """Count the batch; redraw when a frame is due."""
-        self._eval_batch_end()
+        self._eval_batch_end(dataloader_idx)
 
     def on_predict_end(self, trainer: Trainer, module: Module) -> None:
         """Finish the predict bar (it stays on screen)."""

@@ -50,6 +50,13 @@ class StochasticWeightAveraging(Callback):
       ``training_step`` over the training batches in train mode (no gradients,
       nothing logged).
 
+    Each step goes through a method Lightning documents, which a subclass may
+    override: :meth:`update_parameters` (with :meth:`avg_fn`, or the ``avg_fn``
+    given) adds the weights to the average, :meth:`transfer_weights` gives the
+    model the average, :meth:`reset_batch_norm_and_save_state` and
+    :meth:`reset_momenta` surround the BatchNorm pass, which runs when
+    :meth:`pl_module_contains_batch_norm` says so.
+
     Its state (the average, how many weights it holds, the SWALR scheduler) is
     in checkpoints: a resumed run ends with the weights of an uninterrupted one.
 
@@ -122,6 +129,8 @@ class StochasticWeightAveraging(Callback):
         self._swa_scheduler: SWALR | None = None
         self._latest_update_epoch = -1
         self._has_batch_norm = False
+        #: Each BatchNorm layer's momentum, kept while its statistics are recomputed.
+        self.momenta: dict[torch.nn.Module, float | None] = {}
 
     @property
     def swa_start(self) -> int:
@@ -183,7 +192,7 @@ class StochasticWeightAveraging(Callback):
                     "max_epochs, or swa_epoch_start as an int (the epoch to start at)."
                 )
             self._start = int(self._max_epochs * self._swa_epoch_start) - 1
-        self._has_batch_norm = any(isinstance(m, _BATCH_NORM) for m in module.modules())
+        self._has_batch_norm = self.pl_module_contains_batch_norm(module)
         self._averaged(module)
 
     def on_train_epoch_start(self, trainer: Trainer, module: Module) -> None:
@@ -194,7 +203,9 @@ class StochasticWeightAveraging(Callback):
         if self._swa_scheduler is None:
             self._install_scheduler(trainer, warn=True)
         if epoch > self._latest_update_epoch:  # a resumed epoch starts a second time
-            self._averaged(module).update_parameters(module)
+            averaged = self._averaged(module)
+            average = self._avg_fn if self._avg_fn is not None else self.avg_fn
+            self.update_parameters(averaged.module, module, averaged.n_averaged, average)
             self._latest_update_epoch = epoch
 
     def on_train_end(self, trainer: Trainer, module: Module) -> None:
@@ -202,9 +213,108 @@ class StochasticWeightAveraging(Callback):
         averaged = self._average_model
         if averaged is None or int(averaged.n_averaged) == 0:
             return  # stopped before SWA started: the weights stay as trained
-        copy_weights(averaged.module, module, buffers=False)
+        self.transfer_weights(averaged.module, module)
         if self._has_batch_norm:
-            _update_batch_norm(trainer, module)
+            self._update_batch_norm(trainer, module)
+
+    # -------------------------------------------- Lightning's documented steps
+    @staticmethod
+    def avg_fn(
+        averaged_model_parameter: torch.Tensor,
+        model_parameter: torch.Tensor,
+        num_averaged: torch.Tensor,
+    ) -> torch.Tensor:
+        """The equally weighted mean: the average of ``n`` weights and one more.
+
+        Args:
+            averaged_model_parameter: the average so far.
+            model_parameter: the weight joining it.
+            num_averaged: how many weights the average holds (``n``).
+
+        Returns:
+            ``averaged + (current - averaged) / (n + 1)``.
+
+        Example:
+            >>> StochasticWeightAveraging.avg_fn(torch.tensor(1.0), torch.tensor(4.0),
+            ...                                  torch.tensor(2))
+            tensor(2.)
+        """
+        step = (model_parameter - averaged_model_parameter) / (num_averaged + 1)
+        return averaged_model_parameter + step
+
+    @staticmethod
+    def update_parameters(
+        average_model: torch.nn.Module,
+        model: torch.nn.Module,
+        n_averaged: torch.Tensor,
+        avg_fn: AverageFunction,
+    ) -> None:
+        """Add ``model``'s parameters to the average held by ``average_model``.
+
+        The first weights are copied; later ones are combined by ``avg_fn``.
+        ``n_averaged`` is then increased by one, in place.
+
+        Args:
+            average_model: the averaged copy of the model (parameters in the same order).
+            model: the model being trained.
+            n_averaged: how many weights the average holds (a tensor, updated).
+            avg_fn: ``avg_fn(averaged, current, n_averaged) -> new average``.
+        """
+        with torch.no_grad():
+            for averaged, trained in zip(
+                average_model.parameters(), model.parameters(), strict=True
+            ):
+                current = trained.detach().to(averaged.device)
+                if n_averaged == 0:
+                    averaged.copy_(current)
+                else:
+                    count = n_averaged.to(averaged.device)
+                    averaged.copy_(avg_fn(averaged.detach(), current, count))
+        n_averaged += 1
+
+    @staticmethod
+    def transfer_weights(src_pl_module: torch.nn.Module, dst_pl_module: torch.nn.Module) -> None:
+        """Copy ``src_pl_module``'s parameters into ``dst_pl_module``'s (not the buffers).
+
+        Args:
+            src_pl_module: the module to read (the average's copy).
+            dst_pl_module: the module to write (the model), each tensor on its own device.
+        """
+        copy_weights(src_pl_module, dst_pl_module, buffers=False)
+
+    def reset_batch_norm_and_save_state(self, pl_module: torch.nn.Module) -> None:
+        """Before the BatchNorm pass: reset each BatchNorm's running statistics, keep its
+        momentum in :attr:`momenta` and set it to None (a cumulative average).
+
+        Args:
+            pl_module: the model whose BatchNorm layers are reset.
+        """
+        self.momenta = {}
+        for norm in pl_module.modules():
+            if isinstance(norm, _BATCH_NORM):
+                norm.reset_running_stats()
+                self.momenta[norm] = norm.momentum
+                norm.momentum = None
+
+    def reset_momenta(self) -> None:
+        """After the BatchNorm pass: give each BatchNorm its momentum back."""
+        for norm, momentum in self.momenta.items():
+            norm.momentum = momentum  # type: ignore[assignment]
+
+    @staticmethod
+    def pl_module_contains_batch_norm(pl_module: torch.nn.Module) -> bool:
+        """Whether ``pl_module`` has a BatchNorm layer (whose statistics the end recomputes).
+
+        Args:
+            pl_module: the model.
+
+        Example:
+            >>> StochasticWeightAveraging.pl_module_contains_batch_norm(
+            ...     torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2))
+            ... )
+            True
+        """
+        return any(isinstance(module, _BATCH_NORM) for module in pl_module.modules())
 
     # ---------------------------------------------------------- checkpoints
     def state_dict(self) -> dict[str, Any]:
@@ -240,10 +350,36 @@ class StochasticWeightAveraging(Callback):
     def _averaged(self, module: Module) -> AveragedModel:
         if self._average_model is None:
             device = self._device if self._device is not None else module.device
-            kwargs = {"avg_fn": self._avg_fn} if self._avg_fn is not None else {}
-            # Parameters only: BatchNorm statistics are recomputed at the end.
-            self._average_model = averaged_model(module, device, use_buffers=False, **kwargs)
+            # A copy and its counter: update_parameters averages (the parameters only:
+            # BatchNorm statistics are recomputed at the end).
+            self._average_model = averaged_model(module, device, use_buffers=False)
         return self._average_model
+
+    def _update_batch_norm(self, trainer: Trainer, module: Module) -> None:
+        """``torch.optim.swa_utils.update_bn`` over the training batches, by ``training_step``."""
+        modes = [(m, m.training) for m in module.modules()]
+        self.reset_batch_norm_and_save_state(module)
+        run = trainer.optimization.run
+        batches: Any = trainer.train_dataloader
+        total = trainer.num_training_batches
+        if total != float("inf"):
+            batches = itertools.islice(batches, int(total))
+        module.train()
+        try:
+            # The batch's forward as training computes it; what it logs is dropped.
+            with torch.no_grad(), trainer.results.capture(_drop):
+                for batch_idx, batch in enumerate(batches):
+                    batch = run.batch_to_device(batch, 0)
+                    context = run.forward_context()
+                    if context is None:
+                        module.training_step(batch, batch_idx)
+                    else:
+                        with context:
+                            module.training_step(batch, batch_idx)
+        finally:
+            self.reset_momenta()
+            for submodule, training in modes:
+                submodule.training = training
 
     def _install_scheduler(self, trainer: Trainer, warn: bool) -> None:
         # Lightning's swap: SWALR, stepped every epoch, replaces the first scheduler.
@@ -267,38 +403,6 @@ class StochasticWeightAveraging(Callback):
                 "stepped after every epoch: SWA runs per epoch only."
             )
         configs[0] = config
-
-
-def _update_batch_norm(trainer: Trainer, module: Module) -> None:
-    """``torch.optim.swa_utils.update_bn`` over the training batches, through ``training_step``."""
-    norms = [m for m in module.modules() if isinstance(m, _BATCH_NORM)]
-    momenta = [norm.momentum for norm in norms]
-    modes = [(m, m.training) for m in module.modules()]
-    for norm in norms:
-        norm.reset_running_stats()
-        norm.momentum = None  # a cumulative average over the pass's batches
-    run = trainer.optimization.run
-    batches: Any = trainer.train_dataloader
-    total = trainer.num_training_batches
-    if total != float("inf"):
-        batches = itertools.islice(batches, int(total))
-    module.train()
-    try:
-        # The batch's forward as training computes it; what it logs is dropped.
-        with torch.no_grad(), trainer.results.capture(_drop):
-            for batch_idx, batch in enumerate(batches):
-                batch = run.batch_to_device(batch, 0)
-                context = run.forward_context()
-                if context is None:
-                    module.training_step(batch, batch_idx)
-                else:
-                    with context:
-                        module.training_step(batch, batch_idx)
-    finally:
-        for norm, momentum in zip(norms, momenta, strict=True):
-            norm.momentum = momentum
-        for submodule, training in modes:
-            submodule.training = training
 
 
 def _drop(name: str, value: Any, arguments: Any) -> None:

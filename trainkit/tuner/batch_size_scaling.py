@@ -64,7 +64,14 @@ def is_oom_error(error: BaseException) -> bool:
     )
 
 
-def check_search(mode: str, steps_per_trial: int, init_val: int, max_trials: int) -> None:
+def check_search(
+    mode: str,
+    steps_per_trial: int,
+    init_val: int,
+    max_trials: int,
+    margin: float = 0.05,
+    max_val: int = 8192,
+) -> None:
     """Refuse search settings that cannot work, naming the fix.
 
     Args:
@@ -72,6 +79,8 @@ def check_search(mode: str, steps_per_trial: int, init_val: int, max_trials: int
         steps_per_trial: training steps per trial.
         init_val: the first batch size tried.
         max_trials: the most trials.
+        margin: the fraction "binsearch" takes off the size found, in [0, 1).
+        max_val: the largest size tried.
     """
     if mode not in MODES:
         raise ValueError(f"`mode` should be either of {MODES}, got {mode!r}.")
@@ -80,6 +89,18 @@ def check_search(mode: str, steps_per_trial: int, init_val: int, max_trials: int
             raise ValueError(f"{name}={value}: it must be at least 1.")
     if max_trials < 1:
         raise ValueError(f"max_trials={max_trials}: the search needs at least one trial.")
+    if isinstance(margin, bool) or not 0.0 <= margin < 1.0:
+        raise ValueError(
+            f"margin={margin!r} must be at least 0 and below 1 (the fraction the batch size "
+            "found is reduced by; 0.05 is 5%)."
+        )
+    if isinstance(max_val, bool) or not isinstance(max_val, int) or max_val < 1:
+        raise ValueError(f"max_val={max_val!r} must be a positive integer.")
+    if init_val > max_val:
+        raise ValueError(
+            f"init_val={init_val}, max_val={max_val}: the first size tried exceeds the "
+            "largest allowed; lower init_val or raise max_val."
+        )
 
 
 def scale_batch_size(
@@ -90,6 +111,8 @@ def scale_batch_size(
     init_val: int = 2,
     max_trials: int = 25,
     batch_arg_name: str = "batch_size",
+    margin: float = 0.05,
+    max_val: int = 8192,
 ) -> int | None:
     """Find the largest batch size that trains in a set-up fit; set it and return it.
 
@@ -106,14 +129,18 @@ def scale_batch_size(
         init_val: the first batch size tried.
         max_trials: the most trials (sizes tried).
         batch_arg_name: the attribute (or hparams key) holding the batch size.
+        margin: in "binsearch" mode, the fraction the size found is reduced by (a
+            safety buffer): ``max(1, int(found * (1 - margin)))``.
+        max_val: the largest size tried (and so returned).
 
     Returns:
-        The largest batch size that ran, or None when skipped (``fast_dev_run``).
+        The largest batch size that ran (less ``margin`` in "binsearch" mode), or
+        None when skipped (``fast_dev_run``).
 
     Raises:
         RuntimeError: no batch size ran (every trial ran out of memory).
     """
-    check_search(mode, steps_per_trial, init_val, max_trials)
+    check_search(mode, steps_per_trial, init_val, max_trials, margin, max_val)
     if not find_attribute(trainer, module, batch_arg_name):
         raise AttributeError(
             f"Field {batch_arg_name!r} not found in the model, the DataModule, nor their "
@@ -126,12 +153,14 @@ def scale_batch_size(
     snapshot = Snapshot(trainer)
     try:
         found = _search(
-            trainer, module, mode, steps_per_trial, init_val, max_trials, batch_arg_name
+            trainer, module, mode, steps_per_trial, init_val, max_trials, batch_arg_name, max_val
         )
     finally:
         # As before the search (the checkpoint's hyperparameters match), then the result.
         set_attribute(trainer, module, batch_arg_name, original)
         snapshot.restore(trainer)
+    if mode == "binsearch" and margin > 0:
+        found = max(1, int(found * (1 - margin)))
     set_attribute(trainer, module, batch_arg_name, found)
     # The fit that follows uses the new size: a request to the run (whose state the loops own).
     run = trainer.optimization.run
@@ -147,6 +176,7 @@ def _search(
     size: int,
     max_trials: int,
     name: str,
+    max_val: int,
 ) -> int:
     # good: the largest size that ran; bad: the smallest that ran out of memory.
     good: int | None = None
@@ -156,7 +186,7 @@ def _search(
         if ran:
             good = size
             if bad is None or mode == "power":
-                following = min(size * 2, cap) if cap else size * 2
+                following = min(size * 2, cap or size * 2, max_val)
             else:
                 following = (good + bad) // 2
             if following == size or (bad is not None and following >= bad):

@@ -118,6 +118,8 @@ class Tuner:
         init_val: int = 2,
         max_trials: int = 25,
         batch_arg_name: str = "batch_size",
+        margin: float = 0.05,
+        max_val: int = 8192,
     ) -> int | None:
         """Find the largest batch size whose training steps fit in memory; set and return it.
 
@@ -134,9 +136,12 @@ class Tuner:
             init_val: the first batch size tried.
             max_trials: the most trials (sizes tried).
             batch_arg_name: the attribute (or hparams key) holding the batch size.
+            margin: in "binsearch" mode, the fraction the size found is reduced by.
+            max_val: the largest batch size tried.
 
         Returns:
-            The largest batch size that ran, or None when skipped (``fast_dev_run``).
+            The largest batch size that ran (less ``margin`` in "binsearch" mode), or
+            None when skipped (``fast_dev_run``).
         """
         if method != "fit":
             raise ValueError(
@@ -157,7 +162,15 @@ class Tuner:
         def search(trainer: Trainer, module: Module) -> None:
             found.append(
                 scale_batch_size(
-                    trainer, module, mode, steps_per_trial, init_val, max_trials, batch_arg_name
+                    trainer,
+                    module,
+                    mode,
+                    steps_per_trial,
+                    init_val,
+                    max_trials,
+                    batch_arg_name,
+                    margin,
+                    max_val,
                 )
             )
 
