@@ -65,20 +65,10 @@ class BatchSizeFinder(Callback):
         margin: float = 0.05,
         max_val: int = 8192,
     ) -> None:
-        if mode not in self.SUPPORTED_MODES:
-            raise ValueError(f"`mode` should be either of {self.SUPPORTED_MODES}, got {mode!r}.")
-        if isinstance(margin, bool) or not 0.0 <= margin < 1.0:
-            raise ValueError(
-                f"BatchSizeFinder(margin={margin!r}) must be at least 0 and below 1 (the "
-                "fraction the batch size found is reduced by; 0.05 is 5%)."
-            )
-        if isinstance(max_val, bool) or not isinstance(max_val, int) or max_val < 1:
-            raise ValueError(f"BatchSizeFinder(max_val={max_val!r}) must be a positive integer.")
-        if init_val > max_val:
-            raise ValueError(
-                f"BatchSizeFinder(init_val={init_val}, max_val={max_val}): the first size "
-                "tried exceeds the largest allowed; lower init_val or raise max_val."
-            )
+        # The tuner's own checks, at construction (imported here: see scale_batch_size).
+        from trainkit.tuner.batch_size_scaling import check_search
+
+        check_search(mode, steps_per_trial, init_val, max_trials, margin, max_val)
         self._mode = mode
         self._steps_per_trial = steps_per_trial
         self._init_val = init_val
