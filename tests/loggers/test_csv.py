@@ -136,3 +136,20 @@ def test_no_name_puts_the_versions_straight_into_save_dir(tmp_path: Path) -> Non
         logger.save()
         assert logger.log_dir == str(tmp_path / str(name) / "version_0")
         assert (tmp_path / str(name) / "version_0" / "metrics.csv").is_file()
+
+
+def test_experiment_writes_the_runs_files_under_lightnings_names(tmp_path: Path) -> None:
+    logger = CSVLogger(tmp_path, name="exp")
+    experiment = logger.experiment
+    experiment.log_metrics({"loss": 0.5})  # step: the rows waiting (0)
+    experiment.log_metrics({"loss": 0.25}, step=7)
+    assert [row["step"] for row in experiment.metrics] == [0, 7]
+    experiment.save()
+    assert experiment.metrics == []
+    assert experiment.metrics_file_path == os.path.join(logger.log_dir, "metrics.csv")
+    with open(experiment.metrics_file_path, newline="") as file:
+        assert [row["loss"] for row in csv.DictReader(file)] == ["0.5", "0.25"]
+    experiment.log_hparams({"lr": 0.1})
+    hparams = os.path.join(experiment.log_dir, experiment.NAME_HPARAMS_FILE)
+    with open(hparams) as file:
+        assert yaml.safe_load(file) == {"lr": 0.1}

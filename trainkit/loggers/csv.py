@@ -57,6 +57,11 @@ class CSVLogger(FolderLogger):
         # The header of metrics.csv as it is on disk; None until first read.
         self._file_columns: list[str] | None = None
 
+    @property
+    def experiment(self) -> CSVExperiment:
+        """The writer of this run's files, as Lightning's ``CSVLogger.experiment`` offers it."""
+        return CSVExperiment(self)
+
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         """Keep one row; rows go to the file every ``flush_logs_every_n_steps`` steps and at save.
 
@@ -123,3 +128,58 @@ def _read_rows(path: str) -> list[dict[str, str]]:
             return list(csv.DictReader(file))
     except FileNotFoundError:
         return []
+
+
+class CSVExperiment:
+    """What ``CSVLogger.experiment`` returns: the run's files, under Lightning's names.
+
+    ``log_metrics`` and ``log_hparams`` write through the logger (rows kept until
+    ``save()`` or the next flush; ``hparams.yaml`` at once).
+
+    Args:
+        logger: the logger whose run this is.
+    """
+
+    #: The metrics file's name.
+    NAME_METRICS_FILE = METRICS_FILE
+    #: The hyperparameters file's name.
+    NAME_HPARAMS_FILE = "hparams.yaml"
+
+    def __init__(self, logger: CSVLogger) -> None:
+        self._logger = logger
+
+    @property
+    def log_dir(self) -> str:
+        """The run's folder (``<save_dir>/<name>/version_<N>``)."""
+        return self._logger.log_dir
+
+    @property
+    def metrics_file_path(self) -> str:
+        """The path of ``metrics.csv``."""
+        return os.path.join(self.log_dir, METRICS_FILE)
+
+    @property
+    def metrics(self) -> list[dict[str, float]]:
+        """The rows logged and not yet written to the file."""
+        return self._logger._pending
+
+    def log_metrics(self, metrics_dict: Mapping[str, float], step: int | None = None) -> None:
+        """Keep one row (``step``: the number of rows waiting, when None).
+
+        Args:
+            metrics_dict: metric name to value.
+            step: the row's step.
+        """
+        self._logger.log_metrics(metrics_dict, len(self.metrics) if step is None else step)
+
+    def log_hparams(self, params: Mapping[str, Any]) -> None:
+        """Write ``params`` to ``hparams.yaml``.
+
+        Args:
+            params: hyperparameter name to value.
+        """
+        self._logger.log_hyperparams(params)
+
+    def save(self) -> None:
+        """Write the waiting rows to ``metrics.csv``."""
+        self._logger.save()
