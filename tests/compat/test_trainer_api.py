@@ -100,6 +100,9 @@ def test_process_and_option_properties_on_one_device(tmp_path: Path) -> None:
     assert trainer.precision == "32-true" and trainer.default_root_dir == str(tmp_path)
     assert trainer.log_dir == str(tmp_path)  # no logger: the root folder
     assert trainer.current_epoch == 0 and trainer.global_step == 0
+    assert (trainer.barebones, trainer.enable_autolog_hparams) == (False, True)
+    quiet = trainkit.Trainer(barebones=True, enable_autolog_hparams=False, max_steps=1)
+    assert (quiet.barebones, quiet.enable_autolog_hparams) == (True, False)
 
 
 def test_callback_properties(tmp_path: Path) -> None:

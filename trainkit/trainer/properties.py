@@ -433,6 +433,16 @@ class TrainerViews:
         return self.options.log_every_n_steps
 
     @property
+    def barebones(self) -> bool:
+        """The ``barebones`` option."""
+        return self.output.barebones
+
+    @property
+    def enable_autolog_hparams(self) -> bool:
+        """The ``enable_autolog_hparams`` option."""
+        return self.output.enable_autolog_hparams
+
+    @property
     def reload_dataloaders_every_n_epochs(self) -> int:
         """The ``reload_dataloaders_every_n_epochs`` option."""
         return self.options.reload_dataloaders_every_n_epochs
