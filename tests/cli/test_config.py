@@ -36,7 +36,7 @@ from trainkit.trainer.options import (
 )
 
 OPTION_CLASSES = (HardwareOptions, LoopOptions, StepOptions, OutputOptions)
-COMPONENTS = ["strategy", "callbacks", "logger", "profiler"]
+COMPONENTS = ["strategy", "callbacks", "logger", "profiler", "plugins"]
 PACKAGE = Path(cfg.__file__).parents[1]
 ROOT = PACKAGE.parent
 
@@ -91,7 +91,7 @@ def test_trainer_section_is_the_option_fields_then_the_components() -> None:
             assert schema[f.name] == (kind, f.default, f.metadata["doc"]), f.name
     for name in COMPONENTS:  # every component is documented, by its own doc
         assert schema[name][2] == COMPONENT_DOCS[name]
-    assert [schema[name][1] for name in COMPONENTS] == ["auto", None, True, None]
+    assert [schema[name][1] for name in COMPONENTS] == ["auto", None, True, None, None]
     # In --help: each key's documentation, then the engine's type and default.
     text = " ".join(parser.format_help().split())
     for name, (_, default, doc) in schema.items():

@@ -121,3 +121,22 @@ def test_scaler_and_sampler_views() -> None:
     assert trainer.scaler is None and trainer.distributed_sampler_kwargs is None
     strategy = DDPStrategy(rank=1, world_size=4)
     assert strategy.distributed_sampler_kwargs == {"num_replicas": 4, "rank": 1}
+
+
+class SLURMEnvironment:
+    """Stands in for Lightning's plugin of that name (only its class name matters)."""
+
+
+class MixedPrecision:
+    pass
+
+
+def test_plugins_are_refused_naming_the_option_that_does_their_job() -> None:
+    for empty in (None, []):
+        trainkit.Trainer(plugins=empty, **QUIET)
+    with pytest.raises(ValueError, match=r"SLURMEnvironment \(trainkit reads the job's ranks"):
+        trainkit.Trainer(plugins=[SLURMEnvironment()], **QUIET)
+    with pytest.raises(ValueError, match=r"MixedPrecision \(pass Trainer\(precision=\.\.\.\)"):
+        trainkit.Trainer(plugins=MixedPrecision(), **QUIET)
+    with pytest.raises(ValueError, match=r"object \(no trainkit counterpart\)\. Drop plugins\."):
+        trainkit.Trainer(plugins=[object()], **QUIET)

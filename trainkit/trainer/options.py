@@ -647,7 +647,61 @@ COMPONENT_DOCS: dict[str, str] = {
         "Time every hook, step and batch fetch, and print the report when the run ends: "
         "'simple', 'advanced' (cProfile) or 'pytorch' (torch.profiler); null: no profiling."
     ),
+    "plugins": (
+        "Lightning's plugins argument: null or an empty list. trainkit takes what plugins "
+        "set from its own options (precision, sync_batchnorm, the job's environment), "
+        "and names the option to use for any plugin given."
+    ),
 }
+
+# Where trainkit takes what a Lightning plugin would set, by the end of its class name.
+_PLUGIN_KINDS = (
+    (
+        "Environment",
+        "trainkit reads the job's ranks and master address from torchrun's or SLURM's "
+        "variables itself, and on SIGTERM or SIGUSR1 saves last.ckpt and stops (requeue "
+        "with sbatch --requeue; docs/fault-tolerance.md)",
+    ),
+    ("Precision", "pass Trainer(precision=...) instead"),
+    ("CheckpointIO", "trainkit writes its own checked checkpoint files (docs/checkpointing.md)"),
+    ("SyncBatchNorm", "pass Trainer(sync_batchnorm=True) instead"),
+    ("LayerSync", "pass Trainer(sync_batchnorm=True) instead"),
+)
+
+
+def refuse_plugins(plugins: Any) -> None:
+    """Refuse Lightning plugins, naming for each the trainkit option that does its job.
+
+    Args:
+        plugins: the Trainer's ``plugins``: None or an empty list are accepted.
+
+    Raises:
+        ValueError: naming each plugin and where trainkit takes what it sets.
+
+    Example:
+        >>> refuse_plugins([])
+        >>> try:
+        ...     refuse_plugins(["bf16-mixed"])
+        ... except ValueError as error:
+        ...     print(str(error).split(" (")[0])
+        Trainer(plugins=...) is not supported: 'bf16-mixed'
+    """
+    if plugins is None:
+        return
+    given = list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
+    if not given:
+        return
+    reasons = []
+    for plugin in given:
+        if isinstance(plugin, str):
+            reasons.append(
+                f"{plugin!r} (a string: pass it to the option it sets, e.g. Trainer(precision=...))"
+            )
+            continue
+        name = type(plugin).__name__
+        why = next((text for end, text in _PLUGIN_KINDS if name.endswith(end)), None)
+        reasons.append(f"{name} ({why or 'no trainkit counterpart'})")
+    raise ValueError(f"Trainer(plugins=...) is not supported: {'; '.join(reasons)}. Drop plugins.")
 
 
 def trainer_groups() -> dict[str, list[str]]:
@@ -655,7 +709,7 @@ def trainer_groups() -> dict[str, list[str]]:
 
     Example:
         >>> trainer_groups()["components"]
-        ['strategy', 'callbacks', 'logger', 'profiler']
+        ['strategy', 'callbacks', 'logger', 'profiler', 'plugins']
     """
     groups = {heading: [f.name for f in fields(kind)] for heading, kind in OPTION_GROUPS.items()}
     groups[COMPONENTS_HEADING] = list(COMPONENT_DOCS)

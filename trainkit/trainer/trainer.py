@@ -60,6 +60,7 @@ from trainkit.trainer.options import (
     OutputOptions,
     StepOptions,
     from_keywords,
+    refuse_plugins,
 )
 from trainkit.tuner.trial import running_search
 from trainkit.utilities.rank_zero import rank_zero_only
@@ -100,6 +101,8 @@ class Trainer(TrainerCheckpoints):
             none, or a Logger / list of Loggers.
         profiler: "simple", "advanced", "pytorch" or a :class:`~trainkit.profilers.Profiler`
             timing every hook, step and batch fetch; reported when each run ends.
+        plugins: Lightning's argument; None or an empty list (any plugin is refused,
+            naming the option that does its job).
 
     The other keywords are the options listed above.
 
@@ -156,7 +159,9 @@ class Trainer(TrainerCheckpoints):
         callbacks: Callback | list[Callback] | None = None,
         logger: bool | Logger | list[Logger] | None = True,
         profiler: Profiler | str | None = None,
+        plugins: Any | None = None,
     ) -> None:
+        refuse_plugins(plugins)
         # Each keyword lands in its option group, a frozen dataclass that checks it.
         given = dict(locals())
         root = os.fspath(default_root_dir) if default_root_dir is not None else None
