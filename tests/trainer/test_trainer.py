@@ -425,3 +425,32 @@ def test_a_failed_run_calls_the_datamodules_on_exception_after_the_callbacks() -
     assert Seeing.name is None and Seeing.CHECKPOINT_HYPER_PARAMS_KEY == (
         "datamodule_hyper_parameters"
     )
+
+
+def test_on_validation_model_zero_grad_runs_before_validation_outside_an_accumulation_window() -> (
+    None
+):
+    # Lightning's order, checked against Lightning with this same set-up: the hook runs
+    # before each validation inside fit that follows an optimizer step.
+    calls: list[str] = []
+
+    class Recording(Classifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            calls.append(f"train {batch_idx}")
+            return super().training_step(batch, batch_idx)
+
+        def on_validation_model_zero_grad(self) -> None:
+            calls.append("zero_grad")
+            super().on_validation_model_zero_grad()
+
+    trainer = trainkit.Trainer(
+        max_epochs=1,
+        limit_train_batches=4,
+        limit_val_batches=1,
+        accumulate_grad_batches=2,
+        val_check_interval=1,
+        num_sanity_val_steps=0,
+        **QUIET,
+    )
+    trainer.fit(Recording(), datamodule=BlobData())
+    assert calls == ["train 0", "train 1", "zero_grad", "train 2", "train 3", "zero_grad"]

@@ -774,6 +774,11 @@ class Module(BatchTransferHooks, HyperparametersMixin, ModuleHooks, nn.Module):
         export.to_onnx(self, file_path, input_sample, **kwargs)
 
     # ------------------------------------------------------- evaluation mode
+    def on_validation_model_zero_grad(self) -> None:
+        """Release the gradients before validation inside fit (not inside an accumulation
+        window, whose gradients are kept); override to keep them."""
+        self.zero_grad()
+
     def on_validation_model_eval(self) -> None:
         """Put the model in eval mode for validation (override to keep, say, dropout on)."""
         self.eval()

@@ -258,6 +258,8 @@ def _quiet(message: str) -> None:
 def _validate(run: Run, fit: Fit) -> None:
     """A validation run inside fit; its metrics go to the loggers."""
     state = run.state
+    if fit.optimization.stepped:  # gradients of an open accumulation window are kept
+        run.module.on_validation_model_zero_grad()  # as Lightning: frees them for validation
     # Validation must not move the training's random streams (see isolated_rng).
     with isolated_rng():
         run_evaluation(run, fit.val_loaders, state.num_val_batches, "validation")
