@@ -41,6 +41,20 @@ def test_rank_zero_does_everything(
     assert capsys.readouterr().out == "hello\n"
 
 
+def test_rank_zero_deprecation_warns_from_the_callers_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from trainkit.utilities.rank_zero import rank_zero_deprecation
+
+    monkeypatch.setenv("RANK", "0")
+    with pytest.warns(DeprecationWarning, match="renamed") as caught:
+        rank_zero_deprecation("renamed")
+    assert caught[0].filename == __file__
+    monkeypatch.setenv("RANK", "1")
+    with warnings.catch_warnings(record=True) as other:
+        warnings.simplefilter("always")
+        rank_zero_deprecation("renamed")
+    assert other == []
+
+
 # lightning_utilities' rank_zero_only (torchmetrics and Lightning projects log
 # through it) must have its rank set, as Lightning sets it, or it raises. It comes
 # with torchmetrics (trainkit's dev extra); trainkit itself does not need it.

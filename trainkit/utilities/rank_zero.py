@@ -134,12 +134,6 @@ def rank_zero_warn(message: str, category: type[Warning] = UserWarning) -> None:
     warnings.warn(message, category, stacklevel=3)
 
 
-@rank_zero_only
-def rank_zero_deprecation(message: str, category: type[Warning] = DeprecationWarning) -> None:
-    """A ``DeprecationWarning`` on global rank 0 only (for a project's own deprecations).
-
-    Args:
-        message: the warning.
-        category: the warning class.
-    """
-    warnings.warn(message, category, stacklevel=3)
+#: :func:`rank_zero_warn` with a ``DeprecationWarning``, for a project's own
+#: deprecations (Lightning's name).
+rank_zero_deprecation = functools.partial(rank_zero_warn, category=DeprecationWarning)
