@@ -10,10 +10,12 @@ import glob
 import importlib.util
 import os
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from trainkit.checkpoint.sharded import META_FILE
 from trainkit.utilities.rank_zero import global_rank
+
+T = TypeVar("T")
 
 
 def require_package(module: str, extra: str, logger: str) -> None:
@@ -70,17 +72,33 @@ def flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+def prefixed(row: Mapping[str, T], prefix: str, join: str) -> dict[str, T]:
+    """The names of ``row`` with ``<prefix><join>`` in front, the values as they are.
+
+    Args:
+        row: name to value (a metric, an image, a table...).
+        prefix: the logger's prefix; empty for none.
+        join: what joins them, the logger's ``LOGGER_JOIN_CHAR``.
+
+    Example:
+        >>> prefixed({"loss": 0.5}, "train", "-")
+        {'train-loss': 0.5}
+    """
+    if not prefix:
+        return dict(row)
+    return {f"{prefix}{join}{name}": value for name, value in row.items()}
+
+
 def with_prefix(metrics: Mapping[str, float], prefix: str, join: str) -> dict[str, float]:
-    """Metric names with ``<prefix><join>`` in front, values as floats.
+    """:func:`prefixed`, with the values as floats (what the loggers write as metrics).
 
     Args:
         metrics: metric name to value.
         prefix: the logger's prefix; empty for none.
         join: what joins them, the logger's ``LOGGER_JOIN_CHAR``.
     """
-    if not prefix:
-        return {name: float(value) for name, value in metrics.items()}
-    return {f"{prefix}{join}{name}": float(value) for name, value in metrics.items()}
+    values = {name: float(value) for name, value in metrics.items()}
+    return prefixed(values, prefix, join) if prefix else values
 
 
 class CheckpointFiles:

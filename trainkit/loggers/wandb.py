@@ -15,6 +15,7 @@ from trainkit.loggers._tracking import (
     flatten,
     not_on_rank_zero,
     on_rank_zero,
+    prefixed,
     require_package,
     with_prefix,
 )
@@ -434,8 +435,7 @@ class WandbLogger(Logger):
 
     def _log_row(self, row: Mapping[str, Any], step: int | None) -> None:
         """One history row of ``row`` (names prefixed), with the step column when given."""
-        join = self.LOGGER_JOIN_CHAR
-        entry = {f"{self._prefix}{join}{k}" if self._prefix else k: v for k, v in row.items()}
+        entry = prefixed(row, self._prefix, self.LOGGER_JOIN_CHAR)
         if step is not None:
             entry[STEP_METRIC] = step
         self.experiment.log(entry)
