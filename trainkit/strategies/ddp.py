@@ -13,7 +13,7 @@ import atexit
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 import torch.distributed as dist
@@ -34,8 +34,6 @@ from trainkit.strategies.base import Strategy
 if TYPE_CHECKING:
     from trainkit.strategies.registrable import LaunchMode
     from trainkit.strategies.registry import DevicePlan
-
-T = TypeVar("T")
 
 __all__ = ["DDPStrategy", "end_process_group"]
 
