@@ -13,13 +13,14 @@ batches of ``--batch`` (512), under "bf16-mixed" and "16-mixed":
 Each fit runs ``--warmup`` untimed steps, then ``--steps`` timed ones; the clock
 reads follow a device synchronisation. The variants alternate (the first one
 rotating) for ``--repeats`` rounds; the script prints median images/s and the
-ratios to ``raw`` from the same run. With compile (``--compile-repeats`` rounds,
-default 1, because each compiled fit compiles anew) ``raw`` uses
-``torch.compile(model)`` and ``trainkit`` ``Trainer(compile=True)``; Lightning is
-timed eagerly only. Then the CIFAR-10 recipe (``recipes/cifar10/config.yaml``,
-through ``trainkit fit``) trains one epoch on synthetic files of the real size in
-CIFAR-10's on-disk format; the script prints the epoch's time and 24 times it
-(the config's epochs; the first epoch also pays for start-up, so this errs long).
+ratios to ``raw`` from the same run. Then the CIFAR-10 recipe
+(``recipes/cifar10/config.yaml``, through ``trainkit fit``) trains one epoch on
+synthetic files of the real size in CIFAR-10's on-disk format; the script prints the
+epoch's time and 24 times it (the config's epochs; the first epoch also pays for
+start-up, so this errs long). Last, compiled (``--compile-repeats`` rounds, default 1,
+because each compiled fit compiles anew): ``raw`` uses ``torch.compile(model)`` and
+``trainkit`` ``Trainer(compile=True)``; Lightning is timed eagerly only. ``--json``
+is rewritten after each phase, so a run stopped at a time limit keeps what it measured.
 
 ``--quick`` runs tiny sizes on whatever device there is (the CPU in CI's dry run).
 
@@ -37,6 +38,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,9 @@ import trainkit
 
 SEED = 0
 LR = 0.1
+# Float16 autocast on the CPU runs few kernels in float16: the dry run checks the code
+# path, not the speed.
+PRECISIONS = ("bf16-mixed", "16-mixed")
 Batch = tuple[torch.Tensor, torch.Tensor]
 
 
@@ -73,6 +78,19 @@ def build_batches(device: torch.device, batch: int, count: int) -> list[Batch]:
         (images[i * batch : (i + 1) * batch], labels[i * batch : (i + 1) * batch])
         for i in range(count)
     ]
+
+
+class Batches:
+    """An iterable over prepared batches, with a length, as a DataLoader is."""
+
+    def __init__(self, batches: list[Batch]) -> None:
+        self.batches = batches
+
+    def __iter__(self) -> Iterator[Batch]:
+        return iter(self.batches)
+
+    def __len__(self) -> int:
+        return len(self.batches)
 
 
 def synchronize(device: torch.device) -> None:
@@ -197,7 +215,8 @@ def run_framework(
             accelerator=device.type, devices=1, precision=precision, max_steps=len(batches),
             default_root_dir=root, callbacks=[_clock_callback(callback_base, clock)], **extra,
         )  # fmt: skip
-        trainer.fit(module, batches)
+        # One loader that yields the batches: Lightning reads a plain list as a list of loaders.
+        trainer.fit(module, Batches(batches))
     loss = trainer.callback_metrics["loss"]
     if not torch.isfinite(loss):
         raise AssertionError(f"{framework} {precision}: the loss is {loss}")
@@ -260,6 +279,34 @@ def recipe_epoch(device: torch.device, quick: bool, root: Path) -> dict[str, Any
     }
 
 
+def time_fits(
+    args: argparse.Namespace,
+    device: torch.device,
+    batches: list[Batch],
+    variants: list[str],
+    compiled: Any,
+    rounds: int,
+    seconds: dict[str, list[float]],
+    images: int,
+) -> None:
+    """``rounds`` alternated rounds of every variant and precision; times into ``seconds``."""
+    for round_index in range(rounds):
+        for precision in PRECISIONS:
+            names = [v for v in variants if compiled is False or v != "lightning"]
+            shift = round_index % len(names)
+            for variant in names[shift:] + names[:shift]:
+                if compiled is not False:
+                    torch._dynamo.reset()  # every compiled fit compiles from scratch
+                gc.collect()
+                if variant == "raw":
+                    took = run_raw(device, batches, precision, args.warmup, compiled)
+                else:
+                    took = run_framework(variant, device, batches, precision, args.warmup, compiled)
+                key = f"{variant} {precision}{'' if compiled is False else ' compiled'}"
+                seconds.setdefault(key, []).append(took)
+                print(f"  {key}: {images / took:,.0f} images/s", flush=True)
+
+
 # ---------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -287,9 +334,6 @@ def main(argv: list[str] | None = None) -> int:
     variants = ["raw", "trainkit"]
     if importlib.util.find_spec("lightning") is not None:
         variants.append("lightning")
-    # Float16 autocast on the CPU runs few kernels in float16: the dry run checks the
-    # code path, not the speed.
-    precisions = ["bf16-mixed", "16-mixed"]
     print(f"command: {command}")
     for key, value in info.items():
         print(f"{key}: {value}")
@@ -302,63 +346,61 @@ def main(argv: list[str] | None = None) -> int:
     batches = build_batches(device, args.batch, args.warmup + args.steps)
     images = args.steps * args.batch
     seconds: dict[str, list[float]] = {}
+    result: dict[str, Any] = {
+        "command": command,
+        "machine": info,
+        "config": {
+            "batch": args.batch, "warmup": args.warmup, "steps": args.steps,
+            "repeats": args.repeats, "compile_repeats": args.compile_repeats,
+            "quick": args.quick, "device": device.type, "variants": variants,
+        },
+        "seconds_per_fit": seconds,
+        "images_per_s_median": {},
+        "ratios_to_raw": {},
+        "recipe": None,
+    }  # fmt: skip
+
+    def save() -> None:
+        """Tabulate what has run so far and write it (a run cut short keeps its figures)."""
+        rates = {key: images / statistics.median(values) for key, values in seconds.items()}
+        ratios = {}
+        for key, rate in rates.items():
+            rest = key.split(" ", 1)[1]
+            ratios[key] = rate / rates[f"raw {rest}"]
+        result["images_per_s_median"], result["ratios_to_raw"] = rates, ratios
+        if args.json is not None:
+            _report.write_json(args.json, result)
+
+    def table() -> None:
+        print(f"\n{'variant':<32} {'images/s (median)':>18} {'ratio to raw':>13}")
+        for key, rate in result["images_per_s_median"].items():
+            print(f"{key:<32} {rate:>18,.0f} {result['ratios_to_raw'][key]:>13.3f}")
+
     # torch.compile's keyword arguments: inductor (the default) on the GPU; the dry
     # run takes the "eager" backend, as inductor would compile ResNet-18 for minutes.
     compile_kwargs: dict[str, Any] = {"backend": "eager"} if args.quick else {}
-    plan: list[tuple[Any, int]] = [(False, args.repeats), (compile_kwargs, args.compile_repeats)]
-    for compiled, rounds in plan:
-        for round_index in range(rounds):
-            for precision in precisions:
-                names = [v for v in variants if compiled is False or v != "lightning"]
-                shift = round_index % len(names)
-                for variant in names[shift:] + names[:shift]:
-                    if compiled is not False:
-                        torch._dynamo.reset()  # every compiled fit compiles from scratch
-                    gc.collect()
-                    if variant == "raw":
-                        took = run_raw(device, batches, precision, args.warmup, compiled)
-                    else:
-                        took = run_framework(
-                            variant, device, batches, precision, args.warmup, compiled
-                        )
-                    key = f"{variant} {precision}{'' if compiled is False else ' compiled'}"
-                    seconds.setdefault(key, []).append(took)
-                    print(f"  {key}: {images / took:,.0f} images/s", flush=True)
+    # Eager rounds, the recipe, then compiled rounds: compiling is the slowest part, so
+    # a run stopped at a time limit has lost the least.
+    time_fits(args, device, batches, variants, False, args.repeats, seconds, images)
+    save()
+    table()
 
-    rates = {key: images / statistics.median(values) for key, values in seconds.items()}
-    ratios = {}
-    print(f"\n{'variant':<32} {'images/s (median)':>18} {'ratio to raw':>13}")
-    for key, rate in rates.items():
-        variant, rest = key.split(" ", 1)
-        ratio = rate / rates[f"raw {rest}"]
-        ratios[key] = ratio
-        print(f"{key:<32} {rate:>18,.0f} {ratio:>13.3f}")
-
-    recipe = None
     if not args.no_recipe:
         with tempfile.TemporaryDirectory(prefix="trainkit-gpu-recipe-") as root:
             recipe = recipe_epoch(device, args.quick, Path(root))
+        result["recipe"] = recipe
+        save()
         print(
             f"\nCIFAR-10 recipe: one epoch over {recipe['train_images']:,} synthetic images "
             f"(validation included) {recipe['epoch_s']:.1f} s; 24 epochs projected "
             f"{recipe['projected_24_epochs_s'] / 60:.1f} min"
         )
 
-    if args.json is not None:
-        result = {
-            "command": command,
-            "machine": info,
-            "config": {
-                "batch": args.batch, "warmup": args.warmup, "steps": args.steps,
-                "repeats": args.repeats, "compile_repeats": args.compile_repeats,
-                "quick": args.quick, "device": device.type, "variants": variants,
-            },
-            "seconds_per_fit": seconds,
-            "images_per_s_median": rates,
-            "ratios_to_raw": ratios,
-            "recipe": recipe,
-        }  # fmt: skip
-        _report.write_json(args.json, result)
+    if args.compile_repeats:
+        rounds = args.compile_repeats
+        time_fits(args, device, batches, variants, compile_kwargs, rounds, seconds, images)
+        save()
+        table()
     return 0
 
 

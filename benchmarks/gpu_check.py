@@ -7,21 +7,24 @@
    Lightning, bf16/fp16, eager and compiled; the CIFAR-10 recipe's epoch).
 
 It writes ``DIR/report.md`` and ``DIR/report.json``: each part's pass/fail, exit
-status, time and output tail, every figure of the benchmark, and the GPU's name,
-the driver, CUDA and torch versions. It exits non-zero if any part failed.
+status, time and output tail (its whole output in ``DIR/<part>.log``), every figure
+of the benchmark, and the GPU's name, the driver, CUDA and torch versions. It exits
+non-zero if any part failed.
 
 ``--dry-run`` runs the same parts on the CPU: the GPU tests are collected and
 deselected or skipped, and the benchmark runs with ``--quick`` (CI runs this, so the script
 cannot rot). Run from the repository root, without installing trainkit::
 
-    PYTHONPATH=. python benchmarks/gpu_check.py --out DIR [--dry-run]
+    PYTHONPATH=. python benchmarks/gpu_check.py --out DIR [--dry-run] [--budget SECONDS]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -31,8 +34,11 @@ from typing import Any
 import _report  # benchmarks/_report.py, beside this script
 
 TAIL = 4000  # characters of each part's output kept in the report
-# Seconds each part may take on the GPU machine (20 minutes in all).
+# Seconds each part may take on the GPU machine (19 minutes in all); --budget scales them.
 LIMITS = {"gpu tests": 240, "device tests": 240, "benchmark": 660}
+# Seconds one test may take before pytest-timeout (where installed) fails it, so that a
+# hung collective costs one test rather than its part's whole limit.
+TEST_TIMEOUT = 120
 
 
 def gpu_info() -> dict[str, Any]:
@@ -56,8 +62,10 @@ def gpu_info() -> dict[str, Any]:
     return info
 
 
-def run_part(name: str, command: list[str], limit: float, env: dict[str, str]) -> dict[str, Any]:
-    """Run one part; its status, time and output tail."""
+def run_part(
+    name: str, command: list[str], limit: float, env: dict[str, str], out: Path
+) -> dict[str, Any]:
+    """Run one part; its status, time and output tail (the whole output in ``out/NAME.log``)."""
     print(f"== {name}: {' '.join(command)}", flush=True)
     start = time.perf_counter()
     try:
@@ -70,6 +78,7 @@ def run_part(name: str, command: list[str], limit: float, env: dict[str, str]) -
         output = f"{error.stdout or ''}{error.stderr or ''}\n[timed out after {limit:.0f} s]"
         output = output if isinstance(output, str) else output.decode(errors="replace")
     seconds = time.perf_counter() - start
+    (out / f"{name.replace(' ', '-')}.log").write_text(output)
     print(output[-TAIL:], flush=True)
     print(f"== {name}: exit {status} in {seconds:.1f} s", flush=True)
     return {
@@ -124,6 +133,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="folder for report.md/.json")
     parser.add_argument("--dry-run", action="store_true", help="on the CPU, tiny sizes")
+    parser.add_argument(
+        "--budget", type=float, default=sum(LIMITS.values()),
+        help=f"seconds for all parts together; each part's limit scales with it "
+        f"(default {sum(LIMITS.values())})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--benchmark-args", default="",
+        help='more arguments for benchmarks/gpu.py, e.g. "--repeats 2 --compile-repeats 0"',
+    )  # fmt: skip
     args = parser.parse_args(argv)
     root = Path(__file__).resolve().parents[1]
     os.chdir(root)
@@ -140,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     python = sys.executable
     # One process (-n 0): the tests share one GPU, and each part's time is its own.
     pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "-n", "0"]
+    if importlib.util.find_spec("pytest_timeout") is not None:
+        pytest.append(f"--timeout={TEST_TIMEOUT}")
     # Every GPU test of the suite (in the dry run all of them skip or deselect), then
     # the device tests' CPU and CUDA cases together.
     gpu_tests = [*pytest, "-m", "gpu", "tests", "--ignore=tests/trainer/test_devices.py"]
@@ -148,11 +168,16 @@ def main(argv: list[str] | None = None) -> int:
     benchmark = [python, "benchmarks/gpu.py", "--json", str(figures_file)]
     if args.dry_run:
         benchmark.append("--quick")
+    benchmark += shlex.split(args.benchmark_args)
+    scale = args.budget / sum(LIMITS.values())
+    limits = {name: limit * scale for name, limit in LIMITS.items()}
 
     parts = {
-        "gpu tests": run_part("gpu tests", gpu_tests, LIMITS["gpu tests"], env),
-        "device tests": run_part("device tests", device_tests, LIMITS["device tests"], env),
-        "benchmark": run_part("benchmark", benchmark, LIMITS["benchmark"], env),
+        "gpu tests": run_part("gpu tests", gpu_tests, limits["gpu tests"], env, args.out),
+        "device tests": run_part(
+            "device tests", device_tests, limits["device tests"], env, args.out
+        ),
+        "benchmark": run_part("benchmark", benchmark, limits["benchmark"], env, args.out),
     }
     report: dict[str, Any] = {
         "command": _report.exact_command(),
