@@ -36,12 +36,23 @@ def test_two_processes_started_by_hand_match_one_process(tmp_path: Path, scheme:
 
 def test_an_unreachable_address_is_named_within_the_timeout() -> None:
     strategy = DDPStrategy(
-        init_method="tcp://127.0.0.1:1", rank=1, world_size=2, timeout=timedelta(seconds=3)
+        "cpu", init_method="tcp://127.0.0.1:1", rank=1, world_size=2, timeout=timedelta(seconds=3)
     )
     with pytest.raises(
         RuntimeError, match=r"Rank 1 of 2 could not join .* at tcp://127\.0\.0\.1:1"
     ):
         strategy.setup_environment()
+
+
+def test_a_local_rank_without_its_cuda_device_is_named_before_joining() -> None:
+    # Local rank 1 computes on cuda:1: with fewer CUDA devices (none, on a CPU machine)
+    # it says so before it tries to join (it would wait for the others, then fail in CUDA).
+    have = torch.cuda.device_count()
+    strategy = DDPStrategy("cuda", init_method="tcp://127.0.0.1:1", rank=have, world_size=have + 1)
+    message = rf"local rank {have} computes on cuda:{have}, but this machine has {have} CUDA"
+    with pytest.raises(RuntimeError, match=message):
+        strategy.setup_environment()
+    assert not torch.distributed.is_initialized()
 
 
 def test_a_file_in_a_missing_folder_is_named_at_once(tmp_path: Path) -> None:

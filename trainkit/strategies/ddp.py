@@ -204,6 +204,7 @@ class DDPStrategy(ProcessGroupCollectives, Strategy):
         if self._environment is None:
             self._environment = detect_environment()
         if self.device_type == "cuda":
+            self._check_cuda_device()
             torch.cuda.set_device(self.root_device)
         if not dist.is_initialized():
             backend = self.process_group_backend or (
@@ -217,6 +218,17 @@ class DDPStrategy(ProcessGroupCollectives, Strategy):
             # Every rank sets up at the same point, so every rank makes the group here.
             self._control = ControlChannel.create(self.timeout)
             self._control_world = dist.group.WORLD
+
+    def _check_cuda_device(self) -> None:
+        """Each process computes on ``cuda:<local rank>``: that device must be there."""
+        count, local_rank = torch.cuda.device_count(), self.local_rank
+        if local_rank >= count:
+            raise RuntimeError(
+                f"{type(self).__name__}: the process of local rank {local_rank} computes on "
+                f"cuda:{local_rank}, but this machine has {count} CUDA device(s). Start at "
+                f"most {count} process(es) on each machine, or run them on the CPU: "
+                "Trainer(accelerator='cpu'), or device_type='cpu' for the strategy."
+            )
 
     def setup_module(self, module: nn.Module) -> nn.Module:
         ids = [self.root_device.index] if self.device_type == "cuda" else None

@@ -142,8 +142,11 @@ class HybridStrategy(DDPStrategy):
         environment: ClusterEnvironment | None = None,
         **init_params: Any,
     ) -> HybridStrategy:
-        # No device type: the stage devices decide it (see __init__).
-        return cls(timeout=timeout, environment=environment, **init_params)
+        strategy = cls(timeout=timeout, environment=environment, **init_params)
+        # Named stage devices decide the device type (see __init__); a count of stages
+        # takes the Trainer's accelerator, so accelerator="cpu" stays on the CPU.
+        strategy.use_accelerator("auto", plan.device_type)
+        return strategy
 
     # ------------------------------------------------------------ placement
     @property
