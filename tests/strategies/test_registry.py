@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import TypeVar
 
 import pytest
+import torch
 
 import trainkit
 from tests.helpers import QUIET, Classifier, blobs, loader
@@ -102,6 +103,16 @@ def test_a_plan_builds_its_class_with_the_trainer_settings(
     if isinstance(strategy, DDPStrategy):
         assert strategy.timeout == timeout
         assert strategy.device_type == "cpu"
+
+
+def test_hybrid_by_name_takes_the_accelerator_on_a_cuda_machine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # accelerator="cpu" on a machine with CUDA: the stages stay on the CPU.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    strategy = build_strategy(plan_devices("hybrid", "cpu", 2), timeout=timedelta(seconds=1))
+    assert strategy.device_type == "cpu"  # type: ignore[attr-defined]
+    assert strategy.root_device.type == "cpu"
 
 
 def test_dp_without_two_cuda_devices_trains_on_one_and_warns_at_the_callers_line() -> None:
