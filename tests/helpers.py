@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -10,6 +12,19 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import trainkit
 from trainkit.loggers import Logger
+
+ROOT = Path(__file__).resolve().parents[1]  # the repository
+
+
+def repo_env(*paths: str | Path, **extra: str) -> dict[str, str]:
+    """This process's environment for a child Python that imports trainkit from this checkout.
+
+    The repository, then ``paths``, go first on PYTHONPATH; what was on it stays after
+    them, so packages this process finds through it (a machine's extra site folder, say)
+    the child finds too. ``extra`` variables are set last.
+    """
+    entries = [str(ROOT), *map(str, paths), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(entries), **extra}
 
 
 def event_file_events(path: str) -> list[Any]:

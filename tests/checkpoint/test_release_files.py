@@ -57,7 +57,16 @@ def test_resuming_the_release_file_ends_where_an_uninterrupted_run_ends(tmp_path
     resumed, resumed_batches = _fit(3, tmp_path / "resumed", ckpt_path=str(copy))
     straight, straight_batches = _fit(3, tmp_path / "straight")
     assert (resumed_batches, straight_batches) == (8, 12)  # it went on from epoch 1
+    # Bitwise where this machine computes the file's first epoch bit for bit (CI's
+    # machines do); another processor's kernels round differently from the start,
+    # and then the runs agree to rounding.
+    first, _ = _fit(1, tmp_path / "first")
+    saved = load(RELEASE_0)["state_dict"]
+    same_kernels = all(torch.equal(v, saved[k]) for k, v in first.state_dict().items())
     for (name, a), (_, b) in zip(
         resumed.state_dict().items(), straight.state_dict().items(), strict=True
     ):
-        assert torch.equal(a, b), name
+        if same_kernels:
+            assert torch.equal(a, b), name
+        else:
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=name)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess
@@ -13,6 +12,8 @@ from typing import Any
 
 import pytest
 import torch
+
+from tests.helpers import repo_env
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_STEPS = 40
@@ -32,7 +33,7 @@ def _command(root: Path, *extra: str) -> list[str]:
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    return repo_env(PYTHONUNBUFFERED="1")
 
 
 def _run(root: Path, *extra: str) -> dict[str, Any]:

@@ -8,7 +8,6 @@ exception raised by the user's own code.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.helpers import repo_env
 from trainkit.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -221,7 +221,7 @@ def test_a_resume_mismatch_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def _command(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    environ = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    environ = {**repo_env(), **(env or {})}
     environ.pop("TRAINKIT_DEBUG", None) if env is None else None
     return subprocess.run(
         [sys.executable, "-m", "trainkit", *argv],
@@ -263,7 +263,7 @@ def test_an_exception_from_the_users_code_keeps_its_traceback(tmp_path: Path) ->
         CONFIG,
         "model.class_path=broken_model.Broken",
         f"trainer.default_root_dir={tmp_path / 'root'}",
-        env={"PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"},
+        env={"PYTHONPATH": repo_env(tmp_path)["PYTHONPATH"]},
     )
     assert result.returncode == 1
     assert "Traceback (most recent call last)" in result.stderr

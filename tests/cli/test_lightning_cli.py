@@ -6,7 +6,6 @@ for the command-line forms, as ``python tests/cli/lightning_main.py fit ...``.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ pytest.importorskip("jsonargparse", reason="LightningCLI needs the extra trainki
 
 from tests.cli import lightning_main as project
 from tests.cli.lightning_main import NeedsWidthModel, OwnOptimizerModel, TinyData, TinyModel
+from tests.helpers import repo_env
 from trainkit.callbacks.base import Callback
 from trainkit.checkpoint.files import load
 from trainkit.lightning.callbacks import EarlyStopping, ModelCheckpoint
@@ -47,7 +47,7 @@ def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = repo_env()
     return subprocess.run(
         [sys.executable, MAIN, *args], capture_output=True, text=True, env=env, timeout=120
     )
@@ -456,7 +456,7 @@ def test_without_jsonargparse_import_works_and_construction_names_the_extra() ->
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=repo_env(),
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
@@ -469,7 +469,7 @@ def test_importing_trainkit_cli_does_not_import_jsonargparse() -> None:
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=repo_env(),
         timeout=120,
     )
     assert result.stdout.strip() == "False", result.stderr
@@ -480,6 +480,7 @@ INJECTED = [
     "--model.encoder=tests.cli.lightning_main.Encoder",
     "--model.encoder.width=5",
     "--trainer.max_epochs=1",
+    "--trainer.accelerator=cpu",  # the loaded copy (on the CPU) is compared with cli.model
     *QUIET,
 ]
 

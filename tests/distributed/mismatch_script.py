@@ -44,6 +44,7 @@ def main() -> None:
     args = parser.parse_args()
     trainer = trainkit.Trainer(
         strategy="ddp",
+        accelerator="cpu",  # the control channel is what is tested, on any machine
         devices=2,
         max_epochs=2,
         num_sanity_val_steps=args.sanity,

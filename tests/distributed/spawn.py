@@ -103,8 +103,9 @@ def run_by_hand(commands: list[list[str]], timeout: float = 240) -> None:
     No rank variables are passed on (each process is told who it is on its
     command line); the repository root is the working directory and on PYTHONPATH.
     """
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = {**os.environ, "PYTHONPATH": root}
+    from tests.helpers import ROOT, repo_env
+
+    root, env = str(ROOT), repo_env()
     for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK"):
         env.pop(name, None)
     processes = [

@@ -60,6 +60,7 @@ def main() -> None:
     args = parser.parse_args()
     trainer = trainkit.Trainer(
         strategy="ddp",
+        accelerator="cpu",  # gloo processes, on any machine
         max_epochs=3,
         seed=7,
         default_root_dir=args.root,

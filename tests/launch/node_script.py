@@ -61,6 +61,7 @@ def main() -> None:
     Path(args.root).mkdir(parents=True, exist_ok=True)
     trainer = trainkit.Trainer(
         strategy="ddp",
+        accelerator="cpu",  # gloo processes, on any machine
         max_steps=args.max_steps,
         seed=7,
         default_root_dir=args.root,

@@ -11,6 +11,8 @@ import threading
 import time
 from pathlib import Path
 
+from tests.helpers import repo_env
+
 ROOT = Path(__file__).resolve().parents[2]
 FAULT_SCRIPT = str(ROOT / "tests" / "launch" / "fault_script.py")
 #: How long a test waits for a job to reach a point (the machine may be loaded).
@@ -28,7 +30,7 @@ class Job:
         self.process = subprocess.Popen(
             command,
             cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"},
+            env=repo_env(PYTHONUNBUFFERED="1"),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -183,7 +185,7 @@ def run_whole(command: list[str], timeout: float) -> subprocess.CompletedProcess
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=repo_env(),
         start_new_session=True,
     )
     try:

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from tests.distributed.spawn import free_port
+from tests.helpers import repo_env
 from tests.launch.running import run_whole
 from trainkit.launch.environment import restart_count, resume_on_restart
 
@@ -87,7 +88,7 @@ def test_a_lost_node_the_job_goes_on_alone_and_continues_the_same_samples(
     root = tmp_path / "lost"
     root.mkdir()
     endpoint = f"127.0.0.1:{free_port()}"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = repo_env()
     a = subprocess.Popen(
         _agent(root, endpoint, "x"), cwd=ROOT, env={**env, "TRAINKIT_TEST_NODE": "a"},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from tests.distributed.spawn import free_port
+from tests.helpers import repo_env
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = str(ROOT / "tests" / "distributed" / "script.py")
@@ -43,7 +43,7 @@ def _run(command: list[str], root: Path) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=240,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "EXIT_RECORD_DIR": str(root)},
+        env=repo_env(EXIT_RECORD_DIR=str(root)),
     )
 
 
@@ -104,7 +104,7 @@ def test_two_nodes_of_one_process_through_torchrun_rendezvous(tmp_path: Path) ->
         "--root",
         str(tmp_path),
     ]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = repo_env()
     nodes = [
         subprocess.Popen(
             command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.distributed.spawn import free_port
+from tests.helpers import repo_env
 from tests.launch.running import ROOT, Job, alive, rank_pids, still_alive
 from trainkit.checkpoint.preemption import SAME_INTERRUPT_S
 from trainkit.launch.launcher import FAILURE_GRACE_S, describe_exit, name_ranks
@@ -228,7 +229,7 @@ def _run_python(script: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", script],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=repo_env(),
         capture_output=True,
         text=True,
         timeout=120,

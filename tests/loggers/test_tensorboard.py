@@ -23,7 +23,7 @@ from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch import nn
 
 import trainkit
-from tests.helpers import QUIET, BlobData, Classifier, MemoryLogger, event_file_events
+from tests.helpers import QUIET, BlobData, Classifier, MemoryLogger, event_file_events, repo_env
 from trainkit.loggers import CSVLogger, TensorBoardLogger, _files
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -147,7 +147,7 @@ def test_log_after_finalize_reopens_writer(tmp_path: Path) -> None:
 def test_import_does_not_load_tensorboard() -> None:
     # yaml too: the loggers import it lazily, and torch itself does not pull it in.
     code = "import sys, trainkit.loggers\nfor m in ('tensorboard', 'yaml'): print(m in sys.modules)"
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = repo_env()
     result = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )

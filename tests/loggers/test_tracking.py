@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import repo_env
 from trainkit.loggers import MLflowLogger, WandbLogger
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +32,7 @@ def test_a_missing_package_says_how_to_install_it(
 
 def test_import_does_not_load_mlflow_or_wandb() -> None:
     code = "import sys, trainkit.loggers\nprint([m in sys.modules for m in ('mlflow', 'wandb')])"
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = repo_env()
     result = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )

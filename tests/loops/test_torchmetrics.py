@@ -8,7 +8,6 @@ The two-process version is tests/distributed/test_torchmetrics_ddp.py.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +17,7 @@ import pytest
 import torch
 
 import trainkit
-from tests.helpers import QUIET, Classifier, MemoryLogger, blobs, loader
+from tests.helpers import QUIET, Classifier, MemoryLogger, blobs, loader, repo_env
 from trainkit.callbacks import ModelCheckpoint
 
 torchmetrics = pytest.importorskip("torchmetrics")
@@ -438,8 +437,12 @@ def test_logging_tensors_never_imports_torchmetrics() -> None:
         "loader(blobs(32)))\n"
         "assert 'torchmetrics' not in sys.modules, 'torchmetrics was imported'\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     result = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=repo_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr[-2000:]

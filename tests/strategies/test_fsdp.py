@@ -125,6 +125,8 @@ def test_an_instance_with_devices_starts_that_many_processes(started_as_a_script
     assert trainer.launcher.num_processes == 4
     assert (trainer.strategy.global_rank, trainer.strategy.world_size) == (0, 4)
     # An instance told its place (or devices="auto") starts nothing.
-    placed = trainkit.Trainer(strategy=FSDPStrategy(rank=0, world_size=2), devices=2, logger=False)
+    placed = trainkit.Trainer(
+        strategy=FSDPStrategy(rank=0, world_size=2), devices=2, accelerator="cpu", logger=False
+    )
     assert placed.launcher is None
     assert trainkit.Trainer(strategy=FSDPStrategy(), logger=False).launcher is None

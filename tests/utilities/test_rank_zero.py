@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import trainkit
+from tests.helpers import repo_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,7 +70,7 @@ def _ranks_in_a_new_process(code: str, **environment: str) -> list[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "SLURM_PROCID", "LOCAL_RANK")}
     result = subprocess.run(
         [sys.executable, "-c", code],
-        env={**env, **environment, "PYTHONPATH": str(ROOT)},
+        env={**env, **environment, "PYTHONPATH": repo_env()["PYTHONPATH"]},
         capture_output=True,
         text=True,
         timeout=120,
