@@ -29,6 +29,7 @@ from trainkit.lightning.demos.boring_classes import (
 )
 from trainkit.loops import state
 from trainkit.tuner import Tuner
+from trainkit.utilities.combined_loader import CombinedLoader
 
 from ..helpers import QUIET
 
@@ -90,6 +91,8 @@ PATHS = [
     ("tuner.tuning", "Tuner", Tuner),
     ("utilities.rank_zero", "rank_zero_only", trainkit.rank_zero_only),
     ("utilities.parsing", "AttributeDict", trainkit.lightning.utilities.AttributeDict),
+    ("utilities", "CombinedLoader", CombinedLoader),
+    ("utilities.combined_loader", "CombinedLoader", CombinedLoader),
     ("demos.boring_classes", "BoringModel", BoringModel),
     ("demos.boring_classes", "RandomDataset", RandomDataset),
     ("demos.boring_classes", "BoringDataModule", BoringDataModule),

@@ -26,6 +26,7 @@ from trainkit.callbacks.weight_averaging import (
     copy_weights,
 )
 from trainkit.core.optim import LRSchedulerConfig
+from trainkit.utilities.combined_loader import training_iterable
 
 if TYPE_CHECKING:
     from trainkit.core.module import Module
@@ -360,7 +361,7 @@ class StochasticWeightAveraging(Callback):
         modes = [(m, m.training) for m in module.modules()]
         self.reset_batch_norm_and_save_state(module)
         run = trainer.optimization.run
-        batches: Any = trainer.train_dataloader
+        batches: Any = training_iterable(trainer.train_dataloader)
         total = trainer.num_training_batches
         if total != float("inf"):
             batches = itertools.islice(batches, int(total))

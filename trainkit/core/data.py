@@ -28,6 +28,7 @@ from trainkit.core.batches import BatchTransferHooks
 from trainkit.core.batches import move_data_to_device as move_data_to_device  # re-exported
 from trainkit.core.hyperparameters import HyperparametersMixin
 from trainkit.core.module import Module, overrides
+from trainkit.utilities.combined_loader import CombinedBatches, CombinedLoader, training_iterable
 from trainkit.utilities.seed import (
     capture_rng_states,
     restore_rng_states,
@@ -373,6 +374,8 @@ def skip_batches(loader: Iterable[Any], skip: int) -> Iterable[Any]:
     """
     if skip == 0:
         return loader
+    if isinstance(loader, CombinedBatches):
+        return _skip_combined(loader, skip)
     if isinstance(loader, Sequence):
         return loader[skip:]
     if not isinstance(loader, DataLoader) or isinstance(loader.dataset, IterableDataset):
@@ -387,13 +390,69 @@ def skip_batches(loader: Iterable[Any], skip: int) -> Iterable[Any]:
     return rebuild_dataloader(loader, sampler=_SkipFirst(loader.sampler, skip))
 
 
+class _SkipIterated:
+    """Combined batches without the first ``skip``, skipped by reading them."""
+
+    def __init__(self, inner: CombinedBatches, skip: int) -> None:
+        self.inner, self.skip = inner, skip
+
+    def __iter__(self) -> Iterator[Any]:
+        return islice(iter(self.inner), self.skip, None)
+
+    def __len__(self) -> int:
+        return max(0, len(self.inner) - self.skip)
+
+
+def _skip_combined(loader: CombinedBatches, skip: int) -> Iterable[Any]:
+    # Each loader's position depends on the others' lengths (a shorter one cycles), so
+    # the epoch is read again from its start state up to the resume point.
+    cycled = [
+        i
+        for i, one in enumerate(loader.loaders)
+        if isinstance(getattr(one, "sampler", None), RandomSampler)
+        and not loader_generators(one)
+        and len(one) <= skip
+    ]
+    if cycled:
+        import warnings
+
+        warnings.warn(
+            f"Resuming {skip} batches into an epoch of combined training loaders: loader(s) "
+            f"{cycled} had started again before that point and drew their new order from "
+            "torch's global random state, which training had moved on since; their batches "
+            "from here on differ from the interrupted run's. Give each shuffled loader its "
+            "own generator (DataLoader(..., generator=torch.Generator().manual_seed(n))) "
+            "for an exact resume.",
+            stacklevel=2,
+        )
+    return _SkipIterated(loader, skip)
+
+
+def each_loader(loader: Any, change: Callable[[Any], Any]) -> Any:
+    """``change(loader)``, or for combined training loaders, each one changed.
+
+    Args:
+        loader: a dataloader, or the combined batches of several.
+        change: what to do to one dataloader (e.g. give it a distributed sampler).
+    """
+    if isinstance(loader, CombinedBatches):
+        return loader.map_loaders(change)
+    return change(loader)
+
+
+def _loaders(loader: Any) -> list[Any]:
+    return loader.loaders if isinstance(loader, CombinedBatches) else [loader]
+
+
 def unshuffled(loader: Iterable[Any], warn: Callable[[str], None]) -> Iterable[Any]:
     """``loader`` with its shuffling turned off (``overfit_batches`` trains on fixed batches).
 
     Args:
-        loader: the training dataloader.
+        loader: the training dataloader (combined loaders: each).
         warn: prints a warning (rank 0) when shuffling is turned off.
     """
+    if isinstance(loader, CombinedBatches):
+        return loader.map_loaders(lambda one: unshuffled(one, warn))
     if not isinstance(loader, DataLoader) or not isinstance(loader.sampler, RandomSampler):
         return loader
     warn(
@@ -452,15 +511,16 @@ def loader_generators(loader: Iterable[Any]) -> list[torch.Generator]:
     exactly as the interrupted one was.
 
     Args:
-        loader: a dataloader.
+        loader: a dataloader (combined loaders: all of theirs).
     """
-    batch_sampler = getattr(loader, "batch_sampler", None)
-    holders = (loader, getattr(loader, "sampler", None), getattr(batch_sampler, "sampler", None))
     found: dict[int, torch.Generator] = {}
-    for holder in holders:
-        generator = getattr(holder, "generator", None)
-        if isinstance(generator, torch.Generator):
-            found[id(generator)] = generator
+    for one in _loaders(loader):
+        batch_sampler = getattr(one, "batch_sampler", None)
+        holders = (one, getattr(one, "sampler", None), getattr(batch_sampler, "sampler", None))
+        for holder in holders:
+            generator = getattr(holder, "generator", None)
+            if isinstance(generator, torch.Generator):
+                found[id(generator)] = generator
     return list(found.values())
 
 
@@ -471,8 +531,10 @@ def with_worker_seeding(loader: Iterable[Any]) -> Iterable[Any]:
     workers, and the user gave no ``worker_init_fn`` of their own.
 
     Args:
-        loader: a prepared dataloader.
+        loader: a prepared dataloader (combined loaders: each).
     """
+    if isinstance(loader, CombinedBatches):
+        return loader.map_loaders(with_worker_seeding)
     if (
         not seeding_workers()
         or not isinstance(loader, DataLoader)
@@ -537,8 +599,16 @@ def find_dataloaders(
             f"No {step} data: pass dataloaders=..., a datamodule, or define {method}() on "
             "the Module."
         )
-    if kind == "train" or not isinstance(loaders, (list, tuple)):
-        return [loaders]  # one training loader (which may itself be a list of batches)
+    if kind == "train":
+        # One training iterable: a list or dict of loaders combined (as Lightning does);
+        # a list of batches stays one loader whose items are the batches.
+        return [training_iterable(loaders)]
+    if isinstance(loaders, CombinedLoader):  # sequential: its loaders one after the other
+        return loaders.flattened if loaders.mode == "sequential" else [CombinedBatches(loaders)]
+    if isinstance(loaders, Mapping):
+        return list(loaders.values())
+    if not isinstance(loaders, (list, tuple)):
+        return [loaders]
     return list(loaders)
 
 
@@ -611,7 +681,12 @@ def epoch_batches(
     # Fetch the first batch now: a sampler draws its shuffle seed when first asked
     # for an index, and that draw must come from the epoch's starting state.
     head = next(iterator, None)
-    restore_data_rng(loader, resumed_rng)
+    if isinstance(loader, CombinedBatches):
+        # Reading up to here drew what the loaders' own generators draw (a shorter
+        # loader's new order each time it starts again): they stay where it left them.
+        restore_rng_states(resumed_rng["global"])
+    else:
+        restore_data_rng(loader, resumed_rng)
     return (chain((head,), iterator) if head is not None else iter(())), start_rng
 
 
@@ -622,6 +697,10 @@ def set_sampler_epoch(loader: Iterable[Any], epoch: int) -> None:
         loader: the training dataloader.
         epoch: the epoch, counted from 0.
     """
+    if isinstance(loader, CombinedBatches):
+        for one in loader.loaders:
+            set_sampler_epoch(one, epoch)
+        return
     batch_sampler = getattr(loader, "batch_sampler", None)
     holders = (
         loader,

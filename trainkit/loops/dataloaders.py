@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainkit.core.data import (
     batch_totals,
+    each_loader,
     find_dataloaders,
     training_batches,
     unshuffled,
@@ -41,7 +42,10 @@ def stage_loaders(run: Run, kind: str, given: Any, required: bool) -> list[Itera
         return [with_worker_seeding(dl) for dl in found]  # the loaders split the data
     training = kind == "train"
     prepare = run.strategy.prepare_dataloader
-    return [with_worker_seeding(prepare(dl, training=training)) for dl in found]
+    return [
+        with_worker_seeding(each_loader(dl, lambda one: prepare(one, training=training)))
+        for dl in found
+    ]
 
 
 def fit_loaders(

@@ -63,6 +63,7 @@ from trainkit.trainer.options import (
     refuse_plugins,
 )
 from trainkit.tuner.trial import running_search
+from trainkit.utilities.combined_loader import as_given
 from trainkit.utilities.rank_zero import rank_zero_only
 from trainkit.utilities.seed import seed_everything, set_deterministic
 
@@ -485,7 +486,8 @@ class Trainer(TrainerCheckpoints):
 
         def load_dataloaders() -> tuple[Iterable[Any], list[Iterable[Any]]]:
             loaders = fit_loaders(run, train_dataloaders, val_dataloaders)
-            self.train_dataloader, self.val_dataloaders = loaders[0], one_or_list(loaders[1])
+            self.train_dataloader = as_given(loaders[0])  # combined: the collection given
+            self.val_dataloaders = one_or_list(loaders[1])
             size = getattr(loaders[0], "batch_size", None)
             state.samples_per_step = size * self.strategy.data_parallel_size if size else None
             return loaders

@@ -23,6 +23,7 @@ from trainkit.callbacks.base import Callback
 from trainkit.core.steps import loss_from_output
 from trainkit.tuner.trial import Snapshot, should_skip, train_trial
 from trainkit.tuner.values import find_attribute, set_attribute
+from trainkit.utilities.combined_loader import training_iterable
 
 if TYPE_CHECKING:
     from trainkit.core.module import Module
@@ -270,7 +271,8 @@ def lr_find(
     recorder = _Recorder(finder, lrs, early_stop_threshold, trainer.global_step)
     snapshot = Snapshot(trainer)
     try:
-        train_trial(trainer, module, num_training, trainer.train_dataloader or [], [recorder])
+        batches = training_iterable(trainer.train_dataloader or [])
+        train_trial(trainer, module, num_training, batches, [recorder])
     finally:
         snapshot.restore(trainer)
     if len(finder.results["lr"]) < num_training:

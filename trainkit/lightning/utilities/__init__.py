@@ -7,6 +7,7 @@ from typing import Any
 from trainkit.core.batches import move_data_to_device
 from trainkit.core.hyperparameters import AttributeDict
 from trainkit.lightning._missing import missing
+from trainkit.utilities.combined_loader import CombinedLoader
 from trainkit.utilities.gradients import grad_norm
 from trainkit.utilities.rank_zero import rank_zero_deprecation, rank_zero_only, rank_zero_warn
 from trainkit.utilities.rank_zero import rank_zero_print as rank_zero_info
@@ -15,6 +16,7 @@ from trainkit.utilities.throughput import measure_flops
 
 __all__ = [
     "AttributeDict",
+    "CombinedLoader",
     "grad_norm",
     "measure_flops",
     "move_data_to_device",
