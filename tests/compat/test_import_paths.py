@@ -21,15 +21,23 @@ from trainkit.cli.lightning_parser import (
     LRSchedulerCallable,
     OptimizerCallable,
 )
+from trainkit.core import types
+from trainkit.core.hyperparameters import HyperparametersMixin
+from trainkit.lightning.core import saving
 from trainkit.lightning.demos.boring_classes import (
     BoringDataModule,
     BoringModel,
     ManualOptimBoringModel,
     RandomDataset,
 )
+from trainkit.lightning.loggers import logger as lightning_logger
+from trainkit.lightning.utilities import exceptions, memory, model_helpers, model_summary
+from trainkit.lightning.utilities import seed as lightning_seed
+from trainkit.lightning.utilities import warnings as lightning_warnings
 from trainkit.loops import state
 from trainkit.tuner import Tuner
 from trainkit.utilities.combined_loader import CombinedLoader
+from trainkit.utilities.gradients import grad_norm
 
 from ..helpers import QUIET
 
@@ -92,6 +100,24 @@ PATHS = [
     ("utilities.rank_zero", "rank_zero_only", trainkit.rank_zero_only),
     ("utilities.parsing", "AttributeDict", trainkit.lightning.utilities.AttributeDict),
     ("utilities", "CombinedLoader", CombinedLoader),
+    ("utilities.types", "STEP_OUTPUT", types.STEP_OUTPUT),
+    ("utilities.types", "OptimizerLRScheduler", types.OptimizerLRScheduler),
+    ("utilities.types", "TRAIN_DATALOADERS", types.TRAIN_DATALOADERS),
+    ("utilities.types", "EVAL_DATALOADERS", types.EVAL_DATALOADERS),
+    ("utilities.types", "LRSchedulerConfig", types.LRSchedulerConfig),
+    ("utilities.types", "LRSchedulerTypeUnion", types.LRSchedulerTypeUnion),
+    ("utilities.types", "OptimizerLRSchedulerConfig", types.OptimizerLRSchedulerConfig),
+    ("utilities.grads", "grad_norm", grad_norm),
+    ("utilities.seed", "isolate_rng", lightning_seed.isolate_rng),
+    ("utilities.model_helpers", "is_overridden", model_helpers.is_overridden),
+    ("utilities.model_summary", "ModelSummary", model_summary.ModelSummary),
+    ("utilities.memory", "garbage_collection_cuda", memory.garbage_collection_cuda),
+    ("utilities.exceptions", "MisconfigurationException", exceptions.MisconfigurationException),
+    ("utilities.warnings", "PossibleUserWarning", lightning_warnings.PossibleUserWarning),
+    ("core.mixins", "HyperparametersMixin", HyperparametersMixin),
+    ("core.saving", "save_hparams_to_yaml", saving.save_hparams_to_yaml),
+    ("core.saving", "load_hparams_from_yaml", saving.load_hparams_from_yaml),
+    ("loggers.logger", "rank_zero_experiment", lightning_logger.rank_zero_experiment),
     ("utilities.combined_loader", "CombinedLoader", CombinedLoader),
     ("demos.boring_classes", "BoringModel", BoringModel),
     ("demos.boring_classes", "RandomDataset", RandomDataset),

@@ -1,0 +1,155 @@
+"""Lightning's helper modules a ported project imports: types, saving, seeds, summaries,
+overridden hooks, custom loggers' experiments, exceptions and warnings."""
+
+from __future__ import annotations
+
+import warnings
+from argparse import Namespace
+from pathlib import Path
+from typing import Any, get_args
+
+import pytest
+import torch
+
+import trainkit
+from trainkit.core.hyperparameters import AttributeDict
+from trainkit.lightning.core.saving import load_hparams_from_yaml, save_hparams_to_yaml
+from trainkit.lightning.loggers.logger import DummyExperiment, rank_zero_experiment
+from trainkit.lightning.utilities.exceptions import MisconfigurationException
+from trainkit.lightning.utilities.memory import garbage_collection_cuda
+from trainkit.lightning.utilities.model_helpers import is_overridden
+from trainkit.lightning.utilities.model_summary import ModelSummary
+from trainkit.lightning.utilities.seed import isolate_rng
+from trainkit.lightning.utilities.types import STEP_OUTPUT, OptimizerLRScheduler
+from trainkit.lightning.utilities.warnings import PossibleUserWarning
+from trainkit.utilities.rank_zero import rank_zero_only
+
+from ..helpers import QUIET, Classifier, blobs, loader
+
+
+class Typed(Classifier):
+    """A Module annotated with Lightning's types, as typed projects write it."""
+
+    def training_step(self, batch: Any, batch_idx: int) -> STEP_OUTPUT:
+        return super().training_step(batch, batch_idx)
+
+    def configure_optimizers(self) -> OptimizerLRScheduler:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def test_a_module_annotated_with_lightnings_types_trains() -> None:
+    trainer = trainkit.Trainer(max_steps=2, **QUIET)
+    trainer.fit(Typed(), loader(blobs(64)))
+    assert trainer.global_step == 2
+    assert type(None) in get_args(OptimizerLRScheduler) and torch.optim.Optimizer in get_args(
+        OptimizerLRScheduler
+    )
+
+
+def test_hyperparameters_go_to_yaml_and_back(tmp_path: Path) -> None:
+    path = tmp_path / "hparams.yaml"
+    save_hparams_to_yaml(path, Namespace(lr=0.1, layers=[2, 3], name="net", dtype=torch.float32))
+    loaded = load_hparams_from_yaml(path, use_omegaconf=False)
+    # What YAML cannot hold is kept as its repr, as trainkit's loggers write hparams.yaml.
+    assert loaded == {"lr": 0.1, "layers": [2, 3], "name": "net", "dtype": "torch.float32"}
+    save_hparams_to_yaml(path, AttributeDict(lr=0.2))
+    config = load_hparams_from_yaml(path)  # an OmegaConf DictConfig, as Lightning returns
+    assert config.lr == 0.2 and type(config).__name__ == "DictConfig"
+    with pytest.raises(FileNotFoundError, match="no-folder does not exist; create it first"):
+        save_hparams_to_yaml(tmp_path / "no-folder" / "h.yaml", {"a": 1})
+    with pytest.warns(RuntimeWarning, match="does not exist; no hyperparameters were read"):
+        assert load_hparams_from_yaml(tmp_path / "missing.yaml") == {}
+
+
+def test_omegaconf_interpolations_are_written_resolved(tmp_path: Path) -> None:
+    from omegaconf import OmegaConf
+
+    config = OmegaConf.create({"width": 4, "hidden": "${width}"})
+    save_hparams_to_yaml(tmp_path / "h.yaml", config)
+    assert load_hparams_from_yaml(tmp_path / "h.yaml", use_omegaconf=False) == {
+        "width": 4,
+        "hidden": 4,
+    }
+
+
+def test_isolate_rng_leaves_the_random_state_as_it_was() -> None:
+    torch.manual_seed(3)
+    expected = torch.rand(2)
+    torch.manual_seed(3)
+    with isolate_rng():
+        torch.rand(5)
+    assert torch.equal(torch.rand(2), expected)
+
+
+def test_is_overridden_for_modules_callbacks_and_a_given_parent() -> None:
+    class Hooked(trainkit.Callback):
+        def on_train_start(self, trainer: Any, module: Any) -> None: ...
+
+    assert is_overridden("training_step", Classifier())
+    assert not is_overridden("on_train_end", Classifier())
+    assert is_overridden("on_train_start", Hooked()) and not is_overridden("on_fit_end", Hooked())
+    assert not is_overridden("training_step", None)
+    assert is_overridden("forward", torch.nn.Linear(2, 2), parent=torch.nn.Module)
+    with pytest.raises(ValueError, match="pass parent="):
+        is_overridden("forward", torch.nn.Linear(2, 2))
+    assert not is_overridden("trainig_step", Classifier())  # no such method: False
+
+    class Extra(Classifier):
+        def extra_hook(self) -> None: ...
+
+    with pytest.raises(ValueError, match="Module has no method 'extra_hook' to override"):
+        is_overridden("extra_hook", Extra(), parent=trainkit.Module)
+
+
+def test_model_summary_lists_the_layers_and_prints_the_fit_table() -> None:
+    from trainkit.callbacks.model_summary import summarize
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 1))
+    model[2].requires_grad_(False)
+    summary = ModelSummary(model, max_depth=1)
+    assert summary.layer_names == ["0", "1", "2"]
+    assert summary.layer_types == ["Linear", "ReLU", "Linear"]
+    assert summary.param_nums == [15, 0, 4] and summary.total_layer_params == 19
+    assert (summary.total_parameters, summary.trainable_parameters) == (19, 15)
+    assert summary.model_size == pytest.approx(19 * 4 / 1e6)
+    assert str(summary) == summarize(model, 1)
+    assert ModelSummary(model, max_depth=0).layer_names == []
+
+
+def test_a_custom_loggers_experiment_is_real_on_rank_zero_only() -> None:
+    class Custom(trainkit.loggers.Logger):
+        @property
+        @rank_zero_experiment
+        def experiment(self) -> str:
+            return "the run"
+
+        @property
+        def name(self) -> str:
+            return "custom"
+
+        @property
+        def version(self) -> int:
+            return 0
+
+        def log_metrics(self, metrics: Any, step: Any = None) -> None: ...
+
+        def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None: ...
+
+    logger = Custom()
+    assert logger.experiment == "the run"
+    try:
+        rank_zero_only.rank = 1
+        assert isinstance(logger.experiment, DummyExperiment)
+        assert logger.experiment.add_scalar("x", 1.0) is None
+    finally:
+        rank_zero_only.rank = None  # type: ignore[assignment]
+
+
+def test_lightnings_exception_and_warning_classes() -> None:
+    with pytest.raises(MisconfigurationException):
+        raise MisconfigurationException("bad setting")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PossibleUserWarning)
+        warnings.warn("maybe", PossibleUserWarning, stacklevel=1)  # filtered: no error
+    assert issubclass(PossibleUserWarning, UserWarning)
+    garbage_collection_cuda()  # runs without CUDA too

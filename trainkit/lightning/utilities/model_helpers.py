@@ -1,0 +1,52 @@
+"""Lightning's ``lightning.pytorch.utilities.model_helpers`` names, on trainkit's rule."""
+
+from __future__ import annotations
+
+__all__ = ["is_overridden"]
+
+
+def is_overridden(
+    method_name: str, instance: object | None = None, parent: type | None = None
+) -> bool:
+    """Whether ``instance``'s class overrides ``parent``'s method ``method_name``.
+
+    Args:
+        method_name: the method's name, e.g. ``"training_step"``.
+        instance: a Module, DataModule or Callback (None: False).
+        parent: the class that defines the default (by default the trainkit class
+            ``instance`` is: Module, DataModule or Callback).
+
+    Raises:
+        ValueError: no ``parent`` was given and ``instance`` is none of those, or
+            ``parent`` has no such method.
+
+    Example:
+        >>> import trainkit
+        >>> class Net(trainkit.Module):
+        ...     def training_step(self, batch, batch_idx): ...
+        >>> is_overridden("training_step", Net()), is_overridden("validation_step", Net())
+        (True, False)
+    """
+    from trainkit.callbacks.base import Callback
+    from trainkit.core.data import DataModule
+    from trainkit.core.module import Module, overrides
+
+    if instance is None:
+        return False
+    if parent is None:
+        parent = next((c for c in (Module, DataModule, Callback) if isinstance(instance, c)), None)
+        if parent is None:
+            raise ValueError(
+                f"is_overridden({method_name!r}, <{type(instance).__name__}>): pass parent=, "
+                "the class that defines the method; it is found by itself only for a Module, "
+                "a DataModule or a Callback."
+            )
+    if getattr(instance, method_name, None) is None:
+        return False
+    if getattr(parent, method_name, None) is None:
+        raise ValueError(
+            f"is_overridden({method_name!r}, parent={parent.__name__}): {parent.__name__} "
+            f"has no method {method_name!r} to override; check the name or the parent."
+        )
+    # A method wrapped with functools.wraps is judged by the method it wraps.
+    return overrides(instance, method_name, parent, follow_wrapped=True)

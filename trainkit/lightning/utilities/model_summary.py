@@ -1,0 +1,89 @@
+"""Lightning's ``lightning.pytorch.utilities.model_summary`` names, on trainkit's summary.
+
+``ModelSummary(model, max_depth=1)`` prints the table ``Trainer.fit`` prints (str()),
+and answers Lightning's questions about it: the listed layers' names, types and
+parameter counts, and the totals.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from trainkit.callbacks.model_summary import human_readable_count, summarize, summary_table
+
+__all__ = ["ModelSummary", "get_human_readable_count", "summarize"]
+
+
+class ModelSummary:
+    """The summary of ``model``'s layers down to ``max_depth`` (-1: all; 0: totals only).
+
+    Example:
+        >>> import torch
+        >>> summary = ModelSummary(torch.nn.Sequential(torch.nn.Linear(4, 2), torch.nn.ReLU()))
+        >>> summary.layer_names, summary.layer_types, summary.param_nums
+        (['0', '1'], ['Linear', 'ReLU'], [10, 0])
+        >>> summary.total_parameters, summary.trainable_parameters
+        (10, 10)
+    """
+
+    def __init__(self, model: nn.Module, max_depth: int = 1) -> None:
+        self._model = model
+        self._max_depth = max_depth
+        self._table = summary_table(model, max_depth)
+
+    @property
+    def max_depth(self) -> int:
+        return self._max_depth
+
+    @property
+    def named_modules(self) -> list[tuple[str, nn.Module]]:
+        """The listed submodules, with their names."""
+        return [
+            (name, module)
+            for name, module in self._model.named_modules()
+            if name and (self._max_depth == -1 or name.count(".") + 1 <= self._max_depth)
+        ]
+
+    @property
+    def layer_names(self) -> list[str]:
+        return [name for name, _ in self.named_modules]
+
+    @property
+    def layer_types(self) -> list[str]:
+        return [type(module).__name__ for _, module in self.named_modules]
+
+    @property
+    def param_nums(self) -> list[int]:
+        return [sum(p.numel() for p in module.parameters()) for _, module in self.named_modules]
+
+    @property
+    def training_modes(self) -> list[bool]:
+        return [module.training for _, module in self.named_modules]
+
+    @property
+    def total_parameters(self) -> int:
+        return self._table.total_parameters
+
+    @property
+    def trainable_parameters(self) -> int:
+        return self._table.trainable_parameters
+
+    @property
+    def total_layer_params(self) -> int:
+        return sum(self.param_nums)
+
+    @property
+    def model_size(self) -> float:
+        """The parameters' size in MB."""
+        return self._table.model_size
+
+    def __str__(self) -> str:
+        return summarize(self._model, self._max_depth)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def get_human_readable_count(number: int) -> str:
+    """``number`` with a K, M, B or T suffix, as the summary shows parameter counts."""
+    return human_readable_count(number)
