@@ -35,6 +35,7 @@ from trainkit.lightning.utilities import exceptions, memory, model_helpers, mode
 from trainkit.lightning.utilities import seed as lightning_seed
 from trainkit.lightning.utilities import warnings as lightning_warnings
 from trainkit.loops import state
+from trainkit.trainer import accelerators
 from trainkit.tuner import Tuner
 from trainkit.utilities.combined_loader import CombinedLoader
 from trainkit.utilities.gradients import grad_norm
@@ -100,6 +101,11 @@ PATHS = [
     ("utilities.rank_zero", "rank_zero_only", trainkit.rank_zero_only),
     ("utilities.parsing", "AttributeDict", trainkit.lightning.utilities.AttributeDict),
     ("utilities", "CombinedLoader", CombinedLoader),
+    ("accelerators", "Accelerator", accelerators.Accelerator),
+    ("accelerators", "CPUAccelerator", accelerators.CPUAccelerator),
+    ("accelerators", "CUDAAccelerator", accelerators.CUDAAccelerator),
+    ("accelerators", "MPSAccelerator", accelerators.MPSAccelerator),
+    ("accelerators", "find_usable_cuda_devices", accelerators.find_usable_cuda_devices),
     ("utilities.types", "STEP_OUTPUT", types.STEP_OUTPUT),
     ("utilities.types", "OptimizerLRScheduler", types.OptimizerLRScheduler),
     ("utilities.types", "TRAIN_DATALOADERS", types.TRAIN_DATALOADERS),

@@ -144,6 +144,10 @@ class HardwareOptions:
 
     def __post_init__(self) -> None:
         compile_options(self.compile)
+        named = getattr(self.accelerator, "name", None)
+        if not isinstance(self.accelerator, str) and callable(named):
+            # An Accelerator object (Lightning's Trainer(accelerator=CUDAAccelerator())).
+            object.__setattr__(self, "accelerator", named())
         if self.accelerator not in ACCELERATORS:
             hint = did_you_mean(str(self.accelerator), ACCELERATORS)
             raise ValueError(

@@ -26,6 +26,7 @@ from trainkit.callbacks.slots import clip_settings
 from trainkit.checkpoint.callback_state import callback_state, load_callback_state
 from trainkit.launch.outcome import RankZeroReport
 from trainkit.loops.schedule import sanity_batches
+from trainkit.trainer.accelerators import Accelerator, accelerator_for
 from trainkit.trainer.options import DEFAULT_MAX_EPOCHS
 
 if TYPE_CHECKING:
@@ -101,6 +102,11 @@ class TrainerViews:
                 load_callback_state(callback, state)
 
     # ------------------------------------------------------------ the run
+    @property
+    def accelerator(self) -> Accelerator:
+        """What this process computes on: a ``CPUAccelerator`` or a ``CUDAAccelerator``."""
+        return accelerator_for(self.strategy.root_device.type)
+
     @property
     def current_epoch(self) -> int:
         """The current epoch, counted from 0."""
