@@ -31,6 +31,7 @@ from trainkit.lightning.demos.boring_classes import (
     RandomDataset,
 )
 from trainkit.lightning.loggers import logger as lightning_logger
+from trainkit.lightning.strategies.parallel import ParallelStrategy
 from trainkit.lightning.utilities import exceptions, memory, model_helpers, model_summary
 from trainkit.lightning.utilities import seed as lightning_seed
 from trainkit.lightning.utilities import warnings as lightning_warnings
@@ -101,6 +102,7 @@ PATHS = [
     ("utilities.rank_zero", "rank_zero_only", trainkit.rank_zero_only),
     ("utilities.parsing", "AttributeDict", trainkit.lightning.utilities.AttributeDict),
     ("utilities", "CombinedLoader", CombinedLoader),
+    ("strategies", "ParallelStrategy", ParallelStrategy),
     ("accelerators", "Accelerator", accelerators.Accelerator),
     ("accelerators", "CPUAccelerator", accelerators.CPUAccelerator),
     ("accelerators", "CUDAAccelerator", accelerators.CUDAAccelerator),

@@ -153,3 +153,15 @@ def test_lightnings_exception_and_warning_classes() -> None:
         warnings.warn("maybe", PossibleUserWarning, stacklevel=1)  # filtered: no error
     assert issubclass(PossibleUserWarning, UserWarning)
     garbage_collection_cuda()  # runs without CUDA too
+
+
+def test_parallel_strategies_are_lightnings_parallel_strategy() -> None:
+    from trainkit.lightning.strategies import ParallelStrategy, SingleDeviceStrategy
+    from trainkit.strategies.ddp import DDPStrategy
+    from trainkit.strategies.dp import DataParallelStrategy
+    from trainkit.strategies.fsdp import FSDPStrategy
+
+    assert isinstance(DDPStrategy("cpu"), ParallelStrategy)
+    assert isinstance(FSDPStrategy(), ParallelStrategy)
+    assert issubclass(DataParallelStrategy, ParallelStrategy)
+    assert not isinstance(SingleDeviceStrategy(torch.device("cpu")), ParallelStrategy)

@@ -16,11 +16,19 @@ from trainkit.strategies.base import Strategy
 from trainkit.strategies.registry import StrategyRegistry
 from trainkit.strategies.single import SingleDeviceStrategy
 
-__all__ = ["DDPStrategy", "FSDPStrategy", "SingleDeviceStrategy", "Strategy", "StrategyRegistry"]
+__all__ = [
+    "DDPStrategy",
+    "FSDPStrategy",
+    "ParallelStrategy",
+    "SingleDeviceStrategy",
+    "Strategy",
+    "StrategyRegistry",
+]
 
 _ON_USE = {
     "DDPStrategy": "trainkit.lightning.strategies.ddp",
     "FSDPStrategy": "trainkit.lightning.strategies.fsdp",
+    "ParallelStrategy": "trainkit.lightning.strategies.parallel",
 }
 
 
