@@ -4,7 +4,8 @@
    ``pytest tests/trainer/test_devices.py`` (the CPU and CUDA cases of the device tests,
    the host-sync test included);
 2. ``benchmarks/gpu.py`` (ResNet-18 images/s: trainkit vs a hand-written loop vs
-   Lightning, bf16/fp16, eager and compiled; the CIFAR-10 recipe's epoch).
+   Lightning, bf16/fp16, eager and compiled; the CIFAR-10 recipe's epoch);
+3. with ``--suite SECONDS``, the whole test suite on the machine's cores.
 
 It writes ``DIR/report.md`` and ``DIR/report.json``: each part's pass/fail, exit
 status, time and output tail (its whole output in ``DIR/<part>.log``), every figure
@@ -139,6 +140,10 @@ def main(argv: list[str] | None = None) -> int:
         f"(default {sum(LIMITS.values())})",
     )  # fmt: skip
     parser.add_argument(
+        "--suite", type=float, default=0, metavar="SECONDS",
+        help="also run the whole test suite, for at most SECONDS (0: not)",
+    )  # fmt: skip
+    parser.add_argument(
         "--benchmark-args", default="",
         help='more arguments for benchmarks/gpu.py, e.g. "--repeats 2 --compile-repeats 0"',
     )  # fmt: skip
@@ -157,9 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     python = sys.executable
     # One process (-n 0): the tests share one GPU, and each part's time is its own.
-    pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "-n", "0"]
+    timeout = []
     if importlib.util.find_spec("pytest_timeout") is not None:
-        pytest.append(f"--timeout={TEST_TIMEOUT}")
+        timeout = [f"--timeout={TEST_TIMEOUT}"]
+    pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "-n", "0", *timeout]
     # Every GPU test of the suite (in the dry run all of them skip or deselect), then
     # the device tests' CPU and CUDA cases together.
     gpu_tests = [*pytest, "-m", "gpu", "tests", "--ignore=tests/trainer/test_devices.py"]
@@ -179,6 +185,13 @@ def main(argv: list[str] | None = None) -> int:
         ),
         "benchmark": run_part("benchmark", benchmark, limits["benchmark"], env, args.out),
     }
+    if args.suite:
+        # The whole suite on this machine's cores, a test per worker at a time (--dist
+        # load), -rf so that the failures are named even in the output's tail.
+        workers = str(max(2, min(15, (os.cpu_count() or 2) - 1)))
+        suite = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", *timeout]
+        suite += ["-n", workers, "--dist", "load"]
+        parts["suite"] = run_part("suite", suite, args.suite, env, args.out)
     report: dict[str, Any] = {
         "command": _report.exact_command(),
         "dry_run": args.dry_run,
