@@ -31,6 +31,7 @@ from trainkit.lightning.demos.boring_classes import (
     RandomDataset,
 )
 from trainkit.lightning.loggers import logger as lightning_logger
+from trainkit.lightning.plugins import environments
 from trainkit.lightning.strategies.parallel import ParallelStrategy
 from trainkit.lightning.utilities import exceptions, memory, model_helpers, model_summary
 from trainkit.lightning.utilities import seed as lightning_seed
@@ -103,6 +104,9 @@ PATHS = [
     ("utilities.parsing", "AttributeDict", trainkit.lightning.utilities.AttributeDict),
     ("utilities", "CombinedLoader", CombinedLoader),
     ("strategies", "ParallelStrategy", ParallelStrategy),
+    ("plugins.environments", "SLURMEnvironment", environments.SLURMEnvironment),
+    ("plugins.environments", "LightningEnvironment", environments.LightningEnvironment),
+    ("plugins.environments", "TorchElasticEnvironment", environments.TorchElasticEnvironment),
     ("accelerators", "Accelerator", accelerators.Accelerator),
     ("accelerators", "CPUAccelerator", accelerators.CPUAccelerator),
     ("accelerators", "CUDAAccelerator", accelerators.CUDAAccelerator),

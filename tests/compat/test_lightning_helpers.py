@@ -165,3 +165,31 @@ def test_parallel_strategies_are_lightnings_parallel_strategy() -> None:
     assert isinstance(FSDPStrategy(), ParallelStrategy)
     assert issubclass(DataParallelStrategy, ParallelStrategy)
     assert not isinstance(SingleDeviceStrategy(torch.device("cpu")), ParallelStrategy)
+
+
+def test_cluster_environments_asking_for_what_trainkit_does_are_accepted() -> None:
+    import signal
+
+    from trainkit.lightning.plugins import (
+        LightningEnvironment,
+        SLURMEnvironment,
+        TorchElasticEnvironment,
+    )
+
+    accepted = [SLURMEnvironment(auto_requeue=False), LightningEnvironment()]
+    trainer = trainkit.Trainer(plugins=[*accepted, TorchElasticEnvironment()], max_steps=1, **QUIET)
+    trainer.fit(Classifier(), loader(blobs(32)))
+    assert trainer.global_step == 1
+    # Lightning's default requeues the job from inside the process: trainkit does not.
+    with pytest.raises(ValueError, match=r"auto_requeue=True: trainkit saves last\.ckpt and stops"):
+        trainkit.Trainer(plugins=[SLURMEnvironment()], **QUIET)
+    with pytest.raises(ValueError, match=r"requeue_signal=.*SIGHUP.*stops on SIGUSR1 and SIGTERM"):
+        trainkit.Trainer(
+            plugins=SLURMEnvironment(auto_requeue=False, requeue_signal=signal.SIGHUP), **QUIET
+        )
+    environment = LightningEnvironment()
+    assert (environment.world_size(), environment.global_rank(), environment.local_rank()) == (
+        1,
+        0,
+        0,
+    )

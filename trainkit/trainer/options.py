@@ -652,9 +652,10 @@ COMPONENT_DOCS: dict[str, str] = {
         "'simple', 'advanced' (cProfile) or 'pytorch' (torch.profiler); null: no profiling."
     ),
     "plugins": (
-        "Lightning's plugins argument: null or an empty list. trainkit takes what plugins "
-        "set from its own options (precision, sync_batchnorm, the job's environment), "
-        "and names the option to use for any plugin given."
+        "Lightning's plugins argument: null, an empty list, or cluster environments asking "
+        "for what trainkit does (e.g. SLURMEnvironment(auto_requeue=false)). trainkit takes "
+        "what other plugins set from its own options (precision, sync_batchnorm) and names "
+        "the option to use for any plugin refused."
     ),
 }
 
@@ -675,6 +676,9 @@ _PLUGIN_KINDS = (
 
 def refuse_plugins(plugins: Any) -> None:
     """Refuse Lightning plugins, naming for each the trainkit option that does its job.
+
+    A cluster environment asking for what trainkit does anyway (from
+    ``trainkit.lightning.plugins``) is accepted.
 
     Args:
         plugins: the Trainer's ``plugins``: None or an empty list are accepted.
@@ -697,6 +701,11 @@ def refuse_plugins(plugins: Any) -> None:
         return
     reasons = []
     for plugin in given:
+        refusal = getattr(plugin, "trainkit_plugin_refusal", None)
+        if callable(refusal):  # a plugin asking for what trainkit does is accepted
+            if (reason := refusal()) is not None:
+                reasons.append(f"{type(plugin).__name__}({reason})")
+            continue
         if isinstance(plugin, str):
             reasons.append(
                 f"{plugin!r} (a string: pass it to the option it sets, e.g. Trainer(precision=...))"
@@ -705,7 +714,10 @@ def refuse_plugins(plugins: Any) -> None:
         name = type(plugin).__name__
         why = next((text for end, text in _PLUGIN_KINDS if name.endswith(end)), None)
         reasons.append(f"{name} ({why or 'no trainkit counterpart'})")
-    raise ValueError(f"Trainer(plugins=...) is not supported: {'; '.join(reasons)}. Drop plugins.")
+    if reasons:
+        raise ValueError(
+            f"Trainer(plugins=...) is not supported: {'; '.join(reasons)}. Drop plugins."
+        )
 
 
 def trainer_groups() -> dict[str, list[str]]:

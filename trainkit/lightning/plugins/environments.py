@@ -1,0 +1,117 @@
+"""Lightning's cluster environment plugins, for ``Trainer(plugins=[...])``.
+
+trainkit reads who each process is from torchrun's or SLURM's variables itself
+(``trainkit.launch.environment``), so these plugins change nothing where what they
+ask for is what trainkit does, and are refused with the reason where it is not:
+
+- ``LightningEnvironment()``, ``TorchElasticEnvironment()``: accepted.
+- ``SLURMEnvironment(auto_requeue=False)``: accepted; trainkit saves ``last.ckpt``
+  and stops on SIGUSR1 or SIGTERM, and the batch script requeues the job
+  (docs/checkpointing.md). ``auto_requeue=True`` (Lightning's default), where the
+  process requeues its own job, and a ``requeue_signal`` other than those two are
+  refused, saying so.
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+from trainkit.checkpoint.preemption import SIGNALS  # the signals trainkit saves and stops on
+from trainkit.launch.environment import ClusterEnvironment, detect_environment
+
+__all__ = ["LightningEnvironment", "SLURMEnvironment", "TorchElasticEnvironment"]
+
+#: The signals trainkit saves and stops on.
+_STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGUSR1") if hasattr(signal, name)
+)
+
+
+class _Environment:
+    """What every cluster environment answers, read from the job's variables."""
+
+    @staticmethod
+    def _now() -> ClusterEnvironment:
+        return detect_environment()
+
+    @property
+    def creates_processes_externally(self) -> bool:
+        return self._now().launched_externally
+
+    @property
+    def main_address(self) -> str:
+        return self._now().master_addr
+
+    @property
+    def main_port(self) -> int:
+        return self._now().master_port
+
+    def world_size(self) -> int:
+        return self._now().world_size
+
+    def global_rank(self) -> int:
+        return self._now().global_rank
+
+    def local_rank(self) -> int:
+        return self._now().local_rank
+
+    def trainkit_plugin_refusal(self) -> str | None:
+        """None: trainkit does what this plugin asks; else why it does not."""
+        return None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class LightningEnvironment(_Environment):
+    """The variables a single machine's or torchrun's processes are given."""
+
+    @staticmethod
+    def detect() -> bool:
+        return True
+
+
+class TorchElasticEnvironment(_Environment):
+    """torchrun's (torch elastic's) variables."""
+
+    @staticmethod
+    def detect() -> bool:
+        return detect_environment().source == "torchrun"
+
+
+class SLURMEnvironment(_Environment):
+    """SLURM's variables; ``auto_requeue``: whether the process requeues its own job."""
+
+    def __init__(self, auto_requeue: bool = True, requeue_signal: Any = None) -> None:
+        self.auto_requeue = auto_requeue
+        self.requeue_signal = signal.SIGUSR1 if requeue_signal is None else requeue_signal
+
+    @staticmethod
+    def detect() -> bool:
+        return detect_environment().source == "slurm"
+
+    @staticmethod
+    def job_id() -> int | None:
+        import os
+
+        value = os.environ.get("SLURM_JOB_ID")
+        return int(value) if value and value.isdigit() else None
+
+    def trainkit_plugin_refusal(self) -> str | None:
+        if self.auto_requeue:
+            return (
+                "auto_requeue=True: trainkit saves last.ckpt and stops on SIGUSR1 or SIGTERM "
+                "but does not requeue its own job; pass SLURMEnvironment(auto_requeue=False) "
+                "and requeue from the batch script (docs/checkpointing.md shows one)"
+            )
+        if self.requeue_signal not in SIGNALS:
+            return (
+                f"requeue_signal={self.requeue_signal!r}: trainkit stops on SIGUSR1 and "
+                "SIGTERM; ask SLURM for one of them (#SBATCH --signal=B:USR1@120)"
+            )
+        return None
+
+    def __repr__(self) -> str:
+        requeue = f"auto_requeue={self.auto_requeue}, requeue_signal={self.requeue_signal!r}"
+        return f"SLURMEnvironment({requeue})"
