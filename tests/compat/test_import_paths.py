@@ -33,7 +33,14 @@ from trainkit.lightning.demos.boring_classes import (
 from trainkit.lightning.loggers import logger as lightning_logger
 from trainkit.lightning.plugins import environments
 from trainkit.lightning.strategies.parallel import ParallelStrategy
-from trainkit.lightning.utilities import exceptions, memory, model_helpers, model_summary
+from trainkit.lightning.utilities import (
+    enums,
+    exceptions,
+    memory,
+    model_helpers,
+    model_summary,
+)
+from trainkit.lightning.utilities import rank_zero as lightning_rank_zero
 from trainkit.lightning.utilities import seed as lightning_seed
 from trainkit.lightning.utilities import warnings as lightning_warnings
 from trainkit.loops import state
@@ -120,6 +127,18 @@ PATHS = [
     ("utilities.types", "LRSchedulerTypeUnion", types.LRSchedulerTypeUnion),
     ("utilities.types", "OptimizerLRSchedulerConfig", types.OptimizerLRSchedulerConfig),
     ("utilities.grads", "grad_norm", grad_norm),
+    ("utilities", "GradClipAlgorithmType", enums.GradClipAlgorithmType),
+    ("utilities", "LightningEnum", enums.LightningEnum),
+    ("utilities.rank_zero", "rank_zero_debug", lightning_rank_zero.rank_zero_debug),
+    ("utilities.rank_zero", "rank_zero_deprecation", lightning_rank_zero.rank_zero_deprecation),
+    ("utilities.rank_zero", "WarningCache", lightning_rank_zero.WarningCache),
+    (
+        "utilities.rank_zero",
+        "LightningDeprecationWarning",
+        lightning_rank_zero.LightningDeprecationWarning,
+    ),
+    ("utilities.memory", "recursive_detach", memory.recursive_detach),
+    ("utilities.memory", "is_oom_error", memory.is_oom_error),
     ("utilities.seed", "isolate_rng", lightning_seed.isolate_rng),
     ("utilities.model_helpers", "is_overridden", model_helpers.is_overridden),
     ("utilities.model_summary", "ModelSummary", model_summary.ModelSummary),

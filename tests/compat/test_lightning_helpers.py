@@ -193,3 +193,48 @@ def test_cluster_environments_asking_for_what_trainkit_does_are_accepted() -> No
         0,
         0,
     )
+
+
+def test_lightnings_rank_zero_helpers_take_lightnings_arguments() -> None:
+    from trainkit.lightning.utilities import rank_zero_warn
+    from trainkit.lightning.utilities.rank_zero import (
+        LightningDeprecationWarning,
+        WarningCache,
+        rank_zero_deprecation,
+    )
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rank_zero_warn("careful", stacklevel=4, category=RuntimeWarning)  # Lightning's default
+        rank_zero_deprecation("renamed")
+        cache = WarningCache()
+        cache.warn("once")
+        cache.warn("once")
+        try:
+            rank_zero_only.rank = 1
+            rank_zero_warn("not on rank 1")
+        finally:
+            rank_zero_only.rank = None  # type: ignore[assignment]
+    assert [str(w.message) for w in caught] == ["careful", "renamed", "once"]
+    assert [w.category for w in caught[:2]] == [RuntimeWarning, LightningDeprecationWarning]
+    assert {w.filename for w in caught} == {__file__}  # each from the line that called it
+
+
+def test_memory_helpers_and_the_grad_clip_enum() -> None:
+    from trainkit.lightning.utilities import GradClipAlgorithmType
+    from trainkit.lightning.utilities.memory import is_oom_error, recursive_detach
+
+    loss = torch.ones(2, requires_grad=True) * 3
+    detached = recursive_detach({"out": [loss], "n": 1}, to_cpu=True)
+    assert not detached["out"][0].requires_grad and detached["n"] == 1
+    assert is_oom_error(RuntimeError("CUDA out of memory. Tried to allocate 2 GiB"))
+    assert not is_oom_error(RuntimeError("shapes cannot be multiplied"))
+    assert GradClipAlgorithmType.NORM == "Norm" and GradClipAlgorithmType.from_str("value")
+    trainer = trainkit.Trainer(
+        max_steps=1,
+        gradient_clip_val=1.0,
+        gradient_clip_algorithm=GradClipAlgorithmType.VALUE,
+        **QUIET,
+    )
+    trainer.fit(Classifier(), loader(blobs(32)))
+    assert trainer.global_step == 1

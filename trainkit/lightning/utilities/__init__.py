@@ -7,16 +7,23 @@ from typing import Any
 from trainkit.core.batches import move_data_to_device
 from trainkit.core.hyperparameters import AttributeDict
 from trainkit.lightning._missing import missing
+from trainkit.lightning.utilities.enums import GradClipAlgorithmType, LightningEnum
+from trainkit.lightning.utilities.rank_zero import (
+    rank_zero_deprecation,
+    rank_zero_info,
+    rank_zero_only,
+    rank_zero_warn,
+)
 from trainkit.utilities.combined_loader import CombinedLoader
 from trainkit.utilities.gradients import grad_norm
-from trainkit.utilities.rank_zero import rank_zero_deprecation, rank_zero_only, rank_zero_warn
-from trainkit.utilities.rank_zero import rank_zero_print as rank_zero_info
 from trainkit.utilities.seed import seed_everything
 from trainkit.utilities.throughput import measure_flops
 
 __all__ = [
     "AttributeDict",
     "CombinedLoader",
+    "GradClipAlgorithmType",
+    "LightningEnum",
     "grad_norm",
     "measure_flops",
     "move_data_to_device",
