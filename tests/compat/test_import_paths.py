@@ -82,6 +82,8 @@ PATHS = [
     ),
     ("callbacks.throughput_monitor", "ThroughputMonitor", callbacks.ThroughputMonitor),
     ("callbacks.timer", "Timer", callbacks.Timer),
+    ("callbacks", "SpikeDetection", callbacks.SpikeDetection),
+    ("callbacks.spike", "SpikeDetection", callbacks.SpikeDetection),
     ("callbacks.weight_averaging", "WeightAveraging", callbacks.WeightAveraging),
     ("cli", "LightningCLI", LightningCLI),
     ("cli", "SaveConfigCallback", SaveConfigCallback),

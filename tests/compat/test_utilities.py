@@ -123,8 +123,8 @@ def test_the_porting_module_offers_lightnings_names() -> None:
 
 
 def test_a_lightning_name_trainkit_lacks_fails_on_import_and_says_so() -> None:
-    with pytest.raises(AttributeError, match="trainkit does not provide Lightning's Spike"):
-        L.callbacks.SpikeDetection  # noqa: B018
+    with pytest.raises(AttributeError, match="trainkit does not provide Lightning's DeepSpeed"):
+        L.strategies.DeepSpeedStrategy  # noqa: B018
     with pytest.raises(ImportError, match="NeptuneLogger"):
         from trainkit.lightning.loggers import NeptuneLogger  # noqa: F401
 

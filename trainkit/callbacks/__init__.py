@@ -20,6 +20,7 @@ from trainkit.callbacks.progress import ProgressBar, TQDMProgressBar
 from trainkit.callbacks.pruning import ModelPruning
 from trainkit.callbacks.rich_model_summary import RichModelSummary
 from trainkit.callbacks.rich_progress import RichProgressBar, RichProgressBarTheme
+from trainkit.callbacks.spike import SpikeDetection
 from trainkit.callbacks.summary import RunSummary
 from trainkit.callbacks.swa import StochasticWeightAveraging
 from trainkit.callbacks.throughput_monitor import ThroughputMonitor
@@ -54,6 +55,7 @@ __all__ = [
     "RichProgressBar",
     "RichProgressBarTheme",
     "RunSummary",
+    "SpikeDetection",
     "StochasticWeightAveraging",
     "TQDMProgressBar",
     "ThroughputMonitor",
