@@ -75,11 +75,17 @@ def test_no_spike_no_stop(tmp_path: Path, losses: list[float], options: dict[str
     assert not (tmp_path / "skip_batches.json").exists()
 
 
-def test_the_file_goes_where_asked_and_the_state_resumes(tmp_path: Path) -> None:
+def test_the_file_goes_where_asked_and_the_state_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     target = tmp_path / "runs" / "bad.json"
     with pytest.raises(TrainingSpikeException):
         _fit([5, 4, 3, 40], tmp_path / "root", exclude_batches_path=target)
     assert json.loads(target.read_text()) == [2, 3]
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TrainingSpikeException):
+        _fit([5, 4, 3, 40], tmp_path / "root", exclude_batches_path="here.json")  # relative
+    assert json.loads((tmp_path / "here.json").read_text()) == [2, 3]
     detector = SpikeDetection(window=3)
     detector.load_state_dict({"last_val": 2.0, "recent": [1.0, 2.0, 3.0, 4.0], "bad_batches": [7]})
     assert list(detector._recent) == [2.0, 3.0, 4.0] and detector.bad_batches == [7]
@@ -87,12 +93,14 @@ def test_the_file_goes_where_asked_and_the_state_resumes(tmp_path: Path) -> None
         SpikeDetection(mode="mean")  # type: ignore[arg-type]
 
 
-def _spike_on_rank_one() -> dict[str, Any]:
+def _spike_on_rank_one(root: str) -> dict[str, Any]:
     rank = int(os.environ["RANK"])  # set for each process before it starts
     losses = [5.0, 4.0, 3.0, 3.0, 3.0, 3.0]
     if rank == 1:
         losses[4] = 50.0
-    trainer = trainkit.Trainer(max_epochs=1, strategy="ddp", callbacks=[SpikeDetection()], **QUIET)
+    trainer = trainkit.Trainer(
+        max_epochs=1, strategy="ddp", default_root_dir=root, callbacks=[SpikeDetection()], **QUIET
+    )
     data = DataLoader(TensorDataset(torch.zeros(12)), batch_size=1)
     try:
         trainer.fit(Scripted(losses), data)
@@ -101,5 +109,7 @@ def _spike_on_rank_one() -> dict[str, Any]:
     return {"stopped_at": None}
 
 
-def test_a_spike_on_one_process_stops_every_process() -> None:
-    assert run_processes(_spike_on_rank_one, 2) == [{"stopped_at": 4}, {"stopped_at": 4}]
+def test_a_spike_on_one_process_stops_every_process(tmp_path: Path) -> None:
+    ranks = run_processes(_spike_on_rank_one, 2, str(tmp_path))
+    assert ranks == [{"stopped_at": 4}, {"stopped_at": 4}]
+    assert json.loads((tmp_path / "skip_batches.json").read_text()) == [3, 4]

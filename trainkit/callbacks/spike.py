@@ -116,7 +116,7 @@ class SpikeDetection(Callback):
         self.bad_batches.extend([batch_idx - 1, batch_idx])
         if trainer.is_global_zero:
             path = self._path(trainer)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
             with atomic_write(path) as file:
                 json.dump(self.bad_batches, file, indent=4)
         raise TrainingSpikeException(batch_idx)
