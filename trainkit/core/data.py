@@ -29,6 +29,7 @@ from trainkit.core.batches import move_data_to_device as move_data_to_device  # 
 from trainkit.core.hyperparameters import HyperparametersMixin
 from trainkit.core.module import Module, overrides
 from trainkit.utilities.combined_loader import CombinedBatches, CombinedLoader, training_iterable
+from trainkit.utilities.rank_zero import rank_zero_warn
 from trainkit.utilities.seed import (
     capture_rng_states,
     restore_rng_states,
@@ -414,16 +415,13 @@ def _skip_combined(loader: CombinedBatches, skip: int) -> Iterable[Any]:
         and len(one) <= skip
     ]
     if cycled:
-        import warnings
-
-        warnings.warn(
+        rank_zero_warn(
             f"Resuming {skip} batches into an epoch of combined training loaders: loader(s) "
             f"{cycled} had started again before that point and drew their new order from "
             "torch's global random state, which training had moved on since; their batches "
             "from here on differ from the interrupted run's. Give each shuffled loader its "
             "own generator (DataLoader(..., generator=torch.Generator().manual_seed(n))) "
-            "for an exact resume.",
-            stacklevel=2,
+            "for an exact resume."
         )
     return _SkipIterated(loader, skip)
 

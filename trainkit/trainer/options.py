@@ -716,7 +716,8 @@ def refuse_plugins(plugins: Any) -> None:
         reasons.append(f"{name} ({why or 'no trainkit counterpart'})")
     if reasons:
         raise ValueError(
-            f"Trainer(plugins=...) is not supported: {'; '.join(reasons)}. Drop plugins."
+            f"Trainer(plugins=...) is not supported: {'; '.join(reasons)}. Drop those "
+            "plugins (or change them as said)."
         )
 
 

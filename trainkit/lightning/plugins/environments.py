@@ -22,11 +22,6 @@ from trainkit.launch.environment import ClusterEnvironment, detect_environment
 
 __all__ = ["LightningEnvironment", "SLURMEnvironment", "TorchElasticEnvironment"]
 
-#: The signals trainkit saves and stops on.
-_STOP_SIGNALS = tuple(
-    getattr(signal, name) for name in ("SIGTERM", "SIGUSR1") if hasattr(signal, name)
-)
-
 
 class _Environment:
     """What every cluster environment answers, read from the job's variables."""
