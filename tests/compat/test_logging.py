@@ -21,6 +21,12 @@ from .. import helpers
 QUIET: dict[str, Any] = {**helpers.QUIET, "num_sanity_val_steps": 0}
 
 
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Some tests keep the default logger (logs/ under the working directory): not the repo's.
+    monkeypatch.chdir(tmp_path)
+
+
 def numbers(n: int = 8, batch_size: int = 4) -> DataLoader[Any]:
     """The numbers 0..n-1 as one-feature rows, in order."""
     return DataLoader(TensorDataset(torch.arange(n).float().unsqueeze(1)), batch_size=batch_size)

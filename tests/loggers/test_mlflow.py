@@ -22,6 +22,13 @@ def _no_tracking_server(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A fit's default root is the working directory, where ModelCheckpoint points
+    # checkpoints/last.ckpt at the run's file: a temporary folder, not the repository.
+    monkeypatch.chdir(tmp_path)
+
+
 def _fit(logger: MLflowLogger, **options: Any) -> trainkit.Trainer:
     settings = {**QUIET, "logger": logger, "max_epochs": 2, "limit_train_batches": 4}
     trainer = trainkit.Trainer(log_every_n_steps=1, **{**settings, **options})

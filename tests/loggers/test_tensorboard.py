@@ -358,7 +358,11 @@ def test_summary_writer_options_and_unknown_keywords(tmp_path: Path) -> None:
 def test_sub_dir_holds_the_logs_and_the_run_folder_the_checkpoints(tmp_path: Path) -> None:
     logger = TensorBoardLogger(tmp_path, name="exp", sub_dir="tb")
     trainer = trainkit.Trainer(
-        max_epochs=1, logger=logger, enable_progress_bar=False, log_every_n_steps=1
+        max_epochs=1,
+        logger=logger,
+        enable_progress_bar=False,
+        log_every_n_steps=1,
+        default_root_dir=str(tmp_path),  # where checkpoints/last.ckpt points from
     )
     trainer.fit(Classifier(), BlobData())
     run = tmp_path / "exp" / "version_0"
