@@ -31,6 +31,8 @@ def _offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("WANDB_CACHE_DIR", str(tmp_path / "wandb-cache"))
     monkeypatch.setenv("WANDB_DATA_DIR", str(tmp_path / "wandb-data"))
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    # A fit's default root (checkpoints/last.ckpt's pointer) is the working directory.
+    monkeypatch.chdir(tmp_path)
 
 
 def _finish(logger: WandbLogger) -> str:
