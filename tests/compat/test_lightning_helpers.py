@@ -3,6 +3,7 @@ overridden hooks, custom loggers' experiments, exceptions and warnings."""
 
 from __future__ import annotations
 
+import importlib.util
 import warnings
 from argparse import Namespace
 from pathlib import Path
@@ -238,3 +239,20 @@ def test_memory_helpers_and_the_grad_clip_enum() -> None:
     )
     trainer.fit(Classifier(), loader(blobs(32)))
     assert trainer.global_step == 1
+
+
+def test_a_project_using_lightnings_helper_names_trains_under_the_import_prefix() -> None:
+    from tests.compat.ported_project import run
+
+    ported = run("trainkit.lightning")
+    # 2 epochs of the longer loader's 6 batches; validation's two loaders by index.
+    assert ported["steps"] == 12 and ported["overridden"] and ported["layers"] == ["layer"]
+    assert ported["accelerator"] == "CPUAccelerator"
+    assert ported["metrics"] == ["loss", "val/dataloader_idx_0", "val/dataloader_idx_1"]
+    torch.manual_seed(0)
+    assert not torch.equal(ported["weight"], torch.nn.Linear(4, 1).weight)  # it trained
+    if importlib.util.find_spec("lightning") is not None:
+        original = run("lightning.pytorch")
+        weights = original.pop("weight"), ported.pop("weight")
+        assert original == ported
+        torch.testing.assert_close(*weights)  # the same training, step for step
