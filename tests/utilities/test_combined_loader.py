@@ -122,3 +122,24 @@ def test_a_collection_of_loaders_is_combined_and_a_list_of_batches_is_not() -> N
         ValueError, match="Training cannot read CombinedLoader\\(mode='sequential'\\)"
     ):
         training_iterable(CombinedLoader(loaders, "sequential"))
+
+
+def test_a_loader_ending_with_the_longest_is_not_started_again() -> None:
+    starts = {"a": 0, "b": 0}
+
+    class Counting:
+        def __init__(self, name: str, n: int) -> None:
+            self.name, self.n = name, n
+
+        def __iter__(self) -> Any:
+            starts[self.name] += 1
+            return iter(range(self.n))
+
+        def __len__(self) -> int:
+            return self.n
+
+    combined = CombinedLoader({"a": Counting("a", 3), "b": Counting("b", 3)}, "max_size_cycle")
+    assert [b for b, _, _ in combined] == [{"a": i, "b": i} for i in range(3)]
+    assert starts == {"a": 1, "b": 1}
+    uneven = CombinedLoader([Counting("a", 2), Counting("b", 5)], "max_size_cycle")
+    assert [b[0] for b, _, _ in uneven] == [0, 1, 0, 1, 0] and starts["a"] == 4

@@ -13,6 +13,7 @@ Iterating a ``CombinedLoader`` yields ``(batch, batch_idx, dataloader_idx)``, wi
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal
 
@@ -176,11 +177,19 @@ class CombinedLoader(Iterable[tuple[Any, int, int]]):
                 "CombinedLoader(mode='sequential') gives each iterable's batches separately; "
                 "iterate it for (batch, batch_idx, dataloader_idx)."
             )
-        iterators = [iter(leaf) for leaf in self._leaves]
-        if not iterators:
+        # Where the length is known, stop at it: a loader that ends together with the
+        # longest one is not started again (its workers and its shuffle's draw) for nothing.
+        total: int | None = None
+        if self._mode == "max_size_cycle":
+            with contextlib.suppress(TypeError):
+                total = len(self)
+        if not self._leaves or total == 0:
             return
+        iterators = [iter(leaf) for leaf in self._leaves]
         ended = [False] * len(iterators)
-        while True:
+        count = 0
+        while total is None or count < total:
+            count += 1
             items: list[Any] = []
             for i, iterator in enumerate(iterators):
                 try:
