@@ -26,7 +26,8 @@ is rewritten after each phase, so a run stopped at a time limit keeps what it me
 
 Run from the repository root::
 
-    PYTHONPATH=. python benchmarks/gpu.py [--steps 50] [--repeats 3] [--quick] [--json out.json]
+    PYTHONPATH=. python benchmarks/gpu.py [--steps 50] [--repeats 3] [--precisions 16-mixed]
+        [--quick] [--json out.json]
 """
 
 from __future__ import annotations
@@ -291,7 +292,7 @@ def time_fits(
 ) -> None:
     """``rounds`` alternated rounds of every variant and precision; times into ``seconds``."""
     for round_index in range(rounds):
-        for precision in PRECISIONS:
+        for precision in args.precisions:
             names = [v for v in variants if compiled is False or v != "lightning"]
             shift = round_index % len(names)
             for variant in names[shift:] + names[:shift]:
@@ -316,6 +317,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="eager rounds (default 3)")
     parser.add_argument("--compile-repeats", type=int, default=1, help="compiled rounds (0: none)")
     parser.add_argument("--no-recipe", action="store_true", help="skip the CIFAR-10 recipe epoch")
+    parser.add_argument(
+        "--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS),
+        help="the precisions to time (default: both)",
+    )  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="tiny sizes (CI's dry run, on CPU)")
     parser.add_argument("--json", type=Path, default=None, help="also write results here")
     args = parser.parse_args(argv)
@@ -353,6 +358,7 @@ def main(argv: list[str] | None = None) -> int:
             "batch": args.batch, "warmup": args.warmup, "steps": args.steps,
             "repeats": args.repeats, "compile_repeats": args.compile_repeats,
             "quick": args.quick, "device": device.type, "variants": variants,
+            "precisions": args.precisions,
         },
         "seconds_per_fit": seconds,
         "images_per_s_median": {},
