@@ -31,12 +31,25 @@ __all__ = ["MODES", "is_oom_error", "scale_batch_size"]
 #: The search modes.
 MODES = ("power", "binsearch")
 
-# The messages of out-of-memory errors that arrive as plain RuntimeErrors.
-_OOM_MESSAGES = (
-    ("CUDA", "out of memory"),
-    ("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED.",),  # cuDNN's way of running out of memory
-    ("DefaultCPUAllocator: can't allocate memory",),
-)
+# The messages of out-of-memory errors that arrive as plain RuntimeErrors: the parts
+# each holds.
+CUDA_OOM = ("CUDA", "out of memory")
+CUDNN_OOM = ("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED.",)  # cuDNN's way of running out
+CPU_OOM = ("DefaultCPUAllocator: can't allocate memory",)
+_OOM_MESSAGES = (CUDA_OOM, CUDNN_OOM, CPU_OOM)
+
+
+def says(error: BaseException, parts: tuple[str, ...]) -> bool:
+    """Whether ``error`` is a RuntimeError with one message holding every one of ``parts``.
+
+    Example:
+        >>> says(RuntimeError("CUDA out of memory."), CUDA_OOM), says(ValueError("CUDA"), CUDA_OOM)
+        (True, False)
+    """
+    if not isinstance(error, RuntimeError) or len(error.args) != 1:
+        return False
+    message = error.args[0]
+    return isinstance(message, str) and all(part in message for part in parts)
 
 
 def is_oom_error(error: BaseException) -> bool:
@@ -56,12 +69,7 @@ def is_oom_error(error: BaseException) -> bool:
     """
     if isinstance(error, torch.cuda.OutOfMemoryError):
         return True
-    if not isinstance(error, RuntimeError) or len(error.args) != 1:
-        return False
-    message = error.args[0]
-    return isinstance(message, str) and any(
-        all(part in message for part in parts) for parts in _OOM_MESSAGES
-    )
+    return any(says(error, parts) for parts in _OOM_MESSAGES)
 
 
 def check_search(

@@ -170,15 +170,20 @@ def restore_rng_states(states: dict[str, Any]) -> None:
 
 
 @contextmanager
-def isolated_rng() -> Iterator[None]:
+def isolated_rng(include_cuda: bool = True) -> Iterator[None]:
     """Run a block without changing any generator's state afterwards.
 
     Evaluation runs inside this inside ``fit``: a dataloader draws a seed from
     torch's generator each time it is iterated, so without it, how often one
     validates would change the training that follows (and a resumed run, which
-    skips a validation it did not need, would drift).
+    skips a validation it did not need, would drift). Lightning's ``isolate_rng``.
+
+    Args:
+        include_cuda: also restore the CUDA generators (where CUDA is in use).
     """
     states = capture_rng_states()
+    if not include_cuda:
+        states.pop("cuda", None)
     try:
         yield
     finally:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import gc
 from typing import Any
 
 import torch
 
-from trainkit.tuner.batch_size_scaling import is_oom_error
+from trainkit.tuner.batch_size_scaling import CPU_OOM, CUDA_OOM, CUDNN_OOM, is_oom_error, says
+from trainkit.tuner.trial import free_memory as garbage_collection_cuda
 
 __all__ = [
     "garbage_collection_cuda",
@@ -17,13 +17,6 @@ __all__ = [
     "is_out_of_cpu_memory",
     "recursive_detach",
 ]
-
-
-def garbage_collection_cuda() -> None:
-    """Collect Python's garbage, then give the CUDA cache's unused memory back (if CUDA is up)."""
-    gc.collect()
-    if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
-        torch.cuda.empty_cache()
 
 
 def recursive_detach(in_dict: Any, to_cpu: bool = False) -> Any:
@@ -50,25 +43,16 @@ def recursive_detach(in_dict: Any, to_cpu: bool = False) -> Any:
     return in_dict
 
 
-def _message(exception: BaseException) -> str:
-    if isinstance(exception, RuntimeError) and len(exception.args) == 1:
-        return str(exception.args[0])
-    return ""
-
-
 def is_cuda_out_of_memory(exception: BaseException) -> bool:
     """Whether ``exception`` is CUDA running out of memory."""
-    if isinstance(exception, torch.cuda.OutOfMemoryError):
-        return True
-    message = _message(exception)
-    return "CUDA" in message and "out of memory" in message
+    return isinstance(exception, torch.cuda.OutOfMemoryError) or says(exception, CUDA_OOM)
 
 
 def is_cudnn_snafu(exception: BaseException) -> bool:
     """Whether ``exception`` is cuDNN's CUDNN_STATUS_NOT_SUPPORTED (its out-of-memory)."""
-    return "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED." in _message(exception)
+    return says(exception, CUDNN_OOM)
 
 
 def is_out_of_cpu_memory(exception: BaseException) -> bool:
     """Whether ``exception`` is the CPU allocator failing."""
-    return "DefaultCPUAllocator: can't allocate memory" in _message(exception)
+    return says(exception, CPU_OOM)
