@@ -446,11 +446,9 @@ def unshuffled(loader: Iterable[Any], warn: Callable[[str], None]) -> Iterable[A
     """``loader`` with its shuffling turned off (``overfit_batches`` trains on fixed batches).
 
     Args:
-        loader: the training dataloader (combined loaders: each).
+        loader: the training dataloader (one of combined ones: see :func:`each_loader`).
         warn: prints a warning (rank 0) when shuffling is turned off.
     """
-    if isinstance(loader, CombinedBatches):
-        return loader.map_loaders(lambda one: unshuffled(one, warn))
     if not isinstance(loader, DataLoader) or not isinstance(loader.sampler, RandomSampler):
         return loader
     warn(
@@ -529,10 +527,8 @@ def with_worker_seeding(loader: Iterable[Any]) -> Iterable[Any]:
     workers, and the user gave no ``worker_init_fn`` of their own.
 
     Args:
-        loader: a prepared dataloader (combined loaders: each).
+        loader: a prepared dataloader (one of combined ones: see :func:`each_loader`).
     """
-    if isinstance(loader, CombinedBatches):
-        return loader.map_loaders(with_worker_seeding)
     if (
         not seeding_workers()
         or not isinstance(loader, DataLoader)
@@ -692,24 +688,21 @@ def set_sampler_epoch(loader: Iterable[Any], epoch: int) -> None:
     """Tell the loader's samplers the epoch (distributed samplers reshuffle only then).
 
     Args:
-        loader: the training dataloader.
+        loader: the training dataloader (combined ones: each of them).
         epoch: the epoch, counted from 0.
     """
-    if isinstance(loader, CombinedBatches):
-        for one in loader.loaders:
-            set_sampler_epoch(one, epoch)
-        return
-    batch_sampler = getattr(loader, "batch_sampler", None)
-    holders = (
-        loader,
-        getattr(loader, "sampler", None),
-        batch_sampler,
-        getattr(batch_sampler, "sampler", None),
-    )
-    for holder in holders:
-        set_epoch = getattr(holder, "set_epoch", None)
-        if callable(set_epoch):
-            set_epoch(epoch)
+    for one in _loaders(loader):
+        batch_sampler = getattr(one, "batch_sampler", None)
+        holders = (
+            one,
+            getattr(one, "sampler", None),
+            batch_sampler,
+            getattr(batch_sampler, "sampler", None),
+        )
+        for holder in holders:
+            set_epoch = getattr(holder, "set_epoch", None)
+            if callable(set_epoch):
+                set_epoch(epoch)
 
 
 def capture_data_rng(loader: Iterable[Any]) -> dict[str, Any]:

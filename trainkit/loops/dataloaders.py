@@ -38,14 +38,15 @@ def stage_loaders(run: Run, kind: str, given: Any, required: bool) -> list[Itera
         required: whether no loader at all is an error.
     """
     found = find_dataloaders(kind, given, run.module, run.datamodule, required=required)
-    if not run.hardware.use_distributed_sampler:
-        return [with_worker_seeding(dl) for dl in found]  # the loaders split the data
     training = kind == "train"
-    prepare = run.strategy.prepare_dataloader
-    return [
-        with_worker_seeding(each_loader(dl, lambda one: prepare(one, training=training)))
-        for dl in found
-    ]
+
+    def prepared(loader: Any) -> Any:
+        if run.hardware.use_distributed_sampler:  # else the loaders split the data
+            loader = run.strategy.prepare_dataloader(loader, training=training)
+        return with_worker_seeding(loader)
+
+    # Combined training loaders: each one prepared.
+    return [each_loader(dl, prepared) for dl in found]
 
 
 def fit_loaders(
@@ -63,7 +64,7 @@ def fit_loaders(
     val = stage_loaders(run, "val", val_given, False)
     (train,) = stage_loaders(run, "train", train_given, True)
     if options.overfit_batches:
-        train = unshuffled(train, run.warn)
+        train = each_loader(train, lambda one: unshuffled(one, run.warn))
     state.num_training_batches = training_batches(train, options.limit_train_batches)
     state.num_val_batches = batch_totals(val, options.limit_val_batches, "limit_val_batches")
     return train, val

@@ -39,7 +39,7 @@ class Accelerator:
         """The device's figures, as ``DeviceStatsMonitor`` logs them."""
         from trainkit.callbacks.device_stats import device_stats
 
-        return dict(device_stats(torch.device(self._device(device))))
+        return dict(device_stats(self._device(device)))
 
     def _device(self, device: torch.device | str | int) -> torch.device:
         return torch.device(device) if not isinstance(device, int) else torch.device("cpu")
