@@ -40,6 +40,9 @@ INTERRUPTED_EXIT_CODE = 128 + signal.SIGINT
 #: agent passes on the Ctrl-C its ranks also got from the terminal.
 SAME_INTERRUPT_S = 1.0
 
+#: Written to the watcher's pipe by disarm (no signal has number 0).
+_DRAIN = b"\x00"
+
 #: Training time aimed at between two preemption votes of a multi-process run.
 VOTE_PERIOD_S = 0.2
 #: The most resume points between two votes (for very short steps).
@@ -236,6 +239,7 @@ class _InterruptWatcher:
         self._armed = 0  # fits watching now (a fit run inside another nests)
         self._previous_fd = -1  # the wakeup descriptor before arming, given back after
         self._first: float | None = None  # when this arming's first Ctrl-C came
+        self._drained = threading.Event()  # the thread has read up to a _DRAIN byte
         self._thread = threading.Thread(target=self._watch, name="trainkit-interrupts", daemon=True)
 
     @classmethod
@@ -258,25 +262,41 @@ class _InterruptWatcher:
         return watcher
 
     def disarm(self) -> None:
-        """Stop watching (the outermost fit gives the wakeup descriptor back)."""
-        self._armed -= 1
-        if self._armed == 0:
+        """Stop watching (the outermost fit gives the wakeup descriptor back).
+
+        Signals already written to the pipe are read first, while still armed: a
+        Ctrl-C that stopped this fit is announced before the fit's last line, and
+        is never counted by a later fit as its own first one.
+        """
+        if self._armed == 1:
             signal.set_wakeup_fd(self._previous_fd)
+            self._drain()
             self._previous_fd = -1
+        self._armed -= 1
+
+    def _drain(self) -> None:
+        self._drained.clear()
+        try:
+            os.write(self._write_fd, _DRAIN)
+        except OSError:  # the pipe is full: the thread is stuck (ending the process)
+            return
+        self._drained.wait(timeout=1.0)
 
     def _watch(self) -> None:
         while data := os.read(self._read_fd, 64):
+            signals = data.replace(_DRAIN, b"")
             previous = self._previous_fd
-            if previous >= 0:  # whoever watched before still gets their signals
+            if previous >= 0 and signals:  # whoever watched before still gets their signals
                 with contextlib.suppress(OSError):
-                    os.write(previous, data)
-            if signal.SIGINT not in data or not self._armed:
-                continue
-            if self._first is None:
-                self._first = time.monotonic()
-                _say_interrupted()
-            elif time.monotonic() - self._first >= SAME_INTERRUPT_S:
-                abort("interrupted again: stopping now without saving (exit 130).")
+                    os.write(previous, signals)
+            if signal.SIGINT in signals and self._armed:
+                if self._first is None:
+                    self._first = time.monotonic()
+                    _say_interrupted()
+                elif time.monotonic() - self._first >= SAME_INTERRUPT_S:
+                    abort("interrupted again: stopping now without saving (exit 130).")
+            if len(signals) < len(data):
+                self._drained.set()
 
 
 class StopVote:
