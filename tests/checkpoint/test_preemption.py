@@ -24,7 +24,6 @@ from trainkit.checkpoint.preemption import (
     VOTE_PERIOD_S,
     Preemption,
     StopVote,
-    _InterruptWatcher,
 )
 
 
@@ -256,20 +255,21 @@ def test_a_ctrl_c_just_before_the_fit_ends_is_announced_before_it_ends(
     # The watcher thread reads signals from a pipe; on a loaded machine it may not
     # have run yet when the fit ends. What was written before the end is read then,
     # while still armed: announced once, and never carried into a later fit.
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: None)
     switch = sys.getswitchinterval()
+    preemption = Preemption()
     try:
         for _ in range(2):
-            watcher = _InterruptWatcher.arm()
-            assert watcher is not None
+            preemption.install()  # as each fit does
             sys.setswitchinterval(5.0)  # the thread gets no turn until this one waits
             signal.raise_signal(signal.SIGINT)
-            watcher.disarm()
+            assert preemption.signal == signal.SIGINT  # the handler ran: a save is due
+            preemption.uninstall()  # as the fit's end does
             sys.setswitchinterval(switch)
             assert capfd.readouterr().err.count("trainkit: interrupted: saving") == 1
     finally:
         sys.setswitchinterval(switch)
-        signal.signal(signal.SIGINT, previous)
+        preemption.uninstall()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert signal.set_wakeup_fd(-1) == -1
 
 
