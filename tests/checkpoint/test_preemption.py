@@ -261,7 +261,7 @@ def test_a_ctrl_c_just_before_the_fit_ends_is_announced_before_it_ends(
         for _ in range(2):
             preemption.install()  # as each fit does
             sys.setswitchinterval(5.0)  # the thread gets no turn until this one waits
-            signal.raise_signal(signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)  # keeps the GIL (raise_signal lets it go)
             assert preemption.signal == signal.SIGINT  # the handler ran: a save is due
             preemption.uninstall()  # as the fit's end does
             sys.setswitchinterval(switch)
