@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from trainkit.checkpoint.preemption import Preemption, StopVote
@@ -25,7 +25,7 @@ from trainkit.core.data import epoch_batches, set_sampler_epoch
 from trainkit.loops.evaluate import run_evaluation
 from trainkit.loops.run import Run
 from trainkit.loops.schedule import (
-    max_steps_reached,
+    limits_reached,
     may_stop,
     sanity_batches,
     val_check_batches,
@@ -62,6 +62,23 @@ class Fit:
     reload: Callable[[], tuple[Iterable[Any], list[Iterable[Any]]]] | None = None
     #: ``time.monotonic()`` past which training stops (max_time); set when training starts.
     deadline: float = math.inf
+    #: The ``max_steps`` limit in force (``inf``: none), read at every batch.
+    max_steps: float = field(default=math.inf, init=False)
+
+    def __post_init__(self) -> None:
+        self.set_limits()
+
+    def set_limits(self, **limits: int | None) -> None:
+        """Change ``max_epochs``, ``min_epochs``, ``max_steps`` or ``min_steps`` while the
+        loop runs (``trainer.fit_loop``): the loop checks them at the next batch or epoch.
+
+        Args:
+            limits: the new values (checked as the Trainer's options are).
+        """
+        if limits:
+            self.options = replace(self.options, **limits)  # type: ignore[arg-type]
+        steps = self.options.max_steps
+        self.max_steps = math.inf if steps == -1 else float(steps)
 
 
 def run_fit(run: Run, fit: Fit) -> None:
@@ -112,11 +129,18 @@ def run_fit(run: Run, fit: Fit) -> None:
     run.hooks.call("on_train_start")
     run.results.end_training_start(step=state.global_step, epoch=state.epoch)
     fit.deadline = time.monotonic() + options.max_time_seconds
-    max_epochs = options.resolved_max_epochs
+    if (state.epoch or state.global_step) and limits_reached(state, fit.options):
+        fit.warn(
+            f"trainkit: fit trains nothing: the run is at epoch {state.epoch}, step "
+            f"{state.global_step}, past its limits (max_epochs={options.max_epochs}, "
+            f"max_steps={options.max_steps}); an earlier fit of this Trainer, or the checkpoint "
+            "it resumed from, got there. Raise trainer.fit_loop.max_epochs (or max_steps) to "
+            "train on, or train from the start with a new Trainer."
+        )
+    # The limits are read again at every epoch: trainer.fit_loop may change them.
     while not (
-        state.epoch >= max_epochs
-        or max_steps_reached(state.global_step, options)
-        or may_stop(state, options, fit.warn)
+        limits_reached(state, fit.options)
+        or may_stop(state, fit.options, fit.warn)
         or state.preempted
     ):
         every = options.reload_dataloaders_every_n_epochs
@@ -138,7 +162,6 @@ def _train_epoch(run: Run, fit: Fit) -> None:
     set_sampler_epoch(loader, state.epoch)
     total = state.num_training_batches
     val_every = val_check_batches(options, state.epoch, total, fit.validates)
-    max_steps = options.max_steps if options.max_steps != -1 else math.inf
     optimization = fit.optimization
     to_device = run.batch_to_device
     on_batch_start = hooks.optional("on_train_batch_start")
@@ -149,6 +172,8 @@ def _train_epoch(run: Run, fit: Fit) -> None:
     if state.batch_idx == 0:  # > 0 only when resuming in the middle of this epoch
         results.train.reset()
     results.enter_training_epoch()
+    # A resumed epoch counts the batches it skips as run.
+    state.epoch_first_batch, state.epoch_phase = state.batches_seen - state.batch_idx, 1
     hooks.call("on_train_epoch_start")
     optimization.start_epoch(state.epoch, total)
     step = hooks.profiled("run_training_batch", optimization.batch_step())
@@ -163,6 +188,7 @@ def _train_epoch(run: Run, fit: Fit) -> None:
         results.enter_training_step(batch)
         if on_batch_start is not None and on_batch_start(batch, batch_idx) == -1:
             break
+        state.batches_seen += 1
         outputs = step(batch, batch_idx, is_last)
         if on_batch_end is not None:
             on_batch_end(outputs, batch, batch_idx)
@@ -178,7 +204,7 @@ def _train_epoch(run: Run, fit: Fit) -> None:
         if deadline != math.inf and time.monotonic() >= deadline:
             state.should_stop = True  # max_time: stops like a callback's request
         if (
-            state.global_step >= max_steps
+            state.global_step >= fit.max_steps
             or state.preempted  # a signal stops whatever min_epochs says
             or (state.should_stop and may_stop(state, options, _quiet))
         ):
@@ -195,6 +221,7 @@ def _train_epoch(run: Run, fit: Fit) -> None:
 def _end_epoch(run: Run, fit: Fit) -> None:
     """Epoch-end hooks, metrics and schedulers; then the next epoch's resume point."""
     state, results, hooks = run.state, run.results, run.hooks
+    state.epoch_phase = 2
     results.enter_training_epoch_end()
     # The Module's hook may log epoch values; reduce them before the callbacks
     # that monitor (early stopping, checkpointing) read callback_metrics.
@@ -208,7 +235,7 @@ def _end_epoch(run: Run, fit: Fit) -> None:
     fit.optimization.end_epoch(state.epoch)
     results.close()
     state.epoch += 1
-    state.batch_idx = 0
+    state.batch_idx, state.epoch_phase = 0, 0
     # A resume from here starts the next epoch, which records its own starting
     # state: the finished epoch's is not saved (four generator states fewer to
     # pickle and digest in every end-of-epoch checkpoint).

@@ -84,6 +84,8 @@ class Run:
     optimizers: list[torch.optim.Optimizer] = field(default_factory=list)
     #: The LR schedulers and when they step (fit only).
     lr_scheduler_configs: list[LRSchedulerConfig] = field(default_factory=list)
+    #: The fit loop's data while fit runs (``trainer.fit_loop`` changes its limits).
+    fit: Any = None
 
     @property
     def is_global_zero(self) -> bool:

@@ -28,6 +28,18 @@ def max_steps_reached(global_step: int, options: LoopOptions) -> bool:
     return options.max_steps != -1 and global_step >= options.max_steps
 
 
+def limits_reached(state: RunState, options: LoopOptions) -> bool:
+    """Whether the run is at ``max_epochs`` or ``max_steps``.
+
+    Args:
+        state: the run state.
+        options: the loop options.
+    """
+    return state.epoch >= options.resolved_max_epochs or max_steps_reached(
+        state.global_step, options
+    )
+
+
 def sanity_batches(totals: list[float], limit: int) -> list[float]:
     """Batches the sanity check runs from each validation loader (``num_sanity_val_steps``).
 
@@ -117,7 +129,6 @@ def validation_due(
     if every == 0:  # a loader without length: at its end
         return is_last
     if options.check_val_every_n_epoch is None and isinstance(options.val_check_interval, int):
-        # Count batches across epochs.
-        state.batches_seen += 1
+        # Count batches across epochs (the loop counts each batch it runs).
         return state.batches_seen % every == 0
     return (batch_idx + 1) % every == 0

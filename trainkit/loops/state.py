@@ -93,6 +93,14 @@ class RunState:
     num_test_batches: list[float] = field(default_factory=list, metadata={"resume": False})
     #: Batches run from each prediction dataloader.
     num_predict_batches: list[float] = field(default_factory=list, metadata={"resume": False})
+    #: Where the training epoch stands: 0 none running, 1 its batches run, 2 its end
+    #: hooks run (``trainer.fit_loop.epoch_progress`` reads it).
+    epoch_phase: int = _status(0)
+    #: ``batches_seen`` when the running epoch started (its batches are counted from it).
+    epoch_first_batch: int = _status(0)
+    #: Whether a fit of this Trainer ended normally: the next fit continues from its
+    #: progress, as Lightning's does (see :meth:`start_fit`).
+    fit_ended: bool = _status(False)
 
     # ------------------------------------------------ progress (restored)
     #: The current epoch, counted from 0.
@@ -103,7 +111,8 @@ class RunState:
     batch_idx: int = 0
     #: Set by a callback or the module to stop at the next check.
     should_stop: bool = False
-    #: Training batches seen across epochs (for a val_check_interval counted across epochs).
+    #: Training batches started across epochs and fits (``trainer.fit_loop.total_batch_idx``
+    #: + 1; a val_check_interval counted across epochs reads it).
     batches_seen: int = 0
     #: Samples all processes take per batch (None when the loader has no batch size):
     #: lets a resume under another number of processes or batch size continue the epoch.
@@ -124,16 +133,28 @@ class RunState:
         """Whether the pre-fit validation sanity check runs."""
         return self.stage == "sanity_check"
 
-    def start_fit(self, lineage: str) -> None:
-        """Zero the progress for a new fit (a resume then restores it).
+    def start_fit(self, lineage: str, resuming: bool = False) -> None:
+        """Set the progress up for a fit.
+
+        After a fit of this Trainer that ended normally, the progress (epoch,
+        steps, counted batches) is kept: the new fit continues from it, as a
+        second ``fit`` of a Lightning Trainer does (with ``max_epochs`` raised it
+        trains the epochs in between; without, it trains nothing). Otherwise, or
+        when a checkpoint is about to be restored, the progress starts at zero.
 
         Args:
-            lineage: the new run's identity.
+            lineage: the new run's identity (a continued fit keeps its own).
+            resuming: a checkpoint's state will be restored.
         """
+        self.preempted, self.epoch_phase = False, 0
+        if self.fit_ended and not resuming:
+            self.fit_ended = False
+            return  # it ended at an epoch's end: batch_idx is 0, no epoch is running
+        self.fit_ended = False
         for name, default in _resume_defaults(type(self)).items():
             setattr(self, name, default)
         self.lineage = lineage
-        self.preempted = False
+        self.epoch_first_batch = 0
 
     def state_dict(self) -> dict[str, Any]:
         """Every field a resume restores."""

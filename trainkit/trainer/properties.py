@@ -27,6 +27,7 @@ from trainkit.checkpoint.callback_state import callback_state, load_callback_sta
 from trainkit.launch.outcome import RankZeroReport
 from trainkit.loops.schedule import sanity_batches
 from trainkit.trainer.accelerators import Accelerator, accelerator_for
+from trainkit.trainer.fit_loop import FitLoop
 from trainkit.trainer.options import DEFAULT_MAX_EPOCHS
 
 if TYPE_CHECKING:
@@ -377,6 +378,12 @@ class TrainerViews:
             return options.max_epochs
         limited = options.max_steps != -1 or options.max_time is not None
         return -1 if limited else DEFAULT_MAX_EPOCHS
+
+    @property
+    def fit_loop(self) -> FitLoop:
+        """Lightning's ``trainer.fit_loop``: the fit's limits (settable: ``max_epochs``,
+        ``epoch_loop.max_steps``, ...) and its progress, read from this Trainer."""
+        return FitLoop(self)
 
     @property
     def min_epochs(self) -> int | None:

@@ -482,7 +482,7 @@ class Trainer(TrainerCheckpoints):
         )
         checkpoint = self.strategy.load_checkpoint(resume_from) if resume_from else None
         self.ckpt_path = str(resume_from) if resume_from else None
-        state.start_fit(lineage=self.strategy.broadcast(uuid.uuid4().hex))  # one per job
+        state.start_fit(self.strategy.broadcast(uuid.uuid4().hex), checkpoint is not None)
 
         def load_dataloaders() -> tuple[Iterable[Any], list[Iterable[Any]]]:
             loaders = fit_loaders(run, train_dataloaders, val_dataloaders)
@@ -511,7 +511,7 @@ class Trainer(TrainerCheckpoints):
         self._log_hyperparameters(run)
         if state.reload_dataloaders:  # BatchSizeFinder set a new batch size (trainkit/tuner)
             state.reload_dataloaders, (train_loader, val_loaders) = False, load_dataloaders()
-        fit = Fit(
+        run.fit = fit = Fit(
             options=options,
             train_loader=train_loader,
             val_loaders=val_loaders,
@@ -526,6 +526,7 @@ class Trainer(TrainerCheckpoints):
         run_fit(run, fit)
         self.strategy.on_fit_end()
         run.hooks.call("on_fit_end")
+        state.fit_ended = not state.preempted  # a later fit continues from here
 
     def _evaluate(
         self,

@@ -1,0 +1,181 @@
+"""trainer.fit_loop: Lightning's loop limits and progress; a later fit continues the run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import trainkit
+from tests.helpers import QUIET, Classifier, blobs, loader
+
+
+def _counts(trainer: trainkit.Trainer) -> tuple[Any, ...]:
+    loop = trainer.fit_loop
+    epochs, batches = loop.epoch_progress, loop.epoch_loop.batch_progress
+    return (
+        loop.total_batch_idx,
+        loop.batch_idx,
+        (epochs.current.ready, epochs.current.processed, epochs.current.completed),
+        (batches.current.ready, batches.current.completed),
+        (batches.total.ready, batches.total.completed),
+        loop.done,
+    )
+
+
+class Record(trainkit.Callback):
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, tuple[Any, ...]]] = []
+
+    def on_train_batch_end(
+        self, trainer: Any, module: Any, outputs: Any, batch: Any, i: int
+    ) -> None:
+        if i in (0, 4):
+            self.seen.append((f"batch {trainer.current_epoch}.{i}", _counts(trainer)))
+
+    def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+        self.seen.append((f"end {trainer.current_epoch}", _counts(trainer)))
+
+
+def test_progress_counts_as_lightnings_loops_do_across_epochs_and_a_second_fit() -> None:
+    # The values Lightning 2.6.6's loops give in the same run (two fits of five
+    # batches an epoch, the second after max_epochs was raised from 2 to 3).
+    record = Record()
+    trainer = trainkit.Trainer(max_epochs=2, callbacks=[record], **QUIET)
+    assert _counts(trainer) == (-1, -1, (0, 0, 0), (0, 0), (0, 0), False)
+    model = Classifier()
+    trainer.fit(model, loader(blobs(160), 32))
+    assert _counts(trainer) == (9, 4, (2, 2, 2), (5, 5), (10, 10), True)
+    trainer.fit_loop.max_epochs = 3
+    trainer.fit(model, loader(blobs(160), 32))
+    assert record.seen == [
+        ("batch 0.0", (0, 0, (1, 0, 0), (1, 0), (1, 0), False)),
+        ("batch 0.4", (4, 4, (1, 0, 0), (5, 4), (5, 4), False)),
+        ("end 0", (4, 4, (1, 1, 0), (5, 5), (5, 5), False)),
+        ("batch 1.0", (5, 0, (2, 1, 1), (1, 0), (6, 5), False)),
+        ("batch 1.4", (9, 4, (2, 1, 1), (5, 4), (10, 9), False)),
+        ("end 1", (9, 4, (2, 2, 1), (5, 5), (10, 10), True)),
+        ("batch 2.0", (10, 0, (3, 2, 2), (1, 0), (11, 10), False)),
+        ("batch 2.4", (14, 4, (3, 2, 2), (5, 4), (15, 14), False)),
+        ("end 2", (14, 4, (3, 3, 2), (5, 5), (15, 15), True)),
+    ]
+    assert (trainer.current_epoch, trainer.global_step) == (3, 15)
+    assert trainer.fit_loop.epoch_loop.global_step == 15
+
+
+def _weights(model: torch.nn.Module) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def test_a_second_fit_trains_on_from_where_the_first_ended() -> None:
+    # Plain SGD keeps no state and the loader does not shuffle: two epochs, then two
+    # more in a second fit, are exactly four epochs in one fit.
+    torch.manual_seed(0)
+    straight = Classifier()
+    continued = Classifier()
+    continued.load_state_dict(straight.state_dict())
+    trainkit.Trainer(max_epochs=4, **QUIET).fit(straight, loader(blobs(96)))
+    trainer = trainkit.Trainer(max_epochs=2, **QUIET)
+    trainer.fit(continued, loader(blobs(96)))
+    trainer.fit_loop.max_epochs += 2
+    trainer.fit(continued, loader(blobs(96)))
+    assert (trainer.current_epoch, trainer.global_step, trainer.max_epochs) == (4, 12, 4)
+    for got, want in zip(_weights(continued), _weights(straight), strict=True):
+        assert torch.equal(got, want)
+
+
+def test_a_second_fit_past_its_limits_trains_nothing_and_says_so() -> None:
+    trainer = trainkit.Trainer(max_steps=3, **QUIET)
+    model = Classifier()
+    trainer.fit(model, loader(blobs(256)))
+    before = _weights(model)
+    with pytest.warns(UserWarning, match=r"fit trains nothing: the run is at epoch 1, step 3"):
+        trainer.fit(model, loader(blobs(256)))
+    assert trainer.global_step == 3
+    assert all(map(torch.equal, _weights(model), before))
+    trainer.fit_loop.epoch_loop.max_steps = 5  # Lightning's place for it
+    trainer.fit(model, loader(blobs(256)))
+    assert (trainer.global_step, trainer.max_steps, trainer.fit_loop.max_steps) == (5, 5, 5)
+
+
+def test_a_new_trainer_a_failed_fit_or_a_checkpoint_start_from_their_own_progress(
+    tmp_path: Path,
+) -> None:
+    trainer = trainkit.Trainer(max_epochs=2, default_root_dir=tmp_path, **QUIET)
+    model = Classifier()
+
+    class Fails(trainkit.Callback):
+        def on_train_batch_end(self, trainer: Any, *args: Any) -> None:
+            if trainer.global_step == 2:
+                raise RuntimeError("boom")
+
+    trainer.fit(model, loader(blobs(96)))
+    trainer.save_checkpoint(tmp_path / "after-two.ckpt")
+    failing = trainkit.Trainer(max_epochs=3, callbacks=[Fails()], **QUIET)
+    with pytest.raises(RuntimeError, match="boom"):
+        failing.fit(model, loader(blobs(96)))
+    failing.callbacks.clear()
+    failing.fit(model, loader(blobs(96)))  # not from step 2 of the failed fit: from zero
+    assert (failing.current_epoch, failing.global_step) == (3, 9)
+    # A checkpoint's progress replaces the Trainer's own.
+    failing.fit_loop.max_epochs = 4
+    failing.fit(model, loader(blobs(96)), ckpt_path=tmp_path / "after-two.ckpt")
+    assert (failing.current_epoch, failing.global_step) == (4, 12)
+
+
+def test_limits_set_while_fit_runs_hold_at_the_next_batch_or_epoch() -> None:
+    class Shorten(trainkit.Callback):
+        def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+            if trainer.current_epoch == 0:
+                trainer.fit_loop.max_epochs = 2
+
+    trainer = trainkit.Trainer(max_epochs=5, callbacks=[Shorten()], **QUIET)
+    trainer.fit(Classifier(), loader(blobs(96)))
+    assert (trainer.current_epoch, trainer.global_step, trainer.max_epochs) == (2, 6, 2)
+
+    class CapSteps(trainkit.Callback):
+        def on_train_batch_end(self, trainer: Any, *args: Any) -> None:
+            if trainer.global_step == 4:
+                trainer.fit_loop.epoch_loop.max_steps = 5
+
+    trainer = trainkit.Trainer(max_epochs=5, callbacks=[CapSteps()], **QUIET)
+    trainer.fit(Classifier(), loader(blobs(96)))
+    assert (trainer.global_step, trainer.current_epoch) == (5, 2)  # mid-epoch: at once
+
+    class HoldOn(trainkit.Callback):
+        def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+            trainer.fit_loop.min_epochs = 3
+            trainer.should_stop = True
+
+    trainer = trainkit.Trainer(max_epochs=5, callbacks=[HoldOn()], **QUIET)
+    with pytest.warns(UserWarning, match=r"a stop was requested, but min_epochs=3"):
+        trainer.fit(Classifier(), loader(blobs(96)))
+    assert trainer.current_epoch == 3 and trainer.fit_loop.min_epochs == 3
+
+
+def test_wrong_values_and_writes_to_progress_are_errors_that_say_what_to_do() -> None:
+    trainer = trainkit.Trainer(max_epochs=2, **QUIET)
+    with pytest.raises(ValueError, match=r"max_epochs=-5 is invalid: it must be >= -1"):
+        trainer.fit_loop.max_epochs = -5
+    with pytest.raises(ValueError, match=r"min_steps"):
+        trainer.fit_loop.epoch_loop.min_steps = -1
+    assert trainer.max_epochs == 2  # nothing changed
+    with pytest.raises(AttributeError, match=r"read-only in trainkit .*raise trainer.fit_loop"):
+        trainer.fit_loop.epoch_progress.current.completed = 3  # type: ignore[misc]
+    with pytest.raises(RuntimeError, match=r"works while fit runs"):
+        trainer.fit_loop.setup_data()
+
+
+def test_setup_data_in_configure_optimizers_finds_the_loader_set_up() -> None:
+    seen: list[float] = []
+
+    class Sized(Classifier):
+        def configure_optimizers(self) -> Any:
+            self.trainer.fit_loop.setup_data()
+            seen.append(self.trainer.num_training_batches)
+            return super().configure_optimizers()
+
+    trainkit.Trainer(max_epochs=1, **QUIET).fit(Sized(), loader(blobs(96)))
+    assert seen == [3]

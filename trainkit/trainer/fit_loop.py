@@ -1,0 +1,298 @@
+"""``trainer.fit_loop``: Lightning's loop objects, as a view of trainkit's run state.
+
+trainkit's fit loop is a function over a run state (``trainkit/loops/fit.py``),
+not a tree of loop objects. Ported code still reads and sets the loop's limits
+and progress under Lightning's names::
+
+    trainer.fit_loop.max_epochs += 5          # then trainer.fit(...) trains 5 more epochs
+    trainer.fit_loop.epoch_loop.max_steps = 1000
+    step = trainer.fit_loop.total_batch_idx   # the batch running, counted across epochs
+    trainer.fit_loop.epoch_progress.current.completed   # epochs done
+
+:class:`FitLoop` gives those names; each reads or changes the Trainer's options
+and run state, so nothing here holds a value of its own. A limit set while
+``fit`` runs is checked at the next batch (``max_steps``) or epoch
+(``max_epochs``, ``min_epochs``, ``min_steps``), and holds for later fits of
+the Trainer. The progress counters are read-only (``current`` and ``total``
+count the same batches and epochs: trainkit restores them exactly on a resume).
+What Lightning's loops do beyond this (``connect``, ``run``, ``advance``, their
+private methods) is not provided: docs/porting.md says what to use instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from trainkit.loops.schedule import max_steps_reached
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from trainkit.loops.state import RunState
+
+__all__ = ["EpochLoop", "FitLoop", "Progress", "Tracker"]
+
+
+class Tracker:
+    """Counts of one kind of item (epochs or batches): ``ready``, ``started``,
+    ``processed`` and ``completed``, as Lightning's progress trackers name them.
+
+    Read-only: the loop owns the counts.
+    """
+
+    __slots__ = ("completed", "processed", "ready", "started")
+    _ORDER = ("ready", "started", "processed", "completed")
+
+    ready: int
+    started: int
+    processed: int
+    completed: int
+
+    def __init__(self, ready: int, started: int, processed: int, completed: int) -> None:
+        for name, value in zip(self._ORDER, (ready, started, processed, completed), strict=True):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(
+            f"trainer.fit_loop's progress is read-only in trainkit (setting {name!r}): the run "
+            "state owns it. To train a number of epochs more, raise trainer.fit_loop.max_epochs "
+            "and call fit again; to continue a saved run, pass fit(ckpt_path=...)."
+        )
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{name}={getattr(self, name)}" for name in self._ORDER)
+        return f"Tracker({counts})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Tracker):
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in self.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class Progress:
+    """``current`` and ``total`` counts, read from the run state when asked.
+
+    Args:
+        current: the counts of the epoch running (for batches) or of the run (for epochs).
+        total: the counts of the whole run, across epochs and fits (None: ``current``'s).
+    """
+
+    def __init__(
+        self, current: Callable[[], Tracker], total: Callable[[], Tracker] | None = None
+    ) -> None:
+        self._current, self._total = current, total or current
+
+    @property
+    def current(self) -> Tracker:
+        """The counts of the epoch running (batches), or of the run (epochs)."""
+        return self._current()
+
+    @property
+    def total(self) -> Tracker:
+        """The counts of the whole run (epochs: the same as ``current``: trainkit restores
+        progress exactly, so nothing starts it again)."""
+        return self._total()
+
+    def __repr__(self) -> str:
+        return f"Progress(current={self.current!r})"
+
+
+def _batch_counts(state: RunState) -> tuple[int, int]:
+    """Training batches (started, completed) in the epoch running or last run."""
+    started = state.batches_seen - state.epoch_first_batch
+    # While its batches run, state.batch_idx is the count completed (inside a batch
+    # that batch's index, after it the next one's); after the epoch, all started.
+    return started, (state.batch_idx if state.epoch_phase == 1 else started)
+
+
+class EpochLoop:
+    """Lightning's ``fit_loop.epoch_loop``: one epoch's batches, and ``max_steps``."""
+
+    def __init__(self, loop: FitLoop) -> None:
+        self._loop = loop
+        #: Batches of the epoch running (or last run): ``current``; of the whole run: ``total``.
+        self.batch_progress = Progress(self._batches, self._all_batches)
+
+    def _batches(self) -> Tracker:
+        started, completed = _batch_counts(self._loop.state)
+        return Tracker(started, started, completed, completed)
+
+    def _all_batches(self) -> Tracker:
+        state = self._loop.state
+        started, completed = _batch_counts(state)
+        done = state.batches_seen - (started - completed)
+        return Tracker(state.batches_seen, state.batches_seen, done, done)
+
+    @property
+    def max_steps(self) -> int:
+        """Stop after this many optimizer steps (-1: no limit); settable."""
+        return self._loop.trainer.options.max_steps  # type: ignore[no-any-return]
+
+    @max_steps.setter
+    def max_steps(self, value: int) -> None:
+        self._loop.set_limits(max_steps=value)
+
+    @property
+    def min_steps(self) -> int | None:
+        """Train at least this many optimizer steps before a stop request holds; settable."""
+        return self._loop.min_steps
+
+    @min_steps.setter
+    def min_steps(self, value: int | None) -> None:
+        self._loop.min_steps = value
+
+    @property
+    def global_step(self) -> int:
+        """Optimizer steps taken so far (``trainer.global_step``)."""
+        return self._loop.state.global_step
+
+    @property
+    def batch_idx(self) -> int:
+        """The index of the batch running (or last run) in its epoch; -1 before the first."""
+        return _batch_counts(self._loop.state)[0] - 1
+
+    @property
+    def total_batch_idx(self) -> int:
+        """The index of the batch running (or last run), counted across epochs and fits."""
+        return self._loop.total_batch_idx
+
+    @property
+    def done(self) -> bool:
+        """Whether ``max_steps`` is reached."""
+        steps = self.max_steps
+        return steps != -1 and self.global_step >= steps
+
+
+class FitLoop:
+    """Lightning's ``trainer.fit_loop``: the fit's limits (settable) and its progress.
+
+    Args:
+        trainer: the Trainer whose options and run state this reads.
+
+    Example:
+        >>> import trainkit
+        >>> trainer = trainkit.Trainer(max_epochs=2, logger=False)
+        >>> trainer.fit_loop.max_epochs += 3
+        >>> trainer.max_epochs, trainer.fit_loop.total_batch_idx
+        (5, -1)
+    """
+
+    def __init__(self, trainer: Any) -> None:
+        self.trainer = trainer
+        #: The epoch's batches, and ``max_steps``.
+        self.epoch_loop = EpochLoop(self)
+        #: Training epochs: started (``ready``, ``started``), their batches done
+        #: (``processed``), ended (``completed``: ``trainer.current_epoch``).
+        self.epoch_progress = Progress(self._epochs)
+
+    @property
+    def state(self) -> RunState:
+        """The Trainer's run state."""
+        return self.trainer.state  # type: ignore[no-any-return]
+
+    def _epochs(self) -> Tracker:
+        state = self.state
+        epoch, phase = state.epoch, state.epoch_phase
+        started = epoch + (phase > 0)
+        return Tracker(started, started, epoch + (phase == 2), epoch)
+
+    def set_limits(self, **limits: int | None) -> None:
+        """Change loop limits, for the running fit (if any) and for later fits.
+
+        Raises:
+            ValueError: a value the Trainer would refuse for that option.
+        """
+        trainer = self.trainer
+        trainer.options = replace(trainer.options, **limits)  # checked as Trainer(...) checks
+        run = getattr(trainer, "_current", None)
+        if run is not None and run.fit is not None:
+            run.fit.set_limits(**limits)
+
+    @property
+    def max_epochs(self) -> int | None:
+        """Stop after this many epochs (-1: no limit); settable.
+
+        Reads as ``trainer.max_epochs``; a fit that ended at ``max_epochs`` trains
+        on from there when it is raised and ``fit`` is called again.
+        """
+        return self.trainer.max_epochs  # type: ignore[no-any-return]
+
+    @max_epochs.setter
+    def max_epochs(self, value: int | None) -> None:
+        self.set_limits(max_epochs=value)
+
+    @property
+    def min_epochs(self) -> int | None:
+        """Train at least this many epochs before a stop request holds; settable."""
+        return self.trainer.options.min_epochs  # type: ignore[no-any-return]
+
+    @min_epochs.setter
+    def min_epochs(self, value: int | None) -> None:
+        self.set_limits(min_epochs=value)
+
+    @property
+    def max_steps(self) -> int:
+        """``epoch_loop.max_steps`` (set it there, as in Lightning)."""
+        return self.epoch_loop.max_steps
+
+    @property
+    def min_steps(self) -> int | None:
+        """Train at least this many optimizer steps before a stop request holds; settable."""
+        return self.trainer.options.min_steps  # type: ignore[no-any-return]
+
+    @min_steps.setter
+    def min_steps(self, value: int | None) -> None:
+        self.set_limits(min_steps=value)
+
+    @property
+    def total_batch_idx(self) -> int:
+        """The index of the batch running (or last run), counted across epochs and fits;
+        -1 before the first."""
+        return self.state.batches_seen - 1
+
+    @property
+    def batch_idx(self) -> int:
+        """The index of the batch running (or last run) in its epoch; -1 before the first."""
+        return self.epoch_loop.batch_idx
+
+    @property
+    def done(self) -> bool:
+        """Whether training is over: ``max_epochs`` or ``max_steps`` reached (counting an
+        epoch whose batches are done), or a stop was requested and the minimums allow it."""
+        state, options = self.state, self.trainer.options
+        epochs = state.epoch + (state.epoch_phase == 2)  # an epoch whose batches are done
+        if epochs >= options.resolved_max_epochs or max_steps_reached(state.global_step, options):
+            return True
+        if not state.should_stop:
+            return False
+        return (options.min_epochs is None or epochs >= options.min_epochs) and (
+            options.min_steps is None or state.global_step >= options.min_steps
+        )
+
+    def setup_data(self) -> None:
+        """Set the training dataloader up.
+
+        trainkit sets it up when ``fit`` starts, before ``configure_optimizers``, so
+        during ``fit`` there is nothing left to do (``trainer.num_training_batches``
+        and ``trainer.estimated_stepping_batches`` are known there).
+
+        Raises:
+            RuntimeError: called outside ``fit``.
+        """
+        state = self.state
+        if state.fn != "fit" or state.status != "running":
+            raise RuntimeError(
+                "trainer.fit_loop.setup_data() works while fit runs (from a hook or "
+                "configure_optimizers), where trainkit has already set the training dataloader "
+                "up; outside fit there is none to set up. Read trainer.num_training_batches or "
+                "trainer.estimated_stepping_batches from configure_optimizers instead."
+            )
+
+    def __repr__(self) -> str:
+        return (
+            f"FitLoop(max_epochs={self.max_epochs}, max_steps={self.max_steps}, "
+            f"epoch_progress={self.epoch_progress!r})"
+        )
