@@ -112,6 +112,13 @@ def test_a_dict_of_validation_loaders_runs_each_with_its_index() -> None:
         "val_loss/dataloader_idx_0",
         "val_loss/dataloader_idx_1",
     }
+    # trainer.val_dataloaders shows the dict given (Lightning's shape), counts are ints.
+    assert list(trainer.val_dataloaders) == ["small", "big"]
+    assert trainer.val_dataloaders["big"].dataset is val["big"].dataset
+    assert trainer.num_val_batches == [1, 2] and type(trainer.num_val_batches[0]) is int
+    assert type(trainer.num_training_batches) is int
+    trainer.validate(module, {"only": DataLoader(_ids(7, 1))}, verbose=False)
+    assert list(trainer.val_dataloaders) == ["only"] and trainer.num_val_batches == [1]
 
 
 def test_a_sequential_combined_loader_validates_like_a_list_of_loaders() -> None:

@@ -600,7 +600,7 @@ def find_dataloaders(
     if isinstance(loaders, CombinedLoader):  # sequential: its loaders one after the other
         return loaders.flattened if loaders.mode == "sequential" else [CombinedBatches(loaders)]
     if isinstance(loaders, Mapping):
-        return list(loaders.values())
+        return NamedLoaders(loaders.values(), names=list(loaders))
     if not isinstance(loaders, (list, tuple)):
         return [loaders]
     return list(loaders)
@@ -727,12 +727,31 @@ def restore_data_rng(loader: Iterable[Any], states: dict[str, Any]) -> None:
         generator.set_state(saved)
 
 
+class NamedLoaders(list):  # type: ignore[type-arg]
+    """Evaluation dataloaders given as a dict: their list (in the dict's order) and its keys.
+
+    The loops read them by index (``dataloader_idx``); ``trainer.val_dataloaders`` and
+    the others show the dict again (:func:`one_or_list`).
+
+    Args:
+        loaders: the dataloaders.
+        names: the dict's keys, one per loader.
+    """
+
+    def __init__(self, loaders: Iterable[Any], names: list[Any]) -> None:
+        super().__init__(loaders)
+        self.names = names
+
+
 def one_or_list(loaders: list[Iterable[Any]]) -> Any:
-    """One loader alone, several as a list (Lightning's shape of ``trainer.val_dataloaders``).
+    """What ``trainer.val_dataloaders`` (``test_``, ``predict_``) shows, as Lightning does:
+    one loader alone, several as a list, or as the dict they were given in.
 
     Args:
         loaders: the prepared dataloaders.
     """
+    if isinstance(loaders, NamedLoaders):
+        return dict(zip(loaders.names, loaders, strict=True))
     return loaders[0] if len(loaders) == 1 else loaders
 
 

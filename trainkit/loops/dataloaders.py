@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from trainkit.core.data import (
+    NamedLoaders,
     batch_totals,
     each_loader,
     find_dataloaders,
@@ -45,8 +46,9 @@ def stage_loaders(run: Run, kind: str, given: Any, required: bool) -> list[Itera
             loader = run.strategy.prepare_dataloader(loader, training=training)
         return with_worker_seeding(loader)
 
-    # Combined training loaders: each one prepared.
-    return [each_loader(dl, prepared) for dl in found]
+    # Combined training loaders: each one prepared; a dict's keys kept.
+    loaders = [each_loader(dl, prepared) for dl in found]
+    return NamedLoaders(loaders, found.names) if isinstance(found, NamedLoaders) else loaders
 
 
 def fit_loaders(

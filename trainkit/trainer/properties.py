@@ -13,6 +13,7 @@ views and keeps the entry points and the set-up.
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 from collections.abc import Callable
@@ -44,6 +45,11 @@ if TYPE_CHECKING:
     from trainkit.trainer.options import HardwareOptions, LoopOptions, OutputOptions, StepOptions
 
 T = TypeVar("T")
+
+
+def _count(total: float) -> int | float:
+    """A batch count as Lightning reports it: an int, or ``inf`` when unknown."""
+    return int(total) if math.isfinite(total) else total
 
 
 class TrainerViews:
@@ -203,29 +209,31 @@ class TrainerViews:
         return self._optimization
 
     @property
-    def num_training_batches(self) -> float:
-        """Batches per training epoch (after ``limit_train_batches``; inf when unknown)."""
-        return self.state.num_training_batches
+    def num_training_batches(self) -> int | float:
+        """Batches per training epoch (after ``limit_train_batches``): an int, or ``inf``
+        when unknown (a loader without a length)."""
+        return _count(self.state.num_training_batches)
 
     @property
-    def num_val_batches(self) -> list[float]:
-        """Batches run from each validation dataloader."""
-        return self.state.num_val_batches
+    def num_val_batches(self) -> list[int | float]:
+        """Batches run from each validation dataloader (ints; ``inf`` when unknown)."""
+        return [_count(total) for total in self.state.num_val_batches]
 
     @property
-    def num_sanity_val_batches(self) -> list[float]:
+    def num_sanity_val_batches(self) -> list[int | float]:
         """Batches the sanity check runs from each validation dataloader."""
-        return sanity_batches(self.state.num_val_batches, self.options.num_sanity_val_steps)
+        totals = sanity_batches(self.state.num_val_batches, self.options.num_sanity_val_steps)
+        return [_count(total) for total in totals]
 
     @property
-    def num_test_batches(self) -> list[float]:
-        """Batches run from each test dataloader."""
-        return self.state.num_test_batches
+    def num_test_batches(self) -> list[int | float]:
+        """Batches run from each test dataloader (ints; ``inf`` when unknown)."""
+        return [_count(total) for total in self.state.num_test_batches]
 
     @property
-    def num_predict_batches(self) -> list[float]:
-        """Batches run from each prediction dataloader."""
-        return self.state.num_predict_batches
+    def num_predict_batches(self) -> list[int | float]:
+        """Batches run from each prediction dataloader (ints; ``inf`` when unknown)."""
+        return [_count(total) for total in self.state.num_predict_batches]
 
     @property
     def estimated_stepping_batches(self) -> int:
