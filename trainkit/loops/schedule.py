@@ -67,16 +67,27 @@ def may_stop(state: RunState, options: LoopOptions, say: Callable[[str], None]) 
     """
     if not state.should_stop:
         return False
-    min_epochs, min_steps = options.min_epochs, options.min_steps
-    if (min_epochs is None or state.epoch >= min_epochs) and (
-        min_steps is None or state.global_step >= min_steps
-    ):
+    if minimums_reached(state.epoch, state.global_step, options):
         return True
     say(
-        f"trainkit: a stop was requested, but min_epochs={min_epochs} or "
-        f"min_steps={min_steps} is not reached yet; training continues until it is."
+        f"trainkit: a stop was requested, but min_epochs={options.min_epochs} or "
+        f"min_steps={options.min_steps} is not reached yet; training continues until it is."
     )
     return False
+
+
+def minimums_reached(epochs: int, global_step: int, options: LoopOptions) -> bool:
+    """Whether ``min_epochs`` and ``min_steps`` allow a stop after ``epochs`` epochs.
+
+    Args:
+        epochs: epochs done.
+        global_step: optimizer steps taken.
+        options: the loop options.
+    """
+    min_epochs, min_steps = options.min_epochs, options.min_steps
+    return (min_epochs is None or epochs >= min_epochs) and (
+        min_steps is None or global_step >= min_steps
+    )
 
 
 def val_check_batches(

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from trainkit.loops.schedule import max_steps_reached
+from trainkit.loops.schedule import max_steps_reached, minimums_reached
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -266,11 +266,7 @@ class FitLoop:
         epochs = state.epoch + (state.epoch_phase == 2)  # an epoch whose batches are done
         if epochs >= options.resolved_max_epochs or max_steps_reached(state.global_step, options):
             return True
-        if not state.should_stop:
-            return False
-        return (options.min_epochs is None or epochs >= options.min_epochs) and (
-            options.min_steps is None or state.global_step >= options.min_steps
-        )
+        return state.should_stop and minimums_reached(epochs, state.global_step, options)
 
     def setup_data(self) -> None:
         """Set the training dataloader up.
