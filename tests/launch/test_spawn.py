@@ -119,6 +119,33 @@ def test_the_caller_adopts_rank_zeros_counters_metrics_and_callback_states(
     assert Path(best.best_model_path).is_file()
 
 
+class FirstStep(trainkit.Callback):
+    """Notes the step each fit starts training at (rank 0's, adopted by the caller)."""
+
+    def __init__(self) -> None:
+        self.first: list[int] = []
+
+    def on_train_start(self, trainer: Any, module: Any) -> None:
+        self.first.append(trainer.global_step)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"first": self.first}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.first = list(state["first"])
+
+
+def test_a_second_spawned_fit_continues_from_the_first(tmp_path: Path) -> None:
+    first_step = FirstStep()
+    trainer = _spawn_trainer(tmp_path, first_step, max_epochs=1)
+    model = Classifier()
+    trainer.fit(model, _data()[0])
+    trainer.fit_loop.max_epochs = 2
+    trainer.fit(model, _data()[0])
+    assert first_step.first == [0, 4]  # not from step 0 again
+    assert (trainer.current_epoch, trainer.global_step) == (2, 8)
+
+
 def test_the_caller_adopts_the_signal_rank_zero_stopped_for(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

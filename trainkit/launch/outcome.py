@@ -31,6 +31,7 @@ class RankZeroReport:
         preempted: whether fit stopped for a preemption signal.
         status: the run's status at its end ("finished", "interrupted", ...).
         stop_signal: the signal every rank agreed to stop for (None: none).
+        fit_ended: whether a fit ended normally (the Trainer's next fit continues it).
     """
 
     module_state: dict[str, torch.Tensor]
@@ -41,6 +42,7 @@ class RankZeroReport:
     preempted: bool
     status: str
     stop_signal: int | None
+    fit_ended: bool = False
 
 
 @dataclass(frozen=True)

@@ -95,6 +95,7 @@ class TrainerViews:
             preempted=self.state.preempted,
             status=self.state.status,
             stop_signal=self.preemption.stopped_by,
+            fit_ended=self.state.fit_ended,
         )
 
     def _adopt(self, report: RankZeroReport, module: Module) -> None:
@@ -102,6 +103,7 @@ class TrainerViews:
         module.load_state_dict(report.module_state)
         self.state.load_state_dict(report.run_state)
         self.state.preempted, self.state.status = report.preempted, report.status
+        self.state.fit_ended = report.fit_ended
         self.preemption.stopped_by = report.stop_signal
         self.results.adopt(report.callback_metrics, report.logged_metrics)
         for callback, state in zip(self.callbacks, report.callback_states, strict=True):
