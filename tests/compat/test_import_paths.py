@@ -24,6 +24,7 @@ from trainkit.cli.lightning_parser import (
 from trainkit.core import types
 from trainkit.core.hyperparameters import HyperparametersMixin
 from trainkit.lightning.core import saving
+from trainkit.lightning.demos import mnist_datamodule
 from trainkit.lightning.demos.boring_classes import (
     BoringDataModule,
     BoringModel,
@@ -40,6 +41,7 @@ from trainkit.lightning.utilities import (
     model_helpers,
     model_summary,
 )
+from trainkit.lightning.utilities import imports as lightning_imports
 from trainkit.lightning.utilities import rank_zero as lightning_rank_zero
 from trainkit.lightning.utilities import seed as lightning_seed
 from trainkit.lightning.utilities import warnings as lightning_warnings
@@ -155,6 +157,10 @@ PATHS = [
     ("demos.boring_classes", "BoringModel", BoringModel),
     ("demos.boring_classes", "RandomDataset", RandomDataset),
     ("demos.boring_classes", "BoringDataModule", BoringDataModule),
+    ("demos.mnist_datamodule", "MNIST", mnist_datamodule.MNIST),
+    ("utilities.model_helpers", "get_torchvision_model", model_helpers.get_torchvision_model),
+    ("utilities.imports", "_TORCHVISION_AVAILABLE", lightning_imports._TORCHVISION_AVAILABLE),
+    ("utilities.imports", "_RICH_AVAILABLE", lightning_imports._RICH_AVAILABLE),
 ]
 
 

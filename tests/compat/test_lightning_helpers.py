@@ -256,3 +256,44 @@ def test_a_project_using_lightnings_helper_names_trains_under_the_import_prefix(
         weights = original.pop("weight"), ported.pop("weight")
         assert original == ported
         torch.testing.assert_close(*weights)  # the same training, step for step
+
+
+# ------------------------------------------- what Lightning's own examples import
+def test_the_names_lightnings_examples_start_with(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trainkit.lightning import cli_lightning_logo
+    from trainkit.lightning.utilities import imports
+    from trainkit.lightning.utilities.model_helpers import get_torchvision_model
+
+    cli_lightning_logo()
+    assert capsys.readouterr().out.strip() == f"trainkit {trainkit.__version__}"
+    assert imports._TORCHVISION_AVAILABLE is (importlib.util.find_spec("torchvision") is not None)
+    assert imports._TORCH_GREATER_EQUAL_2_6 is True
+    assert imports.at_least("torch", 2, 6) and not imports.at_least("torch", 99)
+    assert not imports.at_least("a-package-nobody-installed")
+    if imports._TORCHVISION_AVAILABLE:
+        assert get_torchvision_model("resnet18", num_classes=3).fc.out_features == 3
+    monkeypatch.setitem(__import__("sys").modules, "torchvision", None)
+    with pytest.raises(ModuleNotFoundError, match=r"needs torchvision: pip install torchvision"):
+        get_torchvision_model("resnet18")
+
+
+MNIST_DIR = Path(__file__).resolve().parents[3] / "shared" / "data"
+
+
+@pytest.mark.skipif(
+    not (MNIST_DIR / "MNIST" / "raw").is_dir() or importlib.util.find_spec("torchvision") is None,
+    reason="needs the MNIST files beside the checkout (../shared/data) and torchvision",
+)
+def test_the_mnist_demo_dataset_is_torchvisions() -> None:
+    from torchvision import datasets
+
+    from trainkit.lightning.demos.mnist_datamodule import MNIST
+
+    test_set = MNIST(str(MNIST_DIR), train=False, download=False)
+    assert isinstance(test_set, datasets.MNIST) and len(test_set) == 10_000
+    with pytest.raises(AttributeError, match=r"has no 'MNISTDataModule'.*docs/porting.md"):
+        from trainkit.lightning.demos import mnist_datamodule
+
+        _ = mnist_datamodule.MNISTDataModule

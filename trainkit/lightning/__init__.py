@@ -39,6 +39,7 @@ __all__ = [
     "TrainerStatus",
     "__version__",
     "callbacks",
+    "cli_lightning_logo",
     "loggers",
     "profilers",
     "seed_everything",
@@ -46,6 +47,11 @@ __all__ = [
     "tuner",
     "utilities",
 ]
+
+
+def cli_lightning_logo() -> None:
+    """Print trainkit's name and version (Lightning's examples print a logo first)."""
+    print(f"\ntrainkit {__version__}\n")
 
 
 def __getattr__(name: str) -> Any:

@@ -2,7 +2,36 @@
 
 from __future__ import annotations
 
-__all__ = ["is_overridden"]
+from typing import Any
+
+from torch import nn
+
+__all__ = ["get_torchvision_model", "is_overridden"]
+
+
+def get_torchvision_model(model_name: str, **kwargs: Any) -> nn.Module:
+    """A torchvision model by name (``torchvision.models.get_model``).
+
+    Args:
+        model_name: the model's name, e.g. ``"resnet18"``.
+        kwargs: passed to the model's builder (``weights="DEFAULT"``, ``num_classes=``).
+
+    Raises:
+        ModuleNotFoundError: torchvision is not installed.
+        ValueError: torchvision has no model of that name.
+
+    Example:
+        >>> get_torchvision_model("resnet18", num_classes=3).fc.out_features
+        3
+    """
+    try:
+        from torchvision import models
+    except ImportError as error:
+        raise ModuleNotFoundError(
+            f"get_torchvision_model({model_name!r}) needs torchvision: pip install torchvision"
+        ) from error
+    model: nn.Module = models.get_model(model_name, **kwargs)
+    return model
 
 
 def is_overridden(
