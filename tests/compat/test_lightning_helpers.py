@@ -286,14 +286,38 @@ MNIST_DIR = Path(__file__).resolve().parents[3] / "shared" / "data"
     not (MNIST_DIR / "MNIST" / "raw").is_dir() or importlib.util.find_spec("torchvision") is None,
     reason="needs the MNIST files beside the checkout (../shared/data) and torchvision",
 )
-def test_the_mnist_demo_dataset_is_torchvisions() -> None:
+def test_the_mnist_demos_read_torchvisions_files_and_train(tmp_path: Path) -> None:
     from torchvision import datasets
 
-    from trainkit.lightning.demos.mnist_datamodule import MNIST
+    from trainkit.lightning.demos.mnist_datamodule import MNIST, MNISTDataModule
 
     test_set = MNIST(str(MNIST_DIR), train=False, download=False)
     assert isinstance(test_set, datasets.MNIST) and len(test_set) == 10_000
-    with pytest.raises(AttributeError, match=r"has no 'MNISTDataModule'.*docs/porting.md"):
-        from trainkit.lightning.demos import mnist_datamodule
+    data = MNISTDataModule(str(MNIST_DIR), val_split=1000, num_workers=0, seed=3, batch_size=64)
+    data.prepare_data()  # the files are there: nothing to download
+    data.setup("fit")
+    assert (len(data.dataset_train), len(data.dataset_val)) == (59_000, 1000)
+    again = MNISTDataModule(str(MNIST_DIR), val_split=1000, seed=3)
+    again.setup("fit")
+    other = MNISTDataModule(str(MNIST_DIR), val_split=1000, seed=4)
+    other.setup("fit")
+    assert again.dataset_val.indices == data.dataset_val.indices != other.dataset_val.indices
+    image, label = data.dataset_val[0]
+    assert image.shape == (1, 28, 28) and float(image.min()) >= 0.0 and isinstance(label, int)
+    assert sum(len(x) for x, _ in data.test_dataloader()) == 10_000  # every test image
+    trainer = trainkit.Trainer(max_steps=3, limit_val_batches=2, default_root_dir=tmp_path, **QUIET)
 
-        _ = mnist_datamodule.MNISTDataModule
+    class Digits(trainkit.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 10))
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            x, y = batch
+            return torch.nn.functional.cross_entropy(self.net(x), y)
+
+        def configure_optimizers(self) -> Any:
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    trainer.fit(Digits(), datamodule=data)
+    assert trainer.global_step == 3 and trainer.num_training_batches == 59_000 // 64
