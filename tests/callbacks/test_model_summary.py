@@ -107,11 +107,18 @@ def test_human_readable_count(number: int, text: str) -> None:
     assert human_readable_count(number) == text
 
 
+NOT_COMPILED = SimpleNamespace(compile_options=None)
+
+
 def test_callback_prints_on_rank_zero_only(capsys: pytest.CaptureFixture[str]) -> None:
     module: Any = mlp()
-    ModelSummary().on_fit_start(SimpleNamespace(is_global_zero=False), module)
+    ModelSummary().on_fit_start(
+        SimpleNamespace(is_global_zero=False, world_size=1, hardware=NOT_COMPILED), module
+    )
     assert capsys.readouterr().out == ""
-    ModelSummary().on_fit_start(SimpleNamespace(is_global_zero=True), module)
+    ModelSummary().on_fit_start(
+        SimpleNamespace(is_global_zero=True, world_size=1, hardware=NOT_COMPILED), module
+    )
     assert "2.8 K     Total params" in capsys.readouterr().out
 
 

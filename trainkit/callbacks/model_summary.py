@@ -19,6 +19,7 @@ import torch
 from torch.nn.parameter import is_lazy
 
 from trainkit.callbacks.base import Callback
+from trainkit.callbacks.summary_forward import forward_columns
 
 if TYPE_CHECKING:
     from trainkit.core.module import Module
@@ -68,6 +69,8 @@ class SummaryTable:
         trainable_parameters: those of parameters that require gradients.
         model_size: the parameters' size in MB.
         training_modes: how many submodules are in ``"train"`` and in ``"eval"`` mode.
+        total_flops: the model's forward FLOPs on ``example_input_array`` (None: no
+            example input, so no FLOPs and sizes columns).
     """
 
     header: list[str]
@@ -78,6 +81,7 @@ class SummaryTable:
     trainable_parameters: int = 0
     model_size: float = 0.0
     training_modes: dict[str, int] = field(default_factory=lambda: {"train": 0, "eval": 0})
+    total_flops: int | None = None
 
     @property
     def summary_data(self) -> list[tuple[str, list[str]]]:
@@ -96,13 +100,18 @@ class SummaryTable:
         ]
 
 
-def summary_table(module: torch.nn.Module, max_depth: int = 1) -> SummaryTable:
+def summary_table(
+    module: torch.nn.Module, max_depth: int = 1, forward: bool = True
+) -> SummaryTable:
     """Collect the summary of ``module``: what :func:`summarize` formats.
 
     Args:
         module: the model to describe.
         max_depth: how deep to list submodules (1: direct children; -1: all;
             0: totals only).
+        forward: run ``example_input_array`` (if the model sets one) through the
+            model for the FLOPs, In sizes and Out sizes columns
+            (``trainkit/callbacks/summary_forward.py``).
 
     Example:
         >>> model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU())
@@ -115,10 +124,12 @@ def summary_table(module: torch.nn.Module, max_depth: int = 1) -> SummaryTable:
     header = ["", "Name", "Type", "Params", "Mode"]
     rows: list[list[str]] = []
     lazy_modules: list[str] = []
+    layers: list[tuple[str, torch.nn.Module]] = []
     for name, submodule in module.named_modules():
         depth = name.count(".") + 1
         if not name or (max_depth != -1 and depth > max_depth):
             continue
+        layers.append((name, submodule))
         # parameters() skips repeats, so a tensor shared inside a submodule counts once.
         count, lazy = _count(list(submodule.parameters()))
         if lazy:
@@ -126,6 +137,13 @@ def summary_table(module: torch.nn.Module, max_depth: int = 1) -> SummaryTable:
         mode = "train" if submodule.training else "eval"
         rows.append([str(len(rows)), name, type(submodule).__name__, _params(count, lazy), mode])
 
+    columns = forward_columns(module, layers) if forward else None
+    if columns is not None:
+        header += ["FLOPs", "In sizes", "Out sizes"]
+        for row, flops, in_sizes, out_sizes in zip(
+            rows, columns.flops, columns.in_sizes, columns.out_sizes, strict=True
+        ):
+            row += [human_readable_count(flops), in_sizes, out_sizes]
     parameters = list(module.parameters())
     trainable, trainable_lazy = _count([p for p in parameters if p.requires_grad])
     frozen, frozen_lazy = _count([p for p in parameters if not p.requires_grad])
@@ -133,7 +151,8 @@ def summary_table(module: torch.nn.Module, max_depth: int = 1) -> SummaryTable:
     # Every submodule below the root, in train or in eval mode (as Lightning counts).
     modes = [submodule.training for name, submodule in module.named_modules() if name]
     training_modes = {"train": sum(modes), "eval": len(modes) - sum(modes)}
-    totals = summary_totals(trainable + frozen, trainable, size_mb, training_modes)
+    total_flops = columns.total_flops if columns is not None else None
+    totals = summary_totals(trainable + frozen, trainable, size_mb, training_modes, total_flops)
     note = None
     if trainable_lazy or frozen_lazy:
         where = ", ".join(lazy_modules) if lazy_modules else type(module).__name__
@@ -142,12 +161,24 @@ def summary_table(module: torch.nn.Module, max_depth: int = 1) -> SummaryTable:
             "count as 0; run one forward pass before summarizing to count them."
         )
     return SummaryTable(
-        header, rows, totals, note, trainable + frozen, trainable, size_mb, training_modes
+        header,
+        rows,
+        totals,
+        note,
+        trainable + frozen,
+        trainable,
+        size_mb,
+        training_modes,
+        total_flops,
     )
 
 
 def summary_totals(
-    total: int, trainable: int, size_mb: float, modes: dict[str, int]
+    total: int,
+    trainable: int,
+    size_mb: float,
+    modes: dict[str, int],
+    total_flops: int | None = None,
 ) -> list[tuple[str, str]]:
     """The totals under the summary table, as (value, label) pairs.
 
@@ -156,11 +187,13 @@ def summary_totals(
         trainable: those of parameters that require gradients.
         size_mb: the parameters' size in MB.
         modes: how many submodules are in ``"train"`` and in ``"eval"`` mode.
+        total_flops: the forward FLOPs on ``example_input_array`` (None: no line).
 
     Example:
         >>> summary_totals(2762, 2762, 0.011, {"train": 2, "eval": 0})[2]
         ('2.8 K', 'Total params')
     """
+    flops = [] if total_flops is None else [(human_readable_count(total_flops), "Total Flops")]
     return [
         (human_readable_count(trainable), "Trainable params"),
         (human_readable_count(total - trainable), "Non-trainable params"),
@@ -168,6 +201,7 @@ def summary_totals(
         (f"{size_mb:,.3f}", "Total estimated model params size (MB)"),
         (str(modes.get("train", 0)), "Modules in train mode"),
         (str(modes.get("eval", 0)), "Modules in eval mode"),
+        *flops,
     ]
 
 
@@ -177,6 +211,7 @@ def format_summary(
     trainable_parameters: int,
     model_size: float,
     total_training_modes: dict[str, int],
+    total_flops: int | None = None,
 ) -> str:
     """The summary's text: the table of ``summary_data`` (if it has rows), then the totals.
 
@@ -188,6 +223,7 @@ def format_summary(
         trainable_parameters: those of parameters that require gradients.
         model_size: the parameters' size in MB.
         total_training_modes: submodules in ``"train"`` and in ``"eval"`` mode.
+        total_flops: the forward FLOPs on ``example_input_array`` (None: no line).
 
     Example:
         >>> print(format_summary([(" ", ["0"]), ("Name", ["fc"])], 9, 9, 0.0, {"train": 1}))
@@ -216,7 +252,7 @@ def format_summary(
         rule = "-" * max(len(line) for line in formatted)
         lines = [rule, formatted[0], rule, *formatted[1:], rule]
     totals = summary_totals(
-        total_parameters, trainable_parameters, model_size, total_training_modes
+        total_parameters, trainable_parameters, model_size, total_training_modes, total_flops
     )
     lines.extend(f"{value:<10}{label}" for value, label in totals)
     return "\n".join(lines)
@@ -238,13 +274,22 @@ def summarize(module: torch.nn.Module, max_depth: int = 1) -> str:
         >>> print(summarize(model).splitlines()[-4])
         2.1 K     Total params
     """
-    table = summary_table(module, max_depth)
+    return format_table(summary_table(module, max_depth))
+
+
+def format_table(table: SummaryTable) -> str:
+    """The text of a collected summary: its table, totals and note (if any).
+
+    Args:
+        table: what :func:`summary_table` collected.
+    """
     text = format_summary(
         table.summary_data,
         table.total_parameters,
         table.trainable_parameters,
         table.model_size,
         table.training_modes,
+        table.total_flops,
     )
     return f"{text}\n{table.note}" if table.note else text
 
@@ -303,14 +348,18 @@ class ModelSummary(Callback):
         """Summarize the user's module (nothing when ``max_depth`` is 0)."""
         if self.max_depth == 0 or not trainer.is_global_zero:
             return
-        table = summary_table(module, self.max_depth)
+        # One process: a forward pass of the example input on rank 0 alone would wait
+        # forever for the others in a sharded or synchronised layer. Not compiled: the
+        # pass would compile the forward at fit start, for a summary.
+        forward = trainer.world_size == 1 and trainer.hardware.compile_options is None
+        table = summary_table(module, self.max_depth, forward=forward)
         self.summarize(
             table.summary_data,
             table.total_parameters,
             table.trainable_parameters,
             table.model_size,
             dict(table.training_modes),
-            total_flops=0,
+            total_flops=table.total_flops or 0,
             **self._summarize_kwargs,
         )
         if table.note:
@@ -334,18 +383,26 @@ class ModelSummary(Callback):
 
         Args:
             summary_data: the table by column, ``(name, cells)``: ``" "`` (the
-                row number), ``"Name"``, ``"Type"``, ``"Params"``, ``"Mode"``.
+                row number), ``"Name"``, ``"Type"``, ``"Params"``, ``"Mode"``, and
+                ``"FLOPs"``, ``"In sizes"``, ``"Out sizes"`` when the Module sets
+                ``example_input_array``.
             total_parameters: every parameter's elements (lazy ones count 0).
             trainable_parameters: those of parameters that require gradients.
             model_size: the parameters' size in MB.
             total_training_modes: how many submodules are in ``"train"`` and in
                 ``"eval"`` mode.
-            total_flops: Lightning's FLOP count; trainkit's summary counts no
-                FLOPs, so it is 0 (see ``trainkit.throughput.measure_flops``).
+            total_flops: the forward FLOPs on ``example_input_array`` (0 without
+                one: then no FLOPs column and no "Total Flops" line).
             summarize_kwargs: the callback's ``summarize_kwargs``.
         """
+        counted = any(name == "FLOPs" for name, _ in summary_data)
         text = format_summary(
-            summary_data, total_parameters, trainable_parameters, model_size, total_training_modes
+            summary_data,
+            total_parameters,
+            trainable_parameters,
+            model_size,
+            total_training_modes,
+            total_flops if counted else None,
         )
         print(text, flush=True)
 

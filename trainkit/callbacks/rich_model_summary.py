@@ -87,7 +87,8 @@ class RichModelSummary(ModelSummary):
             trainable_parameters: those of parameters that require gradients.
             model_size: the parameters' size in MB.
             total_training_modes: submodules in ``"train"`` and in ``"eval"`` mode.
-            total_flops: 0 (trainkit's summary counts no FLOPs).
+            total_flops: the forward FLOPs on ``example_input_array`` (shown when the
+                table has a FLOPs column).
             summarize_kwargs: ``header_style`` (default ``"bold magenta"``).
         """
         from rich import get_console
@@ -100,6 +101,7 @@ class RichModelSummary(ModelSummary):
             model_size,
             total_training_modes,
             summarize_kwargs.get("header_style", _SUMMARIZE_KWARGS["header_style"]),
+            total_flops,
         )
 
     def _print_note(self, note: str) -> None:
@@ -131,6 +133,7 @@ class RichModelSummary(ModelSummary):
             data.model_size,
             data.training_modes,
             style,
+            data.total_flops or 0,
         )
         if data.note:
             console.print(data.note, markup=False, highlight=False)
@@ -144,6 +147,7 @@ def _draw(
     model_size: float,
     total_training_modes: dict[str, int],
     header_style: str,
+    total_flops: int = 0,
 ) -> None:
     """The rich table of ``summary_data`` (if it has rows), then the totals, on ``console``."""
     from rich.table import Table
@@ -163,7 +167,12 @@ def _draw(
         for row in rows:
             table.add_row(*row)
         console.print(table)
+    counted = any(name == "FLOPs" for name, _ in summary_data)
     for value, label in summary_totals(
-        total_parameters, trainable_parameters, model_size, total_training_modes
+        total_parameters,
+        trainable_parameters,
+        model_size,
+        total_training_modes,
+        total_flops if counted else None,
     ):
         console.print(Text.assemble((label, "bold"), f": {value}"))

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from torch import nn
 
-from trainkit.callbacks.model_summary import human_readable_count, summarize, summary_table
+from trainkit.callbacks.model_summary import (
+    format_table,
+    human_readable_count,
+    summarize,
+    summary_table,
+)
 
 __all__ = ["ModelSummary", "get_human_readable_count", "summarize"]
 
@@ -77,8 +82,13 @@ class ModelSummary:
         """The parameters' size in MB."""
         return self._table.model_size
 
+    @property
+    def total_flops(self) -> int:
+        """The forward FLOPs on the model's ``example_input_array`` (0 without one)."""
+        return self._table.total_flops or 0
+
     def __str__(self) -> str:
-        return summarize(self._model, self._max_depth)
+        return format_table(self._table)
 
     def __repr__(self) -> str:
         return str(self)
