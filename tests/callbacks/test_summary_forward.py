@@ -88,6 +88,15 @@ def test_the_pass_changes_nothing_the_training_sees() -> None:
     assert all(p.grad is None for p in model.parameters())
 
 
+def test_a_model_with_lazy_parameters_is_not_run() -> None:
+    # The pass would create the lazy weights at fit start, not where training creates them.
+    model = nn.Sequential(nn.LazyLinear(4), nn.ReLU())
+    model.example_input_array = torch.zeros(2, 3)  # type: ignore[assignment]
+    table = summary_table(model)
+    assert "FLOPs" not in table.header and table.note and "lazy" in table.note
+    assert nn.parameter.is_lazy(model[0].weight)
+
+
 def test_a_failing_example_warns_and_the_summary_goes_on() -> None:
     model = TwoInputs()
     model.example_input_array = torch.zeros(5, 7)  # one input where forward takes two

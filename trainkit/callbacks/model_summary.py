@@ -111,7 +111,8 @@ def summary_table(
             0: totals only).
         forward: run ``example_input_array`` (if the model sets one) through the
             model for the FLOPs, In sizes and Out sizes columns
-            (``trainkit/callbacks/summary_forward.py``).
+            (``trainkit/callbacks/summary_forward.py``); not done while the model
+            has uninitialized (lazy) parameters, which the pass would create.
 
     Example:
         >>> model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU())
@@ -137,7 +138,9 @@ def summary_table(
         mode = "train" if submodule.training else "eval"
         rows.append([str(len(rows)), name, type(submodule).__name__, _params(count, lazy), mode])
 
-    columns = forward_columns(module, layers) if forward else None
+    # Not with lazy parameters: the pass would create them, out of the training's order.
+    lazy_model = any(is_lazy(p) for p in module.parameters())
+    columns = forward_columns(module, layers) if forward and not lazy_model else None
     if columns is not None:
         header += ["FLOPs", "In sizes", "Out sizes"]
         for row, flops, in_sizes, out_sizes in zip(
