@@ -129,7 +129,9 @@ def run_fit(run: Run, fit: Fit) -> None:
     run.hooks.call("on_train_start")
     run.results.end_training_start(step=state.global_step, epoch=state.epoch)
     fit.deadline = time.monotonic() + options.max_time_seconds
-    if (state.epoch or state.global_step) and limits_reached(state, fit.options):
+    if (state.epoch or state.global_step) and limits_reached(
+        state.epoch, state.global_step, fit.options
+    ):
         fit.warn(
             f"trainkit: fit trains nothing: the run is at epoch {state.epoch}, step "
             f"{state.global_step}, past its limits (max_epochs={options.max_epochs}, "
@@ -139,7 +141,7 @@ def run_fit(run: Run, fit: Fit) -> None:
         )
     # The limits are read again at every epoch: trainer.fit_loop may change them.
     while not (
-        limits_reached(state, fit.options)
+        limits_reached(state.epoch, state.global_step, fit.options)
         or may_stop(state, fit.options, fit.warn)
         or state.preempted
     ):

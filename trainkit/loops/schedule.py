@@ -28,16 +28,15 @@ def max_steps_reached(global_step: int, options: LoopOptions) -> bool:
     return options.max_steps != -1 and global_step >= options.max_steps
 
 
-def limits_reached(state: RunState, options: LoopOptions) -> bool:
-    """Whether the run is at ``max_epochs`` or ``max_steps``.
+def limits_reached(epochs: int, global_step: int, options: LoopOptions) -> bool:
+    """Whether ``epochs`` epochs or ``global_step`` steps are at ``max_epochs`` or ``max_steps``.
 
     Args:
-        state: the run state.
+        epochs: epochs done.
+        global_step: optimizer steps taken.
         options: the loop options.
     """
-    return state.epoch >= options.resolved_max_epochs or max_steps_reached(
-        state.global_step, options
-    )
+    return epochs >= options.resolved_max_epochs or max_steps_reached(global_step, options)
 
 
 def sanity_batches(totals: list[float], limit: int) -> list[float]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from trainkit.loops.schedule import max_steps_reached, minimums_reached
+from trainkit.loops.schedule import limits_reached, max_steps_reached, minimums_reached
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -162,8 +162,7 @@ class EpochLoop:
     @property
     def done(self) -> bool:
         """Whether ``max_steps`` is reached."""
-        steps = self.max_steps
-        return steps != -1 and self.global_step >= steps
+        return max_steps_reached(self.global_step, self._loop.trainer.options)
 
 
 class FitLoop:
@@ -264,7 +263,7 @@ class FitLoop:
         epoch whose batches are done), or a stop was requested and the minimums allow it."""
         state, options = self.state, self.trainer.options
         epochs = state.epoch + (state.epoch_phase == 2)  # an epoch whose batches are done
-        if epochs >= options.resolved_max_epochs or max_steps_reached(state.global_step, options):
+        if limits_reached(epochs, state.global_step, options):
             return True
         return state.should_stop and minimums_reached(epochs, state.global_step, options)
 
