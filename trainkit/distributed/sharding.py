@@ -8,7 +8,7 @@ only decide what to hand it.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 import torch
@@ -131,8 +131,8 @@ def materialize(modules: list[nn.Module], device: torch.device) -> None:
         device: the rank's device.
     """
     for sub in modules:
-        reset = getattr(sub, "reset_parameters", None)
-        if not callable(reset):
+        reset = _initializer(sub)
+        if reset is None:
             raise ValueError(
                 f"{type(sub).__name__} was built on the meta device (in configure_model) but "
                 "has no reset_parameters() to initialize it after sharding; define "
@@ -141,6 +141,15 @@ def materialize(modules: list[nn.Module], device: torch.device) -> None:
         sub.to_empty(device=device, recurse=False)
         with torch.no_grad():
             reset()
+
+
+def _initializer(module: nn.Module) -> Callable[[], Any] | None:
+    # A module's reset_parameters(); for torch's own layers that name it
+    # _reset_parameters() (nn.MultiheadAttention, in every nn.Transformer), that one.
+    reset = getattr(module, "reset_parameters", None)
+    if reset is None and type(module).__module__.startswith("torch.nn."):
+        reset = getattr(module, "_reset_parameters", None)
+    return reset if callable(reset) else None
 
 
 def full_model_state(module: nn.Module) -> dict[str, Any]:
