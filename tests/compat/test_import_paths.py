@@ -24,7 +24,9 @@ from trainkit.cli.lightning_parser import (
 from trainkit.core import types
 from trainkit.core.hyperparameters import HyperparametersMixin
 from trainkit.lightning.core import saving
+from trainkit.lightning.demos import lstm as demo_lstm
 from trainkit.lightning.demos import mnist_datamodule
+from trainkit.lightning.demos import transformer as demo_transformer
 from trainkit.lightning.demos.boring_classes import (
     BoringDataModule,
     BoringModel,
@@ -158,6 +160,12 @@ PATHS = [
     ("demos.boring_classes", "RandomDataset", RandomDataset),
     ("demos.boring_classes", "BoringDataModule", BoringDataModule),
     ("demos.mnist_datamodule", "MNIST", mnist_datamodule.MNIST),
+    ("demos", "Transformer", demo_transformer.Transformer),
+    ("demos", "WikiText2", demo_transformer.WikiText2),
+    ("demos.transformer", "LightningTransformer", demo_transformer.LightningTransformer),
+    ("demos", "SimpleLSTM", demo_lstm.SimpleLSTM),
+    ("demos.lstm", "SequenceSampler", demo_lstm.SequenceSampler),
+    ("demos.lstm", "LightningLSTM", demo_lstm.LightningLSTM),
     ("utilities.model_helpers", "get_torchvision_model", model_helpers.get_torchvision_model),
     ("utilities.imports", "_TORCHVISION_AVAILABLE", lightning_imports._TORCHVISION_AVAILABLE),
     ("utilities.imports", "_RICH_AVAILABLE", lightning_imports._RICH_AVAILABLE),

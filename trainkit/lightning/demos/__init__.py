@@ -1,4 +1,4 @@
-"""Lightning's ``lightning.pytorch.demos`` names trainkit provides: the boring classes."""
+"""Lightning's ``lightning.pytorch.demos`` names: the boring classes and the language models."""
 
 from __future__ import annotations
 
@@ -6,8 +6,20 @@ from typing import Any
 
 from trainkit.lightning._missing import missing
 from trainkit.lightning.demos.boring_classes import BoringDataModule, BoringModel, DemoModel
+from trainkit.lightning.demos.lstm import LightningLSTM, SequenceSampler, SimpleLSTM
+from trainkit.lightning.demos.transformer import LightningTransformer, Transformer, WikiText2
 
-__all__ = ["BoringDataModule", "BoringModel", "DemoModel"]
+__all__ = [
+    "BoringDataModule",
+    "BoringModel",
+    "DemoModel",
+    "LightningLSTM",
+    "LightningTransformer",
+    "SequenceSampler",
+    "SimpleLSTM",
+    "Transformer",
+    "WikiText2",
+]
 
 
 def __getattr__(name: str) -> Any:
