@@ -71,6 +71,33 @@ def train_uneven(strategy: str, batch_size: int, steps: int) -> dict[str, Any]:
     return {"state": {k: v.clone() for k, v in model.state_dict().items()}}
 
 
+class LateBuilt(Classifier):
+    """Classifier whose network ``configure_model`` builds."""
+
+    def __init__(self) -> None:
+        super().__init__(lr=0.2)
+        del self.net
+        self.net: torch.nn.Module | None = None
+
+    def configure_model(self) -> None:
+        if self.net is None:
+            self.net = torch.nn.Sequential(
+                torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 3)
+            )
+
+
+def train_late_built(steps: int) -> dict[str, Any]:
+    """Train :class:`LateBuilt` under DDP (each rank builds its own first weights)."""
+    torch.manual_seed(int(os.environ["RANK"]))
+    model = LateBuilt()
+    trainer = trainkit.Trainer(max_steps=steps, strategy="ddp", **QUIET)
+    trainer.fit(model, DataLoader(blobs(256, seed=0), batch_size=16, shuffle=True))
+    return {
+        "steps": trainer.global_step,
+        "state": {k: v.detach().clone() for k, v in model.state_dict().items()},
+    }
+
+
 class SignalledOnOneRank(Classifier):
     """Rank 1 alone receives SIGTERM during step 3 (as when a node is being drained)."""
 

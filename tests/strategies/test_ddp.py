@@ -47,6 +47,14 @@ def test_two_processes_at_half_batch_match_one_process_at_full_batch(
     assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
 
 
+def test_layers_built_in_configure_model_are_replicated_and_trained() -> None:
+    # Each rank builds different first weights: DDP starts every rank from rank 0's.
+    ranks = run_processes(workers.train_late_built, 2, 3)
+    assert [rank["steps"] for rank in ranks] == [3, 3]
+    for name, value in ranks[0]["state"].items():
+        assert torch.equal(ranks[1]["state"][name], value), name
+
+
 def test_a_size_not_divisible_by_the_processes_matches_one_process_with_drop_last() -> None:
     # 203 samples on 2 ranks: drop_last=True leaves one out instead of repeating one,
     # and then two processes at batch 16 equal one process at batch 32 (two epochs).

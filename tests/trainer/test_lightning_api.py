@@ -52,6 +52,37 @@ def test_a_model_built_in_init_module_trains_as_one_built_outside() -> None:
         assert torch.equal(a, b)
 
 
+class LateClassifier(Classifier):
+    """Classifier whose network is built in configure_model (idempotently), counting calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        del self.net
+        self.net: nn.Module | None = None
+        self.configured: list[tuple[str, torch.dtype, bool]] = []
+
+    def configure_model(self) -> None:
+        stage = self.trainer.state.fn
+        self.configured.append((stage, torch.get_default_dtype(), self.net is None))
+        if self.net is None:
+            self.net = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 3))
+
+
+def test_configure_model_builds_the_layers_at_every_stage_under_one_device() -> None:
+    torch.manual_seed(0)
+    model = LateClassifier()
+    trainer = trainkit.Trainer(max_steps=4, limit_val_batches=2, **QUIET)
+    trainer.fit(model, datamodule=BlobData())  # the optimizer sees the late layers
+    trainer.validate(model, datamodule=BlobData(), verbose=False)
+    assert trainer.global_step == 4 and model.net is not None
+    assert model.configured == [("fit", torch.float32, True), ("validate", torch.float32, False)]
+    halved = LateClassifier()
+    trainkit.Trainer(max_steps=1, precision="bf16-true", **QUIET).fit(halved, datamodule=BlobData())
+    assert halved.configured[0][1] == torch.bfloat16  # the precision's dtype while it builds
+    assert all(p.dtype == torch.bfloat16 for p in halved.parameters())
+    assert torch.get_default_dtype() == torch.float32
+
+
 def test_print_prints_on_the_first_process_of_each_machine(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -492,13 +492,16 @@ class Module(BatchTransferHooks, HyperparametersMixin, ModuleHooks, nn.Module):
     example_input_array: torch.Tensor | None = None
 
     def configure_model(self) -> None:
-        """Build layers late, on every rank, before the strategy shards the model.
+        """Build layers late, on every rank, before the strategy sets the model up.
 
-        ``FSDPStrategy`` calls it under the meta device (``meta_init``): layers
-        made here get memory only as each rank's shards, initialized by their
-        ``reset_parameters()``, so a model larger than one rank never exists whole.
-        ``load_from_checkpoint`` calls it too. It may be called more than once
-        (each fit/validate/test): build only what is not built yet.
+        The Trainer calls it at the start of every fit, validate, test and predict
+        (after the ``setup`` hooks, as Lightning does), under every strategy: layers
+        made here are made on this process's device, in the precision's dtype
+        (``precision="bf16-true"``: bfloat16). Under ``FSDPStrategy`` they are made
+        on the meta device (``meta_init``) and get memory only as each rank's
+        shards, initialized by their ``reset_parameters()``, so a model larger than
+        one rank never exists whole. ``load_from_checkpoint`` calls it too. Since it
+        runs once per stage, build only what is not built yet.
         """
 
     def configure_stages(self) -> nn.Sequential | list[nn.Module] | None:

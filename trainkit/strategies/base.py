@@ -95,6 +95,11 @@ class Strategy(Registrable, Collectives, ABC):
         with skipped_init(empty), self.init_device(empty), default_dtype(self.precision):
             yield
 
+    def model_init_context(self) -> AbstractContextManager[Any]:
+        """Where ``Module.configure_model()`` builds layers: as :meth:`tensor_init_context`
+        (this process's device, the precision's dtype)."""
+        return self.tensor_init_context()
+
     def init_device(self, empty: bool) -> AbstractContextManager[Any]:
         """Where :meth:`tensor_init_context` makes tensors: this process's device.
 

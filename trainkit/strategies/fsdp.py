@@ -194,10 +194,7 @@ class FSDPStrategy(DDPStrategy):
             )
         mp_policy = sharding.mixed_precision_policy(self.precision)  # refuses "16-mixed"
         self.mesh = mesh = self._build_mesh()
-        configure_model = getattr(module, "configure_model", None)
-        if callable(configure_model):
-            with self.model_init_context():
-                configure_model()
+        # The Trainer has called Module.configure_model() in model_init_context().
         meta = sharding.meta_modules(module)
         if not meta:
             module.to(self.root_device)

@@ -370,6 +370,9 @@ class Trainer(TrainerCheckpoints):
             hooks.call_callbacks("setup", stage=fn)  # Lightning's order: callbacks, then the Module
             model.setup(stage=fn)
             model.zero_grad()  # every run starts without gradients, as Lightning's does
+            if overrides(model, "configure_model"):  # every stage, before the strategy's set-up
+                with self.strategy.model_init_context():
+                    model.configure_model()
             if self.hardware.sync_batchnorm and self.strategy.world_size > 1:
                 convert_sync_batchnorm(model, self.strategy.root_device)
             self.strategy.connect_results(self.results)  # DataParallel logs its copies' values
@@ -595,7 +598,7 @@ class Trainer(TrainerCheckpoints):
         process's device (no copy from the CPU later) and, with
         ``precision="bf16-true"``, in bfloat16. With ``FSDPStrategy`` they stay
         on the CPU (``empty_init=True``: the meta device) and are sharded when the
-        run sets up; layers built in ``Module.configure_model()`` need no context.
+        run sets up; ``Module.configure_model()`` is called in this context already.
 
         Args:
             empty_init: True leaves the parameters uninitialized (faster), for a
