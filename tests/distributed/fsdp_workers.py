@@ -45,6 +45,10 @@ class Mlp(trainkit.Module):
             return None
         return loss
 
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        x, y = batch
+        self.log("val/loss", F.cross_entropy(self(x), y), sync_dist=True)
+
     def configure_optimizers(self) -> Any:
         if self.hparams.optimizer == "adamw":
             return torch.optim.AdamW(self.parameters(), lr=0.01, weight_decay=0.1)
@@ -113,9 +117,13 @@ def train(
         default_root_dir=root,
         **{**QUIET, "enable_checkpointing": root is not None, **(settings or {})},
     )
-    trainer.fit(model, _loader(options is not None, batch_size), ckpt_path=ckpt_path)
+    loaders = [_loader(options is not None, batch_size)]
+    if "val_check_interval" in (settings or {}):  # validation inside fit
+        loaders.append(DataLoader(blobs(64, seed=1), batch_size=batch_size))
+    trainer.fit(model, *loaders, ckpt_path=ckpt_path)
     state = full_model_state(model) if options is not None else model.state_dict()
     return {
+        "val_loss": float(trainer.callback_metrics.get("val/loss", float("nan"))),
         "state": {k: v.detach().clone() for k, v in state.items()},
         "rank": trainer.global_rank,
         "best": trainer.checkpoint_callback.best_model_path if root else None,

@@ -27,6 +27,8 @@ CASES = {
     "adamw": ({}, {"optimizer": "adamw"}),
     "clipping": ({"gradient_clip_val": 0.05}, {}),
     "accumulation": ({"accumulate_grad_batches": 2}, {"optimizer": "adamw"}),
+    # Validation inside fit (and its sanity check) leaves nothing training cannot use.
+    "validating": ({"val_check_interval": 5}, {}),
 }
 
 
@@ -49,6 +51,8 @@ def test_fsdp_matches_one_device(processes: int) -> None:
     ranks = run_processes(workers.train_many, processes, list(runs.values()), timeout=400)
     for index, case in enumerate(runs):
         _assert_same_state(ranks[0][index]["state"], expected[case]["state"])  # gathered on rank 0
+        val_loss = expected[case]["val_loss"]
+        assert ranks[0][index]["val_loss"] == pytest.approx(val_loss, nan_ok=True), case
         # The full state lives on rank 0 only.
         assert all(not rank[index]["state"] for rank in ranks[1:]), case
 

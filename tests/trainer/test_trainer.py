@@ -263,7 +263,9 @@ def test_iterable_dataset_without_length() -> None:
     assert model.counts["train"] == 6 and model.counts["val"] == 6
 
 
-def test_evaluation_runs_in_inference_mode_and_restores_train_modes() -> None:
+def test_evaluation_runs_without_gradients_and_restores_train_modes() -> None:
+    # Inside fit under torch.no_grad, as Lightning (a tensor made there may meet
+    # autograd in training); in validate/test under torch.inference_mode.
     seen: dict[str, bool] = {}
 
     class Probe(Classifier):
@@ -273,7 +275,9 @@ def test_evaluation_runs_in_inference_mode_and_restores_train_modes() -> None:
             self.frozen_norm.eval()  # the user froze it: trainkit must leave it in eval
 
         def validation_step(self, batch: Any, batch_idx: int) -> None:
-            seen["inference"] = torch.is_inference_mode_enabled()
+            stage = self.trainer.state.fn
+            seen[f"inference in {stage}"] = torch.is_inference_mode_enabled()
+            seen[f"grad in {stage}"] = torch.is_grad_enabled()
             seen["training"] = self.training
             super().validation_step(batch, batch_idx)
 
@@ -283,9 +287,14 @@ def test_evaluation_runs_in_inference_mode_and_restores_train_modes() -> None:
             return super().training_step(batch, batch_idx)
 
     model = Probe()
-    trainkit.Trainer(max_epochs=1, **QUIET).fit(model, loader(blobs(64), 32), loader(blobs(64), 32))
+    trainer = trainkit.Trainer(max_epochs=1, **QUIET)
+    trainer.fit(model, loader(blobs(64), 32), loader(blobs(64), 32))
+    trainer.validate(model, loader(blobs(64), 32), verbose=False)
     assert seen == {
-        "inference": True,
+        "inference in fit": False,
+        "grad in fit": False,
+        "inference in validate": True,
+        "grad in validate": False,
         "training": False,
         "train_mode_in_training": True,
         "grad_in_training": True,

@@ -34,7 +34,7 @@ def run_evaluation(
 
         remember each submodule's train/eval mode; model.eval()
         on_{stage}_start; on_{stage}_epoch_start
-        under torch.inference_mode:
+        under torch.inference_mode (torch.no_grad inside fit, see _no_grad):
             for each loader, for each batch (limited):
                 on_{stage}_batch_start; step; on_{stage}_batch_end; write step values
         Module's on_{stage}_epoch_end; reduce epoch metrics (weighted, across
@@ -129,8 +129,13 @@ def _set_mode(run: Run, hook: str, default: str | None = "eval") -> None:
 
 
 def _no_grad(run: Run) -> AbstractContextManager[Any]:
-    """``torch.inference_mode``, or ``torch.no_grad`` with ``Trainer(inference_mode=False)``."""
-    return torch.inference_mode() if run.inference_mode else torch.no_grad()
+    """``torch.inference_mode`` in validate, test and predict; ``torch.no_grad`` inside fit
+    (as Lightning: a tensor a step makes there, a cache say, may meet autograd in
+    training, which refuses inference tensors), under a strategy that shards the model
+    (its gathered parameters are reused by training) and with ``inference_mode=False``."""
+    if run.inference_mode and run.fn != "fit" and run.strategy.evaluates_in_inference_mode:
+        return torch.inference_mode()
+    return torch.no_grad()
 
 
 def _epoch_results(results: Results, sanity_checking: bool) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import torch
 from torch import nn
@@ -94,6 +94,10 @@ class Strategy(Registrable, Collectives, ABC):
         empty = bool(empty_init)
         with skipped_init(empty), self.init_device(empty), default_dtype(self.precision):
             yield
+
+    #: Whether validate/test/predict may run under ``torch.inference_mode`` (a sharded
+    #: strategy's buffers, made there, would be inference tensors in the next fit).
+    evaluates_in_inference_mode: ClassVar[bool] = True
 
     def model_init_context(self) -> AbstractContextManager[Any]:
         """Where ``Module.configure_model()`` builds layers: as :meth:`tensor_init_context`

@@ -101,6 +101,7 @@ class FSDPStrategy(DDPStrategy):
 
     name = "fsdp"
     names = ("fsdp",)
+    evaluates_in_inference_mode = False  # FSDP reuses its all-gather buffers in training
 
     def __init__(
         self,
