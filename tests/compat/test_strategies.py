@@ -100,6 +100,18 @@ def test_fsdp_refuses_what_it_cannot_honour(
         L.strategies.FSDPStrategy(**arguments)
 
 
+def test_model_parallel_takes_lightnings_arguments() -> None:
+    from trainkit.strategies.model_parallel import ModelParallelStrategy
+
+    strategy = L.strategies.ModelParallelStrategy(2, 4, False, "gloo")  # Lightning's order
+    assert isinstance(strategy, ModelParallelStrategy)
+    assert isinstance(strategy, L.strategies.ParallelStrategy)
+    assert strategy.sizes == (2, 4) and strategy.state_dict_type == "full"
+    assert strategy.process_group_backend == "gloo"
+    assert L.strategies.ModelParallelStrategy().state_dict_type == "sharded"
+    assert L.strategies.ModelParallelStrategy().sizes == ("auto", "auto")
+
+
 def test_names_trainkit_does_not_provide_say_so() -> None:
     with pytest.raises(AttributeError, match="does not provide Lightning's DeepSpeedStrategy"):
         L.strategies.DeepSpeedStrategy  # noqa: B018

@@ -175,6 +175,14 @@ class Module(BatchTransferHooks, HyperparametersMixin, ModuleHooks, nn.Module):
         return self._trainer.local_rank if self._trainer is not None else 0
 
     @property
+    def device_mesh(self) -> Any:
+        """The ``("data_parallel", "tensor_parallel")`` device mesh under
+        ``ModelParallelStrategy``, for ``configure_model()`` to parallelize the layers
+        over (None under other strategies and without a Trainer)."""
+        trainer = self._trainer
+        return trainer.strategy.module_device_mesh if trainer is not None else None
+
+    @property
     def dtype(self) -> torch.dtype:
         """The floating-point type of the module's parameters (float32 without any)."""
         for parameter in self.parameters():

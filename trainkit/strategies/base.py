@@ -99,6 +99,12 @@ class Strategy(Registrable, Collectives, ABC):
     #: strategy's buffers, made there, would be inference tensors in the next fit).
     evaluates_in_inference_mode: ClassVar[bool] = True
 
+    @property
+    def module_device_mesh(self) -> Any:
+        """The device mesh ``Module.device_mesh`` gives the Module (None: the strategy has none
+        for it; ``ModelParallelStrategy`` has)."""
+        return None
+
     def model_init_context(self) -> AbstractContextManager[Any]:
         """Where ``Module.configure_model()`` builds layers: as :meth:`tensor_init_context`
         (this process's device, the precision's dtype)."""

@@ -26,7 +26,7 @@ from collections.abc import Collection, Iterator
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 from torch import distributed as dist
@@ -100,7 +100,7 @@ class FSDPStrategy(DDPStrategy):
     """
 
     name = "fsdp"
-    names = ("fsdp",)
+    names: ClassVar[tuple[str, ...]] = ("fsdp",)
     evaluates_in_inference_mode = False  # FSDP reuses its all-gather buffers in training
 
     def __init__(

@@ -1,9 +1,10 @@
 """Lightning's ``lightning.pytorch.strategies`` names, served by trainkit.
 
 ``Strategy``, ``SingleDeviceStrategy`` and ``StrategyRegistry`` are trainkit's
-own; ``DDPStrategy`` and ``FSDPStrategy`` are trainkit's strategies taking
-Lightning's constructor arguments (see each class). Both are imported on first
-use: ``import trainkit.lightning`` does not load ``torch.distributed``'s FSDP.
+own; ``DDPStrategy``, ``FSDPStrategy`` and ``ModelParallelStrategy`` are
+trainkit's strategies taking Lightning's constructor arguments (see each class),
+imported on first use: ``import trainkit.lightning`` does not load
+``torch.distributed``'s FSDP.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from trainkit.strategies.single import SingleDeviceStrategy
 __all__ = [
     "DDPStrategy",
     "FSDPStrategy",
+    "ModelParallelStrategy",
     "ParallelStrategy",
     "SingleDeviceStrategy",
     "Strategy",
@@ -28,6 +30,7 @@ __all__ = [
 _ON_USE = {
     "DDPStrategy": "trainkit.lightning.strategies.ddp",
     "FSDPStrategy": "trainkit.lightning.strategies.fsdp",
+    "ModelParallelStrategy": "trainkit.lightning.strategies.model_parallel",
     "ParallelStrategy": "trainkit.lightning.strategies.parallel",
 }
 
