@@ -100,13 +100,17 @@ def train(
     )
     loaders = [_loader(batch_size, distributed=sizes is not None) for _ in range(2)]
     trainer.fit(model, *loaders, ckpt_path=ckpt_path)
+    val_loss = float(trainer.callback_metrics["val/loss"])  # validation inside fit
+    # A second stage of the same Trainer and model (set up again, not parallelized again).
+    validated = trainer.validate(model, loaders[1], verbose=False)[0]["val/loss"]
     state = sharding.full_model_state(model) if sizes is not None else model.state_dict()
     last = trainer.checkpoint_callback.last_model_path if root is not None else None
     return {
         "state": {k: v.detach().cpu().clone() for k, v in state.items()},
         "mesh_seen": model.mesh_seen,
         "batches": trainer.num_training_batches,
-        "val_loss": float(trainer.callback_metrics["val/loss"]),
+        "val_loss": val_loss,
+        "validated": validated,
         "last": last,
         "local_up": tuple(_local(model.up.weight).shape),
     }

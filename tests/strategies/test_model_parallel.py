@@ -45,6 +45,7 @@ def test_tensor_and_data_parallel_runs_match_one_device(tmp_path: Path) -> None:
         _assert_close(result["state"], single["state"])
         assert result["mesh_seen"] == ("data_parallel", "tensor_parallel")
         assert result["val_loss"] == pytest.approx(single["val_loss"], rel=1e-4)
+        assert result["validated"] == pytest.approx(single["validated"], rel=1e-4)
     _assert_close(first["state"], epoch["state"])
     # A tensor-parallel pair reads the same batches: 12 batches of 8 per data rank.
     assert two_by_two["batches"] == 192 // GLOBAL_BATCH and tensor_only["batches"] == 12

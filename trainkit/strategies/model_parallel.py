@@ -35,6 +35,8 @@ from trainkit.strategies.fsdp import _STEP_METHODS, FSDPStrategy
 Size = int | Literal["auto"]
 #: The mesh's dimension names (Lightning's).
 DIMENSIONS = ("data_parallel", "tensor_parallel")
+#: Set on a module once its step methods gather FSDP parameters and it loads full states.
+_READY = "_trainkit_model_parallel_ready"
 
 
 class ModelParallelStrategy(FSDPStrategy):
@@ -196,11 +198,12 @@ class ModelParallelStrategy(FSDPStrategy):
         if meta:
             sharding.materialize(meta, self.root_device)
         module.to(self.root_device)
-        if isinstance(module, FSDPModule):
-            for name in _STEP_METHODS:
-                register_fsdp_forward_method(module, name)
-        if self._module is not module:
+        if not module.__dict__.get(_READY, False):  # once per module, whatever the stage
+            if isinstance(module, FSDPModule):
+                for name in _STEP_METHODS:
+                    register_fsdp_forward_method(module, name)
             module.register_load_state_dict_pre_hook(sharding.load_full_model_state)  # type: ignore[no-untyped-call]
+            module.__dict__[_READY] = True
         self._module = module
         return module
 
