@@ -52,8 +52,13 @@ def _recipe(root: str) -> tuple[float, float]:
 
 def _anchor() -> tuple[float, float]:
     command = [sys.executable, "benchmarks/mnist_anchor.py", "--json"]
+    # The anchor imports the recipe's data code (recipes/ is not an installed package).
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    environment = {**os.environ, "PYTHONPATH": path}
     start = time.perf_counter()
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        command, cwd=ROOT, env=environment, capture_output=True, text=True, check=False
+    )
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"the anchor failed:\n{done.stderr[-2000:]}")
