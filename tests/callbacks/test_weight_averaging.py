@@ -213,3 +213,17 @@ def test_a_killed_run_resumes_bitwise_equal(tmp_path: Path, accumulate: int, sto
     resumed = run(None, "last")
     for (name, a), b in zip(full.state_dict().items(), resumed.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
+
+
+def test_strategies_that_shard_the_parameters_are_refused() -> None:
+    from types import SimpleNamespace
+
+    from trainkit.callbacks.weight_averaging import check_unsharded
+    from trainkit.strategies.ddp import DDPStrategy
+    from trainkit.strategies.fsdp import FSDPStrategy
+    from trainkit.strategies.model_parallel import ModelParallelStrategy
+
+    for sharded in (FSDPStrategy(), ModelParallelStrategy(2, 2)):
+        with pytest.raises(ValueError, match="shards the parameters"):
+            check_unsharded(SimpleNamespace(strategy=sharded), "EMA")  # type: ignore[arg-type]
+    check_unsharded(SimpleNamespace(strategy=DDPStrategy()), "EMA")  # type: ignore[arg-type]

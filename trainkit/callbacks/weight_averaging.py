@@ -45,7 +45,7 @@ def check_unsharded(trainer: Trainer, callback: str) -> None:
         ValueError: under FSDP, or a hybrid strategy with ``pipeline_size > 1``.
     """
     strategy = trainer.strategy
-    if strategy.name == "fsdp" or getattr(strategy, "pipeline_size", 1) > 1:
+    if strategy.shards_parameters or getattr(strategy, "pipeline_size", 1) > 1:
         raise ValueError(
             f"{callback} keeps a full averaged copy of the model, but strategy "
             f"{strategy.name!r} shards the parameters over the processes (as Lightning, "

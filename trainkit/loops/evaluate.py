@@ -133,7 +133,7 @@ def _no_grad(run: Run) -> AbstractContextManager[Any]:
     (as Lightning: a tensor a step makes there, a cache say, may meet autograd in
     training, which refuses inference tensors), under a strategy that shards the model
     (its gathered parameters are reused by training) and with ``inference_mode=False``."""
-    if run.inference_mode and run.fn != "fit" and run.strategy.evaluates_in_inference_mode:
+    if run.inference_mode and run.fn != "fit" and not run.strategy.shards_parameters:
         return torch.inference_mode()
     return torch.no_grad()
 

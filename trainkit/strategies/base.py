@@ -95,9 +95,11 @@ class Strategy(Registrable, Collectives, ABC):
         with skipped_init(empty), self.init_device(empty), default_dtype(self.precision):
             yield
 
-    #: Whether validate/test/predict may run under ``torch.inference_mode`` (a sharded
-    #: strategy's buffers, made there, would be inference tensors in the next fit).
-    evaluates_in_inference_mode: ClassVar[bool] = True
+    #: Whether the parameters are sharded over the processes (DTensors: FSDP, model
+    #: parallel): no process holds a full copy to average, and evaluation runs under
+    #: ``torch.no_grad`` (buffers made under ``torch.inference_mode`` would be inference
+    #: tensors in the next fit).
+    shards_parameters: ClassVar[bool] = False
 
     @property
     def module_device_mesh(self) -> Any:

@@ -101,7 +101,7 @@ class FSDPStrategy(DDPStrategy):
 
     name = "fsdp"
     names: ClassVar[tuple[str, ...]] = ("fsdp",)
-    evaluates_in_inference_mode = False  # FSDP reuses its all-gather buffers in training
+    shards_parameters = True  # and FSDP reuses its all-gather buffers in training
 
     def __init__(
         self,
