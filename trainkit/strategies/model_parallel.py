@@ -15,6 +15,7 @@ is :class:`~trainkit.strategies.fsdp.FSDPStrategy`'s.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
@@ -35,8 +36,8 @@ from trainkit.strategies.fsdp import _STEP_METHODS, FSDPStrategy
 Size = int | Literal["auto"]
 #: The mesh's dimension names (Lightning's).
 DIMENSIONS = ("data_parallel", "tensor_parallel")
-#: Set on a module once its step methods gather FSDP parameters and it loads full states.
-_READY = "_trainkit_model_parallel_ready"
+#: The modules whose step methods gather FSDP parameters and that load full states.
+_READY: weakref.WeakSet[nn.Module] = weakref.WeakSet()
 
 
 class ModelParallelStrategy(FSDPStrategy):
@@ -198,12 +199,12 @@ class ModelParallelStrategy(FSDPStrategy):
         if meta:
             sharding.materialize(meta, self.root_device)
         module.to(self.root_device)
-        if not module.__dict__.get(_READY, False):  # once per module, whatever the stage
+        if module not in _READY:  # once per module, whatever the stage
             if isinstance(module, FSDPModule):
                 for name in _STEP_METHODS:
                     register_fsdp_forward_method(module, name)
             module.register_load_state_dict_pre_hook(sharding.load_full_model_state)  # type: ignore[no-untyped-call]
-            module.__dict__[_READY] = True
+            _READY.add(module)
         self._module = module
         return module
 
