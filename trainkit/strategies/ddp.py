@@ -270,8 +270,14 @@ class DDPStrategy(ProcessGroupCollectives, Strategy):
         else:
             # No padding: each sample is evaluated exactly once across the ranks.
             length = len(dataloader.dataset)  # type: ignore[arg-type]
-            sampler = EvenSplitSampler(length, self.world_size, self.global_rank)
+            sampler = EvenSplitSampler(length, *self.evaluation_share)
         return rebuild_dataloader(dataloader, sampler=sampler)
+
+    @property
+    def evaluation_share(self) -> tuple[int, int]:
+        """How evaluation data is split: ``(parts, this process's part)``; every process
+        evaluates its own part (a strategy whose processes share batches says otherwise)."""
+        return self.world_size, self.global_rank
 
     def on_fit_end(self) -> None:
         # Every process ends fit here: one left behind at a collective of its own

@@ -24,12 +24,9 @@ from typing import Any, ClassVar, Literal
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import FSDPModule, register_fsdp_forward_method
-from torch.utils.data import DataLoader, DistributedSampler
 
-from trainkit.core.data import rebuild_dataloader
 from trainkit.core.module import overrides
 from trainkit.distributed import sharding
-from trainkit.distributed.sampling import EvenSplitSampler, advise_on_loading, training_sampler
 from trainkit.launch.environment import ClusterEnvironment
 from trainkit.strategies.fsdp import _STEP_METHODS, FSDPStrategy
 
@@ -157,22 +154,12 @@ class ModelParallelStrategy(FSDPStrategy):
         data = self.device_mesh["data_parallel"]
         return {"num_replicas": data.size(), "rank": data.get_local_rank()}
 
-    def prepare_dataloader(self, dataloader: DataLoader[Any], *, training: bool) -> DataLoader[Any]:
-        if not isinstance(dataloader, DataLoader) or isinstance(
-            dataloader.sampler, DistributedSampler
-        ):
-            return super().prepare_dataloader(dataloader, training=training)
-        # A tensor-parallel group computes on one batch together: split over the
-        # data-parallel dimension only, in training and in evaluation alike.
+    @property
+    def evaluation_share(self) -> tuple[int, int]:
+        # A tensor-parallel row computes on one batch together, in evaluation too.
         share = self.distributed_sampler_kwargs
         assert share is not None
-        replicas, rank = share["num_replicas"], share["rank"]
-        if training:
-            advise_on_loading(dataloader, self.root_device, self.is_global_zero)
-            sampler: Any = training_sampler(dataloader, replicas, rank)
-        else:
-            sampler = EvenSplitSampler(len(dataloader.dataset), replicas, rank)  # type: ignore[arg-type]
-        return rebuild_dataloader(dataloader, sampler=sampler)
+        return share["num_replicas"], share["rank"]
 
     # ------------------------------------------------------------ the module
     def model_init_context(self) -> AbstractContextManager[Any]:
