@@ -42,7 +42,8 @@ def check_unsharded(trainer: Trainer, callback: str) -> None:
         callback: the callback's name, for the message.
 
     Raises:
-        ValueError: under FSDP, or a hybrid strategy with ``pipeline_size > 1``.
+        ValueError: under a strategy that shards the parameters (FSDP, model parallel),
+            or a hybrid strategy with ``pipeline_size > 1``.
     """
     strategy = trainer.strategy
     if strategy.shards_parameters or getattr(strategy, "pipeline_size", 1) > 1:

@@ -598,7 +598,7 @@ class Trainer(TrainerCheckpoints):
         process's device (no copy from the CPU later) and, with
         ``precision="bf16-true"``, in bfloat16. With ``FSDPStrategy`` they stay
         on the CPU (``empty_init=True``: the meta device) and are sharded when the
-        run sets up; ``Module.configure_model()`` is called in this context already.
+        run sets up; ``Module.configure_model()`` needs none: the Trainer gives it one.
 
         Args:
             empty_init: True leaves the parameters uninitialized (faster), for a
