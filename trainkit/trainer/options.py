@@ -280,8 +280,9 @@ class LoopOptions:
     )
     inference_mode: bool = option(
         True,
-        "Evaluate and predict under torch.inference_mode (False: torch.no_grad, for code "
-        "that needs ordinary tensors out of evaluation).",
+        "Validate, test and predict under torch.inference_mode (False: torch.no_grad, for "
+        "code that needs ordinary tensors out of evaluation). Validation inside fit always "
+        "runs under torch.no_grad, as in Lightning.",
     )
     resume_mismatch: str | None = option(
         None,
