@@ -283,10 +283,14 @@ class FSDPStrategy(DDPStrategy):
 @contextmanager
 def _no_gradient_sync(module: nn.Module) -> Iterator[None]:
     # No reduce-scatter (nor HSDP all-reduce) on micro-batches that do not step:
-    # the unsharded gradients accumulate until the window's last backward.
-    assert isinstance(module, FSDPModule)
-    module.set_requires_gradient_sync(False)
+    # the unsharded gradients accumulate until the window's last backward. Every
+    # FSDP2 unit in the module: the strategy's, or those a Module applied itself
+    # (ModelParallelStrategy); tensor-parallel layers have nothing to skip.
+    units = [sub for sub in module.modules() if isinstance(sub, FSDPModule)]
+    for unit in units:
+        unit.set_requires_gradient_sync(False, recurse=False)
     try:
         yield
     finally:
-        module.set_requires_gradient_sync(True)
+        for unit in units:
+            unit.set_requires_gradient_sync(True, recurse=False)

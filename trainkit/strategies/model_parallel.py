@@ -16,8 +16,7 @@ is :class:`~trainkit.strategies.fsdp.FSDPStrategy`'s.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Any, ClassVar, Literal
 
@@ -194,20 +193,3 @@ class ModelParallelStrategy(FSDPStrategy):
             _READY.add(module)
         self._module = module
         return module
-
-    def no_backward_sync(self, module: nn.Module) -> AbstractContextManager[Any]:
-        return _no_gradient_sync(module)
-
-
-@contextmanager
-def _no_gradient_sync(module: nn.Module) -> Iterator[None]:
-    # The FSDP2 units the Module applied skip their reduce-scatter on micro-batches
-    # that do not step; tensor-parallel layers have nothing to skip.
-    units = [sub for sub in module.modules() if isinstance(sub, FSDPModule)]
-    for unit in units:
-        unit.set_requires_gradient_sync(False, recurse=False)
-    try:
-        yield
-    finally:
-        for unit in units:
-            unit.set_requires_gradient_sync(True, recurse=False)
