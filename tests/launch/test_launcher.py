@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -22,6 +24,7 @@ from tests.distributed.spawn import free_port
 from tests.helpers import repo_env
 from tests.launch.running import ROOT, Job, alive, rank_pids, still_alive
 from trainkit.checkpoint.preemption import SAME_INTERRUPT_S
+from trainkit.launch import launcher
 from trainkit.launch.launcher import FAILURE_GRACE_S, describe_exit, name_ranks
 
 #: The promise: every process of the job gone within this long of the failure.
@@ -119,6 +122,43 @@ def test_a_blocked_rank_0_is_ended_when_its_worker_dies_without_closing_the_coll
     assert code != 0
     assert ended_at - killed_at < ENDS_WITHIN_S, f"ended {ended_at - killed_at:.1f} s after"
     assert "trainkit: rank 1 failed (ended by signal SIGKILL" in job.output
+
+
+def test_free_ports_are_drawn_below_the_ephemeral_range_whatever_the_seed() -> None:
+    """The rendezvous port is one no outgoing connection can take between the draw and
+    rank 0's listen (those get ephemeral ports), and jobs seeded alike draw apart."""
+    low, _ = launcher._ephemeral_range()
+    if low - launcher._LOWEST_DRAWN < 1000:
+        pytest.skip(f"this machine's ephemeral range starts at {low}")
+    ports = []
+    for _ in range(8):
+        random.seed(0)  # seed_everything in every job: the draws must still differ
+        ports.append(free_port())
+    assert all(launcher._LOWEST_DRAWN <= port < low for port in ports), ports
+    assert len(set(ports)) > 1, ports
+
+
+def test_a_port_in_use_is_never_drawn(monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        draws = iter([busy, busy, 12345])
+        monkeypatch.setattr(launcher, "_ephemeral_range", lambda: (32768, 60999))
+        monkeypatch.setattr(random.SystemRandom, "randrange", lambda self, a, b: next(draws))
+        monkeypatch.setattr(launcher, "_bindable", _bindable_unless(busy))
+        assert free_port() == 12345
+
+
+def _bindable_unless(busy: int) -> object:
+    real = launcher._bindable
+
+    def bindable(port: int) -> bool:
+        # The real check for the busy port (it must say no); any other drawn port is
+        # taken as free, so the test does not depend on 12345 being free here.
+        return real(port) if port == busy else True
+
+    return bindable
 
 
 def test_messages_name_exits_and_ranks() -> None:

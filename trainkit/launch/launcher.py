@@ -30,6 +30,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -71,8 +72,50 @@ def describe_exit(code: int) -> str:
     return f"exit code {code}" + (": interrupted" if code == INTERRUPTED_EXIT_CODE else "")
 
 
+#: Where :func:`free_port` draws from when the kernel's ephemeral range cannot be read.
+_EPHEMERAL_DEFAULT = (32768, 60999)
+#: The lowest port :func:`free_port` draws (below: well-known and registered services).
+_LOWEST_DRAWN = 10000
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    """The local ports the kernel gives outgoing connections and ``bind(port 0)``."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as file:
+            low, high = (int(value) for value in file.read().split())
+    except (OSError, ValueError):
+        return _EPHEMERAL_DEFAULT
+    return low, high
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("", port))
+        except OSError:
+            return False
+    return True
+
+
 def free_port() -> int:
-    """A TCP port that is free on 127.0.0.1 right now."""
+    """A TCP port that is free on this machine right now, for a job's rendezvous.
+
+    Drawn at random below the kernel's ephemeral range where that leaves room
+    (on Linux by default 10000-32767): a port the kernel hands out for ``bind``
+    to port 0 comes from the range it also gives every outgoing connection, so
+    between this call and rank 0's listen any connection on the machine (another
+    job's ranks reaching their own store) could take it, and rank 0 would fail
+    with "address already in use". A port below that range is only taken by a
+    process that asks for it by number. Drawn with the system's randomness, not
+    Python's global generator: jobs seeded alike must not draw alike.
+    """
+    low, _ = _ephemeral_range()
+    if low - _LOWEST_DRAWN >= 1000:
+        draw = random.SystemRandom()
+        for _ in range(100):
+            port = draw.randrange(_LOWEST_DRAWN, low)
+            if _bindable(port):
+                return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
