@@ -58,6 +58,67 @@ def test_bf16_true_casts_the_model() -> None:
     assert model.seen == (torch.bfloat16, torch.bfloat16)
 
 
+def test_16_true_casts_the_model() -> None:
+    torch.manual_seed(0)
+    model = DtypeProbe()
+    trainer = trainkit.Trainer(max_epochs=1, precision="16-true", **QUIET)
+    trainer.fit(model, loader(blobs(64), 32))
+    assert model.seen == (torch.float16, torch.float16)
+    precision = next(cb for cb in trainer.callbacks if isinstance(cb, MixedPrecision))
+    assert trainer.precision == "16-true" and not precision.scales_loss  # no scaler
+    assert all(torch.isfinite(parameter).all() for parameter in model.parameters())
+
+
+class Float64Probe(Classifier):
+    """Records the dtypes each hook sees under precision="64-true"."""
+
+    def __init__(self) -> None:
+        super().__init__(lr=0.2)
+        self.seen: dict[str, Any] = {}
+
+    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        self.seen.setdefault("before transfer", tuple(t.dtype for t in batch))
+        return batch
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        self.seen.setdefault("made in the step", torch.zeros(1).dtype)
+        return super().training_step(batch, batch_idx)
+
+    def predict_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        self.seen.setdefault("predicting", batch[0].dtype)
+        return self(batch[0])
+
+
+def test_64_true_trains_in_float64_what_a_float64_model_on_float64_data_trains() -> None:
+    """As Lightning's "64-true": the model and each batch's floating tensors (not its
+    labels) in float64, before the transfer hooks; float64 the default dtype inside
+    the steps; init_module builds in float64. The weights equal those of a float64
+    copy trained by the plain Trainer on float64 data."""
+    data = blobs(256)
+    trainer = trainkit.Trainer(max_epochs=2, precision="64-true", **QUIET)
+    with trainer.init_module():
+        assert next(Float64Probe().parameters()).dtype == torch.float64
+    torch.manual_seed(0)
+    model = Float64Probe()  # float32: the Trainer casts it
+    trainer.fit(model, loader(data, 32, shuffle=False))
+    predictions = trainer.predict(model, loader(data, 64))
+    assert model.seen == {
+        "before transfer": (torch.float64, torch.int64),
+        "made in the step": torch.float64,
+        "predicting": torch.float64,
+    }
+    assert predictions is not None and predictions[0].dtype == torch.float64
+    assert torch.get_default_dtype() == torch.float32  # restored after each step
+
+    torch.manual_seed(0)
+    expected = Float64Probe().double()
+    inputs, labels = data.tensors
+    doubled = torch.utils.data.TensorDataset(inputs.double(), labels)
+    trainkit.Trainer(max_epochs=2, **QUIET).fit(expected, loader(doubled, 32, shuffle=False))
+    for got, want in zip(model.parameters(), expected.parameters(), strict=True):
+        assert torch.equal(got, want)
+
+
 def test_fp16_scaler_state_survives_a_checkpoint(tmp_path: Path) -> None:
     torch.manual_seed(0)
     trainer = trainkit.Trainer(max_epochs=1, precision="16-mixed", **QUIET)
@@ -220,8 +281,8 @@ def test_manual_optimization_goes_through_the_scaler() -> None:
 
 
 def test_bad_precision() -> None:
-    with pytest.raises(ValueError, match="precision='64' is not supported"):
-        trainkit.Trainer(precision="64")
+    with pytest.raises(ValueError, match="precision='transformer-engine' is not supported"):
+        trainkit.Trainer(precision="transformer-engine")
     with pytest.raises(ValueError, match="MixedPrecision is given twice"):
         trainkit.Trainer(precision="bf16-mixed", callbacks=[MixedPrecision("bf16-mixed")])
 

@@ -1,4 +1,4 @@
-"""MixedPrecision: autocast, a gradient scaler for float16, or a model cast to bfloat16."""
+"""MixedPrecision: autocast, a gradient scaler for float16, or a model cast to another dtype."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainkit.callbacks.base import Callback
+from trainkit.core.batches import convert_floating
 from trainkit.trainer.options import canonical_precision
+from trainkit.utilities.tensor_init import TRUE_DTYPES, default_dtype
 
 if TYPE_CHECKING:
     from trainkit.callbacks.slots import StepSlots
@@ -19,7 +21,7 @@ __all__ = ["MixedPrecision", "canonical_precision"]
 
 
 class MixedPrecision(Callback):
-    """Run steps in lower precision.
+    """Run steps in lower (or higher) precision.
 
     - ``"bf16-mixed"``: parameters and optimizer state stay float32; the step
       methods run under ``torch.autocast`` with bfloat16 (CPU and CUDA).
@@ -28,8 +30,12 @@ class MixedPrecision(Callback):
       ``on_before_optimizer_step`` hooks (so clipping sees real gradients), and a
       step whose gradients overflowed is skipped (not an error) while the scale
       adapts. The scaler's state is saved in checkpoints.
-    - ``"bf16-true"``: the model itself is cast to bfloat16 (half the memory;
-      less accurate), and the steps run under bfloat16 autocast.
+    - ``"bf16-true"`` / ``"16-true"``: the model itself is cast to bfloat16 /
+      float16 (half the memory; less accurate), and the steps run under autocast
+      to that dtype. ``"16-true"`` has no scaler: small gradients may underflow.
+    - ``"64-true"``: the model is cast to float64, each batch's floating-point
+      tensors are cast to float64 before the batch transfer hooks, and tensors the
+      step methods make are float64 by default (no autocast: it has no float64).
     - ``"32-true"``: full float32 (this callback then does nothing).
 
     ``Trainer(precision=...)`` adds this callback for you.
@@ -47,7 +53,7 @@ class MixedPrecision(Callback):
         self.dtype: torch.dtype | None = {
             "bf16-mixed": torch.bfloat16,
             "16-mixed": torch.float16,
-            "bf16-true": torch.bfloat16,
+            **TRUE_DTYPES,
         }.get(self.precision)
         self.scaler: torch.amp.GradScaler | None = None
         self._device_type = "cpu"
@@ -67,16 +73,29 @@ class MixedPrecision(Callback):
         return self.precision == "16-mixed"
 
     def forward_context(self) -> AbstractContextManager[Any] | None:
-        """Autocast to this precision's dtype around each step method (None for 32-true)."""
+        """Autocast to this precision's dtype around each step method (None for 32-true);
+        for 64-true, float64 as the default dtype."""
         if self.dtype is None:
             return None
+        if self.dtype == torch.float64:
+            return default_dtype(self.precision)
         return torch.autocast(device_type=self._device_type, dtype=self.dtype)
 
+    def convert_input(self, batch: Any) -> Any:
+        """The batch as the step methods receive it: for 64-true, its floating-point
+        tensors in float64 (the others keep their dtype)."""
+        return convert_floating(batch, torch.float64)
+
+    @property
+    def converts_input(self) -> bool:
+        """Whether each batch goes through :meth:`convert_input` (64-true only)."""
+        return self.precision == "64-true"
+
     def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
-        """Create the scaler and, for "bf16-true", cast the model."""
+        """Create the scaler and, for a "true" precision, cast the model."""
         self._device_type = trainer.strategy.root_device.type
-        if self.precision == "bf16-true":
-            module.to(torch.bfloat16)
+        if self.precision in TRUE_DTYPES:
+            module.to(TRUE_DTYPES[self.precision])
         if self.scales_loss and stage == "fit" and self.scaler is None:
             self.scaler = torch.amp.GradScaler(self._device_type)
             if self._saved_scaler_state is not None:

@@ -60,6 +60,13 @@ class PrecisionPart(Protocol):
     def forward_context(self) -> AbstractContextManager[Any] | None:
         """A context entered around each step method (autocast), or None."""
 
+    @property
+    def converts_input(self) -> bool:
+        """Whether each batch goes through :meth:`convert_input` before its transfer."""
+
+    def convert_input(self, batch: Any) -> Any:
+        """The batch in the dtypes the precision computes in."""
+
 
 class ClippingPart(Protocol):
     """Gradient clipping, applied after the ``on_before_optimizer_step`` hooks."""

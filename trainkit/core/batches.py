@@ -7,7 +7,7 @@ the Module's default ``transfer_batch_to_device`` and the strategies share it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import torch
@@ -48,37 +48,74 @@ def move_data_to_device(batch: T, device: torch.device | str) -> T:
         else:
             return batch
     non_blocking = device.type == "cuda"
-    return _move(batch, device, non_blocking)  # type: ignore[no-any-return]
+
+    def move(tensor: torch.Tensor) -> torch.Tensor:
+        if tensor.device == device:
+            return tensor
+        return tensor.to(device, non_blocking=non_blocking and tensor.is_pinned())
+
+    def move_object(obj: Any) -> Any:
+        to = getattr(obj, "to", None)
+        return to(device) if callable(to) else obj
+
+    return _map_tensors(batch, move, move_object)  # type: ignore[no-any-return]
 
 
-def _move(obj: Any, device: torch.device, non_blocking: bool) -> Any:
+def convert_floating(batch: T, dtype: torch.dtype) -> T:
+    """Return ``batch`` with every floating-point tensor cast to ``dtype``.
+
+    Integer and boolean tensors (labels, masks) and anything that is not a tensor
+    are left as they are; containers are rebuilt as :func:`move_data_to_device`
+    rebuilds them. ``precision="64-true"`` casts each batch so.
+
+    Args:
+        batch: the batch.
+        dtype: the floating dtype, e.g. ``torch.float64``.
+
+    Example:
+        >>> import torch
+        >>> x, y = convert_floating((torch.zeros(2), torch.tensor([1, 0])), torch.float64)
+        >>> x.dtype, y.dtype
+        (torch.float64, torch.int64)
+    """
+
+    def cast(tensor: torch.Tensor) -> torch.Tensor:
+        if tensor.is_floating_point() and tensor.dtype != dtype:
+            return tensor.to(dtype)
+        return tensor
+
+    return _map_tensors(batch, cast, lambda obj: obj)  # type: ignore[no-any-return]
+
+
+def _map_tensors(
+    obj: Any,
+    on_tensor: Callable[[torch.Tensor], torch.Tensor],
+    on_other: Callable[[Any], Any],
+) -> Any:
+    """``obj`` with ``on_tensor`` applied to each nested tensor and ``on_other`` to each
+    object that is neither a tensor, a container nor a plain value."""
     if isinstance(obj, torch.Tensor):
-        if obj.device == device:
-            return obj
-        return obj.to(device, non_blocking=non_blocking and obj.is_pinned())
+        return on_tensor(obj)
     if isinstance(obj, (str, bytes, int, float, bool)) or obj is None:
         return obj
     if isinstance(obj, tuple):
-        items = [_move(item, device, non_blocking) for item in obj]
+        items = [_map_tensors(item, on_tensor, on_other) for item in obj]
         if hasattr(obj, "_fields"):  # namedtuple
             return type(obj)(*items)
         return type(obj)(items) if type(obj) is not tuple else tuple(items)
     if isinstance(obj, list):
-        return [_move(item, device, non_blocking) for item in obj]
+        return [_map_tensors(item, on_tensor, on_other) for item in obj]
     if isinstance(obj, Mapping):
-        moved = {key: _move(value, device, non_blocking) for key, value in obj.items()}
-        return moved if type(obj) is dict else _rebuild_mapping(obj, moved)
+        mapped = {key: _map_tensors(value, on_tensor, on_other) for key, value in obj.items()}
+        return mapped if type(obj) is dict else _rebuild_mapping(obj, mapped)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         changes = {
-            field.name: _move(getattr(obj, field.name), device, non_blocking)
+            field.name: _map_tensors(getattr(obj, field.name), on_tensor, on_other)
             for field in dataclasses.fields(obj)
             if field.init
         }
         return dataclasses.replace(obj, **changes)
-    to = getattr(obj, "to", None)
-    if callable(to):
-        return to(device)
-    return obj
+    return on_other(obj)
 
 
 def _rebuild_mapping(original: Mapping[Any, Any], moved: dict[Any, Any]) -> Any:

@@ -505,7 +505,7 @@ class Module(BatchTransferHooks, HyperparametersMixin, ModuleHooks, nn.Module):
         The Trainer calls it at the start of every fit, validate, test and predict
         (after the ``setup`` hooks, as Lightning does), under every strategy: layers
         made here are made on this process's device, in the precision's dtype
-        (``precision="bf16-true"``: bfloat16). Under ``FSDPStrategy`` they are made
+        (a "true" precision's, e.g. bfloat16). Under ``FSDPStrategy`` they are made
         on the meta device (``meta_init``) and get memory only as each rank's
         shards, initialized by their ``reset_parameters()``, so a model larger than
         one rank never exists whole. ``load_from_checkpoint`` calls it too. Since it

@@ -17,6 +17,7 @@ import torch
 
 from trainkit.callbacks.base import Callback, attach_module, calls_hook
 from trainkit.callbacks.defaults import is_monitoring
+from trainkit.callbacks.slots import PrecisionPart
 from trainkit.core.data import DataModule
 from trainkit.core.module import Module, overrides
 from trainkit.profilers import Profiler, is_active
@@ -252,7 +253,10 @@ def _on_cpu_already(move: Callable[[Any, int], Any], batch: Any, dataloader_idx:
 
 
 def batch_transfer(
-    strategy: Strategy, module: Module, datamodule: DataModule | None
+    strategy: Strategy,
+    module: Module,
+    datamodule: DataModule | None,
+    precision: PrecisionPart | None = None,
 ) -> Callable[[Any, int], Any]:
     """The function that moves a batch from dataloader ``dataloader_idx`` to the device.
 
@@ -261,13 +265,25 @@ def batch_transfer(
     Module's (Lightning's rule). When nobody overrides any of them, it is the
     strategy's own move, with nothing in between; training on the CPU of a
     machine without an accelerator, a list or tuple of tensors skips even that
-    (no tensor can be elsewhere).
+    (no tensor can be elsewhere). A precision that converts batches
+    (``"64-true"``) converts each first, as Lightning's precision plugins do.
 
     Args:
         strategy: the run's strategy (its device and its own way of moving batches).
         module: the user's Module.
         datamodule: the run's DataModule, if any.
+        precision: the step's precision part, if any.
     """
+    move = _transfer(strategy, module, datamodule)
+    if precision is None or not getattr(precision, "converts_input", False):
+        return move
+    convert = precision.convert_input
+    return lambda batch, dataloader_idx: move(convert(batch), dataloader_idx)
+
+
+def _transfer(
+    strategy: Strategy, module: Module, datamodule: DataModule | None
+) -> Callable[[Any, int], Any]:
     from_datamodule = {
         name: datamodule is not None
         and overrides(datamodule, name, DataModule, follow_wrapped=True)

@@ -83,8 +83,8 @@ class Strategy(Registrable, Collectives, ABC):
     def tensor_init_context(self, empty_init: bool | None = None) -> Iterator[None]:
         """Tensors made inside are made on this process's device, in the precision's dtype.
 
-        ``Trainer.init_module()`` enters it. With ``precision="bf16-true"`` floating
-        tensors are bfloat16.
+        ``Trainer.init_module()`` enters it. Under a "true" precision ("bf16-true",
+        "16-true", "64-true") floating tensors are made in its dtype.
 
         Args:
             empty_init: True leaves parameters uninitialized (``torch.nn.init``'s

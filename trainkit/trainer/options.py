@@ -47,6 +47,10 @@ PRECISIONS: dict[str | int, str] = {
     "16": "16-mixed",
     16: "16-mixed",
     "bf16-true": "bf16-true",
+    "16-true": "16-true",
+    "64-true": "64-true",
+    "64": "64-true",
+    64: "64-true",
 }
 
 
@@ -443,7 +447,9 @@ class StepOptions:
     precision: str | int = option(
         "32-true",
         "Numeric precision: '32-true' (float32), 'bf16-mixed', '16-mixed' (with a gradient "
-        "scaler) or 'bf16-true' (the model cast to bfloat16). Shorthand for MixedPrecision.",
+        "scaler), 'bf16-true' or '16-true' (the model cast to bfloat16 or float16) or "
+        "'64-true' (the model and each batch's floating tensors in float64). Shorthand for "
+        "MixedPrecision.",
     )
     gradient_clip_val: float | None = option(
         None,
@@ -482,7 +488,8 @@ def canonical_precision(precision: str | int) -> str:
     """The canonical name of a precision setting, or a clear error.
 
     Args:
-        precision: e.g. "bf16-mixed", "16-mixed", "bf16-true", "32-true" (or 16, 32, "bf16").
+        precision: e.g. "bf16-mixed", "16-mixed", "bf16-true", "16-true", "32-true",
+            "64-true" (or 16, 32, 64, "bf16").
 
     Example:
         >>> canonical_precision(16)
@@ -492,8 +499,8 @@ def canonical_precision(precision: str | int) -> str:
         return PRECISIONS[precision]
     except (KeyError, TypeError):
         raise ValueError(
-            f"precision={precision!r} is not supported; use one of 'bf16-mixed', "
-            "'16-mixed', 'bf16-true' or '32-true'."
+            f"precision={precision!r} is not supported; use one of '32-true', 'bf16-mixed', "
+            "'16-mixed', 'bf16-true', '16-true' or '64-true'."
         ) from None
 
 

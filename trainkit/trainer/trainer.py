@@ -397,7 +397,7 @@ class Trainer(TrainerCheckpoints):
                 trainer=self,
                 warn=self.warn,
                 forward_context=precision.forward_context if precision else lambda: None,
-                batch_to_device=batch_transfer(self.strategy, model, datamodule),
+                batch_to_device=batch_transfer(self.strategy, model, datamodule, precision),
                 inference_mode=self.options.inference_mode,
                 optimizers=self.optimizers,  # fit sets its own up; the others keep fit's
                 lr_scheduler_configs=self.lr_scheduler_configs,
@@ -596,7 +596,7 @@ class Trainer(TrainerCheckpoints):
 
         ``with trainer.init_module(): model = Net()`` makes the parameters on this
         process's device (no copy from the CPU later) and, with
-        ``precision="bf16-true"``, in bfloat16. With ``FSDPStrategy`` they stay
+        a "true" precision (e.g. "bf16-true"), in its dtype. With ``FSDPStrategy`` they stay
         on the CPU (``empty_init=True``: the meta device) and are sharded when the
         run sets up; ``Module.configure_model()`` needs none: the Trainer gives it one.
 

@@ -51,14 +51,19 @@ def skipped_init(enabled: bool) -> AbstractContextManager[Any]:
     return _SkipInit() if enabled else nullcontext()
 
 
+#: The "true" precisions: the model (and its new tensors) in this dtype.
+TRUE_DTYPES = {"bf16-true": torch.bfloat16, "16-true": torch.float16, "64-true": torch.float64}
+
+
 @contextlib.contextmanager
 def default_dtype(precision: str) -> Iterator[None]:
-    """Inside, floating tensors are made in the dtype of a "true" precision ("bf16-true").
+    """Inside, floating tensors are made in the dtype of a "true" precision
+    ("bf16-true", "16-true", "64-true").
 
     Args:
         precision: the Trainer's canonical precision; any other leaves the default.
     """
-    dtype = {"bf16-true": torch.bfloat16}.get(precision)
+    dtype = TRUE_DTYPES.get(precision)
     if dtype is None:
         yield
         return
@@ -68,3 +73,15 @@ def default_dtype(precision: str) -> Iterator[None]:
         yield
     finally:
         torch.set_default_dtype(previous)
+
+
+@contextlib.contextmanager
+def made_on(device: torch.device, precision: str) -> Iterator[None]:
+    """Inside, tensors are made on ``device``, in the dtype of a "true" precision.
+
+    Args:
+        device: where (the meta device: nowhere yet).
+        precision: the Trainer's canonical precision.
+    """
+    with device, default_dtype(precision):
+        yield
