@@ -152,3 +152,17 @@ def train_on_meta(width: int, steps: int) -> dict[str, Any]:
             for p in model.parameters()
         ),
     }
+
+
+def late_dtypes(precision: str, meta_init: bool) -> dict[str, Any]:
+    """The dtypes of LateMlp's layers (built in configure_model) after a 2-step fit."""
+    torch.manual_seed(0)
+    model = LateMlp(width=16, depth=1)
+    trainer = trainkit.Trainer(
+        max_steps=2, strategy=FSDPStrategy(meta_init=meta_init), precision=precision, **QUIET
+    )
+    trainer.fit(model, DataLoader(blobs(32), batch_size=8))
+    return {
+        "dtypes": {str(p.dtype) for p in model.parameters()},
+        "finite": all(bool(torch.isfinite(p.full_tensor()).all()) for p in model.parameters()),  # type: ignore[operator]
+    }

@@ -73,6 +73,19 @@ def test_a_model_built_on_meta_never_exists_whole_on_a_rank() -> None:
         assert 0 < rank["peak_local_bytes"] < full / 3
 
 
+@pytest.mark.parametrize(
+    ("precision", "meta_init", "dtype"),
+    [("bf16-true", False, "torch.bfloat16"), ("64-true", True, "torch.float64")],
+)
+def test_layers_built_in_configure_model_take_a_true_precision_s_dtype(
+    precision: str, meta_init: bool, dtype: str
+) -> None:
+    """Layers made in configure_model (after the model was cast) are made in the
+    precision's dtype, on the device or the meta device: none stays float32."""
+    (rank,) = run_processes(workers.late_dtypes, 1, precision, meta_init)
+    assert rank == {"dtypes": {dtype}, "finite": True}
+
+
 def test_a_full_checkpoint_loads_on_one_device_and_resumes_under_fsdp(tmp_path: Path) -> None:
     # state_dict_type="full": one ordinary file. One epoch (10 steps of 16 rows), then
     # resumed for 4 more: the uninterrupted 14 steps. Both first runs in one start.

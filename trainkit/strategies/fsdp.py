@@ -47,6 +47,7 @@ from trainkit.checkpoint import sharded
 from trainkit.distributed import sharding, shards
 from trainkit.launch.environment import ClusterEnvironment
 from trainkit.strategies.ddp import DDPStrategy
+from trainkit.utilities.tensor_init import made_on
 
 #: The Module's methods that run the model (parameters are gathered around each).
 _STEP_METHODS = ("training_step", "validation_step", "test_step", "predict_step")
@@ -162,8 +163,9 @@ class FSDPStrategy(DDPStrategy):
 
     # ------------------------------------------------------------ the module
     def model_init_context(self) -> AbstractContextManager[Any]:
-        """Where ``Module.configure_model()`` builds layers: the meta device with ``meta_init``."""
-        return torch.device("meta") if self.meta_init else torch.device(self.root_device)
+        """Where ``configure_model()`` builds: the device (meta with ``meta_init``), in dtype."""
+        device = torch.device("meta") if self.meta_init else torch.device(self.root_device)
+        return made_on(device, self.precision)
 
     def init_device(self, empty: bool) -> AbstractContextManager[Any]:
         # init_module: sharded at set-up, so the CPU; with empty_init the meta device
