@@ -34,7 +34,9 @@ from trainkit.lightning.demos.boring_classes import (
     RandomDataset,
 )
 from trainkit.lightning.loggers import logger as lightning_logger
-from trainkit.lightning.plugins import environments
+from trainkit.lightning.plugins import environments, layer_sync
+from trainkit.lightning.plugins import io as plugin_io
+from trainkit.lightning.plugins import precision as lightning_precision
 from trainkit.lightning.strategies.parallel import ParallelStrategy
 from trainkit.lightning.utilities import (
     enums,
@@ -120,6 +122,17 @@ PATHS = [
     ("plugins.environments", "SLURMEnvironment", environments.SLURMEnvironment),
     ("plugins.environments", "LightningEnvironment", environments.LightningEnvironment),
     ("plugins.environments", "TorchElasticEnvironment", environments.TorchElasticEnvironment),
+    ("plugins", "MixedPrecision", lightning_precision.MixedPrecision),
+    ("plugins.precision", "Precision", lightning_precision.Precision),
+    ("plugins.precision", "MixedPrecision", lightning_precision.MixedPrecision),
+    ("plugins.precision", "HalfPrecision", lightning_precision.HalfPrecision),
+    ("plugins.precision", "DoublePrecision", lightning_precision.DoublePrecision),
+    ("plugins.precision", "FSDPPrecision", lightning_precision.FSDPPrecision),
+    ("plugins.layer_sync", "TorchSyncBatchNorm", layer_sync.TorchSyncBatchNorm),
+    ("plugins", "TorchSyncBatchNorm", layer_sync.TorchSyncBatchNorm),
+    ("plugins.io", "CheckpointIO", plugin_io.CheckpointIO),
+    ("plugins.io", "TorchCheckpointIO", plugin_io.TorchCheckpointIO),
+    ("plugins.io", "AsyncCheckpointIO", plugin_io.AsyncCheckpointIO),
     ("accelerators", "Accelerator", accelerators.Accelerator),
     ("accelerators", "CPUAccelerator", accelerators.CPUAccelerator),
     ("accelerators", "CUDAAccelerator", accelerators.CUDAAccelerator),

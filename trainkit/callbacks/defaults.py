@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from trainkit.callbacks.accumulation import GradientAccumulation
 from trainkit.callbacks.base import Callback, Checkpoint, base_method
@@ -33,6 +33,9 @@ from trainkit.callbacks.summary import RunSummary
 from trainkit.core.module import overrides
 from trainkit.trainer.options import OutputOptions, StepOptions
 
+if TYPE_CHECKING:
+    import torch
+
 
 def assemble_callbacks(
     callbacks: Callback | list[Callback] | None,
@@ -41,6 +44,7 @@ def assemble_callbacks(
     *,
     fast_dev_run: bool,
     barebones: bool = False,
+    scaler: torch.amp.GradScaler | None = None,
 ) -> list[Callback]:
     """The Trainer's callbacks, in the order their hooks run.
 
@@ -75,7 +79,7 @@ def assemble_callbacks(
     front: list[Callback] = _take(user, NonFiniteLoss) or ([] if watched else [NonFiniteLoss()])
     front += _take(user, MixedPrecision)
     if step.canonical_precision != "32-true":
-        front.append(MixedPrecision(step.canonical_precision))
+        front.append(MixedPrecision(step.canonical_precision, scaler=scaler))
     front += _take(user, GradientAccumulation)
     if step.accumulate_grad_batches != 1:
         front.append(GradientAccumulation(step.accumulate_grad_batches))

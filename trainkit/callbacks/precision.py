@@ -42,20 +42,29 @@ class MixedPrecision(Callback):
 
     Args:
         precision: one of the names above.
+        scaler: for "16-mixed", the ``GradScaler`` to use (its initial scale, growth
+            interval, ...); None: a default one, made when fit starts.
 
     Example:
         >>> MixedPrecision("bf16-mixed").dtype
         torch.bfloat16
     """
 
-    def __init__(self, precision: str | int = "bf16-mixed") -> None:
+    def __init__(
+        self, precision: str | int = "bf16-mixed", scaler: torch.amp.GradScaler | None = None
+    ) -> None:
         self.precision = canonical_precision(precision)
+        if scaler is not None and self.precision != "16-mixed":
+            raise ValueError(
+                f"MixedPrecision({self.precision!r}) scales no loss: only '16-mixed' takes a "
+                "scaler; drop scaler=."
+            )
         self.dtype: torch.dtype | None = {
             "bf16-mixed": torch.bfloat16,
             "16-mixed": torch.float16,
             **TRUE_DTYPES,
         }.get(self.precision)
-        self.scaler: torch.amp.GradScaler | None = None
+        self.scaler: torch.amp.GradScaler | None = scaler
         self._device_type = "cpu"
         self._saved_scaler_state: dict[str, Any] | None = None
 

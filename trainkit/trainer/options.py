@@ -660,10 +660,10 @@ COMPONENT_DOCS: dict[str, str] = {
         "'simple', 'advanced' (cProfile) or 'pytorch' (torch.profiler); null: no profiling."
     ),
     "plugins": (
-        "Lightning's plugins argument: null, an empty list, or cluster environments asking "
-        "for what trainkit does (e.g. SLURMEnvironment(auto_requeue=false)). trainkit takes "
-        "what other plugins set from its own options (precision, sync_batchnorm) and names "
-        "the option to use for any plugin refused."
+        "Lightning's plugins argument: null, an empty list, or plugins asking for what "
+        "trainkit does: cluster environments (e.g. SLURMEnvironment(auto_requeue=false)), "
+        "precision plugins (as precision=), TorchSyncBatchNorm (as sync_batchnorm=true), "
+        "TorchCheckpointIO. Any other plugin is refused, naming the option to use."
     ),
 }
 
@@ -682,37 +682,56 @@ _PLUGIN_KINDS = (
 )
 
 
-def refuse_plugins(plugins: Any) -> None:
-    """Refuse Lightning plugins, naming for each the trainkit option that does its job.
+def take_plugins(
+    plugins: Any, precision: str | int, sync_batchnorm: bool
+) -> tuple[str | int, bool, Any]:
+    """What Lightning plugins set, as trainkit options; refuse the others, saying why.
 
-    A cluster environment asking for what trainkit does anyway (from
-    ``trainkit.lightning.plugins``) is accepted.
+    The plugins of ``trainkit.lightning.plugins`` that ask for what trainkit does are
+    taken: cluster environments (nothing to set), precision plugins (their precision
+    and a float16 plugin's ``GradScaler``), ``TorchSyncBatchNorm`` (``sync_batchnorm``)
+    and ``TorchCheckpointIO``.
 
     Args:
-        plugins: the Trainer's ``plugins``: None or an empty list are accepted.
+        plugins: the Trainer's ``plugins``: None or an empty list set nothing.
+        precision: the Trainer's ``precision``.
+        sync_batchnorm: the Trainer's ``sync_batchnorm``.
+
+    Returns:
+        ``(precision, sync_batchnorm, scaler)``: the scaler a precision plugin gives, or None.
 
     Raises:
-        ValueError: naming each plugin and where trainkit takes what it sets.
+        ValueError: naming each plugin refused and where trainkit takes what it sets,
+            or a precision given both ways.
 
     Example:
-        >>> refuse_plugins([])
+        >>> take_plugins([], "bf16-mixed", False)
+        ('bf16-mixed', False, None)
         >>> try:
-        ...     refuse_plugins(["bf16-mixed"])
+        ...     take_plugins(["bf16-mixed"], "32-true", False)
         ... except ValueError as error:
         ...     print(str(error).split(" (")[0])
         Trainer(plugins=...) is not supported: 'bf16-mixed'
     """
     if plugins is None:
-        return
+        plugins = []
     given = list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
-    if not given:
-        return
-    reasons = []
+    reasons: list[str] = []
+    settings: dict[str, Any] = {}
     for plugin in given:
         refusal = getattr(plugin, "trainkit_plugin_refusal", None)
         if callable(refusal):  # a plugin asking for what trainkit does is accepted
             if (reason := refusal()) is not None:
                 reasons.append(f"{type(plugin).__name__}({reason})")
+                continue
+            settings_of = getattr(plugin, "trainkit_plugin_settings", dict)
+            for key, value in settings_of().items():
+                if key in settings and key != "scaler":
+                    raise ValueError(
+                        f"Trainer(plugins=...) sets {key} twice ({settings[key]!r} and "
+                        f"{value!r}); pass one plugin for it."
+                    )
+                settings[key] = value
             continue
         if isinstance(plugin, str):
             reasons.append(
@@ -727,6 +746,18 @@ def refuse_plugins(plugins: Any) -> None:
             f"Trainer(plugins=...) is not supported: {'; '.join(reasons)}. Drop those "
             "plugins (or change them as said)."
         )
+    if "precision" in settings:
+        if canonical_precision(precision) != "32-true":
+            raise ValueError(
+                f"Received both precision={precision!r} and a precision plugin "
+                f"({settings['precision']!r}); choose one."
+            )
+        precision = settings["precision"]
+    return (
+        precision,
+        sync_batchnorm or settings.get("sync_batchnorm", False),
+        settings.get("scaler"),
+    )
 
 
 def trainer_groups() -> dict[str, list[str]]:

@@ -60,7 +60,7 @@ from trainkit.trainer.options import (
     OutputOptions,
     StepOptions,
     from_keywords,
-    refuse_plugins,
+    take_plugins,
 )
 from trainkit.tuner.trial import running_search
 from trainkit.utilities.combined_loader import as_given
@@ -102,8 +102,7 @@ class Trainer(TrainerCheckpoints):
             none, or a Logger / list of Loggers.
         profiler: "simple", "advanced", "pytorch" or a :class:`~trainkit.profilers.Profiler`
             timing every hook, step and batch fetch; reported when each run ends.
-        plugins: Lightning's argument; None or an empty list (any plugin is refused,
-            naming the option that does its job).
+        plugins: Lightning's; those of ``trainkit.lightning.plugins`` (see its docs).
 
     The other keywords are the options listed above.
 
@@ -162,7 +161,7 @@ class Trainer(TrainerCheckpoints):
         profiler: Profiler | str | None = None,
         plugins: Any | None = None,
     ) -> None:
-        refuse_plugins(plugins)
+        precision, sync_batchnorm, scaler = take_plugins(plugins, precision, sync_batchnorm)
         # Each keyword lands in its option group, a frozen dataclass that checks it.
         given = dict(locals())
         root = os.fspath(default_root_dir) if default_root_dir is not None else None
@@ -203,6 +202,7 @@ class Trainer(TrainerCheckpoints):
             self.output,
             fast_dev_run=bool(self.fast_dev_run),
             barebones=barebones,
+            scaler=scaler,  # a precision plugin's own GradScaler
         )
         #: What the callbacks contribute to the training step (see trainkit.callbacks.slots).
         self.step_slots = step_slots(self.callbacks)

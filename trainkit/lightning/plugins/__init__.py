@@ -1,8 +1,11 @@
 """Lightning's ``lightning.pytorch.plugins`` names that trainkit accepts.
 
-The cluster environments (see :mod:`trainkit.lightning.plugins.environments`);
-precision, checkpoint-IO and layer-sync plugins are trainkit options instead
-(``precision=``, its own checkpoint files, ``sync_batchnorm=True``): docs/porting.md.
+The cluster environments (:mod:`trainkit.lightning.plugins.environments`), and the
+precision, layer-sync and checkpoint-IO plugins (``.precision``, ``.layer_sync``,
+``.io``): each stands for a trainkit option
+(``precision=``, ``sync_batchnorm=True``, trainkit's own checkpoint files), so a
+project passing them runs unchanged; a subclass of one is refused, saying why.
+docs/porting.md lists what ports and what does not.
 """
 
 from __future__ import annotations
@@ -15,8 +18,31 @@ from trainkit.lightning.plugins.environments import (
     SLURMEnvironment,
     TorchElasticEnvironment,
 )
+from trainkit.lightning.plugins.io import AsyncCheckpointIO, CheckpointIO, TorchCheckpointIO
+from trainkit.lightning.plugins.layer_sync import LayerSync, TorchSyncBatchNorm
+from trainkit.lightning.plugins.precision import (
+    DoublePrecision,
+    FSDPPrecision,
+    HalfPrecision,
+    MixedPrecision,
+    Precision,
+)
 
-__all__ = ["LightningEnvironment", "SLURMEnvironment", "TorchElasticEnvironment"]
+__all__ = [
+    "AsyncCheckpointIO",
+    "CheckpointIO",
+    "DoublePrecision",
+    "FSDPPrecision",
+    "HalfPrecision",
+    "LayerSync",
+    "LightningEnvironment",
+    "MixedPrecision",
+    "Precision",
+    "SLURMEnvironment",
+    "TorchCheckpointIO",
+    "TorchElasticEnvironment",
+    "TorchSyncBatchNorm",
+]
 
 
 def __getattr__(name: str) -> Any:
