@@ -283,6 +283,8 @@ def test_manual_optimization_goes_through_the_scaler() -> None:
 def test_bad_precision() -> None:
     with pytest.raises(ValueError, match="precision='transformer-engine' is not supported"):
         trainkit.Trainer(precision="transformer-engine")
+    with pytest.raises(ValueError, match="only '16-mixed' takes a scaler"):
+        MixedPrecision("bf16-mixed", scaler=torch.amp.GradScaler("cpu"))
     with pytest.raises(ValueError, match="MixedPrecision is given twice"):
         trainkit.Trainer(precision="bf16-mixed", callbacks=[MixedPrecision("bf16-mixed")])
 
