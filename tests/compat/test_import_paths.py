@@ -38,6 +38,8 @@ from trainkit.lightning.plugins import environments, layer_sync
 from trainkit.lightning.plugins import io as plugin_io
 from trainkit.lightning.plugins import precision as lightning_precision
 from trainkit.lightning.strategies.parallel import ParallelStrategy
+from trainkit.lightning.utilities import data as lightning_data
+from trainkit.lightning.utilities import distributed as lightning_distributed
 from trainkit.lightning.utilities import (
     enums,
     exceptions,
@@ -118,6 +120,13 @@ PATHS = [
     ("utilities.rank_zero", "rank_zero_only", trainkit.rank_zero_only),
     ("utilities.parsing", "AttributeDict", trainkit.lightning.utilities.AttributeDict),
     ("utilities", "CombinedLoader", CombinedLoader),
+    (
+        "utilities",
+        "disable_possible_user_warnings",
+        lightning_warnings.disable_possible_user_warnings,
+    ),
+    ("utilities", "suggested_max_num_workers", lightning_data.suggested_max_num_workers),
+    ("utilities", "is_shared_filesystem", lightning_distributed.is_shared_filesystem),
     ("strategies", "ParallelStrategy", ParallelStrategy),
     ("plugins.environments", "SLURMEnvironment", environments.SLURMEnvironment),
     ("plugins.environments", "LightningEnvironment", environments.LightningEnvironment),

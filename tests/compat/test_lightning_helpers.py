@@ -321,3 +321,42 @@ def test_the_mnist_demos_read_torchvisions_files_and_train(tmp_path: Path) -> No
 
     trainer.fit(Digits(), datamodule=data)
     assert trainer.global_step == 3 and trainer.num_training_batches == 59_000 // 64
+
+
+def test_suggested_max_num_workers_shares_the_cores_among_the_processes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import os
+
+    from trainkit.lightning.utilities import suggested_max_num_workers
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    assert [suggested_max_num_workers(n) for n in (1, 2, 8)] == [7, 3, 1]
+    with pytest.raises(ValueError, match="pass 1 or more"):
+        suggested_max_num_workers(0)
+
+
+def test_disable_possible_user_warnings_silences_only_that_category() -> None:
+    import warnings
+
+    from trainkit.lightning.utilities import disable_possible_user_warnings
+    from trainkit.lightning.utilities.warnings import PossibleUserWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        disable_possible_user_warnings()
+        warnings.warn("maybe", PossibleUserWarning, stacklevel=1)
+        warnings.warn("surely", UserWarning, stacklevel=1)
+    assert [str(w.message) for w in caught] == ["surely"]
+
+
+def test_is_shared_filesystem_asks_every_process(tmp_path: Path) -> None:
+    from tests.distributed import workers
+    from tests.distributed.spawn import run_processes
+    from trainkit.lightning.utilities import is_shared_filesystem
+
+    one = trainkit.Trainer(**QUIET).strategy
+    assert is_shared_filesystem(one, tmp_path)  # one process: trivially shared
+    ranks = run_processes(workers.shared_folders, 2, str(tmp_path), str(tmp_path / "own"))
+    expected = {"common": True, "own": False, "url": True, "left_behind": False}
+    assert ranks == [expected, expected]

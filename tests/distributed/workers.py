@@ -265,3 +265,25 @@ def train_with_lightnings_ddp_strategy(hooked: bool) -> dict[str, Any]:
 
 def unused(path: Path) -> None:  # pragma: no cover - keeps Path imported for typing
     del path
+
+
+def shared_folders(common: str, own_root: str) -> dict[str, bool]:
+    """is_shared_filesystem, inside a DDP fit, of a folder both ranks see and of a
+    folder of each rank's own (same name under different roots, one per rank)."""
+    from trainkit.lightning.utilities import is_shared_filesystem
+
+    own = Path(own_root) / f"rank{os.environ['RANK']}"
+    own.mkdir(parents=True)
+    seen: dict[str, bool] = {}
+
+    class Probe(trainkit.Callback):
+        def on_train_start(self, trainer: trainkit.Trainer, module: trainkit.Module) -> None:
+            strategy = trainer.strategy
+            seen["common"] = is_shared_filesystem(strategy, common)
+            seen["own"] = is_shared_filesystem(strategy, own, timeout=0.5)
+            seen["url"] = is_shared_filesystem(strategy, "s3://bucket/run")
+
+    trainer = trainkit.Trainer(max_steps=1, strategy="ddp", callbacks=[Probe()], **QUIET)
+    trainer.fit(Classifier(), DataLoader(blobs(16), batch_size=4))
+    seen["left_behind"] = any(Path(common).glob(".trainkit-shared-*"))
+    return seen

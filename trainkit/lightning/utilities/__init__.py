@@ -7,6 +7,8 @@ from typing import Any
 from trainkit.core.batches import move_data_to_device
 from trainkit.core.hyperparameters import AttributeDict
 from trainkit.lightning._missing import missing
+from trainkit.lightning.utilities.data import suggested_max_num_workers
+from trainkit.lightning.utilities.distributed import is_shared_filesystem
 from trainkit.lightning.utilities.enums import GradClipAlgorithmType, LightningEnum
 from trainkit.lightning.utilities.rank_zero import (
     rank_zero_deprecation,
@@ -14,6 +16,7 @@ from trainkit.lightning.utilities.rank_zero import (
     rank_zero_only,
     rank_zero_warn,
 )
+from trainkit.lightning.utilities.warnings import disable_possible_user_warnings
 from trainkit.utilities.combined_loader import CombinedLoader
 from trainkit.utilities.gradients import grad_norm
 from trainkit.utilities.seed import seed_everything
@@ -24,7 +27,9 @@ __all__ = [
     "CombinedLoader",
     "GradClipAlgorithmType",
     "LightningEnum",
+    "disable_possible_user_warnings",
     "grad_norm",
+    "is_shared_filesystem",
     "measure_flops",
     "move_data_to_device",
     "rank_zero_deprecation",
@@ -32,6 +37,7 @@ __all__ = [
     "rank_zero_only",
     "rank_zero_warn",
     "seed_everything",
+    "suggested_max_num_workers",
 ]
 
 
