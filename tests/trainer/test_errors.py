@@ -176,7 +176,7 @@ def test_more_devices_than_exist(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"val_check_interval": 1.5}, ValueError, r"must be a fraction in \(0, 1\]"),
         ({"log_every_n_steps": 0}, ValueError, "log_every_n_steps=0 is invalid"),
         ({"fast_dev_run": -1}, ValueError, "fast_dev_run must be a bool"),
-        ({"precision": "64"}, ValueError, "precision='64' is not supported"),
+        ({"precision": "8-true"}, ValueError, "precision='8-true' is not supported"),
         ({"callbacks": [object()]}, TypeError, "not a callback: pass instances"),
         ({"logger": "tensorboard"}, TypeError, "logger must be a trainkit Logger"),
     ],
