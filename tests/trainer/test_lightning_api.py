@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -81,6 +82,39 @@ def test_configure_model_builds_the_layers_at_every_stage_under_one_device() -> 
     assert halved.configured[0][1] == torch.bfloat16  # the precision's dtype while it builds
     assert all(p.dtype == torch.bfloat16 for p in halved.parameters())
     assert torch.get_default_dtype() == torch.float32
+
+
+class LegacyClassifier(Classifier):
+    """Builds its network in configure_sharded_model, Lightning's older name of the hook."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        del self.net
+        self.net: nn.Module | None = None
+
+    def configure_sharded_model(self) -> None:
+        if self.net is None:
+            self.net = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 3))
+
+
+def test_configure_sharded_model_is_called_as_configure_model_with_a_warning(
+    tmp_path: Path,
+) -> None:
+    trainer = trainkit.Trainer(
+        max_steps=2, default_root_dir=tmp_path, **{**QUIET, "enable_checkpointing": True}
+    )
+    with pytest.warns(UserWarning, match="configure_sharded_model is the older name"):
+        trainer.fit(LegacyClassifier(), datamodule=BlobData())
+    assert trainer.global_step == 2
+    loaded = LegacyClassifier.load_from_checkpoint(trainer.checkpoint_callback.last_model_path)
+    assert loaded.net is not None  # built before the weights were loaded into it
+
+    class Both(LegacyClassifier):
+        def configure_model(self) -> None:
+            pass
+
+    with pytest.raises(RuntimeError, match="overrides both configure_model and configure_"):
+        trainkit.Trainer(max_steps=1, **QUIET).fit(Both(), datamodule=BlobData())
 
 
 def test_print_prints_on_the_first_process_of_each_machine(

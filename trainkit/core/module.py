@@ -11,6 +11,7 @@ other code imports from here are re-exported.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -511,6 +512,15 @@ class Module(BatchTransferHooks, HyperparametersMixin, ModuleHooks, nn.Module):
         one rank never exists whole. ``load_from_checkpoint`` calls it too. Since it
         runs once per stage, build only what is not built yet.
         """
+        if overrides(self, "configure_sharded_model"):  # the older name (see there)
+            self.configure_sharded_model()
+
+    def configure_sharded_model(self) -> None:
+        """Lightning's older name of :meth:`configure_model`: override that one instead.
+
+        A Module that overrides only this has it called where ``configure_model``
+        would be, with a warning; overriding both is an error (as in Lightning).
+        """
 
     def configure_stages(self) -> nn.Sequential | list[nn.Module] | None:
         """The model's layers in order, for the hybrid strategy to cut into stages.
@@ -836,3 +846,30 @@ def overrides(obj: object, name: str, base: type = Module, follow_wrapped: bool 
             return True  # set on the instance (DataModule.from_datasets)
         return getattr(wrapped, "__func__", wrapped) is not getattr(base, name, None)
     return getattr(type(obj), name, None) is not getattr(base, name, None)
+
+
+def layer_builder(module: Module) -> Callable[[], None] | None:
+    """The hook that builds ``module``'s late layers: its ``configure_model``, or the
+    older ``configure_sharded_model`` (with a warning); None when it overrides neither.
+
+    Args:
+        module: the user's Module.
+
+    Raises:
+        RuntimeError: it overrides both.
+    """
+    legacy = overrides(module, "configure_sharded_model")
+    if not legacy:
+        return module.configure_model if overrides(module, "configure_model") else None
+    name = type(module).__name__
+    if overrides(module, "configure_model"):
+        raise RuntimeError(
+            f"{name} overrides both configure_model and configure_sharded_model, the older "
+            "name of the same hook; move the second's code into configure_model."
+        )
+    warnings.warn(
+        f"{name}.configure_sharded_model is the older name of configure_model; trainkit calls "
+        "it where it calls configure_model (on the run's device and dtype). Rename it.",
+        stacklevel=3,
+    )
+    return module.configure_model  # whose default calls configure_sharded_model

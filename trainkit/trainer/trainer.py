@@ -37,7 +37,7 @@ from trainkit.core.data import (
     extract_batch_size,
     one_or_list,
 )
-from trainkit.core.module import Module
+from trainkit.core.module import Module, layer_builder
 from trainkit.core.optim import LRSchedulerConfig, configured_optimizers
 from trainkit.distributed.wrapping import convert_sync_batchnorm
 from trainkit.launch import Launcher, launcher_for, select_launcher
@@ -370,9 +370,9 @@ class Trainer(TrainerCheckpoints):
             hooks.call_callbacks("setup", stage=fn)  # Lightning's order: callbacks, then the Module
             model.setup(stage=fn)
             model.zero_grad()  # every run starts without gradients, as Lightning's does
-            if overrides(model, "configure_model"):  # every stage, before the strategy's set-up
+            if (build := layer_builder(model)) is not None:  # before the strategy's set-up
                 with self.strategy.model_init_context():
-                    model.configure_model()
+                    build()
             if self.hardware.sync_batchnorm and self.strategy.world_size > 1:
                 convert_sync_batchnorm(model, self.strategy.root_device)
             self.strategy.connect_results(self.results)  # DataParallel logs its copies' values
