@@ -94,3 +94,24 @@ def ring() -> dict[str, Any]:
     trainer = trainkit.Trainer(max_steps=1, strategy="ddp", callbacks=[callback], **QUIET)
     trainer.fit(Gathering(), data)
     return callback.seen
+
+
+def reduce_in_a_callback() -> dict[str, Any]:
+    """Lightning's strategy.reduce, from a callback inside a DDP fit."""
+    seen: dict[str, Any] = {}
+
+    class Reducing(trainkit.Callback):
+        def on_train_start(self, trainer: trainkit.Trainer, module: trainkit.Module) -> None:
+            strategy, rank = trainer.strategy, trainer.global_rank
+            summed = torch.tensor([rank + 1.0, 10.0])
+            returned = strategy.reduce(summed, reduce_op="sum")
+            seen["sum"], seen["in_place"] = summed.tolist(), returned is summed
+            seen["mean"] = strategy.reduce(torch.tensor(rank + 1.0)).item()
+            seen["max"] = strategy.reduce(torch.tensor(rank), reduce_op="max").item()
+            seen["avg_int"] = strategy.reduce(torch.tensor(rank + 2), reduce_op="avg").item()
+            seen["number"] = strategy.reduce(1.5)  # not a tensor: as it is
+
+    data = DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2)
+    trainer = trainkit.Trainer(max_steps=1, strategy="ddp", callbacks=[Reducing()], **QUIET)
+    trainer.fit(Gathering(), data)
+    return seen

@@ -44,3 +44,29 @@ def test_the_process_group_serves_point_to_point_messages_and_collectives() -> N
     assert all(seen["sum"] == 3.0 for seen in ranks)
     assert all(seen["broadcast"] == "from rank 0" for seen in ranks)
     assert all(seen["any"] is True and seen["all"] is False for seen in ranks)
+
+
+def test_strategy_reduce_reduces_tensors_in_place_as_lightning_does() -> None:
+    ranks = run_processes(workers.reduce_in_a_callback, 2)
+    expected = {
+        "sum": [3.0, 20.0],
+        "in_place": True,  # code that ignores the return value still sees the sum
+        "mean": 1.5,
+        "max": 1,
+        "avg_int": 2.5,  # an integer's mean is a new float tensor
+        "number": 1.5,
+    }
+    assert ranks == [expected, expected]
+
+
+def test_strategy_reduce_on_one_device_returns_its_input_and_checks_the_op() -> None:
+    import trainkit
+    from tests.helpers import QUIET
+
+    strategy = trainkit.Trainer(**QUIET).strategy
+    value = torch.tensor([1.0, 2.0])
+    assert strategy.reduce(value, reduce_op="sum") is value
+    with pytest.raises(ValueError, match="reduce_op='median' is not a reduction"):
+        strategy.reduce(value, reduce_op="median")
+    with pytest.raises(ValueError, match="trainkit reduces over every process"):
+        strategy.reduce(value, group=object())

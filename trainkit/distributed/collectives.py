@@ -25,6 +25,31 @@ T = TypeVar("T")
 _OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 
 
+def reduce_op_name(reduce_op: Any) -> ReduceOp:
+    """The reduction a ``reduce_op`` names: "mean", "sum", "max" or "min".
+
+    Args:
+        reduce_op: one of those names (any case; "avg" is "mean"), a
+            ``torch.distributed.ReduceOp`` of one of them, or None ("sum").
+
+    Example:
+        >>> reduce_op_name("AVG"), reduce_op_name(dist.ReduceOp.SUM)
+        ('mean', 'sum')
+    """
+    names = {"mean": "mean", "avg": "mean", "sum": "sum", "max": "max", "min": "min"}
+    if reduce_op is None:
+        return "sum"  # Lightning's reading of None
+    if isinstance(reduce_op, str) and reduce_op.lower() in names:
+        return names[reduce_op.lower()]  # type: ignore[return-value]
+    for name, op in (("sum", "SUM"), ("max", "MAX"), ("min", "MIN"), ("mean", "AVG")):
+        if not isinstance(reduce_op, str) and reduce_op == getattr(dist.ReduceOp, op):
+            return name  # type: ignore[return-value]
+    raise ValueError(
+        f"reduce_op={reduce_op!r} is not a reduction trainkit runs; use 'mean', 'sum', "
+        "'max' or 'min' (or the torch.distributed.ReduceOp of one)."
+    )
+
+
 class Collectives(ABC):
     """A strategy's collectives; the defaults are one process's (a value is its own result)."""
 
@@ -47,6 +72,33 @@ class Collectives(ABC):
             tensor: a tensor on ``root_device``; not modified.
             op: "sum", "mean", "max" or "min".
         """
+
+    def reduce(self, tensor: T, group: Any = None, reduce_op: Any = "mean") -> T:
+        """Lightning's ``strategy.reduce``: ``tensor`` reduced over all processes.
+
+        The result is also written into ``tensor`` where it can be (same dtype, no
+        autograd history), as Lightning's all-reduce does; a value that is not a
+        tensor comes back as it is.
+
+        Args:
+            tensor: the value.
+            group: must be None: trainkit reduces over every process.
+            reduce_op: "mean" (or "avg"), "sum", "max", "min", or the
+                ``torch.distributed.ReduceOp`` of one of them.
+        """
+        op = reduce_op_name(reduce_op)
+        if group is not None:
+            raise ValueError(
+                "strategy.reduce(group=...): trainkit reduces over every process; for a "
+                "group, call torch.distributed.all_reduce(tensor, group=group) yourself."
+            )
+        if not isinstance(tensor, torch.Tensor) or self.world_size == 1:
+            return tensor
+        result = self.all_reduce(tensor, op)
+        if result.dtype == tensor.dtype and not tensor.requires_grad:
+            tensor.copy_(result)
+            return tensor
+        return result  # type: ignore[return-value]
 
     @abstractmethod
     def all_gather(
