@@ -110,6 +110,8 @@ def reduce_in_a_callback() -> dict[str, Any]:
             seen["max"] = strategy.reduce(torch.tensor(rank), reduce_op="max").item()
             seen["avg_int"] = strategy.reduce(torch.tensor(rank + 2), reduce_op="avg").item()
             seen["number"] = strategy.reduce(1.5)  # not a tensor: as it is
+            seen["model"] = type(strategy.model).__name__  # Lightning's: the wrapper
+            seen["lightning_module"] = strategy.lightning_module is module
 
     data = DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2)
     trainer = trainkit.Trainer(max_steps=1, strategy="ddp", callbacks=[Reducing()], **QUIET)

@@ -55,15 +55,21 @@ def test_strategy_reduce_reduces_tensors_in_place_as_lightning_does() -> None:
         "max": 1,
         "avg_int": 2.5,  # an integer's mean is a new float tensor
         "number": 1.5,
+        "model": "DistributedDataParallel",
+        "lightning_module": True,
     }
     assert ranks == [expected, expected]
 
 
-def test_strategy_reduce_on_one_device_returns_its_input_and_checks_the_op() -> None:
+def test_strategy_reduce_and_model_on_one_device() -> None:
     import trainkit
     from tests.helpers import QUIET
 
-    strategy = trainkit.Trainer(**QUIET).strategy
+    trainer = trainkit.Trainer(max_steps=1, **QUIET)
+    module = workers.Gathering()
+    trainer.fit(module, workers.DataLoader(workers.TensorDataset(torch.randn(4, 2))))
+    strategy = trainer.strategy
+    assert strategy.model is module and strategy.lightning_module is module  # no wrapper
     value = torch.tensor([1.0, 2.0])
     assert strategy.reduce(value, reduce_op="sum") is value
     with pytest.raises(ValueError, match="reduce_op='median' is not a reduction"):

@@ -147,6 +147,19 @@ class Strategy(Registrable, Collectives, ABC):
         """What to tell the user of ``exception``, which ended the run here (None: nothing)."""
         return None
 
+    #: Lightning's names, from the current (or last) run's set-up (None before one):
+    #: what the step methods run through (the strategy's wrapper, if any), and the
+    #: user's Module itself.
+    model: nn.Module | None = None
+    lightning_module: nn.Module | None = None
+
+    def connect_module(self, module: nn.Module) -> nn.Module:
+        """Set ``module`` up (:meth:`setup_module`); keep it and the result as
+        :attr:`lightning_module` and :attr:`model`. The Trainer calls this."""
+        self.lightning_module = module
+        self.model = self.setup_module(module)
+        return self.model
+
     def setup_module(self, module: nn.Module) -> nn.Module:
         """Move ``module`` to its device and wrap it if the strategy needs to.
 

@@ -376,7 +376,7 @@ class Trainer(TrainerCheckpoints):
             if self.hardware.sync_batchnorm and self.strategy.world_size > 1:
                 convert_sync_batchnorm(model, self.strategy.root_device)
             self.strategy.connect_results(self.results)  # DataParallel logs its copies' values
-            precision, wrapped = self.step_slots.precision, self.strategy.setup_module(model)
+            precision, wrapped = self.step_slots.precision, self.strategy.connect_module(model)
             if (options := self.hardware.compile_options) is not None:
                 uncompile = self.strategy.compile_module(wrapped, options, self.warn)
             run = self._current = Run(
