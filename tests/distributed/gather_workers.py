@@ -112,8 +112,11 @@ def reduce_in_a_callback() -> dict[str, Any]:
             seen["number"] = strategy.reduce(1.5)  # not a tensor: as it is
             seen["model"] = type(strategy.model).__name__  # Lightning's: the wrapper
             seen["lightning_module"] = strategy.lightning_module is module
+            seen["trainer.model"] = type(trainer.model).__name__
 
     data = DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2)
     trainer = trainkit.Trainer(max_steps=1, strategy="ddp", callbacks=[Reducing()], **QUIET)
-    trainer.fit(Gathering(), data)
+    module = Gathering()
+    trainer.fit(module, data)
+    seen["after"] = trainer.model is module and trainer.strategy.model is module  # unwrapped
     return seen

@@ -57,6 +57,8 @@ def test_strategy_reduce_reduces_tensors_in_place_as_lightning_does() -> None:
         "number": 1.5,
         "model": "DistributedDataParallel",
         "lightning_module": True,
+        "trainer.model": "DistributedDataParallel",
+        "after": True,
     }
     assert ranks == [expected, expected]
 

@@ -255,6 +255,12 @@ class Strategy(Registrable, Collectives, ABC):
     def teardown(self) -> None:
         """Release process groups and device memory at the end of a run."""
 
+    def end_run(self) -> None:
+        """The run is over: :meth:`teardown`, and :attr:`model` is the Module again (unwrapped,
+        as Lightning's after a run). The Trainer calls this."""
+        self.teardown()
+        self.model = self.lightning_module
+
     def compile_module(self, module: nn.Module, options: Any, warn: Any) -> Callable[[], None]:
         """Compile the user's forward in ``module`` (from :meth:`setup_module`); return the undo.
 

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
+from torch import nn
 
 from trainkit import loggers
 from trainkit.callbacks import defaults
@@ -189,9 +190,10 @@ class TrainerViews:
         return self._module
 
     @property
-    def model(self) -> Module | None:
-        """The user's Module of the current (or last) run."""
-        return self._module
+    def model(self) -> nn.Module | None:
+        """The user's Module of the current (or last) run; while a run is on, as Lightning's,
+        the strategy's wrapper of it if any (``DistributedDataParallel`` under DDP)."""
+        return self.strategy.model if self.strategy.model is not None else self._module
 
     @property
     def module(self) -> Module:

@@ -427,7 +427,7 @@ class Trainer(TrainerCheckpoints):
                 for logger in self.loggers:
                     logger.finalize(ending)
             uncompile()
-            self.strategy.teardown()
+            self.strategy.end_run()
             if self._optimization is not None:
                 self._optimization.close()
             self.preemption.uninstall()
