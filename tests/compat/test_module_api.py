@@ -232,6 +232,38 @@ def test_hparams_initial_and_save_hyperparameters_forms() -> None:
     assert picked.hparams == {"a": 1, "c": 3} and not picked.logs_hyperparams
 
 
+class Base(trainkit.Module):
+    def __init__(self, width: int = 4, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.layer = torch.nn.Linear(8, width)
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        return self.layer(batch[0]).square().mean()
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+class Derived(Base):
+    """Takes no dropout: drops the one its base class recorded."""
+
+    def __init__(self, width: int = 4) -> None:
+        super().__init__(width=width)
+        self.remove_ignored_hparams(["dropout", "never_saved"])
+
+
+def test_remove_ignored_hparams_drops_a_base_class_s_hyperparameters(tmp_path: Path) -> None:
+    model = Derived(width=3)
+    assert model.hparams == {"width": 3} and model.hparams_initial == {"width": 3}
+    trainer = trainkit.Trainer(max_steps=1, default_root_dir=tmp_path, **QUIET)
+    trainer.fit(model, loader(blobs(8)))
+    path = tmp_path / "derived.ckpt"
+    trainer.save_checkpoint(path)
+    # The checkpoint no longer holds dropout, which Derived.__init__ would refuse.
+    assert Derived.load_from_checkpoint(path).hparams == {"width": 3}
+
+
 def test_configure_callbacks_joins_and_replaces_the_trainers(tmp_path: Path) -> None:
     from trainkit.callbacks import EarlyStopping, ModelCheckpoint
 

@@ -96,6 +96,21 @@ class HyperparametersMixin:
         """The hyperparameters as :meth:`save_hyperparameters` recorded them (a copy)."""
         return _copied(getattr(self, "_hparams_initial", None) or {})
 
+    def remove_ignored_hparams(self, ignore_list: list[str]) -> None:
+        """Drop hyperparameters an earlier ``save_hyperparameters`` (a base class's) recorded.
+
+        They leave ``hparams`` (what checkpoints keep, so ``load_from_checkpoint``
+        no longer passes them) and ``hparams_initial`` (what loggers are given).
+
+        Args:
+            ignore_list: the names to drop; a name not recorded is skipped.
+        """
+        for name in ignore_list:
+            self.hparams.pop(name, None)
+            initial = getattr(self, "_hparams_initial", None)
+            if initial is not None:
+                initial.pop(name, None)
+
     def save_hyperparameters(
         self, *names: Any, ignore: list[str] | str | None = None, logger: bool = True
     ) -> None:
