@@ -44,6 +44,11 @@ class TorchSyncBatchNorm(LayerSync):
                 model.num_features, model.eps, model.momentum, model.affine,
                 model.track_running_stats,
             )  # fmt: skip
+            held = [*model.parameters(), *model.buffers()]
+            if model.affine:  # the weights' device and dtype (the statistics stay float32)
+                reverted.to(device=model.weight.device, dtype=model.weight.dtype)
+            elif held:
+                reverted.to(device=held[0].device)
             reverted.load_state_dict(model.state_dict())
             reverted.train(model.training)
             model = reverted
