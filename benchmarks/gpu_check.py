@@ -25,6 +25,7 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -63,6 +64,20 @@ def gpu_info() -> dict[str, Any]:
     return info
 
 
+def failed_tests(output: str) -> list[str]:
+    """The tests pytest reported failed or in error, from its verbose lines (printed as
+    each test ends, so named even when the run is cut) and its summary.
+
+    Example:
+        >>> failed_tests("[gw1] [ 5%] FAILED tests/a.py::test_x[cuda] \\n"
+        ...              "tests/b.py::test_y ERROR [ 9%]\\nFAILED tests/a.py::test_x[cuda] - boom")
+        ['tests/a.py::test_x[cuda]', 'tests/b.py::test_y']
+    """
+    named = re.findall(r"(?:FAILED|ERROR) (tests/\S+::\S+)", output)
+    named += re.findall(r"(tests/\S+::\S+) (?:FAILED|ERROR)", output)
+    return sorted(set(named))
+
+
 def run_part(
     name: str, command: list[str], limit: float, env: dict[str, str], out: Path
 ) -> dict[str, Any]:
@@ -87,6 +102,7 @@ def run_part(
         "exit": status,
         "passed": status == 0,
         "seconds": seconds,
+        "failed": failed_tests(output),
         "tail": output[-TAIL:],
     }
 
@@ -108,6 +124,8 @@ def write_report(out: Path, report: dict[str, Any]) -> None:
     for name, part in report["parts"].items():
         verdict = "passed" if part["passed"] else f"FAILED (exit {part['exit']})"
         lines += ["", f"## {name}: {verdict}, {part['seconds']:.1f} s", ""]
+        if part["failed"]:
+            lines += ["Failed:", "", *(f"- `{test}`" for test in part["failed"]), ""]
         lines += [f"`{' '.join(part['command'])}`", "", "```", part["tail"].rstrip(), "```"]
     figures = report.get("benchmark")
     if figures:
@@ -165,7 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     timeout = []
     if importlib.util.find_spec("pytest_timeout") is not None:
         timeout = [f"--timeout={TEST_TIMEOUT}"]
-    pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "-n", "0", *timeout]
+    # -v: each test's verdict as it ends, so a part cut by its limit still names failures.
+    quiet = ["-p", "no:cacheprovider", "-p", "no:benchmark", "-v", "-rfEs"]
+    pytest = [python, "-m", "pytest", *quiet, "-n", "0", *timeout]
     # Every GPU test of the suite (in the dry run all of them skip or deselect), then
     # the device tests' CPU and CUDA cases together.
     gpu_tests = [*pytest, "-m", "gpu", "tests", "--ignore=tests/trainer/test_devices.py"]
@@ -187,10 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     if args.suite:
         # The whole suite on this machine's cores, a test per worker at a time (--dist
-        # load), -rf so that the failures are named even in the output's tail.
+        # load); failures named as they happen (-v) and in the summary (-rfE).
         workers = str(max(2, min(15, (os.cpu_count() or 2) - 1)))
-        suite = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", *timeout]
-        suite += ["-n", workers, "--dist", "load"]
+        suite = [python, "-m", "pytest", *quiet, *timeout, "-n", workers, "--dist", "load"]
         parts["suite"] = run_part("suite", suite, args.suite, env, args.out)
     report: dict[str, Any] = {
         "command": _report.exact_command(),
