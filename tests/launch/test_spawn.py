@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -108,8 +109,15 @@ def test_the_caller_adopts_rank_zeros_counters_metrics_and_callback_states(
 ) -> None:
     # The caller's Trainer ran nothing itself: all of this is rank 0's, adopted.
     best = ModelCheckpoint(dirpath=tmp_path / "best", monitor="val/loss")
-    trainer = _spawn_trainer(tmp_path, best)
-    trainer.fit(Classifier(), *_data())
+    own_folder = ModelCheckpoint(save_last=True)  # the run's folder, chosen on rank 0
+    trainer = _spawn_trainer(tmp_path, best, own_folder)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.fit(Classifier(), *_data())
+    assert not [w for w in caught if "ModelCheckpoint" in str(w.message)]
+    assert own_folder.dirpath == str(tmp_path / "checkpoints")
+    assert Path(own_folder.last_model_path).is_file()
+    assert Path(own_folder.best_model_path).parent == tmp_path / "checkpoints"
     assert trainer.global_step == 2 * 4  # 2 epochs of 128 / (16 x 2 ranks) batches
     assert trainer.current_epoch == 2
     assert trainer.state.status == "finished"

@@ -807,6 +807,11 @@ class ModelCheckpoint(Checkpoint):
             # is restored); the table is restored then.
             self._pending_state = dict(state_dict)
             return
+        if self._root_dir is None and not self._dirpath_given and state_dict.get("dirpath"):
+            # Never set up in this process: the caller of a spawned run taking rank 0's
+            # state (ddp_spawn). The run's folder is this callback's; a later fit
+            # chooses its own again.
+            self.dirpath = state_dict["dirpath"]
         self.best_model_path = state_dict.get("best_model_path", self.best_model_path)
         if state_dict.get("dirpath", self.dirpath) != self.dirpath:
             warnings.warn(
