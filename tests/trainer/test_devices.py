@@ -160,16 +160,24 @@ def test_deterministic_resume_is_bitwise(device: str, tmp_path: Path) -> None:
     assert torch.are_deterministic_algorithms_enabled()
 
 
-@pytest.mark.parametrize("precision", ["bf16-mixed", "bf16-true"])
+# precision -> (the dtype the forward computes in, the parameters' dtype)
+COMPUTE_DTYPES = {
+    "bf16-mixed": (torch.bfloat16, torch.float32),
+    "bf16-true": (torch.bfloat16, torch.bfloat16),
+    "16-true": (torch.float16, torch.float16),
+    "64-true": (torch.float64, torch.float64),  # the batches cast to float64 too
+}
+
+
+@pytest.mark.parametrize("precision", list(COMPUTE_DTYPES))
 @pytest.mark.parametrize("device", DEVICES)
-def test_bf16_computes_in_bfloat16_on_the_device(device: str, precision: str) -> None:
+def test_a_precision_computes_in_its_dtype_on_the_device(device: str, precision: str) -> None:
     torch.manual_seed(0)
     model = DtypeProbe(lr=0.2)
     initial = _parameters(model)
     trainer = trainkit.Trainer(max_steps=4, precision=precision, **{**QUIET, "accelerator": device})
     trainer.fit(model, loader(blobs(256), 32, shuffle=True))
-    weights = torch.bfloat16 if precision == "bf16-true" else torch.float32
-    assert model.seen == (torch.bfloat16, weights)
+    assert model.seen == COMPUTE_DTYPES[precision]
     assert next(model.parameters()).device.type == device
     final = _parameters(model)
     assert all(torch.isfinite(value).all() for value in final.values())
