@@ -17,7 +17,12 @@ if TYPE_CHECKING:
     from trainkit.core.module import Module
     from trainkit.trainer.trainer import Trainer
 
-__all__ = ["MixedPrecision", "canonical_precision"]
+__all__ = ["COMPUTE_DTYPES", "MIXED_DTYPES", "MixedPrecision", "canonical_precision"]
+
+#: The autocast precisions and the dtype each computes in.
+MIXED_DTYPES = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
+#: Every precision but "32-true" and the dtype its steps compute in.
+COMPUTE_DTYPES = {**MIXED_DTYPES, **TRUE_DTYPES}
 
 
 class MixedPrecision(Callback):
@@ -59,11 +64,7 @@ class MixedPrecision(Callback):
                 f"MixedPrecision({self.precision!r}) scales no loss: only '16-mixed' takes a "
                 "scaler; drop scaler=."
             )
-        self.dtype: torch.dtype | None = {
-            "bf16-mixed": torch.bfloat16,
-            "16-mixed": torch.float16,
-            **TRUE_DTYPES,
-        }.get(self.precision)
+        self.dtype: torch.dtype | None = COMPUTE_DTYPES.get(self.precision)
         self.scaler: torch.amp.GradScaler | None = scaler
         self._device_type = "cpu"
         self._saved_scaler_state: dict[str, Any] | None = None

@@ -25,22 +25,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainkit.callbacks.base import Callback
+from trainkit.callbacks.precision import COMPUTE_DTYPES
 from trainkit.utilities.throughput import Throughput, get_available_flops
 
 if TYPE_CHECKING:
     from trainkit.core.module import Module
     from trainkit.trainer.trainer import Trainer
-
-
-def _compute_dtype(precision: str) -> torch.dtype:
-    """The dtype matmuls run in under a Trainer ``precision`` ("bf16-mixed" -> bfloat16)."""
-    if precision.startswith("bf16"):
-        return torch.bfloat16
-    if precision.startswith("16"):
-        return torch.float16
-    if precision.startswith("64"):
-        return torch.float64
-    return torch.float32
 
 
 class _Stage:
@@ -105,7 +95,8 @@ class ThroughputMonitor(Callback):
         """Look the device's peak FLOPs up and make a Throughput per stage of this run."""
         super().setup(trainer, module, stage)
         device = trainer.strategy.root_device
-        self.available_flops = get_available_flops(device, _compute_dtype(trainer.precision))
+        dtype = COMPUTE_DTYPES.get(trainer.precision, torch.float32)  # what matmuls run in
+        self.available_flops = get_available_flops(device, dtype)
         names = {"fit": ["train", "validate"], "validate": ["validate"]}.get(stage, [stage])
         for name in names:
             throughput = Throughput(

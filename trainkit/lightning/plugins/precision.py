@@ -20,14 +20,13 @@ from typing import Any
 import torch
 from torch import nn
 
+from trainkit.callbacks.precision import MIXED_DTYPES
 from trainkit.core.batches import convert_floating
 from trainkit.lightning.plugins._base import Plugin
 from trainkit.trainer.options import canonical_precision
 from trainkit.utilities.tensor_init import TRUE_DTYPES, default_dtype
 
 __all__ = ["DoublePrecision", "FSDPPrecision", "HalfPrecision", "MixedPrecision", "Precision"]
-
-_MIXED = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
 
 
 class Precision(Plugin):
@@ -88,7 +87,7 @@ class MixedPrecision(Precision):
         return {"precision": self.precision, "scaler": self.scaler}
 
     def forward_context(self) -> AbstractContextManager[Any]:
-        return torch.autocast(self.device, dtype=_MIXED[self.precision])
+        return torch.autocast(self.device, dtype=MIXED_DTYPES[self.precision])
 
 
 class HalfPrecision(Precision):
@@ -123,7 +122,7 @@ class FSDPPrecision(Precision):
 
     def __init__(self, precision: str, scaler: torch.amp.GradScaler | None = None) -> None:
         canonical = canonical_precision(precision)
-        if canonical in _MIXED:
+        if canonical in MIXED_DTYPES:
             _mixed(canonical, scaler, type(self).__name__)
         elif scaler is not None:
             raise ValueError(f"FSDPPrecision(precision={precision!r}) takes no scaler.")
@@ -136,7 +135,7 @@ class FSDPPrecision(Precision):
 
 def _mixed(precision: str, scaler: Any, name: str) -> str:
     canonical = canonical_precision(precision)
-    if canonical not in _MIXED:
+    if canonical not in MIXED_DTYPES:
         raise ValueError(f"{name}(precision={precision!r}) takes '16-mixed' or 'bf16-mixed'.")
     if scaler is not None and canonical == "bf16-mixed":
         raise ValueError(
