@@ -184,8 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     if importlib.util.find_spec("pytest_timeout") is not None:
         timeout = [f"--timeout={TEST_TIMEOUT}"]
     # -v: each test's verdict as it ends, so a part cut by its limit still names failures.
-    quiet = ["-p", "no:cacheprovider", "-p", "no:benchmark", "-v", "-rfEs"]
-    pytest = [python, "-m", "pytest", *quiet, "-n", "0", *timeout]
+    flags = ["-p", "no:cacheprovider", "-p", "no:benchmark", "-v", "-rfEs"]
+    pytest = [python, "-m", "pytest", *flags, "-n", "0", *timeout]
     # Every GPU test of the suite (in the dry run all of them skip or deselect), then
     # the device tests' CPU and CUDA cases together.
     gpu_tests = [*pytest, "-m", "gpu", "tests", "--ignore=tests/trainer/test_devices.py"]
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         # The whole suite on this machine's cores, a test per worker at a time (--dist
         # load); failures named as they happen (-v) and in the summary (-rfE).
         workers = str(max(2, min(15, (os.cpu_count() or 2) - 1)))
-        suite = [python, "-m", "pytest", *quiet, *timeout, "-n", workers, "--dist", "load"]
+        suite = [python, "-m", "pytest", *flags, *timeout, "-n", workers, "--dist", "load"]
         parts["suite"] = run_part("suite", suite, args.suite, env, args.out)
     report: dict[str, Any] = {
         "command": _report.exact_command(),
