@@ -338,10 +338,15 @@ def _against_one_device(
     return trainer, results[0], results[1]
 
 
-def _assert_same(actual: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
+def _assert_same(
+    actual: dict[str, torch.Tensor],
+    expected: dict[str, torch.Tensor],
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+) -> None:
     assert actual.keys() == expected.keys()
     for key, value in expected.items():
-        torch.testing.assert_close(actual[key], value, rtol=1e-5, atol=1e-6, msg=key)
+        torch.testing.assert_close(actual[key], value, rtol=rtol, atol=atol, msg=key)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -419,9 +424,7 @@ def test_model_parallel_with_one_process_trains_validates_and_reloads_as_one_dev
     # The same math in another order (a matmul, then the bias once the partial sums
     # are reduced), which AdamW's normalised steps amplify: the multi-process tests'
     # tolerance.
-    assert expected.keys() == got.keys()
-    for key, value in expected.items():
-        torch.testing.assert_close(got[key], value, rtol=1e-4, atol=1e-5, msg=key)
+    _assert_same(got, expected, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(parallel_losses, losses, rtol=1e-4, atol=1e-5)
 
 
