@@ -360,3 +360,41 @@ def test_is_shared_filesystem_asks_every_process(tmp_path: Path) -> None:
     ranks = run_processes(workers.shared_folders, 2, str(tmp_path), str(tmp_path / "own"))
     expected = {"common": True, "own": False, "url": True, "left_behind": False}
     assert ranks == [expected, expected]
+
+
+def test_from_compiled_and_to_uncompiled_switch_the_modules_calls() -> None:
+    from trainkit.lightning.utilities.compile import (
+        _maybe_unwrap_optimized,
+        from_compiled,
+        to_uncompiled,
+    )
+
+    torch._dynamo.reset()
+    frames: list[int] = []
+
+    def counting_backend(graph: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        frames.append(1)
+        return graph
+
+    model = Classifier()
+    compiled = torch.compile(model, backend=counting_backend)
+    module = from_compiled(compiled)
+    assert module is model
+    expected = model.net(torch.ones(2, 8))
+    torch.testing.assert_close(module(torch.ones(2, 8)), expected)
+    assert frames == [1]  # the module's own call went through torch.compile's backend
+    # A compiled module trains under a Trainer as it is.
+    trainkit.Trainer(max_steps=2, **QUIET).fit(module, loader(blobs(64), 32))
+    assert to_uncompiled(module) is model and model._compiled_call_impl is None
+    with pytest.raises(ValueError, match="not compiled"):
+        to_uncompiled(model)
+    assert to_uncompiled(compiled) is model
+    with pytest.raises(ValueError, match=r"what torch\.compile"):
+        from_compiled(model)
+    with pytest.raises(ValueError, match="compiled LightningModule"):
+        from_compiled(torch.compile(torch.nn.Linear(2, 2)))
+    assert _maybe_unwrap_optimized(model) is model
+    assert _maybe_unwrap_optimized(compiled) is model
+    with pytest.raises(TypeError, match="LightningModule"):
+        _maybe_unwrap_optimized(torch.nn.Linear(2, 2))
+    to_uncompiled(model)

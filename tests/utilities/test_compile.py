@@ -110,6 +110,75 @@ def test_training_validation_and_prediction_go_through_the_compiled_forward() ->
     assert predictions is not None and len(runs) == fitted + 1  # one prediction batch
 
 
+def _noting_backend(runs: list[bool]) -> Any:
+    # Runs each captured graph as it is, noting every run (whether autograd was on).
+    def backend(graph: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        def run(*args: Any) -> Any:
+            runs.append(torch.is_grad_enabled())
+            return graph(*args)
+
+        return run
+
+    return backend
+
+
+def test_what_torch_compile_returned_trains_as_the_module_inside_it(tmp_path: Path) -> None:
+    # Lightning's way: trainer.fit(torch.compile(model)).
+    runs: list[bool] = []
+    torch.manual_seed(0)
+    model = Classifier()
+    torch.manual_seed(0)
+    reference = Classifier()
+    compiled = torch.compile(model, backend=_noting_backend(runs))
+    options = {**QUIET, "enable_checkpointing": True, "limit_val_batches": 1}
+    trainer = trainkit.Trainer(max_steps=3, default_root_dir=str(tmp_path), **options)
+    trainer.fit(compiled, loader(blobs(96), 32), loader(blobs(32)))
+    trainkit.Trainer(max_steps=3, **QUIET, limit_val_batches=1).fit(
+        reference, loader(blobs(96), 32), loader(blobs(32))
+    )
+    assert runs.count(True) == 3  # each training step went through the compiled forward
+    assert runs.count(False) >= 2  # the sanity check and the validation at the epoch's end
+    assert trainer.lightning_module is model
+    for key, value in reference.state_dict().items():
+        torch.testing.assert_close(model.state_dict()[key], value, rtol=0, atol=0)
+    # The checkpoint holds the module's own names (no torch "_orig_mod." prefix).
+    state = torch.load(trainer.checkpoint_callback.last_model_path, weights_only=True)
+    assert set(state["state_dict"]) == set(reference.state_dict())
+    # The module is called uncompiled after the run (the wrapper still compiles).
+    assert model._compiled_call_impl is None
+    # Evaluating the module the last fit trained (model=None) compiles it as fit did.
+    fitted = len(runs)
+    trainer.validate(dataloaders=loader(blobs(32)))
+    assert len(runs) == fitted + 1
+    # ... and so does evaluating the wrapper, under another Trainer.
+    trainkit.Trainer(**QUIET).predict(compiled, loader(blobs(32)))
+    assert len(runs) == fitted + 2
+
+
+def test_compiling_twice_is_refused_with_both_ways_out() -> None:
+    compiled = torch.compile(Classifier(), backend="eager")
+    trainer = trainkit.Trainer(max_steps=1, compile=EAGER, **QUIET)
+    with pytest.raises(ValueError, match="already compiled") as error:
+        trainer.fit(compiled, loader(blobs(32)))
+    assert "Pass the module itself" in str(error.value)
+    assert "without compile" in str(error.value)
+
+
+def test_a_failure_of_the_users_own_compile_call_says_how_to_change_that_call() -> None:
+    def failing_backend(graph: Any, inputs: Any) -> Any:
+        raise RuntimeError("backend exploded\nmore lines")
+
+    model = Classifier()
+    trainer = trainkit.Trainer(max_steps=1, **QUIET)
+    with pytest.raises(CompileError) as error:
+        trainer.fit(torch.compile(model, backend=failing_backend), loader(blobs(32)))
+    message = str(error.value)
+    assert "failed compiling Classifier.forward as torch.compile(module) was asked" in message
+    assert "the module itself instead of torch.compile(module)" in message
+    assert "torch.compile(module, backend='aot_eager')" in message and "\n" not in message
+    assert model._compiled_call_impl is None
+
+
 def test_a_changing_batch_size_is_warned_about_once(tmp_path: Path) -> None:
     # Batches of 8, 5, 3, 7, 2 and 6 samples: each new shape recompiles a static forward.
     data = blobs(31)

@@ -265,7 +265,8 @@ class Strategy(Registrable, Collectives, ABC):
         """Compile the user's forward in ``module`` (from :meth:`setup_module`); return the undo.
 
         Args:
-            module: the set-up module; options: ``torch.compile``'s keyword arguments;
+            module: the set-up module; options: ``torch.compile``'s keyword arguments, or
+                the context of the user's own ``torch.compile(module)`` call;
             warn: warns once about recompilations (see ``trainkit.utilities.compile``)."""
         return compile_forward(self.unwrap(module), options, warn)
 

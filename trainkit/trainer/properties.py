@@ -4,11 +4,13 @@ Ported code reads ``trainer.max_epochs``, ``trainer.training``,
 ``trainer.checkpoint_callback`` or ``trainer.world_size`` as Lightning names
 them. Each such name is a property here that reads the object owning the
 value (the option groups, the run state, the strategy, the callback list);
-nothing here stores anything, but for one thing: running an entry point
-through the launcher, where rank 0's run may end in another process
-(``ddp_spawn``) and the Trainer adopts its report (the launcher writes nothing
-to the Trainer). The Trainer (``trainkit/trainer/trainer.py``) inherits these
-views and keeps the entry points and the set-up.
+nothing here stores anything, but for two things of launching an entry point:
+a model that ``torch.compile`` returned is taken apart (the run trains the
+module it wraps, compiled with that call's settings), and through the
+launcher rank 0's run may end in another process (``ddp_spawn``), whose report
+the Trainer adopts (the launcher writes nothing to the Trainer). The Trainer
+(``trainkit/trainer/trainer.py``) inherits these views and keeps the entry
+points and the set-up.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import math
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
@@ -31,6 +33,7 @@ from trainkit.loops.schedule import sanity_batches
 from trainkit.trainer.accelerators import Accelerator, accelerator_for
 from trainkit.trainer.fit_loop import FitLoop
 from trainkit.trainer.options import DEFAULT_MAX_EPOCHS
+from trainkit.utilities.compile import CompileContext, compiled_parts
 
 if TYPE_CHECKING:
     from trainkit.callbacks.base import Callback
@@ -72,16 +75,44 @@ class TrainerViews:
     default_root_dir: str
     _module: Module | None
     _optimization: Optimization | None
+    #: The context of the ``torch.compile(module)`` call whose result the last entry
+    #: point was given (None: it was given a module), with which runs compile it.
+    _compiled_with: CompileContext | None = None
 
     # ------------------------------------------------------------ launching
-    def _launch(self, function: Callable[..., T], *args: Any) -> T:
+    def _launch(self, function: Callable[..., T], model: Any, *args: Any) -> T:
+        model = self._take_compiled(model)
         # Through the launcher when this process must start the job's ranks first.
         if self.launcher is None:
-            return function(*args)
-        outcome = self.launcher.launch(function, *args, report=self._rank_zero_report)
+            return function(model, *args)
+        outcome = self.launcher.launch(function, model, *args, report=self._rank_zero_report)
         if outcome.report is not None:  # rank 0 ran in a process this one started
-            self._adopt(outcome.report, args[0])
+            self._adopt(outcome.report, model)
         return outcome.value
+
+    def _take_compiled(self, model: Any) -> Any:
+        # Lightning's way of compiling, trainer.fit(torch.compile(module)): the run
+        # trains the module itself (parameter names without torch's "_orig_mod."),
+        # whose forward it compiles with the same context as Trainer(compile=...)
+        # would with options. model=None (the last fit's module) keeps fit's choice.
+        if model is None:
+            return model
+        parts = compiled_parts(model)
+        self._compiled_with = None if parts is None else parts[1]
+        if parts is None:
+            return model
+        if self.hardware.compile_options is not None:
+            raise ValueError(
+                f"The model is already compiled (torch.compile returned it for your "
+                f"{type(parts[0]).__name__}), and Trainer(compile=...) would compile it a "
+                "second time. Pass the module itself to keep Trainer(compile=...), or build "
+                "the Trainer without compile to keep your torch.compile settings."
+            )
+        return parts[0]
+
+    def _compile_spec(self) -> Mapping[str, Any] | CompileContext | None:
+        """How runs compile the module's forward (None: they do not); see ``_take_compiled``."""
+        return self._compiled_with or self.hardware.compile_options
 
     def _rank_zero_report(self) -> RankZeroReport:
         # Read on rank 0, in a process the launcher started, for the caller's Trainer.

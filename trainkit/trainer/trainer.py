@@ -377,8 +377,8 @@ class Trainer(TrainerCheckpoints):
                 convert_sync_batchnorm(model, self.strategy.root_device)
             self.strategy.connect_results(self.results)  # DataParallel logs its copies' values
             precision, wrapped = self.step_slots.precision, self.strategy.connect_module(model)
-            if (options := self.hardware.compile_options) is not None:
-                uncompile = self.strategy.compile_module(wrapped, options, self.warn)
+            if (compiling := self._compile_spec()) is not None:
+                uncompile = self.strategy.compile_module(wrapped, compiling, self.warn)
             run = self._current = Run(
                 fn=fn,
                 state=state,

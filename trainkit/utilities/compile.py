@@ -1,5 +1,9 @@
 """``Trainer(compile=...)``: ``torch.compile`` on the module's forward, and what trainkit adds.
 
+The same happens when an entry point receives what ``torch.compile(module)``
+returned (Lightning's way of compiling): the run uses the module it wraps, whose
+forward is compiled with that call's own settings (:func:`compiled_parts`).
+
 The forward is compiled in place with ``nn.Module.compile`` (torch's own), after the
 strategy has wrapped the module: parameter names, and so checkpoint keys, stay
 the uncompiled ones (no ``_orig_mod.`` prefix), so a compiled run's checkpoint
@@ -23,8 +27,9 @@ trainkit adds two things around torch's machinery:
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeAlias
 
 from torch import nn
 
@@ -38,14 +43,42 @@ class CompileError(UsageError, RuntimeError):
     """``torch.compile`` is unavailable or failed; the message says what and how to go on."""
 
 
+#: A compiling context: what ``torch.compile`` wraps a function with (an
+#: ``OptimizedModule``'s ``dynamo_ctx``), carrying that call's backend and settings.
+CompileContext: TypeAlias = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def compiled_parts(model: object) -> tuple[nn.Module, CompileContext] | None:
+    """``(module, context)`` when ``model`` is what ``torch.compile(module)`` returned, else None.
+
+    Args:
+        model: anything an entry point received as its model.
+
+    Example:
+        >>> import torch
+        >>> compiled_parts(torch.nn.Linear(2, 2)) is None
+        True
+    """
+    # An OptimizedModule exists only once torch._dynamo is imported: without it,
+    # nothing to check (and nothing imported, which would cost a second).
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is None or not isinstance(model, dynamo.OptimizedModule):
+        return None
+    return model._orig_mod, model.dynamo_ctx
+
+
 def compile_forward(
-    module: nn.Module, options: Mapping[str, Any], warn: Callable[[str], None]
+    module: nn.Module,
+    how: Mapping[str, Any] | CompileContext,
+    warn: Callable[[str], None],
 ) -> Callable[[], None]:
-    """Compile ``module``'s forward in place (``module.compile(**options)``).
+    """Compile ``module``'s forward in place.
 
     Args:
         module: the user's module (its ``__call__`` goes through the compiled code).
-        options: ``torch.compile`` keyword arguments.
+        how: ``torch.compile`` keyword arguments (``module.compile(**how)``), or the
+            context of an earlier ``torch.compile(module, ...)`` call, whose settings
+            are then used (:func:`compiled_parts`).
         warn: how to warn about a recompilation for a new input shape (once).
 
     Returns:
@@ -54,8 +87,13 @@ def compile_forward(
     """
     before = module._compiled_call_impl
     name = type(module).__name__
+    by_trainer = isinstance(how, Mapping)  # else: the user's torch.compile(module) call
+    options: Mapping[str, Any] = how if isinstance(how, Mapping) else {}
     try:
-        module.compile(**options)
+        if isinstance(how, Mapping):
+            module.compile(**how)
+        else:  # what module.compile does, with the context torch.compile(module) made
+            module._compiled_call_impl = how(module._call_impl)
     except Exception as error:  # e.g. a Python version torch.compile does not support
         raise CompileError(
             f"torch.compile is not available here: {_first_line(error)} (train without it: "
@@ -71,10 +109,10 @@ def compile_forward(
         try:
             result = compiled(*args, **kwargs)
         except BackendCompilerFailed as error:
-            raise CompileError(_failure_message(name, options, error)) from None
+            raise CompileError(_failure_message(name, options, error, by_trainer)) from None
         if watch.reason is not None and not watch.warned:
             watch.warned = True
-            warn(_recompile_message(name, watch.reason))
+            warn(_recompile_message(name, watch.reason, by_trainer))
         return result
 
     module._compiled_call_impl = call
@@ -133,35 +171,44 @@ def _first_line(error: BaseException) -> str:
     return lines[0] if lines else type(error).__name__
 
 
-def _failure_message(name: str, options: Mapping[str, Any], error: BaseException) -> str:
-    backend = options.get("backend") or "inductor"
-    backend = getattr(backend, "__name__", backend)
+def _failure_message(
+    name: str, options: Mapping[str, Any], error: BaseException, by_trainer: bool = True
+) -> str:
     inner = getattr(error, "inner_exception", None) or error  # what the backend raised
     cause = f"{type(inner).__name__}: {_first_line(inner)}"
+    if by_trainer:
+        backend = options.get("backend") or "inductor"
+        backend = f"with backend {getattr(backend, '__name__', backend)!r}"
+        uncompiled, other = "compile=False", "compile={'backend': 'aot_eager'}"
+    else:  # the user's torch.compile(module, ...) call chose the backend
+        backend = "as torch.compile(module) was asked"
+        uncompiled = "the module itself instead of torch.compile(module)"
+        other = "torch.compile(module, backend='aot_eager')"
     if "compiler" in cause.lower():
         fix = (
             "install a C++ compiler (gcc or clang, e.g. apt-get install g++) or point the CXX "
-            "environment variable at one; or compile without generating code, "
-            "compile={'backend': 'aot_eager'}, or train uncompiled, compile=False"
+            f"environment variable at one; or compile without generating code, {other}, or "
+            f"train uncompiled, {uncompiled}"
         )
     else:
         fix = (
-            "train uncompiled with compile=False, or try compile={'backend': 'aot_eager'}; "
+            f"train uncompiled with {uncompiled}, or try {other}; "
             "TORCHDYNAMO_VERBOSE=1 shows torch's internal traceback"
         )
-    return (
-        f"torch.compile failed compiling {name}.forward with backend {backend!r}: {cause} ({fix})."
-    )
+    return f"torch.compile failed compiling {name}.forward {backend}: {cause} ({fix})."
 
 
-def _recompile_message(name: str, reason: str) -> str:
+def _recompile_message(name: str, reason: str, by_trainer: bool = True) -> str:
     from torch._dynamo import config
 
+    dynamic = "Trainer(compile={'dynamic': True})"
+    if not by_trainer:
+        dynamic = "torch.compile(module, dynamic=True)"
     return (
         f"torch.compile recompiled {name}.forward because an input's shape changed "
         f"({reason}). Each new shape costs another compilation, and past "
         f"torch._dynamo.config.recompile_limit ({config.recompile_limit}) the forward runs "
         "uncompiled. Give the batches one shape (DataLoader(drop_last=True), or pad the "
-        "last batch), or compile shape-generic code from the start with "
-        "Trainer(compile={'dynamic': True}). trainkit warns about this once per run."
+        f"last batch), or compile shape-generic code from the start with {dynamic}. "
+        "trainkit warns about this once per run."
     )
