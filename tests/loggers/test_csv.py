@@ -5,10 +5,14 @@ from __future__ import annotations
 import csv
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
 import yaml
 
+import trainkit
+from tests.helpers import QUIET, Classifier, blobs, loader
 from trainkit.loggers import CSVLogger
 
 
@@ -35,7 +39,7 @@ def test_rows_and_columns(tmp_path: Path) -> None:
 def test_rows_are_buffered_until_save(tmp_path: Path) -> None:
     logger = CSVLogger(tmp_path)
     logger.log_metrics({"loss": 1.0}, step=0)
-    assert not (tmp_path / "logs").exists()
+    assert not (Path(logger.log_dir) / "metrics.csv").exists()
     logger.finalize("success")
     assert _read(logger)[1] == [{"step": "0", "loss": "1.0"}]
 
@@ -119,7 +123,7 @@ def test_prefix_goes_in_front_of_every_metric_name(tmp_path: Path) -> None:
 def test_rows_reach_the_file_every_flush_logs_every_n_steps(tmp_path: Path) -> None:
     logger = CSVLogger(tmp_path, flush_logs_every_n_steps=2)
     logger.log_metrics({"loss": 1.0}, step=0)
-    assert not (tmp_path / "logs").exists()  # (0 + 1) % 2: kept
+    assert not (Path(logger.log_dir) / "metrics.csv").exists()  # (0 + 1) % 2: kept
     logger.log_metrics({"loss": 0.5}, step=1)  # (1 + 1) % 2 == 0: written, no save() needed
     assert [row["loss"] for row in _read(logger)[1]] == ["1.0", "0.5"]
 
@@ -153,3 +157,57 @@ def test_experiment_writes_the_runs_files_under_lightnings_names(tmp_path: Path)
     hparams = os.path.join(experiment.log_dir, experiment.NAME_HPARAMS_FILE)
     with open(hparams) as file:
         assert yaml.safe_load(file) == {"lr": 0.1}
+
+
+def test_a_writer_of_its_own_continues_a_file_and_keeps_every_hyperparameter(
+    tmp_path: Path,
+) -> None:
+    from trainkit.lightning.loggers.csv_logs import ExperimentWriter
+
+    folder = tmp_path / "run"
+    writer = ExperimentWriter(folder)
+    assert not folder.exists()  # nothing is made before the first write
+    writer.log_metrics({"loss": torch.tensor(0.5)}, step=3)  # a tensor is written as a number
+    writer.log_metrics({"acc": 0.75})
+    assert writer.metrics_keys == ["step", "loss", "acc"]
+    writer.save()
+    writer.log_hparams({"lr": 0.1})
+    writer.log_hparams({"layers": {"hidden": 32}})  # added to, not replacing, the first
+    with open(folder / "hparams.yaml") as file:
+        assert yaml.safe_load(file) == {"lr": 0.1, "layers": {"hidden": 32}}
+    # A second writer of the same folder (a resumed run) continues the file.
+    again = ExperimentWriter(folder)
+    again.log_metrics({"loss": 0.25}, step=4)
+    again.save()
+    with open(folder / "metrics.csv", newline="") as file:
+        rows = list(csv.DictReader(file))
+    assert rows == [
+        {"step": "3", "loss": "0.5", "acc": ""},
+        {"step": "1", "loss": "", "acc": "0.75"},
+        {"step": "4", "loss": "0.25", "acc": ""},
+    ]
+
+
+def test_a_subclass_returning_its_own_writer_gets_every_write(tmp_path: Path) -> None:
+    from trainkit.lightning.loggers.csv_logs import ExperimentWriter
+
+    seen: list[dict[str, Any]] = []
+
+    class Recording(ExperimentWriter):
+        def log_metrics(self, metrics_dict: Any, step: int | None = None) -> None:
+            seen.append(dict(metrics_dict))
+            super().log_metrics(metrics_dict, step)
+
+    class Logger(CSVLogger):
+        @property
+        def experiment(self) -> ExperimentWriter:
+            if self._experiment is None:
+                self._experiment = Recording(self.log_dir)
+            return self._experiment
+
+    logger = Logger(tmp_path)
+    options = {**QUIET, "logger": logger, "log_every_n_steps": 1}
+    trainkit.Trainer(max_steps=4, **options).fit(Classifier(), loader(blobs(128)))
+    assert [row for row in seen if "train/loss" in row]  # the Trainer's rows went through it
+    assert isinstance(logger.experiment, Recording)
+    assert [row["step"] for row in _read(logger)[1]][:4] == ["0", "1", "2", "3"]

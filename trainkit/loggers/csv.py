@@ -7,6 +7,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+import torch
+
 from trainkit.loggers._files import _write_hparams_yaml
 from trainkit.loggers._tracking import with_prefix
 from trainkit.loggers.base import FolderLogger
@@ -53,14 +55,17 @@ class CSVLogger(FolderLogger):
         super().__init__(save_dir, name, version)
         self._prefix = prefix
         self._flush_every = flush_logs_every_n_steps
-        self._pending: list[dict[str, float]] = []
-        # The header of metrics.csv as it is on disk; None until first read.
-        self._file_columns: list[str] | None = None
+        self._experiment: ExperimentWriter | None = None
 
     @property
-    def experiment(self) -> CSVExperiment:
-        """The writer of this run's files, as Lightning's ``CSVLogger.experiment`` offers it."""
-        return CSVExperiment(self)
+    def experiment(self) -> ExperimentWriter:
+        """The writer of this run's files (made at the first use); every write goes through it.
+
+        A subclass may return a writer of its own (an :class:`ExperimentWriter` subclass).
+        """
+        if self._experiment is None:
+            self._experiment = ExperimentWriter(self.log_dir)
+        return self._experiment
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         """Keep one row; rows go to the file every ``flush_logs_every_n_steps`` steps and at save.
@@ -69,47 +74,22 @@ class CSVLogger(FolderLogger):
             metrics: metric name to value.
             step: the global step the values belong to.
         """
-        # Every value as a float (the epoch arrives as an int), one format per column.
-        self._pending.append(
-            {"step": step, **with_prefix(metrics, self._prefix, self.LOGGER_JOIN_CHAR)}
-        )
+        self.experiment.log_metrics(with_prefix(metrics, self._prefix, self.LOGGER_JOIN_CHAR), step)
         if (step + 1) % self._flush_every == 0:
             self.save()
 
     def log_hyperparams(self, params: Mapping[str, Any]) -> None:
-        """Write ``params`` to ``<log_dir>/hparams.yaml``.
+        """Write ``params`` (with those logged before) to ``<log_dir>/hparams.yaml``.
 
         Args:
             params: hyperparameter name to value (nested mappings allowed).
         """
-        _write_hparams_yaml(self.log_dir, params)
+        self.experiment.log_hparams(params)
 
     def save(self) -> None:
-        """Write buffered rows: append them, or rewrite the file if the header must widen."""
-        if not self._pending:
-            return
-        path = os.path.join(self.log_dir, METRICS_FILE)
-        if self._file_columns is None:
-            # A resumed run (explicit version) may find the file of its earlier part.
-            self._file_columns = _read_header(path)
-        columns = list(self._file_columns) or ["step"]
-        for row in self._pending:
-            columns.extend(key for key in row if key not in columns)
-
-        if columns == self._file_columns:
-            with open(path, "a", newline="", encoding="utf-8") as file:
-                csv.DictWriter(file, fieldnames=columns, restval="").writerows(self._pending)
-        else:
-            # Widening the header means rewriting every row; do it atomically so a
-            # crash leaves the old file, not a truncated one.
-            old_rows = _read_rows(path)
-            with atomic_write(path) as file:
-                writer = csv.DictWriter(file, fieldnames=columns, restval="")
-                writer.writeheader()
-                writer.writerows(old_rows)
-                writer.writerows(self._pending)
-        self._file_columns = columns
-        self._pending.clear()
+        """Write the rows kept so far to ``metrics.csv``."""
+        if self._experiment is not None:  # nothing logged: no writer, and no folder claimed
+            self._experiment.save()
 
 
 def _read_header(path: str) -> list[str]:
@@ -130,14 +110,26 @@ def _read_rows(path: str) -> list[dict[str, str]]:
         return []
 
 
-class CSVExperiment:
-    """What ``CSVLogger.experiment`` returns: the run's files, under Lightning's names.
+class ExperimentWriter:
+    """The writer of one run's ``metrics.csv`` and ``hparams.yaml`` in ``log_dir``.
 
-    ``log_metrics`` and ``log_hparams`` write through the logger (rows kept until
-    ``save()`` or the next flush; ``hparams.yaml`` at once).
+    What ``CSVLogger.experiment`` returns, under Lightning's name, and usable alone.
+    Rows are kept until :meth:`save`, which appends them to ``metrics.csv``: a
+    file already there (a resumed run's) is continued, never replaced, and its
+    columns come first; a column first seen later widens the file, rewritten
+    atomically. ``hparams.yaml`` is written at each :meth:`log_hparams`. Nothing
+    is created before the first write.
 
     Args:
-        logger: the logger whose run this is.
+        log_dir: the run's folder.
+
+    Example:
+        >>> import tempfile
+        >>> writer = ExperimentWriter(tempfile.mkdtemp())
+        >>> writer.log_metrics({"loss": 0.5}, step=0)
+        >>> writer.save()
+        >>> open(writer.metrics_file_path).read().splitlines()
+        ['step,loss', '0,0.5']
     """
 
     #: The metrics file's name.
@@ -145,41 +137,70 @@ class CSVExperiment:
     #: The hyperparameters file's name.
     NAME_HPARAMS_FILE = "hparams.yaml"
 
-    def __init__(self, logger: CSVLogger) -> None:
-        self._logger = logger
+    def __init__(self, log_dir: str | os.PathLike[str]) -> None:
+        #: The run's folder.
+        self.log_dir = os.fspath(log_dir)
+        #: The path of ``metrics.csv``.
+        self.metrics_file_path = os.path.join(self.log_dir, METRICS_FILE)
+        #: The hyperparameters logged so far.
+        self.hparams: dict[str, Any] = {}
+        #: The rows logged and not yet written to the file.
+        self.metrics: list[dict[str, Any]] = []
+        # The header of metrics.csv as it is on disk; None until first read.
+        self._file_columns: list[str] | None = None
 
     @property
-    def log_dir(self) -> str:
-        """The run's folder (``<save_dir>/<name>/version_<N>``)."""
-        return self._logger.log_dir
+    def metrics_keys(self) -> list[str]:
+        """The file's columns once the rows kept are written: ``step``, then by first use."""
+        columns = list(self._on_disk()) or ["step"]
+        for row in self.metrics:
+            columns.extend(key for key in row if key not in columns)
+        return columns
 
-    @property
-    def metrics_file_path(self) -> str:
-        """The path of ``metrics.csv``."""
-        return os.path.join(self.log_dir, METRICS_FILE)
-
-    @property
-    def metrics(self) -> list[dict[str, float]]:
-        """The rows logged and not yet written to the file."""
-        return self._logger._pending
-
-    def log_metrics(self, metrics_dict: Mapping[str, float], step: int | None = None) -> None:
-        """Keep one row (``step``: the number of rows waiting, when None).
+    def log_metrics(self, metrics_dict: Mapping[str, Any], step: int | None = None) -> None:
+        """Keep one row (tensors as numbers).
 
         Args:
             metrics_dict: metric name to value.
-            step: the row's step.
+            step: the row's step (None: the number of rows waiting).
         """
-        self._logger.log_metrics(metrics_dict, len(self.metrics) if step is None else step)
+        row: dict[str, Any] = {"step": len(self.metrics) if step is None else step}
+        for name, value in metrics_dict.items():
+            row[name] = value.item() if isinstance(value, torch.Tensor) else value
+        self.metrics.append(row)
 
     def log_hparams(self, params: Mapping[str, Any]) -> None:
-        """Write ``params`` to ``hparams.yaml``.
+        """Add ``params`` to the hyperparameters and write them all to ``hparams.yaml``.
 
         Args:
-            params: hyperparameter name to value.
+            params: hyperparameter name to value (nested mappings allowed).
         """
-        self._logger.log_hyperparams(params)
+        self.hparams.update(params)
+        _write_hparams_yaml(self.log_dir, self.hparams)
 
     def save(self) -> None:
-        """Write the waiting rows to ``metrics.csv``."""
-        self._logger.save()
+        """Write the rows kept: append them, or rewrite the file if its header must widen."""
+        if not self.metrics:
+            return
+        columns = self.metrics_keys
+        path = self.metrics_file_path
+        if columns == self._on_disk():
+            with open(path, "a", newline="", encoding="utf-8") as file:
+                csv.DictWriter(file, fieldnames=columns, restval="").writerows(self.metrics)
+        else:
+            # Widening the header means rewriting every row; do it atomically so a
+            # crash leaves the old file, not a truncated one.
+            old_rows = _read_rows(path)
+            with atomic_write(path) as file:
+                writer = csv.DictWriter(file, fieldnames=columns, restval="")
+                writer.writeheader()
+                writer.writerows(old_rows)
+                writer.writerows(self.metrics)
+        self._file_columns = columns
+        self.metrics.clear()
+
+    def _on_disk(self) -> list[str]:
+        if self._file_columns is None:
+            # A resumed run (explicit version) may find the file of its earlier part.
+            self._file_columns = _read_header(self.metrics_file_path)
+        return self._file_columns

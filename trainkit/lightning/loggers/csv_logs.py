@@ -3,5 +3,6 @@
 from __future__ import annotations
 
 from trainkit.loggers import CSVLogger
+from trainkit.loggers.csv import ExperimentWriter
 
-__all__ = ["CSVLogger"]
+__all__ = ["CSVLogger", "ExperimentWriter"]
