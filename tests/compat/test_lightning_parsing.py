@@ -174,10 +174,11 @@ def test_lightning_getattr_reads_the_model_then_its_hparams() -> None:
 
     assert not lightning_hasattr(model, "batch_size")  # no Trainer, so no DataModule
     with pytest.raises(
-        AttributeError, match=r"Attributes has no 'batch_size'.*Set self\.batch_size"
+        AttributeError,
+        match=r"'batch_size' is neither an attribute of Attributes.*self\.batch_size = ",
     ):
         lightning_getattr(model, "batch_size")
-    with pytest.raises(AttributeError, match="give the DataModule that attribute"):
+    with pytest.raises(AttributeError, match="Store it in one of these places"):
         lightning_setattr(model, "batch_size", 8)
 
 
@@ -201,7 +202,7 @@ def test_lightning_getattr_finds_the_datamodules_attribute_during_and_after_fit(
     plain = Classifier()  # fitted on dataloaders: the Trainer has no DataModule
     trainkit.Trainer(max_steps=1, **QUIET).fit(plain, loader(blobs(64), 32))
     assert not lightning_hasattr(plain, "batch_size")
-    with pytest.raises(AttributeError, match="Classifier has no 'batch_size'"):
+    with pytest.raises(AttributeError, match="'batch_size' is neither an attribute of Classifier"):
         lightning_getattr(plain, "batch_size")
 
 

@@ -166,3 +166,21 @@ def test_scaling_leaves_the_run_and_the_folder_as_they_were(tmp_path: Path) -> N
     assert (trainer.global_step, trainer.current_epoch) == (0, 0)
     assert torch.equal(torch.get_rng_state(), rng)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_value_held_twice_is_read_from_the_datamodule_and_written_to_both() -> None:
+    # Lightning's rule: the last place found (the DataModule, which builds the
+    # loaders) gives the value; every place gets the new one.
+    from trainkit.tuner.values import get_attribute, set_attribute
+
+    model, data = Classifier(), BlobData(batch_size=32)
+    model.hparams["batch_size"] = 16
+    trainer = trainkit.Trainer(**QUIET)
+    trainer.datamodule = data
+    assert get_attribute(trainer, model, "batch_size") == 32
+    set_attribute(trainer, model, "batch_size", 64)
+    assert model.hparams["batch_size"] == 64 and data.batch_size == 64
+    trainer.datamodule = None
+    assert get_attribute(trainer, model, "batch_size") == 64
+    with pytest.raises(AttributeError, match="'nope' is neither an attribute of the model"):
+        get_attribute(trainer, model, "nope")

@@ -1,14 +1,16 @@
 """Where a tuned value lives: the Module, its ``hparams``, the DataModule or its ``hparams``.
 
-Lightning's rule (``lightning_hasattr`` / ``lightning_getattr`` / ``lightning_setattr``):
-an attribute of the Module, a key of ``model.hparams``, an attribute of the
-run's DataModule, or a key of its ``hparams``. The value is read from the first
-place that has it, in that order, and written to every place that has it.
+Lightning's rule (``lightning_hasattr`` / ``lightning_getattr`` / ``lightning_setattr``,
+also in ``trainkit.lightning.utilities.parsing``, which use these functions): an
+attribute of the Module, a key of ``model.hparams``, an attribute of the run's
+DataModule, or a key of its ``hparams``, looked at in that order. The value is
+read from the last place that has it (the DataModule's, which builds the
+dataloaders, over the Module's) and written to every place that has it.
 """
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -16,18 +18,65 @@ if TYPE_CHECKING:
     from trainkit.trainer.trainer import Trainer
 
 
-def _holders(trainer: Trainer, module: Module, name: str) -> list[Any]:
+def holders(module: Any, datamodule: Any, name: str) -> list[Any]:
+    """The places that hold ``name``, in lookup order (objects, or ``hparams`` mappings).
+
+    Args:
+        module: the Module.
+        datamodule: the run's DataModule (None: none).
+        name: the attribute's name.
+    """
     found: list[Any] = []
-    owners: list[Any] = [module]
-    if trainer.datamodule is not None:
-        owners.append(trainer.datamodule)
-    for owner in owners:
+    for owner in (module, datamodule):
+        if owner is None:
+            continue
         if hasattr(owner, name):
             found.append(owner)
         hparams = getattr(owner, "hparams", None)
-        if isinstance(hparams, MutableMapping) and name in hparams:
+        if isinstance(hparams, Mapping) and name in hparams:
             found.append(hparams)
     return found
+
+
+def read(places: list[Any], name: str) -> Any:
+    """The value of ``name`` in the last of ``places`` (from :func:`holders`; not empty).
+
+    Args:
+        places: where ``name`` is held.
+        name: the attribute's name.
+    """
+    last = places[-1]
+    return last[name] if isinstance(last, Mapping) else getattr(last, name)
+
+
+def write(places: list[Any], name: str, value: Any) -> None:
+    """Set ``name`` to ``value`` in each of ``places`` (from :func:`holders`).
+
+    Args:
+        places: where ``name`` is held.
+        name: the attribute's name.
+        value: the new value.
+    """
+    for place in places:
+        if isinstance(place, MutableMapping):
+            place[name] = value
+        else:
+            setattr(place, name, value)
+
+
+def missing(name: str, owner: str = "the model") -> AttributeError:
+    """The error for a ``name`` none of the places holds, saying where to put it.
+
+    Args:
+        name: the attribute's name.
+        owner: what was asked (e.g. the Module's class name).
+    """
+    return AttributeError(
+        f"{name!r} is neither an attribute of {owner} nor a key of its hparams, nor an "
+        "attribute or hparams key of the DataModule its Trainer runs. Store it in one of "
+        f"these places (self.{name} = ... in __init__, or self.save_hyperparameters() with "
+        "that argument)."
+    )
 
 
 def find_attribute(trainer: Trainer, module: Module, name: str) -> bool:
@@ -38,22 +87,21 @@ def find_attribute(trainer: Trainer, module: Module, name: str) -> bool:
         module: the Module.
         name: the attribute's name.
     """
-    return bool(_holders(trainer, module, name))
+    return bool(holders(module, trainer.datamodule, name))
 
 
 def get_attribute(trainer: Trainer, module: Module, name: str) -> Any:
-    """The value of ``name`` from the first place that holds it.
+    """The value of ``name`` from the last place that holds it.
 
     Args:
         trainer: the Trainer (its DataModule).
         module: the Module.
         name: the attribute's name.
     """
-    holders = _holders(trainer, module, name)
-    if not holders:
-        raise AttributeError(_missing(name))
-    first = holders[0]
-    return first[name] if isinstance(first, MutableMapping) else getattr(first, name)
+    places = holders(module, trainer.datamodule, name)
+    if not places:
+        raise missing(name)
+    return read(places, name)
 
 
 def set_attribute(trainer: Trainer, module: Module, name: str, value: Any) -> None:
@@ -65,19 +113,7 @@ def set_attribute(trainer: Trainer, module: Module, name: str, value: Any) -> No
         name: the attribute's name.
         value: the new value.
     """
-    holders = _holders(trainer, module, name)
-    if not holders:
-        raise AttributeError(_missing(name))
-    for holder in holders:
-        if isinstance(holder, MutableMapping):
-            holder[name] = value
-        else:
-            setattr(holder, name, value)
-
-
-def _missing(name: str) -> str:
-    return (
-        f"{name!r} is neither an attribute of the model nor a key of model.hparams, nor "
-        "an attribute or hparams key of the DataModule. Store it in one of these places "
-        "(e.g. self.save_hyperparameters() with that argument)."
-    )
+    places = holders(module, trainer.datamodule, name)
+    if not places:
+        raise missing(name)
+    write(places, name, value)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainkit.core.hyperparameters import AttributeDict
 from trainkit.lightning.utilities.rank_zero import rank_zero_warn
+from trainkit.tuner import values
 
 if TYPE_CHECKING:
     from trainkit.core.module import Module
@@ -231,37 +232,17 @@ def _constructed_object(frame: FrameType) -> Any:
     # The code must be the __init__ of a class of the object (decorated ones unwrapped),
     # so a function that merely has that name does not count.
     for cls in type(obj).__mro__:
-        init = cls.__dict__.get("__init__")
+        init = getattr(cls, "__init__", None)  # each class's own, or the one it inherits
         if init is not None and getattr(inspect.unwrap(init), "__code__", None) is code:
             return obj
     return None
 
 
 def _attribute_holders(model: Module, attribute: str) -> list[Any]:
-    """Where ``attribute`` is found, in lookup order: the model, ``model.hparams``, the
-    Trainer's DataModule, its ``hparams``."""
-    owners: list[Any] = [model]
+    # The tuner's rule (trainkit.tuner.values): the model, its hparams, the DataModule
+    # of the Trainer it is attached to, its hparams.
     trainer = getattr(model, "_trainer", None)  # not model.trainer: that raises without one
-    datamodule = getattr(trainer, "datamodule", None)
-    if datamodule is not None:
-        owners.append(datamodule)
-    holders: list[Any] = []
-    for owner in owners:
-        if hasattr(owner, attribute):
-            holders.append(owner)
-        hparams = getattr(owner, "hparams", None)
-        if hparams is not None and attribute in hparams:
-            holders.append(hparams)
-    return holders
-
-
-def _not_found(model: Module, attribute: str) -> AttributeError:
-    return AttributeError(
-        f"{type(model).__name__} has no {attribute!r}: it is not an attribute of the model, "
-        "not a key of model.hparams, and not an attribute or hparams key of the DataModule "
-        f"its Trainer runs. Set self.{attribute} in __init__, record it with "
-        "self.save_hyperparameters(), or give the DataModule that attribute."
-    )
+    return values.holders(model, getattr(trainer, "datamodule", None), attribute)
 
 
 def lightning_hasattr(model: Module, attribute: str) -> bool:
@@ -311,9 +292,8 @@ def lightning_getattr(model: Module, attribute: str) -> Any:
     """
     holders = _attribute_holders(model, attribute)
     if not holders:
-        raise _not_found(model, attribute)
-    holder = holders[-1]
-    return holder[attribute] if isinstance(holder, Mapping) else getattr(holder, attribute)
+        raise values.missing(attribute, type(model).__name__)
+    return values.read(holders, attribute)
 
 
 def lightning_setattr(model: Module, attribute: str, value: Any) -> None:
@@ -345,9 +325,5 @@ def lightning_setattr(model: Module, attribute: str, value: Any) -> None:
     """
     holders = _attribute_holders(model, attribute)
     if not holders:
-        raise _not_found(model, attribute)
-    for holder in holders:
-        if isinstance(holder, MutableMapping):
-            holder[attribute] = value
-        else:
-            setattr(holder, attribute, value)
+        raise values.missing(attribute, type(model).__name__)
+    values.write(holders, attribute, value)
