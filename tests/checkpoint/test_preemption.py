@@ -187,6 +187,35 @@ def test_one_process_stops_for_its_own_signal_and_exits_with_its_status() -> Non
     assert not preemption.interrupted and preemption.exit_code == 0
 
 
+def test_a_sigterm_stop_ends_fit_with_lightnings_sigterm_exception(tmp_path: Path) -> None:
+    from trainkit.checkpoint.preemption import SIGTERMException
+    from trainkit.lightning.utilities.exceptions import SIGTERMException as LightningName
+
+    class TermAtStep(trainkit.Callback):
+        def on_train_batch_end(self, trainer: trainkit.Trainer, *args: Any) -> None:
+            if trainer.global_step == 2:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    trainer = trainkit.Trainer(
+        max_epochs=5,
+        default_root_dir=str(tmp_path),
+        callbacks=[TermAtStep()],
+        **{**QUIET, "enable_checkpointing": True},
+    )
+    # Code that catches Lightning's exception around fit runs, after the save.
+    with pytest.raises(LightningName) as stop:
+        trainer.fit(Classifier(), loader(blobs(256)))
+    assert LightningName is SIGTERMException and isinstance(stop.value, SystemExit)
+    assert stop.value.code == 0 and trainer.global_step == 2
+    assert torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 2
+    # Another signal's stop is a plain SystemExit.
+    preemption = Preemption()
+    preemption.stopped_by = int(signal.SIGINT)
+    with pytest.raises(SystemExit) as other:
+        preemption.finish_fit(tmp_path / "x.ckpt", announce=False)
+    assert not isinstance(other.value, SIGTERMException) and other.value.code == 130
+
+
 # ------------------------------------------------------------------- Ctrl-C
 class InterruptAtStep(trainkit.Callback):
     """Sends this process SIGINT after step ``step``, as a terminal's Ctrl-C would."""

@@ -151,6 +151,46 @@ def test_bars_draw_with_bar_format(capsys: pytest.CaptureFixture[str]) -> None:
     assert "[4 of 4 batches]" in capsys.readouterr().out
 
 
+def test_a_bar_built_with_lightnings_tqdm_class_is_the_one_drawn(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # As Lightning's docs show: override init_train_tqdm and build the bar with Tqdm.
+    from trainkit.lightning.callbacks.progress.tqdm_progress import Tqdm, convert_inf
+
+    built: list[Any] = []
+
+    class Own(TQDMProgressBar):
+        def init_train_tqdm(self) -> Tqdm:
+            bar = Tqdm(desc="own bar", position=0, leave=True, file=__import__("sys").stdout)
+            built.append(bar)
+            return bar
+
+    trainer = trainkit.Trainer(max_epochs=1, callbacks=[Own(plain=False)], **BARS)
+    trainer.fit(Classifier(), loader(blobs(32), 8))
+    out = capsys.readouterr().out
+    assert len(built) == 1 and isinstance(built[0], Tqdm)
+    # Drawn from its creation until the epoch's end (described "Epoch 0" then, as Lightning).
+    assert "own bar" in out and "Epoch 0: 100%" in out and "4/4" in out
+    built[0].set_postfix(half=0.5)  # a number given to the bar: padded to one width
+    assert built[0].postfix == "half=0.500"
+    assert convert_inf(float("inf")) is None and convert_inf(None) is None
+    assert convert_inf(4) == 4
+
+
+def test_get_standard_metrics_is_what_bars_show_before_the_logged_values(
+    tmp_path: Any,
+) -> None:
+    from trainkit.lightning.callbacks.progress.progress_bar import get_standard_metrics
+
+    assert get_standard_metrics(trainkit.Trainer(**QUIET)) == {}
+    logged = trainkit.Trainer(logger=trainkit.loggers.CSVLogger(tmp_path, version=7))
+    assert get_standard_metrics(logged) == {"v_num": 7}
+    dated = trainkit.Trainer(logger=trainkit.loggers.CSVLogger(tmp_path, version="2026_11_27"))
+    assert get_standard_metrics(dated) == {"v_num": "1_27"}
+    # The bar's own metrics start with them.
+    assert TQDMProgressBar().get_metrics(logged, Classifier()) == {"v_num": 7}
+
+
 class RichProbe(RichProgressBar):
     """A terminal bar that reads its sanity-check task and redraws a renamed training bar."""
 

@@ -12,6 +12,7 @@ import importlib
 import importlib.util
 
 import pytest
+import torch
 
 import trainkit
 from trainkit import callbacks, loggers, profilers
@@ -23,6 +24,12 @@ from trainkit.cli.lightning_parser import (
 )
 from trainkit.core import types
 from trainkit.core.hyperparameters import HyperparametersMixin
+from trainkit.lightning.callbacks import finetuning as lightning_finetuning
+from trainkit.lightning.callbacks import prediction_writer as lightning_writer
+from trainkit.lightning.callbacks import timer as lightning_timer
+from trainkit.lightning.callbacks.progress import progress_bar as lightning_progress_bar
+from trainkit.lightning.callbacks.progress import tqdm_progress
+from trainkit.lightning.core import optimizer as lightning_optimizer
 from trainkit.lightning.core import saving
 from trainkit.lightning.demos import lstm as demo_lstm
 from trainkit.lightning.demos import mnist_datamodule
@@ -33,11 +40,13 @@ from trainkit.lightning.demos.boring_classes import (
     ManualOptimBoringModel,
     RandomDataset,
 )
+from trainkit.lightning.loggers import csv_logs
 from trainkit.lightning.loggers import logger as lightning_logger
 from trainkit.lightning.plugins import environments, layer_sync
 from trainkit.lightning.plugins import io as plugin_io
 from trainkit.lightning.plugins import precision as lightning_precision
 from trainkit.lightning.strategies.parallel import ParallelStrategy
+from trainkit.lightning.utilities import compile as lightning_compile
 from trainkit.lightning.utilities import data as lightning_data
 from trainkit.lightning.utilities import distributed as lightning_distributed
 from trainkit.lightning.utilities import (
@@ -46,11 +55,14 @@ from trainkit.lightning.utilities import (
     memory,
     model_helpers,
     model_summary,
+    parameter_tying,
 )
 from trainkit.lightning.utilities import imports as lightning_imports
+from trainkit.lightning.utilities import parsing as lightning_parsing
 from trainkit.lightning.utilities import rank_zero as lightning_rank_zero
 from trainkit.lightning.utilities import seed as lightning_seed
 from trainkit.lightning.utilities import warnings as lightning_warnings
+from trainkit.lightning.utilities.model_summary import model_summary as summary_module
 from trainkit.loops import state
 from trainkit.trainer import accelerators
 from trainkit.tuner import Tuner
@@ -191,6 +203,42 @@ PATHS = [
     ("utilities.model_helpers", "get_torchvision_model", model_helpers.get_torchvision_model),
     ("utilities.imports", "_TORCHVISION_AVAILABLE", lightning_imports._TORCHVISION_AVAILABLE),
     ("utilities.imports", "_RICH_AVAILABLE", lightning_imports._RICH_AVAILABLE),
+    # Deeper paths that projects import.
+    ("utilities.model_summary.model_summary", "ModelSummary", model_summary.ModelSummary),
+    ("utilities.model_summary.model_summary", "summarize", summary_module.summarize),
+    ("utilities.model_summary", "summarize", summary_module.summarize),
+    ("utilities.model_summary", "get_human_readable_count", model_summary.get_human_readable_count),
+    (
+        "utilities.model_summary.model_summary",
+        "get_formatted_model_size",
+        summary_module.get_formatted_model_size,
+    ),
+    ("callbacks.progress.tqdm_progress", "Tqdm", tqdm_progress.Tqdm),
+    ("callbacks.progress.tqdm_progress", "convert_inf", tqdm_progress.convert_inf),
+    (
+        "callbacks.progress.progress_bar",
+        "get_standard_metrics",
+        lightning_progress_bar.get_standard_metrics,
+    ),
+    ("callbacks.prediction_writer", "WriteInterval", lightning_writer.WriteInterval),
+    ("callbacks.timer", "Interval", lightning_timer.Interval),
+    ("callbacks.finetuning", "multiplicative", lightning_finetuning.multiplicative),
+    ("core.optimizer", "do_nothing_closure", lightning_optimizer.do_nothing_closure),
+    ("loggers.logger", "merge_dicts", lightning_logger.merge_dicts),
+    ("loggers.csv_logs", "ExperimentWriter", csv_logs.ExperimentWriter),
+    ("trainer.states", "TrainerState", state.RunState),
+    ("trainer.states", "TrainerStatus", state.TrainerStatus),
+    ("utilities.data", "extract_batch_size", lightning_data.extract_batch_size),
+    ("utilities.data", "has_len_all_ranks", lightning_data.has_len_all_ranks),
+    ("utilities.exceptions", "SIGTERMException", exceptions.SIGTERMException),
+    ("utilities.types", "DistributedDataParallel", torch.nn.parallel.DistributedDataParallel),
+    ("utilities.compile", "from_compiled", lightning_compile.from_compiled),
+    ("utilities.compile", "to_uncompiled", lightning_compile.to_uncompiled),
+    ("utilities", "is_picklable", lightning_parsing.is_picklable),
+    ("utilities.parsing", "lightning_getattr", lightning_parsing.lightning_getattr),
+    ("utilities.parsing", "get_init_args", lightning_parsing.get_init_args),
+    ("utilities", "find_shared_parameters", parameter_tying.find_shared_parameters),
+    ("utilities.parameter_tying", "set_shared_parameters", parameter_tying.set_shared_parameters),
 ]
 
 

@@ -287,3 +287,24 @@ def shared_folders(common: str, own_root: str) -> dict[str, bool]:
     trainer.fit(Classifier(), DataLoader(blobs(16), batch_size=4))
     seen["left_behind"] = any(Path(common).glob(".trainkit-shared-*"))
     return seen
+
+
+def loader_lengths(empty_rank: int, allow: bool) -> str:
+    """has_len_all_ranks inside a DDP fit, where rank ``empty_rank``'s loader is empty:
+    what it returned, or the error it raised."""
+    from trainkit.lightning.utilities.data import has_len_all_ranks
+
+    rank = int(os.environ["RANK"])
+    loader = DataLoader(blobs(0 if rank == empty_rank else 8), batch_size=4)
+    outcome: list[str] = []
+
+    class Probe(trainkit.Callback):
+        def on_train_start(self, trainer: trainkit.Trainer, module: trainkit.Module) -> None:
+            try:
+                outcome.append(str(has_len_all_ranks(loader, trainer.strategy, allow)))
+            except RuntimeError as error:
+                outcome.append(f"RuntimeError: {error}")
+
+    trainer = trainkit.Trainer(max_steps=1, strategy="ddp", callbacks=[Probe()], **QUIET)
+    trainer.fit(Classifier(), DataLoader(blobs(16), batch_size=4))
+    return outcome[0]

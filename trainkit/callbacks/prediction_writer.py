@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from trainkit.callbacks.base import Callback
@@ -11,6 +12,24 @@ if TYPE_CHECKING:
     from trainkit.trainer.trainer import Trainer
 
 _INTERVALS = ("batch", "epoch", "batch_and_epoch")
+
+
+class WriteInterval(str, Enum):
+    """When a :class:`BasePredictionWriter` writes (Lightning's names); equal to the strings."""
+
+    BATCH = "batch"
+    EPOCH = "epoch"
+    BATCH_AND_EPOCH = "batch_and_epoch"
+
+    @property
+    def on_batch(self) -> bool:
+        """Whether ``write_on_batch_end`` is called."""
+        return self in (WriteInterval.BATCH, WriteInterval.BATCH_AND_EPOCH)
+
+    @property
+    def on_epoch(self) -> bool:
+        """Whether ``write_on_epoch_end`` is called."""
+        return self in (WriteInterval.EPOCH, WriteInterval.BATCH_AND_EPOCH)
 
 
 class BasePredictionWriter(Callback):
@@ -31,7 +50,7 @@ class BasePredictionWriter(Callback):
             raise ValueError(
                 f"write_interval={write_interval!r} must be one of {list(_INTERVALS)}."
             )
-        self.interval = write_interval
+        self.interval = WriteInterval(write_interval)
         self._predictions: dict[int, list[Any]] = {}
 
     def write_on_batch_end(
@@ -89,16 +108,16 @@ class BasePredictionWriter(Callback):
         dataloader_idx: int = 0,
     ) -> None:
         """Write the batch's prediction, or keep it for the end."""
-        if self.interval in ("batch", "batch_and_epoch"):
+        if self.interval.on_batch:
             self.write_on_batch_end(
                 trainer, module, outputs, None, batch, batch_idx, dataloader_idx
             )
-        if self.interval in ("epoch", "batch_and_epoch"):
+        if self.interval.on_epoch:
             self._predictions.setdefault(dataloader_idx, []).append(outputs)
 
     def on_predict_epoch_end(self, trainer: Trainer, module: Module) -> None:
         """Write every prediction (epoch interval)."""
-        if self.interval in ("epoch", "batch_and_epoch"):
+        if self.interval.on_epoch:
             per_loader = [self._predictions[k] for k in sorted(self._predictions)]
             predictions = per_loader[0] if len(per_loader) == 1 else per_loader
             self.write_on_epoch_end(trainer, module, predictions, None)

@@ -179,6 +179,27 @@ class _Track:
         return parts
 
 
+def standard_metrics(trainer: Any) -> dict[str, Any]:
+    """What every bar shows before the logged values: the loggers' version as ``v_num``.
+
+    One logger's version as it is (a long string, such as a date or a hash: its
+    last 4 characters); several loggers' distinct versions joined with ``_``;
+    nothing without a logger or a version.
+
+    Args:
+        trainer: the running Trainer.
+    """
+    versions = []
+    for logger in getattr(trainer, "loggers", None) or []:
+        version = getattr(logger, "version", None)
+        if version not in (None, "") and version not in versions:
+            versions.append(version)
+    if not versions:
+        return {}
+    version = versions[0] if len(versions) == 1 else "_".join(map(str, versions))
+    return {"v_num": version[-4:] if isinstance(version, str) else version}
+
+
 class ProgressBar(Callback):
     """The base of progress bars: Lightning's ``ProgressBar``; rank 0 only.
 
@@ -393,16 +414,7 @@ class ProgressBar(Callback):
         Returns:
             Name to value (numbers, or a version string).
         """
-        shown: dict[str, Any] = {}
-        versions = []
-        for logger in getattr(trainer, "loggers", None) or []:
-            version = getattr(logger, "version", None)
-            if version is not None and version not in versions:
-                versions.append(version)
-        if versions:
-            version = versions[0] if len(versions) == 1 else "_".join(map(str, versions))
-            # Long version strings (dates, hashes) show their last 4 characters.
-            shown["v_num"] = version[-4:] if isinstance(version, str) else version
+        shown = standard_metrics(trainer)
         shown.update(trainer.progress_bar_metrics)
         return shown
 

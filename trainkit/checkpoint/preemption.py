@@ -120,6 +120,15 @@ def _say_interrupted() -> None:
         )
 
 
+class SIGTERMException(SystemExit):
+    """How ``fit`` ends the process after stopping for SIGTERM (its checkpoint saved).
+
+    A ``SystemExit`` (status 0): uncaught, the process ends as after any stop for a
+    signal. Code that catches it around ``trainer.fit`` (Lightning's name for it)
+    runs before the process ends.
+    """
+
+
 class Preemption:
     """Records a preemption signal or Ctrl-C; the loop asks :meth:`agree` at resume points.
 
@@ -201,7 +210,7 @@ class Preemption:
                 f"{os.fspath(checkpoint)}; restart with ckpt_path='last' to continue.",
                 flush=True,
             )
-        raise SystemExit(code)
+        raise SIGTERMException(code) if name == "SIGTERM" else SystemExit(code)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         # Only set a flag: the step in progress finishes, and the loop saves at the

@@ -129,6 +129,11 @@ class RunState:
         return self.status == "finished"
 
     @property
+    def stopped(self) -> bool:
+        """Whether the last run was interrupted (an error, Ctrl-C or a signal's stop)."""
+        return self.status == "interrupted"
+
+    @property
     def sanity_checking(self) -> bool:
         """Whether the pre-fit validation sanity check runs."""
         return self.stage == "sanity_check"

@@ -3,5 +3,6 @@
 from __future__ import annotations
 
 from trainkit.callbacks import BackboneFinetuning, BaseFinetuning
+from trainkit.callbacks.finetuning import multiplicative
 
-__all__ = ["BackboneFinetuning", "BaseFinetuning"]
+__all__ = ["BackboneFinetuning", "BaseFinetuning", "multiplicative"]

@@ -3,5 +3,6 @@
 from __future__ import annotations
 
 from trainkit.callbacks import BasePredictionWriter
+from trainkit.callbacks.prediction_writer import WriteInterval
 
-__all__ = ["BasePredictionWriter"]
+__all__ = ["BasePredictionWriter", "WriteInterval"]

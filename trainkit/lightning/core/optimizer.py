@@ -12,7 +12,11 @@ from typing import Any
 from trainkit.core.optim import ManagedOptimizer as LightningOptimizer
 from trainkit.lightning._missing import missing
 
-__all__ = ["LightningOptimizer"]
+__all__ = ["LightningOptimizer", "do_nothing_closure"]
+
+
+def do_nothing_closure() -> None:
+    """A closure for ``optimizer.step(closure)`` that computes nothing (the loss is computed)."""
 
 
 def __getattr__(name: str) -> Any:

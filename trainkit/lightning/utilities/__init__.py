@@ -10,6 +10,11 @@ from trainkit.lightning._missing import missing
 from trainkit.lightning.utilities.data import suggested_max_num_workers
 from trainkit.lightning.utilities.distributed import is_shared_filesystem
 from trainkit.lightning.utilities.enums import GradClipAlgorithmType, LightningEnum
+from trainkit.lightning.utilities.parameter_tying import (
+    find_shared_parameters,
+    set_shared_parameters,
+)
+from trainkit.lightning.utilities.parsing import is_picklable
 from trainkit.lightning.utilities.rank_zero import (
     rank_zero_deprecation,
     rank_zero_info,
@@ -28,7 +33,9 @@ __all__ = [
     "GradClipAlgorithmType",
     "LightningEnum",
     "disable_possible_user_warnings",
+    "find_shared_parameters",
     "grad_norm",
+    "is_picklable",
     "is_shared_filesystem",
     "measure_flops",
     "move_data_to_device",
@@ -37,6 +44,7 @@ __all__ = [
     "rank_zero_only",
     "rank_zero_warn",
     "seed_everything",
+    "set_shared_parameters",
     "suggested_max_num_workers",
 ]
 

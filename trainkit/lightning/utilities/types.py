@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from torch.nn.parallel import DistributedDataParallel
+
 from trainkit.core import types
 from trainkit.core.types import (  # noqa: F401 - Lightning's names, listed in types.__all__
     EVAL_DATALOADERS,
@@ -17,4 +19,5 @@ from trainkit.core.types import (  # noqa: F401 - Lightning's names, listed in t
     OptimizerLRSchedulerConfig,
 )
 
-__all__ = list(types.__all__)
+# torch's class, which Lightning's module lists among its names too.
+__all__ = [*types.__all__, "DistributedDataParallel"]

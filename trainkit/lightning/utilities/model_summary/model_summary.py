@@ -1,22 +1,17 @@
-"""Lightning's ``lightning.pytorch.utilities.model_summary`` names, on trainkit's summary.
+"""Lightning's ``lightning.pytorch.utilities.model_summary.model_summary``, on trainkit's summary.
 
 ``ModelSummary(model, max_depth=1)`` prints the table ``Trainer.fit`` prints (str()),
 and answers Lightning's questions about it: the listed layers' names, types and
-parameter counts, and the totals.
+parameter counts, and the totals. ``summarize(module, max_depth)`` returns one.
 """
 
 from __future__ import annotations
 
 from torch import nn
 
-from trainkit.callbacks.model_summary import (
-    format_table,
-    human_readable_count,
-    summarize,
-    summary_table,
-)
+from trainkit.callbacks.model_summary import format_table, human_readable_count, summary_table
 
-__all__ = ["ModelSummary", "get_human_readable_count", "summarize"]
+__all__ = ["ModelSummary", "get_formatted_model_size", "get_human_readable_count", "summarize"]
 
 
 class ModelSummary:
@@ -97,3 +92,32 @@ class ModelSummary:
 def get_human_readable_count(number: int) -> str:
     """``number`` with a K, M, B or T suffix, as the summary shows parameter counts."""
     return human_readable_count(number)
+
+
+def get_formatted_model_size(total_model_size: float) -> str:
+    """A size in MB as the summary prints it: three decimals, thousands separated.
+
+    Args:
+        total_model_size: the size in MB (``ModelSummary.model_size``).
+
+    Example:
+        >>> get_formatted_model_size(1234.56789)
+        '1,234.568'
+    """
+    return f"{total_model_size:,.3f}"
+
+
+def summarize(lightning_module: nn.Module, max_depth: int = 1) -> ModelSummary:
+    """The summary of ``lightning_module``'s layers down to ``max_depth`` (print it for the table).
+
+    Args:
+        lightning_module: the model to describe.
+        max_depth: how deep to list submodules (1: direct children; -1: all; 0: totals only).
+
+    Example:
+        >>> import torch
+        >>> summary = summarize(torch.nn.Sequential(torch.nn.Linear(4, 2)))
+        >>> summary.total_parameters, "Total params" in str(summary)
+        (10, True)
+    """
+    return ModelSummary(lightning_module, max_depth=max_depth)

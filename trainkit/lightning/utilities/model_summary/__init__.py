@@ -1,0 +1,16 @@
+"""Lightning's ``lightning.pytorch.utilities.model_summary`` names, on trainkit's summary.
+
+The classes and functions live in :mod:`.model_summary`, Lightning's module path
+for them, which projects import too.
+"""
+
+from __future__ import annotations
+
+from trainkit.lightning.utilities.model_summary.model_summary import (
+    ModelSummary,
+    get_formatted_model_size,
+    get_human_readable_count,
+    summarize,
+)
+
+__all__ = ["ModelSummary", "get_formatted_model_size", "get_human_readable_count", "summarize"]
