@@ -239,6 +239,19 @@ PATHS = [
     ("utilities.parsing", "get_init_args", lightning_parsing.get_init_args),
     ("utilities", "find_shared_parameters", parameter_tying.find_shared_parameters),
     ("utilities.parameter_tying", "set_shared_parameters", parameter_tying.set_shared_parameters),
+    ("core.mixins.hparams_mixin", "HyperparametersMixin", HyperparametersMixin),
+    ("plugins.precision.amp", "MixedPrecision", lightning_precision.MixedPrecision),
+    ("plugins.precision.double", "DoublePrecision", lightning_precision.DoublePrecision),
+    ("plugins.precision.half", "HalfPrecision", lightning_precision.HalfPrecision),
+    ("plugins.precision.fsdp", "FSDPPrecision", lightning_precision.FSDPPrecision),
+    ("plugins.precision.precision", "Precision", lightning_precision.Precision),
+    ("plugins.io.checkpoint_plugin", "CheckpointIO", plugin_io.CheckpointIO),
+    ("plugins.io.torch_plugin", "TorchCheckpointIO", plugin_io.TorchCheckpointIO),
+    ("plugins.io.async_plugin", "AsyncCheckpointIO", plugin_io.AsyncCheckpointIO),
+    ("accelerators.accelerator", "Accelerator", accelerators.Accelerator),
+    ("accelerators.cpu", "CPUAccelerator", accelerators.CPUAccelerator),
+    ("accelerators.cuda", "CUDAAccelerator", accelerators.CUDAAccelerator),
+    ("accelerators.mps", "MPSAccelerator", accelerators.MPSAccelerator),
 ]
 
 
