@@ -22,6 +22,7 @@ from trainkit.cli.lightning_parser import (
     LRSchedulerCallable,
     OptimizerCallable,
 )
+from trainkit.core import hooks as core_hooks
 from trainkit.core import types
 from trainkit.core.hyperparameters import HyperparametersMixin
 from trainkit.lightning.callbacks import finetuning as lightning_finetuning
@@ -252,6 +253,9 @@ PATHS = [
     ("accelerators.cpu", "CPUAccelerator", accelerators.CPUAccelerator),
     ("accelerators.cuda", "CUDAAccelerator", accelerators.CUDAAccelerator),
     ("accelerators.mps", "MPSAccelerator", accelerators.MPSAccelerator),
+    ("core.hooks", "ModelHooks", core_hooks.ModuleHooks),
+    ("core.hooks", "DataHooks", core_hooks.DataHooks),
+    ("core.hooks", "CheckpointHooks", core_hooks.CheckpointHooks),
 ]
 
 

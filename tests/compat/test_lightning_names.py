@@ -180,3 +180,22 @@ def test_the_small_names_behave_as_lightnings() -> None:
     assert do_nothing_closure() is None
     assert types.DistributedDataParallel is DistributedDataParallel
     assert "DistributedDataParallel" in types.__all__
+
+
+def test_the_hook_classes_are_the_bases_lightning_has() -> None:
+    from trainkit.lightning.core.hooks import CheckpointHooks, DataHooks, ModelHooks
+
+    module, data = Classifier(), trainkit.DataModule()
+    assert isinstance(module, ModelHooks) and isinstance(module, CheckpointHooks)
+    assert isinstance(module, DataHooks) and isinstance(data, DataHooks)
+    assert not isinstance(data, ModelHooks) and not isinstance(data, CheckpointHooks)
+
+    class Source(DataHooks):  # a data class of a project's own, on Lightning's base
+        pass
+
+    source = Source()
+    assert source.prepare_data_per_node and source.setup("fit") is None
+    batch = [torch.ones(2)]
+    assert source.transfer_batch_to_device(batch, torch.device("cpu"), 0)[0] is batch[0]
+    with pytest.raises(NotImplementedError, match=r"Source has no train_dataloader\(\)"):
+        source.train_dataloader()

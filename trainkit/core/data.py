@@ -24,8 +24,8 @@ from typing import Any, TypeVar
 import torch
 from torch.utils.data import DataLoader, IterableDataset, RandomSampler, Sampler, SequentialSampler
 
-from trainkit.core.batches import BatchTransferHooks
 from trainkit.core.batches import move_data_to_device as move_data_to_device  # re-exported
+from trainkit.core.hooks import DataHooks
 from trainkit.core.hyperparameters import HyperparametersMixin
 from trainkit.core.module import Module, overrides
 from trainkit.utilities.combined_loader import CombinedBatches, CombinedLoader, training_iterable
@@ -40,11 +40,8 @@ from trainkit.utilities.seed import (
 T = TypeVar("T")
 DataModuleT = TypeVar("DataModuleT", bound="DataModule")
 
-# DataLoader, a list of them, or a dict of them (the dict's keys name the loaders).
-EvalDataloaders = DataLoader[Any] | list[DataLoader[Any]] | tuple[DataLoader[Any], ...]
 
-
-class DataModule(BatchTransferHooks, HyperparametersMixin):
+class DataModule(DataHooks, HyperparametersMixin):
     """Groups the data of a project: download, splits and dataloaders.
 
     Override the methods you need. ``prepare_data`` runs once per node (for
@@ -66,9 +63,6 @@ class DataModule(BatchTransferHooks, HyperparametersMixin):
 
     #: The Trainer running this DataModule (None outside fit/validate/test/predict).
     trainer: Any = None
-    #: Run :meth:`prepare_data` on local rank 0 of every node (True), or once per
-    #: job, on global rank 0 (False: for a folder every node shares).
-    prepare_data_per_node: bool = True
     #: A name for the DataModule (None by default; Lightning's attribute).
     name: str | None = None
     #: Where a checkpoint keeps the DataModule's hyperparameters (Lightning's names).
@@ -136,29 +130,6 @@ class DataModule(BatchTransferHooks, HyperparametersMixin):
                 setattr(datamodule, name, functools.partial(loaders, dataset, shuffle))
         return datamodule
 
-    def prepare_data(self) -> None:
-        """Download or write data to disk, once, before ``setup``.
-
-        Runs in one process per node (global rank 0 only with
-        ``prepare_data_per_node = False``) while the others wait, at the start of
-        every fit, validate, test and predict. Set no state here that the other
-        processes need: they do not run it (build datasets in ``setup``).
-        """
-
-    def setup(self, stage: str) -> None:
-        """Build datasets. Called in every process.
-
-        Args:
-            stage: one of "fit", "validate", "test", "predict".
-        """
-
-    def teardown(self, stage: str) -> None:
-        """Release what ``setup`` built.
-
-        Args:
-            stage: one of "fit", "validate", "test", "predict".
-        """
-
     def on_exception(self, exception: BaseException) -> None:
         """Called when fit, validate, test or predict fails, after the callbacks' ``on_exception``.
 
@@ -167,31 +138,6 @@ class DataModule(BatchTransferHooks, HyperparametersMixin):
         Args:
             exception: what ended the run.
         """
-
-    def train_dataloader(self) -> DataLoader[Any]:
-        """The training dataloader."""
-        raise NotImplementedError(
-            f"{type(self).__name__} has no train_dataloader(); define it to use this "
-            "DataModule with Trainer.fit."
-        )
-
-    def val_dataloader(self) -> EvalDataloaders:
-        """The validation dataloader(s)."""
-        raise NotImplementedError(
-            f"{type(self).__name__} has no val_dataloader(); define it to validate."
-        )
-
-    def test_dataloader(self) -> EvalDataloaders:
-        """The test dataloader(s)."""
-        raise NotImplementedError(
-            f"{type(self).__name__} has no test_dataloader(); define it to use Trainer.test."
-        )
-
-    def predict_dataloader(self) -> EvalDataloaders:
-        """The prediction dataloader(s)."""
-        raise NotImplementedError(
-            f"{type(self).__name__} has no predict_dataloader(); define it to use Trainer.predict."
-        )
 
     def state_dict(self) -> dict[str, Any]:
         """State to save in checkpoints. Empty by default."""

@@ -1,8 +1,10 @@
-"""The hooks a Module may override, each doing nothing by default (Lightning's names).
+"""The hooks a Module and a DataModule may override, each doing nothing by default.
 
-The loop calls them at the points their docstrings name (the order is in
-docs/architecture.md); the optional data hooks provide dataloaders when none is
-passed to the Trainer.
+Lightning's split, under its names: :class:`DataHooks` (data preparation, the
+optional dataloaders and the batch transfer hooks) are shared by the Module and
+the DataModule; :class:`ModuleHooks` (Lightning's ``ModelHooks``: where the run
+is) and :class:`CheckpointHooks` belong to the Module. The loop calls them at the
+points their docstrings name (the order is in docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -11,59 +13,98 @@ from typing import Any
 
 import torch
 
+from trainkit.core.batches import BatchTransferHooks
 
-class ModuleHooks:
-    """The Module's hooks: notifications of where the run is, and optional dataloaders.
 
-    A base of :class:`~trainkit.core.module.Module`; the hooks that act on the
-    module itself (eval and train mode around evaluation) are the Module's own.
+class DataHooks(BatchTransferHooks):
+    """Data preparation, the optional dataloaders and the batch transfer hooks.
+
+    A base of :class:`~trainkit.core.module.Module` and
+    :class:`~trainkit.core.data.DataModule`. The dataloader hooks are optional: the
+    Trainer calls them when no dataloader is passed to it.
     """
-
-    # ----------------------------------------------- optional data hooks
-    def train_dataloader(self) -> Any:
-        """Optional: the training dataloader, when none is passed to ``fit``."""
-        raise NotImplementedError
-
-    def val_dataloader(self) -> Any:
-        """Optional: the validation dataloader(s), when none is passed."""
-        raise NotImplementedError
-
-    def test_dataloader(self) -> Any:
-        """Optional: the test dataloader(s), when none is passed."""
-        raise NotImplementedError
-
-    def predict_dataloader(self) -> Any:
-        """Optional: the prediction dataloader(s), when none is passed."""
-        raise NotImplementedError
 
     #: Run :meth:`prepare_data` on local rank 0 of every node (True), or once per
     #: job, on global rank 0 (False: for a folder every node shares).
     prepare_data_per_node: bool = True
 
-    # ------------------------------------------------------------------ hooks
     def prepare_data(self) -> None:
         """Download or write data to disk, once, before ``setup``.
 
         Runs in one process per node (global rank 0 only with
-        ``prepare_data_per_node = False``) while the others wait, after the
-        DataModule's ``prepare_data``; at the start of every fit, validate, test
-        and predict. Set no state here that the other processes need: they do
-        not run it (build datasets in ``setup``).
+        ``prepare_data_per_node = False``) while the others wait, at the start of
+        every fit, validate, test and predict (the DataModule's before the
+        Module's). Set no state here that the other processes need: they do not
+        run it (build datasets in ``setup``).
         """
 
     def setup(self, stage: str) -> None:
-        """Called at the start of fit/validate/test/predict, before the module is moved.
+        """Called in every process at the start of fit/validate/test/predict (build datasets here).
 
         Args:
             stage: one of "fit", "validate", "test", "predict".
         """
 
     def teardown(self, stage: str) -> None:
-        """Called at the end of fit/validate/test/predict.
+        """Called at the end of fit/validate/test/predict (release what ``setup`` built).
 
         Args:
             stage: one of "fit", "validate", "test", "predict".
         """
+
+    def train_dataloader(self) -> Any:
+        """The training dataloader, when none is passed to ``fit``."""
+        raise NotImplementedError(
+            f"{type(self).__name__} has no train_dataloader(); define it, or pass the "
+            "training dataloader to Trainer.fit."
+        )
+
+    def val_dataloader(self) -> Any:
+        """The validation dataloader(s), when none is passed."""
+        raise NotImplementedError(
+            f"{type(self).__name__} has no val_dataloader(); define it to validate, or pass "
+            "the dataloader."
+        )
+
+    def test_dataloader(self) -> Any:
+        """The test dataloader(s), when none is passed to ``test``."""
+        raise NotImplementedError(
+            f"{type(self).__name__} has no test_dataloader(); define it, or pass the "
+            "dataloader to Trainer.test."
+        )
+
+    def predict_dataloader(self) -> Any:
+        """The prediction dataloader(s), when none is passed to ``predict``."""
+        raise NotImplementedError(
+            f"{type(self).__name__} has no predict_dataloader(); define it, or pass the "
+            "dataloader to Trainer.predict."
+        )
+
+
+class CheckpointHooks:
+    """What a Module adds to a checkpoint it is saved in, and reads back (Lightning's names)."""
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Called when a checkpoint is assembled; add entries to ``checkpoint`` here.
+
+        Args:
+            checkpoint: the checkpoint dict about to be saved.
+        """
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Called when a checkpoint is restored, before the state is loaded.
+
+        Args:
+            checkpoint: the loaded checkpoint dict.
+        """
+
+
+class ModuleHooks(CheckpointHooks):
+    """The Module's hooks: notifications of where the run is (Lightning's ``ModelHooks``).
+
+    A base of :class:`~trainkit.core.module.Module`; the hooks that act on the
+    module itself (eval and train mode around evaluation) are the Module's own.
+    """
 
     def on_fit_start(self) -> None:
         """Called at the beginning of ``fit``."""
@@ -185,18 +226,4 @@ class ModuleHooks:
 
         Args:
             optimizer: the optimizer whose gradients are about to be cleared.
-        """
-
-    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Called when a checkpoint is assembled; add entries to ``checkpoint`` here.
-
-        Args:
-            checkpoint: the checkpoint dict about to be saved.
-        """
-
-    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Called when a checkpoint is restored, before the state is loaded.
-
-        Args:
-            checkpoint: the loaded checkpoint dict.
         """

@@ -20,8 +20,7 @@ import torch
 from torch import nn
 
 from trainkit.core import export, loading
-from trainkit.core.batches import BatchTransferHooks
-from trainkit.core.hooks import ModuleHooks
+from trainkit.core.hooks import DataHooks, ModuleHooks
 from trainkit.core.hyperparameters import AttributeDict, HyperparametersMixin
 from trainkit.core.loading import ModuleT
 from trainkit.core.log_arguments import check_log_options, dict_entries
@@ -57,7 +56,7 @@ class StageSplit:
         self.runner: nn.Module | None = None
 
 
-class Module(BatchTransferHooks, HyperparametersMixin, ModuleHooks, nn.Module):
+class Module(DataHooks, HyperparametersMixin, ModuleHooks, nn.Module):
     """Base class for models trained by :class:`trainkit.Trainer`.
 
     Subclass it, define ``forward``, ``training_step`` and ``configure_optimizers``
