@@ -87,9 +87,27 @@ def convert_floating(batch: T, dtype: torch.dtype) -> T:
     return _map_tensors(batch, cast, lambda obj: obj)  # type: ignore[no-any-return]
 
 
+def map_tensors(obj: Any, on_tensor: Callable[[torch.Tensor], Any]) -> Any:
+    """``obj`` with each nested tensor replaced by ``on_tensor(tensor)``.
+
+    Containers are rebuilt as :func:`move_data_to_device` rebuilds them; anything
+    else is kept as it is.
+
+    Args:
+        obj: a tensor, or a container of them (tuple, list, dict, namedtuple, dataclass).
+        on_tensor: what each tensor becomes.
+
+    Example:
+        >>> import torch
+        >>> map_tensors({"loss": torch.tensor(0.5), "steps": [torch.tensor(3)]}, torch.Tensor.item)
+        {'loss': 0.5, 'steps': [3]}
+    """
+    return _map_tensors(obj, on_tensor, lambda other: other)
+
+
 def _map_tensors(
     obj: Any,
-    on_tensor: Callable[[torch.Tensor], torch.Tensor],
+    on_tensor: Callable[[torch.Tensor], Any],
     on_other: Callable[[Any], Any],
 ) -> Any:
     """``obj`` with ``on_tensor`` applied to each nested tensor and ``on_other`` to each

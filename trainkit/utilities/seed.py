@@ -190,7 +190,7 @@ def isolated_rng(include_cuda: bool = True) -> Iterator[None]:
         restore_rng_states(states)
 
 
-def seed_worker(worker_id: int) -> None:
+def seed_worker(worker_id: int, rank: int | None = None) -> None:
     """DataLoader ``worker_init_fn``: seed this worker from its torch seed and the global rank.
 
     torch already gives worker w of an epoch the seed ``base + w``, with ``base``
@@ -200,12 +200,14 @@ def seed_worker(worker_id: int) -> None:
 
     Args:
         worker_id: the worker's index (given by the DataLoader).
+        rank: the process's global rank (None: this process's).
     """
     import hashlib
 
     from trainkit.utilities.rank_zero import global_rank
 
-    material = f"{torch.initial_seed()}:{global_rank()}:{worker_id}".encode()
+    rank = global_rank() if rank is None else rank
+    material = f"{torch.initial_seed()}:{rank}:{worker_id}".encode()
     derived = int.from_bytes(hashlib.sha256(material).digest()[:8], "little")
     torch.manual_seed(derived)
     random.seed(derived)
@@ -220,3 +222,14 @@ def seed_worker(worker_id: int) -> None:
 def seeding_workers() -> bool:
     """Whether ``seed_everything(..., workers=True)`` asked for per-worker seeding."""
     return os.environ.get("TRAINKIT_SEED_WORKERS") == "1"
+
+
+def reset_seed() -> None:
+    """Seed again with what :func:`seed_everything` last set (nothing, if it was never called).
+
+    The seed and the ``workers`` choice are read from the environment, where
+    ``seed_everything`` records them (so a process started later resets to them too).
+    """
+    seed = os.environ.get("TRAINKIT_GLOBAL_SEED")
+    if seed is not None:
+        seed_everything(seed, workers=seeding_workers())

@@ -1,0 +1,163 @@
+"""The Fabric utilities Lightning projects import (lightning.fabric -> trainkit.lightning.fabric):
+seeding, rank-zero helpers, types, scalars and filesystems; the Fabric class is refused."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from trainkit.lightning.fabric.utilities.apply_func import convert_tensors_to_scalars
+from trainkit.lightning.fabric.utilities.cloud_io import get_filesystem
+from trainkit.lightning.fabric.utilities.seed import (
+    pl_worker_init_function,
+    reset_seed,
+    seed_everything,
+)
+
+HAS_LIGHTNING = importlib.util.find_spec("lightning") is not None
+
+# (module under lightning.fabric, name): each resolves under trainkit.lightning.fabric.
+NAMES = [
+    ("", "seed_everything"),
+    ("utilities", "rank_zero_only"),
+    ("utilities", "AttributeDict"),
+    ("utilities", "move_data_to_device"),
+    ("utilities", "suggested_max_num_workers"),
+    ("utilities", "Throughput"),
+    ("utilities.seed", "seed_everything"),
+    ("utilities.seed", "reset_seed"),
+    ("utilities.seed", "pl_worker_init_function"),
+    ("utilities.rank_zero", "rank_zero_only"),
+    ("utilities.rank_zero", "rank_zero_info"),
+    ("utilities.rank_zero", "rank_zero_warn"),
+    ("utilities.rank_zero", "rank_zero_debug"),
+    ("utilities.rank_zero", "rank_zero_deprecation"),
+    ("utilities.rank_zero", "rank_prefixed_message"),
+    ("utilities.warnings", "PossibleUserWarning"),
+    ("utilities.data", "AttributeDict"),
+    ("utilities.types", "_PATH"),
+    ("utilities.types", "_DEVICE"),
+    ("utilities.types", "_MAP_LOCATION_TYPE"),
+    ("utilities.apply_func", "move_data_to_device"),
+    ("utilities.apply_func", "convert_tensors_to_scalars"),
+    ("utilities.cloud_io", "get_filesystem"),
+]
+
+
+def _module(root: str, path: str) -> Any:
+    return importlib.import_module(f"{root}.{path}" if path else root)
+
+
+@pytest.mark.parametrize(("path", "name"), NAMES, ids=[f"{p}.{n}" for p, n in NAMES])
+def test_the_names_resolve(path: str, name: str) -> None:
+    assert getattr(_module("trainkit.lightning.fabric", path), name) is not None
+
+
+@pytest.mark.skipif(not HAS_LIGHTNING, reason="needs Lightning")
+@pytest.mark.parametrize(("path", "name"), NAMES, ids=[f"{p}.{n}" for p, n in NAMES])
+def test_each_name_is_where_lightning_fabric_has_it(path: str, name: str) -> None:
+    assert hasattr(_module("lightning.fabric", path), name)
+
+
+def test_the_fabric_class_is_refused_saying_what_there_is() -> None:
+    import trainkit.lightning.fabric as fabric
+
+    with pytest.raises(AttributeError, match="does not provide Lightning's Fabric"):
+        fabric.Fabric  # noqa: B018
+
+
+def test_reset_seed_seeds_again_with_the_last_seed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TRAINKIT_GLOBAL_SEED", raising=False)
+    torch.manual_seed(5)
+    reset_seed()  # never seeded: nothing happens
+    expected = torch.rand(1)
+    torch.manual_seed(5)
+    assert torch.equal(torch.rand(1), expected)
+    seed_everything(11)
+    first = (torch.rand(1), random.random())
+    torch.rand(3)  # the streams move on
+    reset_seed()
+    assert (torch.rand(1), random.random()) == first
+
+
+class Draws(Dataset[float]):
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, index: int) -> float:
+        return random.random()  # Python's generator: seeded per worker by the init function
+
+
+def _worker_draws(rank: int) -> list[float]:
+    seed_everything(3)
+    loader = DataLoader(
+        Draws(),
+        batch_size=2,
+        num_workers=2,
+        worker_init_fn=lambda worker: pl_worker_init_function(worker, rank=rank),
+        multiprocessing_context="fork",
+    )
+    return [float(value) for batch in loader for value in batch]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="forks DataLoader workers")
+def test_pl_worker_init_function_gives_each_rank_and_worker_its_own_streams() -> None:
+    rank0, again, rank1 = _worker_draws(0), _worker_draws(0), _worker_draws(1)
+    assert rank0 == again  # reproducible
+    assert rank0[:2] != rank0[2:]  # the two workers draw differently
+    assert rank0 != rank1  # and so do the ranks
+
+
+def test_convert_tensors_to_scalars_keeps_the_containers() -> None:
+    converted = convert_tensors_to_scalars(
+        {"loss": torch.tensor(0.25), "parts": [torch.tensor([2]), "text"], "n": 1}
+    )
+    assert converted == {"loss": 0.25, "parts": [2, "text"], "n": 1}
+    assert isinstance(converted["loss"], float)
+    with pytest.raises(ValueError, match=r"2 elements .*reduce it first"):
+        convert_tensors_to_scalars({"x": torch.zeros(2)})
+
+
+def test_get_filesystem_for_local_paths_and_urls(tmp_path: Path) -> None:
+    local = get_filesystem(tmp_path)
+    assert local.isdir(str(tmp_path)) and type(local).__name__ == "LocalFileSystem"
+    memory = get_filesystem("memory://run/metrics.csv")
+    with memory.open("memory://run/metrics.csv", "w") as file:
+        file.write("step\n")
+    assert memory.cat("memory://run/metrics.csv") == b"step\n"
+
+
+def test_a_ported_script_using_fabric_utilities_runs(tmp_path: Path) -> None:
+    # A project's script after the porting command of docs/porting.md.
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\n"
+        "import trainkit.lightning as pl\n"
+        "from trainkit.lightning.fabric.utilities.seed import seed_everything\n"
+        "from trainkit.lightning.fabric.utilities.rank_zero import rank_zero_info\n"
+        "from trainkit.lightning.fabric.utilities.types import _PATH\n"
+        "from trainkit.lightning.demos.boring_classes import BoringModel\n"
+        "def run(root: _PATH) -> None:\n"
+        "    seed_everything(7)\n"
+        "    trainer = pl.Trainer(max_steps=2, default_root_dir=root, logger=False,\n"
+        "                         enable_progress_bar=False, enable_model_summary=False)\n"
+        "    trainer.fit(BoringModel())\n"
+        "    rank_zero_info(f'steps {trainer.global_step}')\n"
+        f"run({str(tmp_path)!r})\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "steps 2" in done.stdout
