@@ -525,3 +525,40 @@ def test_check_val_every_n_epoch_with_interval_and_limits(
     trainer.fit(Record(), loader(blobs(64), 16), loader(blobs(32), 16))
     assert runs == expected[0]
     assert all(count == expected[1] for count in batches)
+
+
+class _Stream(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
+    """Twenty samples of blobs with no length."""
+
+    def __iter__(self) -> Any:
+        yield from blobs(20)
+
+
+@pytest.mark.parametrize(
+    ("interval", "lengthless", "expected"),
+    [(1.0, False, 20), (0.25, False, 5), (3, False, 3), (1.0, True, math.inf)],
+)
+def test_val_check_batch_counts_the_batches_between_validations(
+    interval: float, lengthless: bool, expected: float
+) -> None:
+    # The values Lightning 2.6 gives for the same settings (80 samples in batches of 4).
+    seen: list[float] = []
+
+    class Probe(trainkit.Callback):
+        def on_validation_start(self, trainer: trainkit.Trainer, module: Any) -> None:
+            seen.append(trainer.val_check_batch)
+
+    train = loader(_Stream(), 1) if lengthless else loader(blobs(80), 4)  # type: ignore[arg-type]
+    trainer = trainkit.Trainer(
+        max_epochs=1,
+        val_check_interval=interval,
+        limit_val_batches=1,
+        num_sanity_val_steps=0,
+        callbacks=[Probe()],
+        **QUIET,
+    )
+    trainer.fit(Classifier(), train, loader(blobs(8), 4))
+    assert seen and set(seen) == {expected}
+    assert trainer.val_check_batch == expected
+    with pytest.raises(AttributeError):
+        trainer.val_check_batch = 2  # type: ignore[misc]

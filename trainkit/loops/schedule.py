@@ -113,14 +113,30 @@ def val_check_batches(
                 "batches of an epoch. Lower it, or pass check_val_every_n_epoch=None to count "
                 "batches across epochs."
             )
+    elif total == math.inf and interval != 1.0:
+        raise ValueError(
+            f"val_check_interval={interval} is a fraction of an epoch, but the training "
+            "dataloader has no length. Pass an integer number of batches."
+        )
+    return batches_between_checks(options, total)
+
+
+def batches_between_checks(options: LoopOptions, total: float) -> int:
+    """Training batches from one validation to the next, as ``val_check_interval`` says.
+
+    The interval itself when it is an int; else that fraction of the epoch's
+    ``total`` batches, at least 1; 0 for an epoch of unknown length (validation
+    runs when the loader ends, see :func:`validation_due`).
+
+    Args:
+        options: the loop options.
+        total: training batches in the epoch (``inf`` when unknown).
+    """
+    interval = options.val_check_interval
+    if isinstance(interval, int):
         return interval
     if total == math.inf:
-        if interval != 1.0:
-            raise ValueError(
-                f"val_check_interval={interval} is a fraction of an epoch, but the training "
-                "dataloader has no length. Pass an integer number of batches."
-            )
-        return 0  # validate when the iterable ends (see validation_due)
+        return 0
     return max(1, int(total * interval))
 
 

@@ -29,7 +29,7 @@ from trainkit.callbacks import defaults
 from trainkit.callbacks.slots import clip_settings
 from trainkit.checkpoint.callback_state import callback_state, load_callback_state
 from trainkit.launch.outcome import RankZeroReport
-from trainkit.loops.schedule import sanity_batches
+from trainkit.loops.schedule import batches_between_checks, sanity_batches
 from trainkit.trainer.accelerators import Accelerator, accelerator_for
 from trainkit.trainer.fit_loop import FitLoop
 from trainkit.trainer.options import DEFAULT_MAX_EPOCHS
@@ -248,6 +248,14 @@ class TrainerViews:
         """Batches per training epoch (after ``limit_train_batches``): an int, or ``inf``
         when unknown (a loader without a length)."""
         return _count(self.state.num_training_batches)
+
+    @property
+    def val_check_batch(self) -> int | float:
+        """Training batches from one validation to the next (Lightning's name): the
+        ``val_check_interval`` as a batch count; ``inf`` when the epoch's length is
+        unknown (validation at its end)."""
+        between = batches_between_checks(self.options, self.state.num_training_batches)
+        return between or math.inf
 
     @property
     def num_val_batches(self) -> list[int | float]:
