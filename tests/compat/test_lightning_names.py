@@ -177,6 +177,7 @@ def test_the_small_names_behave_as_lightnings() -> None:
     from trainkit.lightning.utilities import types
 
     assert multiplicative(3) == 2.0 and BackboneFinetuning().lambda_func is multiplicative
+    assert Classifier().fabric is None  # as for a module a Trainer runs
     assert do_nothing_closure() is None
     assert types.DistributedDataParallel is DistributedDataParallel
     assert "DistributedDataParallel" in types.__all__

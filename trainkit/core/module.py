@@ -139,6 +139,15 @@ class Module(DataHooks, HyperparametersMixin, ModuleHooks, nn.Module):
                 module._trainer = trainer
 
     @property
+    def fabric(self) -> None:
+        """Lightning's link to the ``Fabric`` running the module: None, as under a Trainer.
+
+        trainkit has no ``Fabric``; code that checks ``self.fabric is not None`` takes
+        the Trainer's path.
+        """
+        return None
+
+    @property
     def strict_loading(self) -> bool:
         """Whether a checkpoint's weights must name exactly this module's keys (default True).
 
