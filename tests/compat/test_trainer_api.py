@@ -562,3 +562,33 @@ def test_val_check_batch_counts_the_batches_between_validations(
     assert trainer.val_check_batch == expected
     with pytest.raises(AttributeError):
         trainer.val_check_batch = 2  # type: ignore[misc]
+
+
+def test_weights_only_is_taken_and_false_is_warned_about_where_a_checkpoint_loads(
+    tmp_path: Path,
+) -> None:
+    import warnings
+
+    first = trainkit.Trainer(max_steps=2, default_root_dir=str(tmp_path), **QUIET)
+    first.fit(Classifier(), loader(blobs(64)))
+    path = tmp_path / "two.ckpt"
+    first.save_checkpoint(path)
+
+    with pytest.warns(UserWarning, match=r"^fit\(weights_only=False\): trainkit always") as caught:
+        trainkit.Trainer(max_steps=3, **QUIET).fit(
+            Classifier(), loader(blobs(64)), ckpt_path=path, weights_only=False
+        )
+    assert caught[0].filename == __file__  # the warning points at the caller's line
+    with pytest.warns(UserWarning, match=r"^load_from_checkpoint\(weights_only=False\)") as caught:
+        Classifier.load_from_checkpoint(path, weights_only=False)
+    assert [w.filename for w in caught if "weights_only" in str(w.message)] == [__file__]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*weights_only")
+        # True (or None) is what trainkit does anyway; False without a checkpoint loads nothing.
+        results = trainkit.Trainer(**QUIET).validate(
+            Classifier(), loader(blobs(32)), ckpt_path=path, weights_only=True, verbose=False
+        )
+        trainkit.Trainer(max_steps=1, **QUIET).fit(
+            Classifier(), loader(blobs(32)), weights_only=False
+        )
+    assert results and "val/loss" in results[0]

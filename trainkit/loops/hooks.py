@@ -308,3 +308,27 @@ def _transfer(
         return after(batch, dataloader_idx)
 
     return moved
+
+
+def prepare_data(
+    strategy: Strategy, node_rank: int, module: Module, datamodule: DataModule | None
+) -> None:
+    """Run the DataModule's ``prepare_data``, then the Module's (as Lightning), where due.
+
+    Each runs in one process per node (per job with ``prepare_data_per_node=False``)
+    while the others wait, so downloads happen once and ``setup`` finds the files.
+    A hook that is not overridden is not called, and then nothing waits.
+
+    Args:
+        strategy: the run's strategy (ranks and the barrier).
+        node_rank: this machine's index among the job's machines.
+        module: the user's Module.
+        datamodule: the run's DataModule, if any.
+    """
+    for owner, base in ((datamodule, DataModule), (module, Module)):
+        if owner is None or not overrides(owner, "prepare_data", base, follow_wrapped=True):
+            continue
+        per_node = bool(getattr(owner, "prepare_data_per_node", True))
+        if strategy.local_rank == 0 and (per_node or node_rank == 0):
+            owner.prepare_data()
+        strategy.barrier("prepare_data")

@@ -37,6 +37,7 @@ from trainkit.core.data import (
     extract_batch_size,
     one_or_list,
 )
+from trainkit.core.loading import refuse_unsafe_load
 from trainkit.core.module import Module, layer_builder
 from trainkit.core.optim import LRSchedulerConfig, configured_optimizers
 from trainkit.distributed.wrapping import convert_sync_batchnorm
@@ -46,7 +47,7 @@ from trainkit.loggers import Logger, build_loggers, run_hyperparameters
 from trainkit.loops.dataloaders import fit_loaders, stage_loaders
 from trainkit.loops.evaluate import format_results, run_evaluation, run_predict
 from trainkit.loops.fit import Fit, run_fit
-from trainkit.loops.hooks import Hooks, batch_transfer, overrides
+from trainkit.loops.hooks import Hooks, batch_transfer, overrides, prepare_data
 from trainkit.loops.results import Results
 from trainkit.loops.run import Run
 from trainkit.loops.state import RunState
@@ -239,6 +240,7 @@ class Trainer(TrainerCheckpoints):
         val_dataloaders: Dataloaders | None = None,
         datamodule: DataModule | None = None,
         ckpt_path: str | os.PathLike[str] | None = None,
+        weights_only: bool | None = None,
     ) -> None:
         """Train ``model``, validating as configured.
 
@@ -251,7 +253,9 @@ class Trainer(TrainerCheckpoints):
                 ``"last"`` resumes from the newest ``last.ckpt`` if there is one
                 (and starts fresh if not), so the same command serves the first
                 start and every restart.
+            weights_only: as for ``Module.load_from_checkpoint`` (False: a warning).
         """
+        refuse_unsafe_load(weights_only, ckpt_path, "fit")
         if isinstance(train_dataloaders, DataModule):
             train_dataloaders, datamodule = None, train_dataloaders
         self.datamodule = datamodule
@@ -266,6 +270,7 @@ class Trainer(TrainerCheckpoints):
         ckpt_path: str | os.PathLike[str] | None = None,
         verbose: bool = True,
         datamodule: DataModule | None = None,
+        weights_only: bool | None = None,
     ) -> list[dict[str, float]]:
         """Run one validation epoch and return its metrics, one dict per dataloader.
 
@@ -278,7 +283,9 @@ class Trainer(TrainerCheckpoints):
                 checkpoint is used (with a warning) when there is one.
             verbose: print the results from rank 0.
             datamodule: a DataModule supplying ``val_dataloader`` instead.
+            weights_only: as for :meth:`fit`.
         """
+        refuse_unsafe_load(weights_only, ckpt_path, "validate")
         return self._launch(
             self._evaluate, model, "validate", dataloaders, datamodule, ckpt_path, verbose
         )
@@ -290,6 +297,7 @@ class Trainer(TrainerCheckpoints):
         ckpt_path: str | os.PathLike[str] | None = None,
         verbose: bool = True,
         datamodule: DataModule | None = None,
+        weights_only: bool | None = None,
     ) -> list[dict[str, float]]:
         """Run one test epoch and return its metrics, one dict per dataloader.
 
@@ -299,7 +307,9 @@ class Trainer(TrainerCheckpoints):
             ckpt_path: as for :meth:`validate`.
             verbose: print the results from rank 0.
             datamodule: a DataModule supplying ``test_dataloader`` instead.
+            weights_only: as for :meth:`fit`.
         """
+        refuse_unsafe_load(weights_only, ckpt_path, "test")
         return self._launch(
             self._evaluate, model, "test", dataloaders, datamodule, ckpt_path, verbose
         )
@@ -311,6 +321,7 @@ class Trainer(TrainerCheckpoints):
         datamodule: DataModule | None = None,
         return_predictions: bool | None = None,
         ckpt_path: str | os.PathLike[str] | None = None,
+        weights_only: bool | None = None,
     ) -> list[Any] | None:
         """Run ``predict_step`` over the data and return the predictions.
 
@@ -321,10 +332,12 @@ class Trainer(TrainerCheckpoints):
             return_predictions: return the predictions (default: True); False keeps
                 none and returns None (callbacks write them: BasePredictionWriter).
             ckpt_path: as for :meth:`validate`.
+            weights_only: as for :meth:`fit`.
 
         Returns:
             One entry per batch; with several dataloaders, one such list per loader.
         """
+        refuse_unsafe_load(weights_only, ckpt_path, "predict")
         keep = return_predictions is not False
         return self._launch(  # type: ignore[no-any-return]
             self._evaluate, model, "predict", dataloaders, datamodule, ckpt_path, False, keep
@@ -364,7 +377,7 @@ class Trainer(TrainerCheckpoints):
             rank_zero_only.rank = self.strategy.global_rank  # lightning_utilities' too
             if datamodule is not None:
                 datamodule.trainer = self
-            self._prepare_data(model, datamodule)
+            prepare_data(self.strategy, self.node_rank, model, datamodule)
             if datamodule is not None:
                 datamodule.setup(stage=fn)
             hooks.call_callbacks("setup", stage=fn)  # Lightning's order: callbacks, then the Module
@@ -435,19 +448,6 @@ class Trainer(TrainerCheckpoints):
             self.state.stage = None
             profiler.describe()
             profiler.teardown(fn)
-
-    def _prepare_data(self, model: Module, datamodule: DataModule | None) -> None:
-        # The DataModule's prepare_data, then the Module's (as Lightning), each in one
-        # process per node (per job with prepare_data_per_node=False) while the others
-        # wait: downloads happen once, and setup finds the files.
-        strategy = self.strategy
-        for owner, base in ((datamodule, DataModule), (model, Module)):
-            if owner is None or not overrides(owner, "prepare_data", base, follow_wrapped=True):
-                continue
-            per_node = bool(getattr(owner, "prepare_data_per_node", True))
-            if strategy.local_rank == 0 and (per_node or self.node_rank == 0):
-                owner.prepare_data()
-            strategy.barrier("prepare_data")
 
     def _configure_callbacks(self, model: Module) -> None:
         # Module.configure_callbacks() joins the Trainer's callbacks for this run.
