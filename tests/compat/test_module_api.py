@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -230,6 +231,21 @@ def test_hparams_initial_and_save_hyperparameters_forms() -> None:
 
     picked = Picked()
     assert picked.hparams == {"a": 1, "c": 3} and not picked.logs_hyperparams
+
+    def record(module: trainkit.Module) -> None:
+        # A helper __init__ calls: it names the __init__'s frame (Lightning's frame=).
+        caller = inspect.currentframe()
+        assert caller is not None and caller.f_back is not None
+        module.save_hyperparameters(ignore="b", frame=caller.f_back)
+
+    class ByHelper(trainkit.Module):
+        def __init__(self, a: int = 1, b: int = 2) -> None:
+            super().__init__()
+            record(self)
+
+    assert ByHelper(a=5).hparams == {"a": 5}
+    with pytest.raises(RuntimeError, match="frame=, the frame of that __init__"):
+        Picked().save_hyperparameters()  # outside __init__, no frame given
 
 
 class Base(trainkit.Module):

@@ -11,6 +11,7 @@ import inspect
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from types import FrameType
 from typing import Any
 
 # While a config entry point builds a class: the class and the hyperparameters its
@@ -112,7 +113,11 @@ class HyperparametersMixin:
                 initial.pop(name, None)
 
     def save_hyperparameters(
-        self, *names: Any, ignore: list[str] | str | None = None, logger: bool = True
+        self,
+        *names: Any,
+        ignore: list[str] | str | None = None,
+        frame: FrameType | None = None,
+        logger: bool = True,
     ) -> None:
         """Record the arguments of ``__init__`` as ``self.hparams``.
 
@@ -123,9 +128,16 @@ class HyperparametersMixin:
             *names: record only these arguments (default: all of them); or one dict
                 (or ``argparse.Namespace``) to record as it is.
             ignore: arguments not to record (for example a large model passed in).
+            frame: the ``__init__``'s frame to read the arguments from (default: the
+                caller's), for a helper that ``__init__`` calls to record them.
             logger: write them to the loggers when fit starts.
         """
         self._log_hyperparams = logger
+        if frame is None:
+            here = inspect.currentframe()
+            caller = here.f_back if here is not None else None
+        else:
+            caller = frame
         if len(names) == 1 and not isinstance(names[0], str):
             given = names[0]
             values = given if isinstance(given, Mapping) else getattr(given, "__dict__", given)
@@ -137,17 +149,16 @@ class HyperparametersMixin:
             self.hparams.update(values)
             self._hparams_initial = _copied(self.hparams)
             # The __init__ argument that held them: load_from_checkpoint passes them back so.
-            frame = inspect.currentframe()
-            caller = frame.f_back if frame is not None else None
             if caller is not None:
                 held = [k for k, v in caller.f_locals.items() if v is given and k != "self"]
                 if held:
                     self._hparams_name = held[0]
             return
-        frame = inspect.currentframe()
-        caller = frame.f_back if frame is not None else None
         if caller is None or caller.f_code.co_name != "__init__":
-            raise RuntimeError("save_hyperparameters() must be called from your class's __init__.")
+            raise RuntimeError(
+                "save_hyperparameters() must be called from your class's __init__ (or be given "
+                "frame=, the frame of that __init__)."
+            )
         # Read the arguments of the __init__ that called us (not type(self).__init__:
         # a subclass may take other arguments, or none).
         code, init_locals = caller.f_code, caller.f_locals

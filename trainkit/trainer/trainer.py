@@ -253,7 +253,7 @@ class Trainer(TrainerCheckpoints):
                 ``"last"`` resumes from the newest ``last.ckpt`` if there is one
                 (and starts fresh if not), so the same command serves the first
                 start and every restart.
-            weights_only: as for ``Module.load_from_checkpoint`` (False: a warning).
+            weights_only: False warns: checkpoints always load with weights_only=True.
         """
         refuse_unsafe_load(weights_only, ckpt_path, "fit")
         if isinstance(train_dataloaders, DataModule):
