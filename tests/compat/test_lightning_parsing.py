@@ -246,6 +246,9 @@ def test_set_shared_parameters_ties_again_after_a_load_with_assign() -> None:
     with pytest.raises(AttributeError, match=r"TiedLM has no parameter 'embed\.wieght'"):
         set_shared_parameters(untied, [["head.weight", "embed.wieght"]])
     assert untied.head.weight is before  # a wrong list changes nothing
+    with pytest.raises(AttributeError, match="wieght"):  # nor does a good list before it
+        set_shared_parameters(untied, [["embed.weight", "head.weight"], ["embed.wieght"]])
+    assert untied.head.weight is before
 
 
 @pytest.mark.skipif(not LIGHTNING, reason="needs Lightning")

@@ -85,13 +85,11 @@ def set_shared_parameters(module: ModuleT, shared_params: Iterable[Sequence[str]
         >>> model.head.weight is model.embed.weight
         True
     """
-    for names in shared_params:
-        if not names:
-            continue
-        # Check every name first, so a wrong list changes nothing.
-        source = _parameter(module, names[0])
-        for name in names[1:]:
-            _parameter(module, name)
+    groups = [list(names) for names in shared_params if names]
+    # Check every name of every list first, so a wrong name changes nothing.
+    checked = [[_parameter(module, name) for name in names] for names in groups]
+    for names, parameters in zip(groups, checked, strict=True):
+        source = parameters[0]
         for name in names[1:]:
             owner_path, _, attribute = name.rpartition(".")
             setattr(module.get_submodule(owner_path), attribute, source)
