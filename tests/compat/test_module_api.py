@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import inspect
 from pathlib import Path
 from typing import Any
@@ -330,6 +331,18 @@ def test_to_torchscript_and_example_input_array(tmp_path: Path) -> None:
     assert torch.allclose(scripted(x), model(x))
     with pytest.raises(ValueError, match="example_input_array"):
         Classifier().to_torchscript(method="trace")
+
+
+def test_a_fitted_module_exports_and_keeps_its_trainer(tmp_path: Path) -> None:
+    # After fit the Module links to its Trainer, which TorchScript cannot hold.
+    model = Classifier()
+    trainer = trainkit.Trainer(max_steps=2, **QUIET)
+    trainer.fit(model, loader(blobs(64)))
+    x = torch.randn(3, 8)
+    assert torch.allclose(model.to_torchscript()(x), model(x))
+    if importlib.util.find_spec("onnx") is not None:  # an optional package
+        model.to_onnx(tmp_path / "m.onnx", x)
+    assert model.trainer is trainer and model.global_step == 2
 
 
 def test_to_torchscript_gives_every_submodule_its_own_mode_back() -> None:

@@ -70,10 +70,13 @@ def to_onnx(
 
 @contextmanager
 def exporting(module: torch.nn.Module) -> Iterator[None]:
-    """``module`` in eval mode, its Modules' ``trainer`` reading None instead of raising.
+    """``module`` in eval mode, its Modules detached from their Trainer for the while.
 
-    TorchScript reads every attribute, ``self.trainer`` included. Afterwards every
-    submodule is back in its own mode (a frozen part may have been in eval mode).
+    TorchScript reads every attribute, ``self.trainer`` included, and the properties
+    that read the Trainer (``global_step``, ``device``, ...): each Module's ``trainer``
+    reads None instead of raising, and its link to a Trainer (which TorchScript
+    cannot hold, after a fit) is set aside and put back afterwards. Afterwards every
+    submodule is also back in its own mode (a frozen part may have been in eval mode).
 
     Args:
         module: the module to export or trace (any ``nn.Module``).
@@ -81,13 +84,14 @@ def exporting(module: torch.nn.Module) -> Iterator[None]:
     modes = [(part, part.training) for part in module.modules()]
     # trainkit Modules (this module does not import their class: module.py imports it)
     flagged: list[Any] = [part for part in module.modules() if hasattr(type(part), "_exporting")]
+    trainers = [flag._trainer for flag in flagged]
     module.eval()
     for flag in flagged:
-        flag._exporting = True
+        flag._exporting, flag._trainer = True, None
     try:
         yield
     finally:
-        for flag in flagged:
-            flag._exporting = False
+        for flag, trainer in zip(flagged, trainers, strict=True):
+            flag._exporting, flag._trainer = False, trainer
         for part, training in modes:
             part.training = training
