@@ -340,6 +340,7 @@ def test_a_fitted_module_exports_and_keeps_its_trainer(tmp_path: Path) -> None:
     trainer.fit(model, loader(blobs(64)))
     x = torch.randn(3, 8)
     assert torch.allclose(model.to_torchscript()(x), model(x))
+    assert torch.allclose(model.to_torchscript()(x), model(x))  # and again
     if importlib.util.find_spec("onnx") is not None:  # an optional package
         model.to_onnx(tmp_path / "m.onnx", x)
     assert model.trainer is trainer and model.global_step == 2

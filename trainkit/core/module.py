@@ -105,6 +105,8 @@ class Module(DataHooks, HyperparametersMixin, ModuleHooks, nn.Module):
         "hparams_initial",
         "logs_hyperparams",
         "strict_loading",
+        "device_mesh",
+        "fabric",
     ]
 
     _exporting = False  # True while to_torchscript / to_onnx runs
