@@ -191,6 +191,30 @@ def test_get_standard_metrics_is_what_bars_show_before_the_logged_values(
     assert TQDMProgressBar().get_metrics(logged, Classifier()) == {"v_num": 7}
 
 
+def test_total_val_batches_is_0_in_an_epoch_that_does_not_validate() -> None:
+    # As Lightning's: a bar sized train + val per epoch gets each epoch's total.
+    seen: list[tuple[int, int | float]] = []
+
+    class Sizes(trainkit.Callback):
+        def on_train_epoch_start(self, trainer: Any, module: Any) -> None:
+            seen.append((trainer.current_epoch, trainer.progress_bar_callback.total_val_batches))
+
+        def on_validation_start(self, trainer: Any, module: Any) -> None:
+            seen.append((-1, trainer.progress_bar_callback.total_val_batches))
+
+    trainer = trainkit.Trainer(
+        max_epochs=4,
+        check_val_every_n_epoch=2,
+        limit_val_batches=2,
+        callbacks=[Sizes(), TQDMProgressBar(plain=True)],
+        **{**QUIET, "enable_progress_bar": True},
+    )
+    trainer.fit(Classifier(), loader(blobs(48), 16), loader(blobs(64), 16))
+    # The sanity check (-1) counts its batches; epochs 0 and 2 validate nothing.
+    assert seen == [(-1, 2), (0, 0), (1, 2), (-1, 2), (2, 0), (3, 2), (-1, 2)]
+    assert trainkit.Trainer(**QUIET).validate(Classifier(), loader(blobs(32), 16), verbose=False)
+
+
 class RichProbe(RichProgressBar):
     """A terminal bar that reads its sanity-check task and redraws a renamed training bar."""
 

@@ -289,8 +289,18 @@ class ProgressBar(Callback):
 
     @property
     def total_val_batches(self) -> int | float:
-        """Validation batches in a validation run, over every dataloader."""
-        return _sum(self.trainer.num_val_batches)
+        """Validation batches in a validation run, over every dataloader; while fitting,
+        0 in an epoch that does not validate (``check_val_every_n_epoch``), as Lightning."""
+        trainer = self.trainer
+        every = trainer.check_val_every_n_epoch
+        if (
+            trainer.state.fn == "fit"
+            and not trainer.sanity_checking
+            and every is not None
+            and (trainer.current_epoch + 1) % every != 0
+        ):
+            return 0
+        return _sum(trainer.num_val_batches)
 
     @property
     def total_test_batches(self) -> int | float:
