@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import math
+import types
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,8 @@ class FakeTrainer:
         self.num_test_batches: list[float] = [3]
         self.num_predict_batches: list[float] = [2]
         self.sanity_checking = False
+        self.check_val_every_n_epoch: int | None = 1
+        self.state = types.SimpleNamespace(fn="fit")
         self.metrics: dict[str, float] = {"loss": 0.123456, "acc": 0.9}
         self.metric_reads = 0
 

@@ -294,10 +294,10 @@ class ProgressBar(Callback):
         trainer = self.trainer
         every = trainer.check_val_every_n_epoch
         if (
-            trainer.state.fn == "fit"
-            and not trainer.sanity_checking
-            and every is not None
+            every is not None
             and (trainer.current_epoch + 1) % every != 0
+            and trainer.state.fn == "fit"
+            and not trainer.sanity_checking
         ):
             return 0
         return _sum(trainer.num_val_batches)
