@@ -103,6 +103,37 @@ def test_datamodule_from_datasets() -> None:
     assert trainer.num_val_batches == [2, 3]
     with pytest.raises(NotImplementedError, match="predict_dataloader"):
         data.predict_dataloader()
+    assert data.train_dataloader().pin_memory is torch.cuda.is_available()
+
+
+def test_from_datasets_builds_the_class_with_its_own_arguments() -> None:
+    # As Lightning's: batch_size and num_workers also reach __init__ when it takes
+    # them; every other keyword is an __init__ argument.
+    class Sized(trainkit.DataModule):
+        def __init__(self, batch_size: int = 1, num_workers: int = 0) -> None:
+            super().__init__()
+            self.batch_size, self.num_workers = batch_size, num_workers
+
+    class Extra(trainkit.DataModule):
+        def __init__(self, other: int, batch_size: int = 1) -> None:
+            super().__init__()
+            self.other, self.batch_size = other, batch_size
+
+    class Anything(trainkit.DataModule):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__()
+            self.kwargs = kwargs
+
+    sized = Sized.from_datasets(blobs(64), batch_size=4, num_workers=0)
+    assert isinstance(sized, Sized) and (sized.batch_size, sized.num_workers) == (4, 0)
+    extra = Extra.from_datasets(blobs(64), batch_size=8, other=5)
+    assert (extra.other, extra.batch_size) == (5, 8) and len(extra.train_dataloader()) == 8
+    assert Anything.from_datasets(blobs(8), batch_size=2).kwargs == {
+        "batch_size": 2,
+        "num_workers": 0,
+    }
+    with pytest.raises(TypeError, match="other"):
+        Extra.from_datasets(blobs(64))  # a required __init__ argument not given
 
 
 # ---------------------------------------------------------- the porting module

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
@@ -84,26 +85,32 @@ class DataModule(DataHooks, HyperparametersMixin):
         predict_dataset: Any = None,
         batch_size: int = 1,
         num_workers: int = 0,
-        **dataloader_kwargs: Any,
+        **datamodule_kwargs: Any,
     ) -> DataModule:
-        """A DataModule serving the given datasets (each may also be a list or dict of them).
+        """A DataModule (of this class) serving the given datasets (each may also be a
+        list or dict of them), as Lightning's.
 
-        The training loader shuffles; the others do not.
+        The training loader shuffles; the others do not. The loaders pin memory when an
+        accelerator is there to copy to (Lightning's always ask, and torch warns
+        without one).
 
         Args:
             train_dataset: the training dataset(s).
             val_dataset: the validation dataset(s).
             test_dataset: the test dataset(s).
             predict_dataset: the prediction dataset(s).
-            batch_size: the batch size of every loader.
-            num_workers: worker processes of every loader.
-            **dataloader_kwargs: other ``DataLoader`` arguments.
+            batch_size: the batch size of every loader; also given to ``__init__`` if it
+                takes ``batch_size`` (or ``**kwargs``).
+            num_workers: worker processes of every loader; also given to ``__init__`` if
+                it takes ``num_workers`` (or ``**kwargs``).
+            **datamodule_kwargs: the other arguments of the class's ``__init__``.
 
         Example:
             >>> dm = DataModule.from_datasets(list(range(10)), batch_size=4)
             >>> len(dm.train_dataloader())
             3
         """
+        pin_memory = bool(torch.cuda.is_available())
 
         def loaders(dataset: Any, shuffle: bool) -> Any:
             if isinstance(dataset, Mapping):
@@ -115,10 +122,14 @@ class DataModule(DataHooks, HyperparametersMixin):
                 batch_size=batch_size,
                 shuffle=shuffle and not isinstance(dataset, IterableDataset),
                 num_workers=num_workers,
-                **dataloader_kwargs,
+                pin_memory=pin_memory,
             )
 
-        datamodule = cls()
+        parameters = inspect.signature(cls.__init__).parameters
+        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+        sizes = {"batch_size": batch_size, "num_workers": num_workers}
+        forwarded = {k: v for k, v in sizes.items() if takes_any or k in parameters}
+        datamodule = cls(**datamodule_kwargs, **forwarded)
         given = {
             "train_dataloader": (train_dataset, True),
             "val_dataloader": (val_dataset, False),
