@@ -120,3 +120,27 @@ def test_hyperparameters_stored_as_an_address_are_not_compared(tmp_path: Path) -
 
     path = _saved(tmp_path, WithActivation(activation=lambda x: x))
     assert _resume(path, WithActivation(activation=lambda x: x), resume_mismatch="error") == []
+
+
+def test_a_checkpoint_saved_past_max_epochs_is_refused_one_at_it_trains_nothing(
+    tmp_path: Path,
+) -> None:
+    # As Lightning: the file save_checkpoint writes after 4 epochs records epoch 4
+    # (Lightning's current_epoch then); it does not resume under max_epochs=3.
+    torch.manual_seed(0)
+    saving = trainkit.Trainer(**{**QUIET, "max_epochs": 4})
+    saving.fit(Classifier(), loader(blobs(64), 16))
+    path = tmp_path / "four.ckpt"
+    saving.save_checkpoint(path)
+    before = torch.load(path, weights_only=True)["state_dict"]
+    model = Classifier()
+    with pytest.raises(CheckpointError, match=r"saved in epoch 4, past this run's max_epochs=3"):
+        trainkit.Trainer(**{**QUIET, "max_epochs": 3, "resume_mismatch": "ignore"}).fit(
+            model, loader(blobs(64), 16), ckpt_path=path
+        )
+    assert not torch.equal(model.state_dict()["net.0.weight"], before["net.0.weight"])
+    # At the limit (a finished run started again): nothing to train, and a warning.
+    again = trainkit.Trainer(**{**QUIET, "max_epochs": 4, "resume_mismatch": "ignore"})
+    with pytest.warns(UserWarning, match="fit trains nothing"):
+        again.fit(Classifier(), loader(blobs(64), 16), ckpt_path=path)
+    assert again.global_step == saving.global_step

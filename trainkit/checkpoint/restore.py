@@ -168,6 +168,7 @@ def restore_state(run: Run, checkpoint: dict[str, Any], source: str) -> None:
             "nothing can be resumed from it; use a checkpoint written by ModelCheckpoint or "
             "Trainer.save_checkpoint."
         )
+    _check_epoch_limit(run, checkpoint, source)
     _check_settings(run, checkpoint, source)
     module.on_load_checkpoint(checkpoint)
     for callback in run.callbacks:
@@ -222,6 +223,20 @@ def trainer_options(run: Run) -> dict[str, Any]:
     for group in (run.hardware, run.options, run.step_options):
         options.update(dataclasses.asdict(group))
     return {key: plain_value(value) for key, value in options.items()}
+
+
+def _check_epoch_limit(run: Run, checkpoint: dict[str, Any], source: str) -> None:
+    # As Lightning: a checkpoint saved in an epoch past max_epochs would train nothing,
+    # and the limit is most likely a slip (a file of another, longer run). One saved
+    # at the limit (a finished run started again) just trains nothing, with a warning.
+    saved = int(checkpoint.get("epoch", 0))  # Lightning's current_epoch, in both formats
+    limit = run.options.resolved_max_epochs
+    if saved > limit:
+        raise CheckpointError(
+            f"The checkpoint {source} was saved in epoch {saved}, past this run's "
+            f"max_epochs={int(limit)}, so resuming it would train nothing. Raise max_epochs "
+            f"above {saved} to train on from it, or fit without ckpt_path to start over."
+        )
 
 
 def _check_settings(run: Run, checkpoint: dict[str, Any], source: str) -> None:
