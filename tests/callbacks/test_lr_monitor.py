@@ -44,6 +44,7 @@ class FakeTrainer:
     global_step: int = 0
     current_epoch: int = 0
     log_every_n_steps: int = 2
+    callback_metrics: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
 def sgd(lr: float = 0.1, **kwargs: Any) -> torch.optim.SGD:

@@ -40,6 +40,24 @@ def test_lr_momentum_and_weight_decay_names_and_values(tmp_path: Path) -> None:
     assert monitor.last_weight_decay_values == {"lr-SGD-weight_decay": 0.01}
 
 
+def test_the_learning_rate_is_a_callback_metric_too(tmp_path: Path) -> None:
+    # As Lightning's: another callback can monitor the learning rate.
+    seen: list[float] = []
+
+    class Reader(trainkit.Callback):
+        def on_train_batch_end(self, trainer: Any, *args: Any) -> None:
+            seen.append(float(trainer.callback_metrics["lr-SGD"]))
+
+    monitor = LearningRateMonitor(log_momentum=True)
+    options = {**QUIET, "logger": CSVLogger(tmp_path)}
+    trainer = trainkit.Trainer(
+        max_epochs=2, log_every_n_steps=1, callbacks=[monitor, Reader()], **options
+    )
+    trainer.fit(Decaying(), loader(blobs(64), 32))
+    assert seen == [1.0, 0.5, 0.25, 0.125]
+    assert float(trainer.callback_metrics["lr-SGD-momentum"]) == pytest.approx(0.9)
+
+
 def test_epoch_interval_logs_once_per_epoch(tmp_path: Path) -> None:
     monitor = LearningRateMonitor(logging_interval="epoch")
     _fit(tmp_path, Decaying(), monitor)

@@ -715,3 +715,36 @@ def test_tensorboard_shows_a_placeholder_hp_metric_unless_turned_off(tmp_path: A
         Logs(), numbers(8, 4)
     )
     assert {"hp_metric": -1} not in seen
+
+
+def test_values_written_into_callback_metrics_are_kept_and_monitored(tmp_path: Any) -> None:
+    # Callbacks put scores there for ModelCheckpoint / EarlyStopping to read, as in Lightning.
+    scores = {0: 0.3, 1: 0.9, 2: 0.5}
+
+    class Scorer(trainkit.Callback):
+        def on_validation_epoch_end(self, trainer: Any, module: Any) -> None:
+            if not trainer.sanity_checking:
+                score = scores.get(trainer.current_epoch, 0.0)  # 0.0: the validate() below
+                trainer.callback_metrics["score"] = torch.tensor(score)
+                trainer.callback_metrics.update({"extra": torch.tensor(1.0)})
+
+    best = ModelCheckpoint(dirpath=tmp_path, monitor="score", mode="max", filename="{epoch}")
+    trainer = trainkit.Trainer(
+        max_epochs=3,
+        callbacks=[Scorer(), best],
+        **{**QUIET, "enable_checkpointing": True},
+    )
+    train, val = helpers.loader(helpers.blobs(64)), helpers.loader(helpers.blobs(32))
+    trainer.fit(helpers.Classifier(), train, val)
+    assert best.best_model_path.endswith("epoch=1.ckpt")
+    assert float(best.best_model_score) == pytest.approx(0.9)
+    metrics = trainer.callback_metrics  # kept after the run, beside the logged values
+    assert float(metrics["score"]) == 0.5 and "extra" in metrics and "val/loss" in metrics
+    assert metrics.setdefault("new", torch.tensor(2.0)) == 2.0
+    del metrics["extra"]
+    assert "extra" not in trainer.callback_metrics and "new" in trainer.callback_metrics
+    assert trainer.callback_metrics.pop("new") == 2.0 and "new" not in trainer.callback_metrics
+    # A value logged under a name written before replaces it.
+    trainer.callback_metrics["val/loss"] = torch.tensor(-1.0)
+    trainer.validate(dataloaders=helpers.loader(helpers.blobs(32)), ckpt_path=None, verbose=False)
+    assert float(trainer.callback_metrics["val/loss"]) > 0

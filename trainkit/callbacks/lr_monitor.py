@@ -231,6 +231,9 @@ class LearningRateMonitor(Callback):
                     self.last_weight_decay_values[f"{name}-weight_decay"] = decay
         for logger in trainer.loggers:
             logger.log_metrics(metrics, step=trainer.global_step)
+        # As Lightning's: the values are also the latest callback metrics, for a
+        # callback that monitors the learning rate.
+        trainer.callback_metrics.update({name: torch.tensor(v) for name, v in metrics.items()})
 
     def _find_entries(self, trainer: Trainer) -> list[_Tracked]:
         """One entry per optimizer: scheduled ones first, in scheduler order, then the rest.

@@ -473,12 +473,13 @@ class Results:
 
     # ------------------------------------------------------------------ read
     @property
-    def callback_metrics(self) -> dict[str, torch.Tensor]:
+    def callback_metrics(self) -> CallbackMetrics:
         """Latest value of every logged metric (epoch results and current step values).
 
         A name logged both per step and per epoch appears as ``name_step``,
         ``name_epoch`` (once an epoch ended) and ``name``: the step value while
-        its training epoch runs, the epoch value once the epoch ends.
+        its training epoch runs, the epoch value once the epoch ends. Values written
+        into the returned dict are kept (see :class:`CallbackMetrics`).
         """
         values = dict(self.epoch_metrics)
         values.update(self._sanity_values)
@@ -488,7 +489,23 @@ class Results:
             for entry in train.entries.values():
                 if entry.on_step and entry.on_epoch and entry.step_value is not None:
                     values[entry.plain_key] = entry.step_value
-        return {name: as_tensor(value) for name, value in values.items()}
+        return CallbackMetrics({name: as_tensor(value) for name, value in values.items()}, self)
+
+    def keep_metrics(self, values: Mapping[str, Number]) -> None:
+        """Keep values written into ``trainer.callback_metrics`` among the epoch results.
+
+        Args:
+            values: metric name to value.
+        """
+        self.epoch_metrics.update(values)
+
+    def forget_metric(self, name: str) -> None:
+        """Drop a name deleted from ``trainer.callback_metrics`` from the epoch results.
+
+        Args:
+            name: the metric's name.
+        """
+        self.epoch_metrics.pop(name, None)
 
     def progress_bar_metrics(self, *, fitting: bool, running: bool = True) -> dict[str, float]:
         """The training loss and every ``prog_bar`` metric, as floats.
@@ -545,3 +562,53 @@ class Results:
         self.epoch_metrics.update(callback_metrics)
         self._logged = {name: as_tensor(value) for name, value in logged.items()}
         self._unread = {}
+
+
+class CallbackMetrics(dict[str, torch.Tensor]):
+    """``trainer.callback_metrics``: the latest values, in a dict whose writes are kept.
+
+    Callbacks write values into it for monitoring callbacks to read (a score a
+    callback computes, for ``ModelCheckpoint(monitor=...)``), as they do into
+    Lightning's: each value set (``d[name] = v``, ``update``, ``setdefault``, ``|=``)
+    is kept among the run's epoch results, so every later read has it, until a
+    value logged under the same name replaces it; a name deleted is dropped. The
+    loggers get only what ``self.log`` logged.
+
+    Args:
+        values: the values read.
+        results: the run's results, which keep what is written.
+    """
+
+    def __init__(self, values: Mapping[str, torch.Tensor], results: Results) -> None:
+        super().__init__(values)
+        self._results = results
+
+    def __setitem__(self, name: str, value: torch.Tensor) -> None:
+        super().__setitem__(name, value)
+        self._results.keep_metrics({name: value})
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        """Set several values (as ``dict.update``), each kept."""
+        values = dict(*args, **kwargs)
+        super().update(values)
+        self._results.keep_metrics(values)
+
+    def setdefault(self, name: str, default: Any = None) -> Any:
+        """``d[name]``, set to ``default`` (and kept) first if missing."""
+        if name not in self:
+            self[name] = default
+        return self[name]
+
+    def __ior__(self, other: Any) -> CallbackMetrics:  # type: ignore[override,misc]
+        self.update(other)
+        return self
+
+    def __delitem__(self, name: str) -> None:
+        super().__delitem__(name)
+        self._results.forget_metric(name)
+
+    def pop(self, name: str, *default: Any) -> Any:
+        """Remove ``name`` (and drop it from the kept values); as ``dict.pop``."""
+        if name in self:
+            self._results.forget_metric(name)
+        return super().pop(name, *default)
