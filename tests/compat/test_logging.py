@@ -748,3 +748,23 @@ def test_values_written_into_callback_metrics_are_kept_and_monitored(tmp_path: A
     trainer.callback_metrics["val/loss"] = torch.tensor(-1.0)
     trainer.validate(dataloaders=helpers.loader(helpers.blobs(32)), ckpt_path=None, verbose=False)
     assert float(trainer.callback_metrics["val/loss"]) > 0
+
+
+def test_callback_metrics_writes_are_numbers_kept_as_tensors_and_saved(tmp_path: Any) -> None:
+    import numpy
+
+    class Scorer(trainkit.Callback):
+        def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+            trainer.callback_metrics["score"] = numpy.float64(0.25)  # a NumPy number
+
+    trainer = trainkit.Trainer(max_epochs=1, callbacks=[Scorer()], **QUIET)
+    trainer.fit(helpers.Classifier(), helpers.loader(helpers.blobs(32)))
+    assert torch.is_tensor(trainer.callback_metrics["score"])
+    # The checkpoint, which keeps them, still loads with weights_only=True.
+    path = tmp_path / "saved.ckpt"
+    trainer.save_checkpoint(path)
+    saved = torch.load(path, weights_only=True)["callback_metrics"]
+    assert float(saved["score"]) == 0.25
+    with pytest.raises(TypeError, match=r"callback_metrics\['note'\] = 'text'"):
+        trainer.callback_metrics["note"] = "text"  # type: ignore[assignment]
+    assert "note" not in trainer.callback_metrics

@@ -491,13 +491,29 @@ class Results:
                     values[entry.plain_key] = entry.step_value
         return CallbackMetrics({name: as_tensor(value) for name, value in values.items()}, self)
 
-    def keep_metrics(self, values: Mapping[str, Number]) -> None:
+    def keep_metrics(self, values: Mapping[str, Any]) -> None:
         """Keep values written into ``trainer.callback_metrics`` among the epoch results.
+
+        Each is kept as a tensor (a NumPy number too), so that checkpoints, which save
+        the epoch results and load with ``weights_only=True``, can always be read back.
 
         Args:
             values: metric name to value.
+
+        Raises:
+            TypeError: a value is not a number or a tensor (nothing is kept then).
         """
-        self.epoch_metrics.update(values)
+        kept: dict[str, Number] = {}
+        for name, value in values.items():
+            try:
+                kept[name] = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
+            except (TypeError, ValueError, RuntimeError) as error:
+                raise TypeError(
+                    f"trainer.callback_metrics[{name!r}] = {value!r}: callback metrics are "
+                    f"numbers or tensors, not {type(value).__name__} ({error}). Write a number "
+                    "or a tensor."
+                ) from None
+        self.epoch_metrics.update(kept)
 
     def forget_metric(self, name: str) -> None:
         """Drop a name deleted from ``trainer.callback_metrics`` from the epoch results.
@@ -584,14 +600,14 @@ class CallbackMetrics(dict[str, torch.Tensor]):
         self._results = results
 
     def __setitem__(self, name: str, value: torch.Tensor) -> None:
+        self._results.keep_metrics({name: value})  # first: it refuses what it cannot keep
         super().__setitem__(name, value)
-        self._results.keep_metrics({name: value})
 
     def update(self, *args: Any, **kwargs: Any) -> None:
         """Set several values (as ``dict.update``), each kept."""
         values = dict(*args, **kwargs)
-        super().update(values)
         self._results.keep_metrics(values)
+        super().update(values)
 
     def setdefault(self, name: str, default: Any = None) -> Any:
         """``d[name]``, set to ``default`` (and kept) first if missing."""
