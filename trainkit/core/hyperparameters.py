@@ -161,20 +161,12 @@ class HyperparametersMixin:
             )
         # Read the arguments of the __init__ that called us (not type(self).__init__:
         # a subclass may take other arguments, or none).
-        code, init_locals = caller.f_code, caller.f_locals
-        count = code.co_argcount + code.co_kwonlyargcount
-        arg_names = list(code.co_varnames[1:count])  # skip self
-        var_keyword = None
-        if code.co_flags & inspect.CO_VARKEYWORDS:
-            var_keyword = code.co_varnames[count + bool(code.co_flags & inspect.CO_VARARGS)]
+        named, extra = init_call_arguments(caller)
         ignored = {ignore} if isinstance(ignore, str) else set(ignore or ())
-        recorded: dict[str, Any] = {}
-        for name in arg_names:
-            if name in init_locals and name not in ignored and (not names or name in names):
-                recorded[name] = init_locals[name]
-        extra = init_locals.get(var_keyword) if var_keyword else None
-        if isinstance(extra, Mapping):
-            recorded.update({k: v for k, v in extra.items() if k not in ignored})
+        recorded = {
+            k: v for k, v in named.items() if k not in ignored and (not names or k in names)
+        }
+        recorded.update({k: v for k, v in extra.items() if k not in ignored})
         given = _GIVEN.get()
         if given is not None and type(self) is given[0]:
             _GIVEN.set(None)  # once: not again for a Module built inside this __init__
@@ -185,6 +177,28 @@ class HyperparametersMixin:
             }
         self.hparams.update(recorded)
         self._hparams_initial = _copied(self.hparams)
+
+
+def init_call_arguments(frame: FrameType) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The arguments of the ``__init__`` running in ``frame``, as its variables hold them now.
+
+    Args:
+        frame: the frame of a method whose first parameter is ``self``.
+
+    Returns:
+        The named parameters (``self`` and ``*args`` left out; one ``del``-ed in the
+        body is missing), and the keyword arguments ``**kwargs`` caught.
+    """
+    code, local_vars = frame.f_code, frame.f_locals
+    count = code.co_argcount + code.co_kwonlyargcount
+    named = {name: local_vars[name] for name in code.co_varnames[1:count] if name in local_vars}
+    extra: dict[str, Any] = {}
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        var_keyword = code.co_varnames[count + bool(code.co_flags & inspect.CO_VARARGS)]
+        caught = local_vars.get(var_keyword)
+        if isinstance(caught, Mapping):
+            extra = dict(caught)
+    return named, extra
 
 
 def _copied(hparams: Mapping[str, Any]) -> AttributeDict:

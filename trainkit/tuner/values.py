@@ -38,6 +38,24 @@ def holders(module: Any, datamodule: Any, name: str) -> list[Any]:
     return found
 
 
+def held(module: Any, datamodule: Any, name: str, owner: str = "the model") -> list[Any]:
+    """:func:`holders`, never empty.
+
+    Args:
+        module: the Module.
+        datamodule: the run's DataModule (None: none).
+        name: the attribute's name.
+        owner: what was asked, for the error (e.g. the Module's class name).
+
+    Raises:
+        AttributeError: no place holds ``name`` (see :func:`missing`).
+    """
+    places = holders(module, datamodule, name)
+    if not places:
+        raise missing(name, owner)
+    return places
+
+
 def read(places: list[Any], name: str) -> Any:
     """The value of ``name`` in the last of ``places`` (from :func:`holders`; not empty).
 
@@ -98,10 +116,7 @@ def get_attribute(trainer: Trainer, module: Module, name: str) -> Any:
         module: the Module.
         name: the attribute's name.
     """
-    places = holders(module, trainer.datamodule, name)
-    if not places:
-        raise missing(name)
-    return read(places, name)
+    return read(held(module, trainer.datamodule, name), name)
 
 
 def set_attribute(trainer: Trainer, module: Module, name: str, value: Any) -> None:
@@ -113,7 +128,4 @@ def set_attribute(trainer: Trainer, module: Module, name: str, value: Any) -> No
         name: the attribute's name.
         value: the new value.
     """
-    places = holders(module, trainer.datamodule, name)
-    if not places:
-        raise missing(name)
-    write(places, name, value)
+    write(held(module, trainer.datamodule, name), name, value)

@@ -16,11 +16,11 @@ from __future__ import annotations
 import inspect
 import pickle
 from argparse import Namespace
-from collections.abc import Mapping, MutableMapping
+from collections.abc import MutableMapping
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from trainkit.core.hyperparameters import AttributeDict
+from trainkit.core.hyperparameters import AttributeDict, init_call_arguments
 from trainkit.lightning.utilities.rank_zero import rank_zero_warn
 from trainkit.tuner import values
 
@@ -156,16 +156,8 @@ def get_init_args(frame: FrameType | None) -> dict[str, Any]:
     """
     if frame is None or _constructed_object(frame) is None:
         return {}
-    code, local_vars = frame.f_code, frame.f_locals
-    count = code.co_argcount + code.co_kwonlyargcount
-    names = code.co_varnames[1:count]  # the first is self
-    args = {name: local_vars[name] for name in names if name in local_vars}  # `del` removes one
-    if code.co_flags & inspect.CO_VARKEYWORDS:
-        var_keyword = code.co_varnames[count + bool(code.co_flags & inspect.CO_VARARGS)]
-        extra = local_vars.get(var_keyword)
-        if isinstance(extra, Mapping):
-            args.update(extra)
-    return args
+    named, extra = init_call_arguments(frame)
+    return {**named, **extra}
 
 
 def collect_init_args(
@@ -238,11 +230,11 @@ def _constructed_object(frame: FrameType) -> Any:
     return None
 
 
-def _attribute_holders(model: Module, attribute: str) -> list[Any]:
-    # The tuner's rule (trainkit.tuner.values): the model, its hparams, the DataModule
-    # of the Trainer it is attached to, its hparams.
+def _datamodule(model: Module) -> Any:
+    # The tuner's rule (trainkit.tuner.values) looks at the DataModule of the Trainer
+    # the model is attached to, if any.
     trainer = getattr(model, "_trainer", None)  # not model.trainer: that raises without one
-    return values.holders(model, getattr(trainer, "datamodule", None), attribute)
+    return getattr(trainer, "datamodule", None)
 
 
 def lightning_hasattr(model: Module, attribute: str) -> bool:
@@ -264,7 +256,7 @@ def lightning_hasattr(model: Module, attribute: str) -> bool:
         >>> lightning_hasattr(Net(), "lr"), lightning_hasattr(Net(), "batch_size")
         (True, False)
     """
-    return bool(_attribute_holders(model, attribute))
+    return bool(values.holders(model, _datamodule(model), attribute))
 
 
 def lightning_getattr(model: Module, attribute: str) -> Any:
@@ -290,10 +282,8 @@ def lightning_getattr(model: Module, attribute: str) -> Any:
         >>> lightning_getattr(Net(lr=0.02), "lr")
         0.02
     """
-    holders = _attribute_holders(model, attribute)
-    if not holders:
-        raise values.missing(attribute, type(model).__name__)
-    return values.read(holders, attribute)
+    places = values.held(model, _datamodule(model), attribute, type(model).__name__)
+    return values.read(places, attribute)
 
 
 def lightning_setattr(model: Module, attribute: str, value: Any) -> None:
@@ -323,7 +313,5 @@ def lightning_setattr(model: Module, attribute: str, value: Any) -> None:
         >>> net.lr, net.hparams.lr
         (0.5, 0.5)
     """
-    holders = _attribute_holders(model, attribute)
-    if not holders:
-        raise values.missing(attribute, type(model).__name__)
-    values.write(holders, attribute, value)
+    places = values.held(model, _datamodule(model), attribute, type(model).__name__)
+    values.write(places, attribute, value)
