@@ -161,3 +161,39 @@ def test_log_outside_a_run_and_bad_values_are_clear_errors() -> None:
         trainkit.Trainer(max_epochs=1, logger=False, **QUIET_NO_LOGGER).fit(
             BadLog(), loader(blobs(64), 32)
         )
+
+
+def test_a_repeated_step_log_records_each_step_s_value_and_still_checks_options() -> None:
+    # The second and later calls of the same self.log in training steps take a
+    # shortcut to their entry: each step's value must still be the one read, and
+    # a call with other options must still be refused.
+    losses: list[float] = []
+    read: list[float] = []
+
+    class Repeating(Classifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            loss = super().training_step(batch, batch_idx)
+            self.log("again", loss * 2, prog_bar=True)
+            losses.append(float(loss) * 2)
+            return loss
+
+    class Reader(trainkit.Callback):
+        def on_train_batch_end(self, trainer: Any, *args: Any) -> None:
+            value = trainer.train_metrics.entries["again"].step_value
+            assert not value.requires_grad  # stored without its graph
+            read.append(trainer.progress_bar_metrics["again"])
+
+    trainer = trainkit.Trainer(max_epochs=2, logger=False, callbacks=[Reader()], **QUIET_NO_LOGGER)
+    trainer.fit(Repeating(), loader(blobs(128), 32))
+    assert read == pytest.approx(losses) and len(read) == 8
+
+    class Switching(Classifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            loss = super().training_step(batch, batch_idx)
+            self.log("again", loss, on_epoch=batch_idx == 2)
+            return loss
+
+    with pytest.raises(ValueError, match=r"self.log\('again'\) was called with different options"):
+        trainkit.Trainer(max_epochs=1, logger=False, **QUIET_NO_LOGGER).fit(
+            Switching(), loader(blobs(128), 32)
+        )

@@ -377,7 +377,10 @@ class Module(DataHooks, HyperparametersMixin, ModuleHooks, nn.Module):
             check_log_options(
                 self, name, enable_graph, sync_dist_group, rank_zero_only and sync_dist
             )
-        self.trainer.results.log(
+        # The attribute itself, not the ``trainer`` property: one call less per value
+        # logged (the property raises the same error when no Trainer is attached).
+        trainer = self._trainer if self._trainer is not None else self.trainer
+        trainer.results.log(
             name,
             value,
             on_step,

@@ -133,6 +133,10 @@ class MetricStore:
         #: Where values are logged now (the results' context: a step or an epoch hook).
         self.context = 0
         self.entries: dict[str, _Entry] = {}
+        #: A training step's ``self.log`` calls that set a step value only, by their
+        #: arguments as given (``Results.log`` fills and reads it): the same call in
+        #: the next step goes straight to its entry.
+        self.repeated: dict[tuple[Any, ...], _Entry] = {}
         #: Whether the epoch values were read (the epoch is over): from then on,
         #: callbacks see a name logged per step and per epoch at its epoch value.
         self.epoch_reduced = False
@@ -145,7 +149,7 @@ class MetricStore:
         batch_size: int,
         suffix: str = "",
         dataloader_idx: int | None = None,
-    ) -> None:
+    ) -> _Entry:
         """Record ``value`` under ``name``. Cheap: no device synchronisation.
 
         Called for every ``self.log`` in every step, so it takes its options as one
@@ -177,7 +181,7 @@ class MetricStore:
             self._check_same_dataloader(entry, key, dataloader_idx)
         if entry.metric is not None:
             self._log_metric(entry, value)
-            return
+            return entry
         if isinstance(value, torch.Tensor):
             value = value.data  # the value only: no autograd graph kept, no dispatcher call
             if entry.squeeze:
@@ -187,6 +191,24 @@ class MetricStore:
         if entry.on_epoch:
             entry.total = _accumulate(entry.total, value, entry.reduce_fx, batch_size)
             entry.weight += batch_size
+        return entry
+
+    def steps_only(self, entry: _Entry) -> bool:
+        """Whether each value logged to ``entry`` only replaces its step value.
+
+        Such an entry needs no check when the same call logs it again: the value
+        is a plain tensor (no ``Metric``, no reshape) and nothing accumulates.
+
+        Args:
+            entry: an entry of this store.
+        """
+        return (
+            entry.on_step
+            and not entry.on_epoch
+            and entry.metric is None
+            and not entry.squeeze
+            and self.entries.get(entry.plain_key) is entry
+        )
 
     def _log_metric(self, entry: _Entry, metric: Any) -> None:
         if metric is not entry.metric:
@@ -311,6 +333,7 @@ class MetricStore:
         entry.squeeze = squeeze
         entry.context = self.context
         self.entries[name] = entry
+        self.repeated.clear()  # a call may now resolve to another entry
         return entry
 
     # ---------------------------------------------------------------- reading
@@ -419,6 +442,7 @@ class MetricStore:
             if entry.metric is not None and not entry.metric_reset:
                 entry.metric.reset()
         self.entries.clear()
+        self.repeated.clear()
         self.epoch_reduced = False
 
     def state_dict(self) -> dict[str, Any]:
@@ -446,6 +470,7 @@ class MetricStore:
             state: the saved entries.
         """
         self.entries.clear()
+        self.repeated.clear()
         for name, saved in state.items():
             options: LogOptions = tuple(saved["options"])
             entry = _Entry(options, *options)

@@ -235,6 +235,7 @@ class Results:
                 there, ``on_step=True`` is an error, as in training epoch hooks).
         """
         self._context = EVAL if batch is not None else EVAL_EPOCH
+        self.train.repeated.clear()  # a training step's shortcut never meets a suffix
         self._suffix = "" if dataloader_idx is None else f"/dataloader_idx_{dataloader_idx}"
         self._dataloader_idx = dataloader_idx
         self._batch = batch
@@ -291,8 +292,16 @@ class Results:
         """Record one ``self.log`` call (see ``Module.log`` for the arguments).
 
         Called for every logged value of every step: positional arguments and
-        no work beyond choosing the store and the defaults.
+        no work beyond choosing the store and the defaults. A training step's call
+        that repeats an earlier one (same name and arguments) of a step-only value
+        sets the value directly.
         """
+        given = (name, on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx)
+        if self._context == TRAIN_STEP and self._recorder is None and type(value) is torch.Tensor:
+            repeated = self.train.repeated.get(given)
+            if repeated is not None:
+                repeated.step_value = value.data  # as MetricStore.log stores it
+                return
         recorder = self._recorder
         if recorder is not None:
             arguments = (on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx, batch_size)
@@ -334,7 +343,15 @@ class Results:
         options = (on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx)
         suffix = self._suffix if add_dataloader_idx else ""
         store.context = context
-        store.log(name, value, options, batch_size, suffix, self._dataloader_idx)
+        entry = store.log(name, value, options, batch_size, suffix, self._dataloader_idx)
+        if (
+            context == TRAIN_STEP
+            and type(value) is torch.Tensor
+            and not suffix
+            and self._dataloader_idx is None
+            and store.steps_only(entry)
+        ):
+            store.repeated[given] = entry
 
     def update_epoch_metrics(self, values: Mapping[str, Number]) -> None:
         """Record epoch results, so callbacks (early stopping, schedulers) can read them.
