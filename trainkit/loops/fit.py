@@ -160,17 +160,15 @@ def run_fit(run: Run, fit: Fit) -> None:
 def _train_epoch(run: Run, fit: Fit) -> None:
     """The batches of one epoch (from the resumed position, if resuming)."""
     state, results, hooks, options = run.state, run.results, run.hooks, fit.options
-    loader = fit.train_loader
+    loader, total = fit.train_loader, state.num_training_batches
     set_sampler_epoch(loader, state.epoch)
-    total = state.num_training_batches
     val_every = val_check_batches(options, state.epoch, total, fit.validates)
     optimization = fit.optimization
     to_device = run.batch_to_device
     on_batch_start = hooks.optional("on_train_batch_start")
     on_batch_end = hooks.optional("on_train_batch_end")
     on_resume_point = hooks.optional("on_resume_point")
-    preemption, watched = fit.preemption, on_resume_point is not None or fit.vote is not None
-    deadline = fit.deadline
+    preemption, vote, deadline = fit.preemption, fit.vote, fit.deadline
     if state.batch_idx == 0:  # > 0 only when resuming in the middle of this epoch
         results.train.reset()
     results.enter_training_epoch()
@@ -198,11 +196,13 @@ def _train_epoch(run: Run, fit: Fit) -> None:
         state.batch_idx = batch_idx + 1
         if val_every is not None and validation_due(options, state, val_every, batch_idx, is_last):
             _validate(run, fit)
-        # Not after the epoch's last batch (its resume point follows the epoch's
-        # end), nor inside an accumulation window (its gradients are not saved).
-        # With no hook and no vote, only a signal makes a resume point do anything.
-        if not is_last and optimization.stepped and (watched or preemption.signal):
-            _resume_point(run, fit, on_resume_point)
+        # A resume point, but not after the epoch's last batch (the epoch's end has
+        # one) nor inside an accumulation window (its gradients are not saved).
+        if not is_last and optimization.stepped:
+            if on_resume_point is not None:
+                on_resume_point()
+            if vote is not None or preemption.signal:  # else the stop check does nothing
+                _resume_point(run, fit, None)
         if deadline != math.inf and time.monotonic() >= deadline:
             state.should_stop = True  # max_time: stops like a callback's request
         if (
