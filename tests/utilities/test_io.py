@@ -48,6 +48,49 @@ def test_the_data_is_on_disk_before_the_rename(
     assert order == ["fsync", "replace", "fsync"]
 
 
+def test_a_checkpoint_and_its_last_link_are_made_durable_with_one_folder_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    import trainkit
+    from tests.helpers import Classifier, blobs, loader
+
+    events: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        events.append(f"fsync {'folder' if os.path.isdir(path) else 'file'} {Path(path).name}")
+        real_fsync(fd)
+
+    def replace(source: str, target: str) -> None:
+        events.append(f"replace {Path(target).name}")
+        real_replace(source, target)
+
+    trainer = trainkit.Trainer(
+        max_epochs=1,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    )
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    trainer.fit(Classifier(), loader(blobs(64), 32))
+    monkeypatch.undo()
+    # Each file's data is on disk before its rename; the folder holding both new
+    # names is fsynced once, after both.
+    name = "epoch=0-step=2.ckpt"
+    assert [e for e in events if not e.startswith("fsync file")] == [
+        f"replace {name}",
+        "replace last.ckpt",
+        "fsync folder checkpoints",
+    ]
+    assert events[0].startswith(f"fsync file .{name}.tmp-")
+    assert torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 2
+
+
 def _dead_pid() -> int:
     # A process that has exited (and been reaped): its id names no live process.
     import subprocess

@@ -55,7 +55,11 @@ from trainkit.checkpoint.run_files import (
 )
 from trainkit.distributed.control import rank_zero_floats
 from trainkit.loggers import run_folder
-from trainkit.utilities.io import remove_stale_temporaries, temporary_prefix
+from trainkit.utilities.io import (
+    deferred_folder_syncs,
+    remove_stale_temporaries,
+    temporary_prefix,
+)
 
 if TYPE_CHECKING:
     from trainkit.core.module import Module
@@ -498,6 +502,11 @@ class ModelCheckpoint(Checkpoint):
             trainer: the running Trainer.
         """
         assert self.dirpath is not None, "setup() fixes the folder before any save"
+        # The scored file and last.ckpt are renamed into one folder: one fsync of it.
+        with deferred_folder_syncs():
+            self._save(trainer)
+
+    def _save(self, trainer: Trainer) -> None:
         candidates = self._monitor_candidates(trainer)
         if trainer.world_size > 1:
             candidates = self._rank_zero_candidates(trainer, candidates)

@@ -18,6 +18,7 @@ another live process is left alone. Only names of this pattern are touched.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import os
 import re
@@ -176,15 +177,62 @@ def no_space_error(error: BaseException) -> OSError | None:
     return None
 
 
+# The folders whose fsync deferred_folder_syncs() holds back, in this thread's
+# context (None: fsync at once). A thread of its own, such as a background save's,
+# starts with None.
+_DEFERRED: contextvars.ContextVar[dict[str, None] | None] = contextvars.ContextVar(
+    "trainkit_deferred_folder_syncs", default=None
+)
+
+
+@contextlib.contextmanager
+def deferred_folder_syncs() -> Iterator[None]:
+    """Fsync each folder that writes inside the block rename into once, when it ends.
+
+    A save that renames two files into one folder (a checkpoint and its
+    ``last.ckpt`` link) needs that folder's entries fsynced once, after both
+    renames: each file's data is fsynced before its rename either way, so a
+    power loss before the folder's fsync leaves each name holding either its
+    previous file or the complete new one, as it would between two fsyncs.
+    The folders are fsynced when the block ends, also after an error.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> folder = pathlib.Path(tempfile.mkdtemp())
+        >>> with deferred_folder_syncs():
+        ...     for name in ("a.txt", "b.txt"):
+        ...         with atomic_write(folder / name) as file:
+        ...             _ = file.write(name)
+        >>> sorted(path.name for path in folder.iterdir())
+        ['a.txt', 'b.txt']
+    """
+    if _DEFERRED.get() is not None:
+        yield  # an enclosing block fsyncs them
+        return
+    folders: dict[str, None] = {}
+    token = _DEFERRED.set(folders)
+    try:
+        yield
+    finally:
+        _DEFERRED.reset(token)
+        for folder in folders:
+            fsync_folder(folder)
+
+
 def fsync_folder(folder: str | os.PathLike[str]) -> None:
     """Make a rename inside ``folder`` durable (it lives in the folder's entry table).
 
     Without it a new name survives a process crash but not necessarily a power
-    loss. Platforms that cannot open a folder skip this.
+    loss. Platforms that cannot open a folder skip this. Inside
+    :func:`deferred_folder_syncs` the fsync waits for the block's end.
 
     Args:
         folder: the folder whose entries changed.
     """
+    deferred = _DEFERRED.get()
+    if deferred is not None:
+        deferred[os.path.abspath(folder)] = None
+        return
     try:
         descriptor = os.open(folder, os.O_RDONLY)
     except OSError:
