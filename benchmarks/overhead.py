@@ -19,6 +19,11 @@ logger every step instead of every 50 (``default-log-every-step``), and the bare
 Trainer with the default variant's module, which calls ``self.log`` every step
 (``bare-log``); all in the same rounds, for scale.
 
+With ``--split``, each round also runs every variant on one batch: a one-batch
+fit's extra time over the raw loop's one step is the variant's fixed cost
+(Trainer construction, set-up, the end-of-epoch checkpoint, teardown), and the
+rest of its extra time, spread over the other steps, its cost per step.
+
 The model is tiny on purpose: its steps take tens of microseconds, so any
 per-step work the framework adds shows up instead of disappearing behind the
 math. That is promise 1 in DESIGN.md, and the targets below are its numbers.
@@ -28,6 +33,7 @@ Run from the repository root::
     PYTHONPATH=. python benchmarks/overhead.py [--repeats 15] [--samples 20000] [--json out.json]
     PYTHONPATH=. python benchmarks/overhead.py --lightning   # Lightning installed
     PYTHONPATH=. python benchmarks/overhead.py --features    # the default's parts, one at a time
+    PYTHONPATH=. python benchmarks/overhead.py --split       # fixed cost apart from per-step cost
 """
 
 from __future__ import annotations
@@ -94,10 +100,17 @@ class BareModule(trainkit.Module):
 
 
 class LoggingModule(BareModule):
-    """The same module, logging its loss to the progress bar every step."""
+    """The same module, logging its loss to the progress bar every step.
+
+    Its step is written out rather than calling ``super().training_step``: as
+    in the Lightning variants' module, the only difference from the bare step is
+    the ``self.log`` call (a ``super()`` call and its frame cost ~3 us a step
+    here, which no Trainer adds).
+    """
 
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
-        loss = super().training_step(batch, batch_idx)
+        x, y = batch
+        loss = F.cross_entropy(self.network(x), y)
         self.log("loss", loss, prog_bar=True)
         return loss
 
@@ -317,6 +330,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also run the default Trainer with each of its parts off, for scale",
     )
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="also time one-batch fits, to report each variant's fixed and per-step cost",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write results here")
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.samples < BATCH_SIZE:
@@ -347,18 +365,20 @@ def main(argv: list[str] | None = None) -> int:
     print()
 
     dataset = build_dataset(args.samples)
+    one_batch = build_dataset(BATCH_SIZE)
     times: dict[str, list[float]] = {variant: [] for variant in variants}
+    short_times: dict[str, list[float]] = {variant: [] for variant in variants}
     with tempfile.TemporaryDirectory(prefix="trainkit-overhead-") as scratch:
         run_index = 0
 
-        def run(variant: str) -> RunResult:
+        def run(variant: str, data: TensorDataset = dataset) -> RunResult:
             nonlocal run_index
             # A fresh folder per run, made before the clock starts, so no run
             # scans or appends to the logs of earlier ones.
             root = Path(scratch) / f"run_{run_index}"
             root.mkdir()
             run_index += 1
-            return RUNNERS[variant](dataset, root)
+            return RUNNERS[variant](data, root)
 
         # Warm-up, untimed: the first default run imports tensorboard and tqdm
         # (about a second), a once-per-process cost, not per-run overhead. The
@@ -380,6 +400,8 @@ def main(argv: list[str] | None = None) -> int:
                 shift = round_index % len(variants)
                 for variant in variants[shift:] + variants[:shift]:
                     times[variant].append(run(variant)[0])
+                    if args.split:
+                        short_times[variant].append(run(variant, one_batch)[0])
         finally:
             gc.unfreeze()
 
@@ -425,6 +447,24 @@ def main(argv: list[str] | None = None) -> int:
             f"median of per-round ratios {paired[variant]:.3f}]"
         )
 
+    split: dict[str, dict[str, float]] = {}
+    if args.split:
+        short = {variant: statistics.median(samples) for variant, samples in short_times.items()}
+        print()
+        print("fixed cost (a one-batch fit over the raw loop's one step) and cost per step:")
+        for variant in compared:
+            fixed = short[variant] - short["raw"]
+            per_step = (medians[variant] - short[variant] - medians["raw"] + short["raw"]) / (
+                steps - 1
+            )
+            split[variant] = {"fixed_ms": fixed * 1e3, "per_step_us": per_step * 1e6}
+            print(
+                f"{variant:<{width}} fixed {fixed * 1e3:+7.2f}ms "
+                f"({fixed / medians['raw'] * 100:+5.1f}% of the raw run)   "
+                f"per step {per_step * 1e6:+6.1f}us "
+                f"({per_step * (steps - 1) / medians['raw'] * 100:+5.1f}%)"
+            )
+
     if args.json is not None:
         result = {
             "command": command,
@@ -436,6 +476,7 @@ def main(argv: list[str] | None = None) -> int:
                 "repeats": args.repeats,
                 "lightning": args.lightning,
                 "features": args.features,
+                "split": args.split,
             },
             "times_s": times,
             "median_s": medians,
@@ -444,6 +485,8 @@ def main(argv: list[str] | None = None) -> int:
             "paired_ratios": paired,
             "targets": TARGETS,
             "passed": passed,
+            "split": split,
+            "one_batch_times_s": short_times if args.split else {},
         }
         _report.write_json(args.json, result)
     return 0
