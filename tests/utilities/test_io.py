@@ -91,6 +91,42 @@ def test_a_checkpoint_and_its_last_link_are_made_durable_with_one_folder_fsync(
     assert torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 2
 
 
+def test_a_deferred_folder_sync_waits_for_that_folder_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trainkit.utilities.io import deferred_folder_sync, fsync_folder
+
+    events: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(
+        os,
+        "fsync",
+        lambda fd: (events.append(f"fsync {os.readlink(f'/proc/self/fd/{fd}')}"), real_fsync(fd))[
+            1
+        ],
+    )
+    monkeypatch.setattr(
+        os, "replace", lambda a, b: (events.append(f"replace {b}"), real_replace(a, b))[1]
+    )
+    staging = tmp_path / "staging"
+    with deferred_folder_sync(tmp_path):
+        with atomic_write(tmp_path / "a.ckpt") as file:  # renamed into the folder
+            file.write("a")
+        with atomic_write(staging / "shard") as file:  # renamed into a folder inside it
+            file.write("s")
+        os.replace(staging, tmp_path / "b.ckpt")  # a folder checkpoint's commit
+        fsync_folder(tmp_path)
+        assert f"fsync {tmp_path}" not in events  # not yet
+    # The staging folder's entries were on disk before it was renamed; the folder
+    # itself is fsynced once, at the end.
+    assert events.index(f"fsync {staging}") < events.index(f"replace {tmp_path / 'b.ckpt'}")
+    assert events.count(f"fsync {tmp_path}") == 1 and events[-1] == f"fsync {tmp_path}"
+    events.clear()
+    with deferred_folder_sync(tmp_path / "elsewhere"):
+        pass
+    assert events == []  # nothing renamed into it: nothing to fsync
+
+
 def _dead_pid() -> int:
     # A process that has exited (and been reaped): its id names no live process.
     import subprocess

@@ -56,7 +56,7 @@ from trainkit.checkpoint.run_files import (
 from trainkit.distributed.control import rank_zero_floats
 from trainkit.loggers import run_folder
 from trainkit.utilities.io import (
-    deferred_folder_syncs,
+    deferred_folder_sync,
     remove_stale_temporaries,
     temporary_prefix,
 )
@@ -503,7 +503,7 @@ class ModelCheckpoint(Checkpoint):
         """
         assert self.dirpath is not None, "setup() fixes the folder before any save"
         # The scored file and last.ckpt are renamed into one folder: one fsync of it.
-        with deferred_folder_syncs():
+        with deferred_folder_sync(self.dirpath):
             self._save(trainer)
 
     def _save(self, trainer: Trainer) -> None:

@@ -177,29 +177,34 @@ def no_space_error(error: BaseException) -> OSError | None:
     return None
 
 
-# The folders whose fsync deferred_folder_syncs() holds back, in this thread's
-# context (None: fsync at once). A thread of its own, such as a background save's,
-# starts with None.
-_DEFERRED: contextvars.ContextVar[dict[str, None] | None] = contextvars.ContextVar(
-    "trainkit_deferred_folder_syncs", default=None
+# The folder whose fsyncs deferred_folder_sync() holds back in this thread's
+# context, and whether one was asked for (None: fsync at once). A thread of its
+# own, such as a background save's, starts with None.
+_DEFERRED: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar(
+    "trainkit_deferred_folder_sync", default=None
 )
 
 
 @contextlib.contextmanager
-def deferred_folder_syncs() -> Iterator[None]:
-    """Fsync each folder that writes inside the block rename into once, when it ends.
+def deferred_folder_sync(folder: str | os.PathLike[str]) -> Iterator[None]:
+    """Fsync ``folder`` once when the block ends, for every rename into it inside the block.
 
     A save that renames two files into one folder (a checkpoint and its
-    ``last.ckpt`` link) needs that folder's entries fsynced once, after both
+    ``last.ckpt`` link) needs the folder's entries fsynced once, after both
     renames: each file's data is fsynced before its rename either way, so a
     power loss before the folder's fsync leaves each name holding either its
     previous file or the complete new one, as it would between two fsyncs.
-    The folders are fsynced when the block ends, also after an error.
+    Only ``folder`` itself waits: a folder inside it (a sharded checkpoint's
+    staging folder) is still fsynced before it is renamed. The fsync runs when
+    the block ends, also after an error, and only if something asked for it.
+
+    Args:
+        folder: the folder whose fsyncs wait for the block's end.
 
     Example:
         >>> import tempfile, pathlib
         >>> folder = pathlib.Path(tempfile.mkdtemp())
-        >>> with deferred_folder_syncs():
+        >>> with deferred_folder_sync(folder):
         ...     for name in ("a.txt", "b.txt"):
         ...         with atomic_write(folder / name) as file:
         ...             _ = file.write(name)
@@ -207,16 +212,16 @@ def deferred_folder_syncs() -> Iterator[None]:
         ['a.txt', 'b.txt']
     """
     if _DEFERRED.get() is not None:
-        yield  # an enclosing block fsyncs them
+        yield  # an enclosing block defers its own folder; this one syncs as usual
         return
-    folders: dict[str, None] = {}
-    token = _DEFERRED.set(folders)
+    deferred = [os.path.abspath(folder), False]
+    token = _DEFERRED.set(deferred)
     try:
         yield
     finally:
         _DEFERRED.reset(token)
-        for folder in folders:
-            fsync_folder(folder)
+        if deferred[1]:
+            fsync_folder(deferred[0])
 
 
 def fsync_folder(folder: str | os.PathLike[str]) -> None:
@@ -224,14 +229,14 @@ def fsync_folder(folder: str | os.PathLike[str]) -> None:
 
     Without it a new name survives a process crash but not necessarily a power
     loss. Platforms that cannot open a folder skip this. Inside
-    :func:`deferred_folder_syncs` the fsync waits for the block's end.
+    :func:`deferred_folder_sync` of this folder the fsync waits for the block's end.
 
     Args:
         folder: the folder whose entries changed.
     """
     deferred = _DEFERRED.get()
-    if deferred is not None:
-        deferred[os.path.abspath(folder)] = None
+    if deferred is not None and os.path.abspath(folder) == deferred[0]:
+        deferred[1] = True
         return
     try:
         descriptor = os.open(folder, os.O_RDONLY)
