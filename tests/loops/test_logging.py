@@ -197,3 +197,14 @@ def test_a_repeated_step_log_records_each_step_s_value_and_still_checks_options(
         trainkit.Trainer(max_epochs=1, logger=False, **QUIET_NO_LOGGER).fit(
             Switching(), loader(blobs(128), 32)
         )
+
+    class Unhashable(Classifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            loss = super().training_step(batch, batch_idx)
+            self.log("again", loss, reduce_fx=["max"])  # type: ignore[arg-type]
+            return loss
+
+    with pytest.raises(ValueError, match=r"reduce_fx=\['max'\]\) is not supported"):
+        trainkit.Trainer(max_epochs=1, logger=False, **QUIET_NO_LOGGER).fit(
+            Unhashable(), loader(blobs(128), 32)
+        )

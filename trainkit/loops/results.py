@@ -298,7 +298,10 @@ class Results:
         """
         given = (name, on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx)
         if self._context == TRAIN_STEP and self._recorder is None and type(value) is torch.Tensor:
-            repeated = self.train.repeated.get(given)
+            try:
+                repeated = self.train.repeated.get(given)
+            except TypeError:  # an unhashable reduce_fx: the full path says what is wrong
+                repeated = None
             if repeated is not None:
                 repeated.step_value = value.data  # as MetricStore.log stores it
                 return
