@@ -177,10 +177,19 @@ def no_space_error(error: BaseException) -> OSError | None:
     return None
 
 
-# The folder whose fsyncs deferred_folder_sync() holds back in this thread's
-# context, and whether one was asked for (None: fsync at once). A thread of its
-# own, such as a background save's, starts with None.
-_DEFERRED: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar(
+class _DeferredSync:
+    """The folder whose fsyncs a :func:`deferred_folder_sync` block holds back."""
+
+    __slots__ = ("asked", "folder")
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+        self.asked = False  # whether an fsync of it was asked for inside the block
+
+
+# The deferred folder of this thread's context (None: fsync at once). A thread of
+# its own, such as a background save's, starts with None.
+_DEFERRED: contextvars.ContextVar[_DeferredSync | None] = contextvars.ContextVar(
     "trainkit_deferred_folder_sync", default=None
 )
 
@@ -214,14 +223,14 @@ def deferred_folder_sync(folder: str | os.PathLike[str]) -> Iterator[None]:
     if _DEFERRED.get() is not None:
         yield  # an enclosing block defers its own folder; this one syncs as usual
         return
-    deferred = [os.path.abspath(folder), False]
+    deferred = _DeferredSync(os.path.abspath(folder))
     token = _DEFERRED.set(deferred)
     try:
         yield
     finally:
         _DEFERRED.reset(token)
-        if deferred[1]:
-            fsync_folder(deferred[0])
+        if deferred.asked:
+            fsync_folder(deferred.folder)
 
 
 def fsync_folder(folder: str | os.PathLike[str]) -> None:
@@ -235,8 +244,8 @@ def fsync_folder(folder: str | os.PathLike[str]) -> None:
         folder: the folder whose entries changed.
     """
     deferred = _DEFERRED.get()
-    if deferred is not None and os.path.abspath(folder) == deferred[0]:
-        deferred[1] = True
+    if deferred is not None and os.path.abspath(folder) == deferred.folder:
+        deferred.asked = True
         return
     try:
         descriptor = os.open(folder, os.O_RDONLY)
