@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -14,6 +16,13 @@ import trainkit
 from trainkit.loggers import Logger
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
+
+
+#: Skips a test that needs the ``rich`` extra where it is not installed: a
+#: newcomer's ``pip install -e ".[dev]"`` leaves it out; CI installs it (and the
+#: root conftest.py refuses a CI run without it).
+NEEDS_RICH = "needs rich: pip install 'trainkit[rich]'"
+needs_rich = pytest.mark.skipif(importlib.util.find_spec("rich") is None, reason=NEEDS_RICH)
 
 
 def repo_env(*paths: str | Path, **extra: str) -> dict[str, str]:

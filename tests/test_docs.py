@@ -47,7 +47,7 @@ def test_python_blocks_run(page: Path, tmp_path: Path, monkeypatch: pytest.Monke
         try:
             exec(compile(block, f"{page.name}[python block {index}]", "exec"), namespace)
         except ModuleNotFoundError as error:
-            # A block for an optional extra (MLflow, W&B) where it is not installed;
+            # A block for an optional extra (rich, MLflow, W&B) where it is not installed;
             # every other block still runs.
             if not any(extra in str(error) for extra in OPTIONAL):
                 raise
@@ -56,8 +56,9 @@ def test_python_blocks_run(page: Path, tmp_path: Path, monkeypatch: pytest.Monke
         pytest.skip(f"{page.name}: optional packages absent, not run: {'; '.join(missing)}")
 
 
-#: Packages behind trainkit's extras; a docs block needing one is skipped without it.
-OPTIONAL = ("'mlflow'", "'wandb'")
+#: Packages behind trainkit's extras, and the install hint trainkit's own errors give
+#: for one ("pip install 'trainkit[rich]'"): a docs block needing one is skipped without it.
+OPTIONAL = ("'mlflow'", "'wandb'", "'rich'", "'psutil'", "'trainkit[")
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)

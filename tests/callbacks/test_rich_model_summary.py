@@ -5,13 +5,15 @@ from __future__ import annotations
 import io
 
 import pytest
-from rich.console import Console
 
 import trainkit
-from tests.helpers import QUIET, Classifier, blobs, loader
+from tests.helpers import NEEDS_RICH, QUIET, Classifier, blobs, loader
 from trainkit.callbacks import ModelSummary
 from trainkit.callbacks.model_summary import summary_table
 from trainkit.callbacks.rich_model_summary import RichModelSummary
+
+# Without the rich extra (a newcomer's ".[dev]"), the module is skipped; CI installs it.
+Console = pytest.importorskip("rich.console", reason=NEEDS_RICH).Console
 
 
 def fit_with(summary: RichModelSummary) -> trainkit.Trainer:

@@ -11,7 +11,7 @@ import pytest
 
 import trainkit
 from tests.callbacks.test_progress import MODULE, FakeTrainer, run_epoch, run_validation
-from tests.helpers import QUIET, BlobData, Classifier, MemoryLogger
+from tests.helpers import QUIET, BlobData, Classifier, MemoryLogger, needs_rich
 from trainkit.callbacks import TQDMProgressBar, progress
 from trainkit.callbacks.rich_model_summary import RichModelSummary
 from trainkit.callbacks.rich_progress import (
@@ -36,6 +36,7 @@ def logged_trainer(num_training_batches: float = 100) -> FakeTrainer:
     return trainer
 
 
+@needs_rich
 def test_metrics_are_shown_as_lightning_shows_them() -> None:
     out, console = terminal()
     bar = RichProgressBar(console_kwargs=console)
@@ -49,11 +50,13 @@ def test_metrics_are_shown_as_lightning_shows_them() -> None:
     assert "v_num: 0.000 loss: 0.123 acc: 0.900" in out.getvalue()
 
 
+@needs_rich
 def test_a_version_string_shows_its_last_four_characters_unformatted() -> None:
     text = format_rich_metrics({"v_num": "2024_ab12"[-4:], "n": 3}, RichProgressBarTheme())
     assert text == "v_num: ab12 n: 3.000"
 
 
+@needs_rich
 def test_metrics_are_read_only_every_refresh_rate_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = iter(range(10**6))
     # Each clock reading is a second later: only refresh_rate limits redraws.
@@ -68,6 +71,7 @@ def test_metrics_are_read_only_every_refresh_rate_batches(monkeypatch: pytest.Mo
     bar.teardown(trainer, MODULE, "fit")
 
 
+@needs_rich
 def test_fast_steps_draw_a_handful_of_frames() -> None:
     _, console = terminal()
     bar = RichProgressBar(console_kwargs=console)  # refresh_rate=1, but at most every 0.1 s
@@ -79,6 +83,7 @@ def test_fast_steps_draw_a_handful_of_frames() -> None:
     bar.teardown(trainer, MODULE, "fit")
 
 
+@needs_rich
 def test_refresh_rate_zero_turns_the_bar_off(capsys: pytest.CaptureFixture[str]) -> None:
     out, console = terminal()
     bar = RichProgressBar(refresh_rate=0, console_kwargs=console)
@@ -95,6 +100,7 @@ def test_refresh_rate_zero_turns_the_bar_off(capsys: pytest.CaptureFixture[str])
         RichProgressBar(refresh_rate=-1)
 
 
+@needs_rich
 @pytest.mark.parametrize("leave", [True, False])
 def test_leave_keeps_each_finished_epoch_on_screen(leave: bool) -> None:
     out, console = terminal()
@@ -115,6 +121,7 @@ def test_leave_keeps_each_finished_epoch_on_screen(leave: bool) -> None:
         assert len(displays) == 1  # one bar, reset for epoch 1
 
 
+@needs_rich
 def test_theme_styles_and_formats_the_bar() -> None:
     out, console = terminal(color_system="truecolor")
     theme = RichProgressBarTheme(
@@ -134,6 +141,7 @@ def test_theme_styles_and_formats_the_bar() -> None:
     assert "38;2;255;0;0" in drawn  # the metrics' colour
 
 
+@needs_rich
 def test_console_kwargs_choose_where_the_bar_writes(capsys: pytest.CaptureFixture[str]) -> None:
     out, console = terminal()
     bar = RichProgressBar(console_kwargs=console)
@@ -146,6 +154,7 @@ def test_console_kwargs_choose_where_the_bar_writes(capsys: pytest.CaptureFixtur
     assert capsys.readouterr().out == ""
 
 
+@needs_rich
 def test_plain_lines_every_n_steps_without_control_codes() -> None:
     out = io.StringIO()
     bar = RichProgressBar(print_every_n_steps=5, console_kwargs={"file": out})
@@ -168,6 +177,7 @@ def test_plain_lines_every_n_steps_without_control_codes() -> None:
     assert lines[0].endswith("it/s v_num: 0.000 loss: 0.123 acc: 0.900")
 
 
+@needs_rich
 def test_other_ranks_show_nothing() -> None:
     out = io.StringIO()
     bar = RichProgressBar(print_every_n_steps=1, console_kwargs={"file": out})
@@ -192,6 +202,7 @@ def run_all_stages(bar: RichProgressBar) -> trainkit.Trainer:
     return trainer
 
 
+@needs_rich
 def test_trainer_runs_write_plain_lines_when_stdout_is_not_a_terminal(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -213,6 +224,7 @@ def test_trainer_runs_write_plain_lines_when_stdout_is_not_a_terminal(
     assert not any("Sanity" in line for line in lines)
 
 
+@needs_rich
 def test_trainer_runs_draw_live_bars_in_a_terminal() -> None:
     out, console = terminal()
     run_all_stages(RichProgressBar(console_kwargs=console))

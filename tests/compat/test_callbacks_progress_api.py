@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import trainkit
-from tests.helpers import QUIET, Classifier, blobs, loader
+from tests.helpers import QUIET, Classifier, blobs, loader, needs_rich
 from trainkit.callbacks import ProgressBar, RichProgressBar, TQDMProgressBar
 
 BARS = {**QUIET, "enable_progress_bar": True}
@@ -69,7 +69,7 @@ class RichPerLoader(PerLoader, RichProgressBar):
         self.starts = []
 
 
-@pytest.mark.parametrize("kind", [TQDMPerLoader, RichPerLoader])
+@pytest.mark.parametrize("kind", [TQDMPerLoader, pytest.param(RichPerLoader, marks=needs_rich)])
 def test_each_dataloader_starts_with_its_own_total(kind: type[ProgressBar]) -> None:
     bar = kind()
     trainer = trainkit.Trainer(max_epochs=1, callbacks=[bar], num_sanity_val_steps=2, **BARS)
@@ -90,7 +90,7 @@ def test_each_dataloader_starts_with_its_own_total(kind: type[ProgressBar]) -> N
     ]
 
 
-@pytest.mark.parametrize("kind", [TQDMPerLoader, RichPerLoader])
+@pytest.mark.parametrize("kind", [TQDMPerLoader, pytest.param(RichPerLoader, marks=needs_rich)])
 def test_every_evaluation_run_starts_afresh(kind: type[ProgressBar]) -> None:
     # The same dataloader in the next run is a new start: the bars forget it between runs.
     bar = kind()
@@ -239,6 +239,7 @@ class RichProbe(RichProgressBar):
         self.drawn = self.screen.getvalue()[before:]
 
 
+@needs_rich
 def test_rich_sanity_check_bar_and_refresh() -> None:
     bar = RichProbe()
     trainer = trainkit.Trainer(max_epochs=1, callbacks=[bar], num_sanity_val_steps=2, **BARS)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import trainkit
-from tests.helpers import QUIET, Classifier, blobs, loader
+from tests.helpers import QUIET, Classifier, blobs, loader, needs_rich
 from trainkit.callbacks import ModelSummary, RichModelSummary
 from trainkit.callbacks.model_summary import summarize
 
@@ -104,16 +104,22 @@ def test_the_default_summarize_can_be_called_with_lightnings_arguments(
 def test_keyword_arguments_need_an_override_to_take_them() -> None:
     with pytest.raises(TypeError, match="prefix"):
         ModelSummary(prefix="model")
+
+
+@needs_rich
+def test_keyword_arguments_need_an_override_to_take_them_in_the_rich_summary_too() -> None:
     with pytest.raises(TypeError, match="prefix"):
         RichModelSummary(prefix="model")
 
 
+@needs_rich
 def test_a_rich_override_gets_header_style_and_its_own_kwargs() -> None:
     _fit(RichRecording(max_depth=1, header_style="bold", width=60))
     assert CALLS[0]["summarize_kwargs"] == {"total_flops": 0, "header_style": "bold", "width": 60}
     assert [name for name, _ in CALLS[0]["summary_data"]][1] == "Name"
 
 
+@needs_rich
 def test_the_rich_summarize_draws_the_table_on_richs_console(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
