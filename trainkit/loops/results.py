@@ -296,8 +296,9 @@ class Results:
         that repeats an earlier one (same name and arguments) of a step-only value
         sets the value directly.
         """
-        given = (name, on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx)
+        given = None  # the call's arguments, for a training step's shortcut
         if self._context == TRAIN_STEP and self._recorder is None and type(value) is torch.Tensor:
+            given = (name, on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx)
             try:
                 repeated = self.train.repeated.get(given)
             except TypeError:  # an unhashable reduce_fx: the full path says what is wrong
@@ -348,8 +349,7 @@ class Results:
         store.context = context
         entry = store.log(name, value, options, batch_size, suffix, self._dataloader_idx)
         if (
-            context == TRAIN_STEP
-            and type(value) is torch.Tensor
+            given is not None
             and not suffix
             and self._dataloader_idx is None
             and store.steps_only(entry)
