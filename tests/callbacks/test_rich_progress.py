@@ -50,7 +50,6 @@ def test_metrics_are_shown_as_lightning_shows_them() -> None:
     assert "v_num: 0.000 loss: 0.123 acc: 0.900" in out.getvalue()
 
 
-@needs_rich
 def test_a_version_string_shows_its_last_four_characters_unformatted() -> None:
     text = format_rich_metrics({"v_num": "2024_ab12"[-4:], "n": 3}, RichProgressBarTheme())
     assert text == "v_num: ab12 n: 3.000"
