@@ -311,6 +311,68 @@ def check_same_parameters(results: dict[str, list[torch.Tensor]]) -> None:
                 )
 
 
+def timed_rounds(
+    variants: tuple[str, ...] | list[str],
+    dataset: TensorDataset,
+    rounds: int,
+    one_batch: TensorDataset | None = None,
+    check: bool = False,
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Each variant's wall times over ``rounds`` rounds, after one untimed warm-up run each.
+
+    Args:
+        variants: names in :data:`RUNNERS`.
+        dataset: what each timed run trains on.
+        rounds: how many times each variant is timed.
+        one_batch: also time a run on this (one batch) after each run (``--split``).
+        check: raise if the warm-up runs do not all end with the raw loop's parameters.
+
+    Returns:
+        The times of the runs on ``dataset``, and of those on ``one_batch`` (empty
+        lists without it), by variant.
+    """
+    times: dict[str, list[float]] = {variant: [] for variant in variants}
+    short_times: dict[str, list[float]] = {variant: [] for variant in variants}
+    with tempfile.TemporaryDirectory(prefix="trainkit-overhead-") as scratch:
+        run_index = 0
+
+        def run(variant: str, data: TensorDataset = dataset) -> RunResult:
+            nonlocal run_index
+            # A fresh folder per run, made before the clock starts, so no run
+            # scans or appends to the logs of earlier ones.
+            root = Path(scratch) / f"run_{run_index}"
+            root.mkdir()
+            run_index += 1
+            return RUNNERS[variant](data, root)
+
+        # Warm-up, untimed: the first default run imports tensorboard and tqdm
+        # (about a second), a once-per-process cost, not per-run overhead. The
+        # warm-up is also where correctness is checked.
+        warmed = {variant: run(variant)[1] for variant in variants}
+        if check:
+            check_same_parameters(warmed)
+
+        # The imports above left a few hundred thousand objects for the garbage
+        # collector to scan; a full collection (before every run, see
+        # collected_garbage) would take ~0.2 s each. Freezing them exempts them
+        # from collection, so what is collected is what the runs create.
+        gc.collect()
+        gc.freeze()
+        try:
+            for round_index in range(rounds):
+                # Rotate the starting variant each round, so that no variant always
+                # runs right after the same neighbour (caches, the logger's writer
+                # thread finishing) and position effects average out.
+                shift = round_index % len(variants)
+                for variant in [*variants[shift:], *variants[:shift]]:
+                    times[variant].append(run(variant)[0])
+                    if one_batch is not None:
+                        short_times[variant].append(run(variant, one_batch)[0])
+        finally:
+            gc.unfreeze()
+    return times, short_times
+
+
 # ---------------------------------------------------------------- reporting
 
 
@@ -365,45 +427,9 @@ def main(argv: list[str] | None = None) -> int:
     print()
 
     dataset = build_dataset(args.samples)
-    one_batch = build_dataset(BATCH_SIZE)
-    times: dict[str, list[float]] = {variant: [] for variant in variants}
-    short_times: dict[str, list[float]] = {variant: [] for variant in variants}
-    with tempfile.TemporaryDirectory(prefix="trainkit-overhead-") as scratch:
-        run_index = 0
-
-        def run(variant: str, data: TensorDataset = dataset) -> RunResult:
-            nonlocal run_index
-            # A fresh folder per run, made before the clock starts, so no run
-            # scans or appends to the logs of earlier ones.
-            root = Path(scratch) / f"run_{run_index}"
-            root.mkdir()
-            run_index += 1
-            return RUNNERS[variant](data, root)
-
-        # Warm-up, untimed: the first default run imports tensorboard and tqdm
-        # (about a second), a once-per-process cost, not per-run overhead. The
-        # warm-up is also where correctness is checked.
-        check_same_parameters({variant: run(variant)[1] for variant in variants})
-        print("warm-up: all variants end with identical parameters (torch.equal)")
-
-        # The imports above left a few hundred thousand objects for the garbage
-        # collector to scan; a full collection (before every run, see
-        # collected_garbage) would take ~0.2 s each. Freezing them exempts them
-        # from collection, so what is collected is what the runs create.
-        gc.collect()
-        gc.freeze()
-        try:
-            for round_index in range(args.repeats):
-                # Rotate the starting variant each round, so that no variant always
-                # runs right after the same neighbour (caches, the logger's writer
-                # thread finishing) and position effects average out.
-                shift = round_index % len(variants)
-                for variant in variants[shift:] + variants[:shift]:
-                    times[variant].append(run(variant)[0])
-                    if args.split:
-                        short_times[variant].append(run(variant, one_batch)[0])
-        finally:
-            gc.unfreeze()
+    one_batch = build_dataset(BATCH_SIZE) if args.split else None
+    times, short_times = timed_rounds(variants, dataset, args.repeats, one_batch, check=True)
+    print("warm-up: all variants end with identical parameters (torch.equal)")
 
     medians = {variant: statistics.median(samples) for variant, samples in times.items()}
     compared = [variant for variant in variants if variant != "raw"]

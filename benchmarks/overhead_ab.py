@@ -36,9 +36,6 @@ HERE = Path(__file__).resolve().parent
 
 def worker(tree: Path, variants: list[str], rounds: int) -> None:
     """Inside one process: time ``variants`` with ``tree``'s trainkit; print the times as JSON."""
-    import gc
-    import tempfile
-
     sys.path.insert(0, str(tree))  # this checkout's trainkit, before any installed one
     import overhead  # benchmarks/overhead.py, beside this script
     import torch
@@ -48,26 +45,7 @@ def worker(tree: Path, variants: list[str], rounds: int) -> None:
     if not Path(trainkit.__file__).resolve().is_relative_to(tree):
         raise RuntimeError(f"imported trainkit from {trainkit.__file__}, not from {tree}")
     torch.set_num_threads(1)  # as overhead.py runs it
-    dataset = overhead.build_dataset(20_000)
-    times: dict[str, list[float]] = {variant: [] for variant in variants}
-    with tempfile.TemporaryDirectory(prefix="trainkit-ab-") as scratch:
-        count = 0
-
-        def run(variant: str) -> float:
-            nonlocal count
-            root = Path(scratch) / f"run_{count}"
-            root.mkdir()
-            count += 1
-            return overhead.RUNNERS[variant](dataset, root)[0]
-
-        for variant in variants:  # warm-up: imports, lazy set-up
-            run(variant)
-        gc.collect()
-        gc.freeze()
-        for round_index in range(rounds):
-            shift = round_index % len(variants)
-            for variant in variants[shift:] + variants[:shift]:
-                times[variant].append(run(variant))
+    times, _ = overhead.timed_rounds(variants, overhead.build_dataset(20_000), rounds)
     print(json.dumps({"trainkit": str(Path(trainkit.__file__).parent), "times": times}))
 
 
