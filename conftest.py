@@ -25,7 +25,7 @@ EXTRA_PACKAGES = {
     "dev": "torchmetrics",
 }
 
-#: Modules of trainkit whose doctests need an extra's package.
+#: Modules of trainkit whose doctests need an extra, by the extra's name.
 _DOCTESTS_NEEDING = {
     "trainkit/callbacks/rich_progress.py": "rich",
     "trainkit/callbacks/rich_model_summary.py": "rich",
@@ -57,9 +57,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             relative = Path(item.path).resolve().relative_to(_ROOT).as_posix()
         except ValueError:
             continue
-        package = _DOCTESTS_NEEDING.get(relative)
+        extra = _DOCTESTS_NEEDING.get(relative)
+        package = EXTRA_PACKAGES[extra] if extra is not None else None
         if package is not None and importlib.util.find_spec(package) is None:
-            extra = next(name for name, found in EXTRA_PACKAGES.items() if found == package)
             item.add_marker(
                 pytest.mark.skip(reason=f"needs {package}: pip install 'trainkit[{extra}]'")
             )

@@ -193,22 +193,17 @@ class MetricStore:
             entry.weight += batch_size
         return entry
 
-    def steps_only(self, entry: _Entry) -> bool:
+    @staticmethod
+    def steps_only(entry: _Entry) -> bool:
         """Whether each value logged to ``entry`` only replaces its step value.
 
         Such an entry needs no check when the same call logs it again: the value
         is a plain tensor (no ``Metric``, no reshape) and nothing accumulates.
 
         Args:
-            entry: an entry of this store.
+            entry: the entry :meth:`log` returned.
         """
-        return (
-            entry.on_step
-            and not entry.on_epoch
-            and entry.metric is None
-            and not entry.squeeze
-            and self.entries.get(entry.plain_key) is entry
-        )
+        return entry.on_step and not entry.on_epoch and entry.metric is None and not entry.squeeze
 
     def _log_metric(self, entry: _Entry, metric: Any) -> None:
         if metric is not entry.metric:
