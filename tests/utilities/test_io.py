@@ -54,7 +54,7 @@ def test_a_checkpoint_and_its_last_link_are_made_durable_with_one_folder_fsync(
     import torch
 
     import trainkit
-    from tests.helpers import Classifier, blobs, loader
+    from tests.helpers import QUIET, Classifier, blobs, loader
 
     events: list[str] = []
     real_fsync, real_replace = os.fsync, os.replace
@@ -68,13 +68,8 @@ def test_a_checkpoint_and_its_last_link_are_made_durable_with_one_folder_fsync(
         events.append(f"replace {Path(target).name}")
         real_replace(source, target)
 
-    trainer = trainkit.Trainer(
-        max_epochs=1,
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=tmp_path,
-    )
+    options = {**QUIET, "enable_checkpointing": True}  # the default ModelCheckpoint
+    trainer = trainkit.Trainer(max_epochs=1, default_root_dir=tmp_path, **options)
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "replace", replace)
     trainer.fit(Classifier(), loader(blobs(64), 32))
