@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -223,11 +224,45 @@ def test_a_queued_write_that_failed_fails_the_run_loudly(
         return Failed()
 
     monkeypatch.setattr(client, "log_batch", log_batch)
-    logger.log_metrics({"loss": 1.0}, step=0)
-    assert sent == [False]
+    logger.log_metrics({"loss": 1.0}, step=0)  # a new name: written at once
+    logger.log_metrics({"loss": 0.5}, step=1)  # queued
+    assert sent == [True, False]
     with pytest.raises(OSError, match="unreachable"):
         logger.finalize("success")
     monkeypatch.undo()
     assert MlflowClient(tracking_uri=logger.tracking_uri).get_run(logger.run_id).info.status == (
         "FAILED"
     )
+
+
+def test_synchronous_false_writes_each_new_name_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # MLflow's file store makes a name's folder with a check, then a makedirs that
+    # fails if another of its logging threads made the folder in between. Widen
+    # that window: two queued first writes under "train/" then both miss the
+    # folder, and one fails with "File exists".
+    import threading
+
+    from mlflow.store.tracking import file_store
+
+    both_missed = threading.Barrier(2, timeout=0.5)
+
+    def check_then_make(path: str) -> None:
+        folder = os.path.dirname(path)
+        if not os.path.exists(folder):
+            with contextlib.suppress(threading.BrokenBarrierError):
+                both_missed.wait()  # for a second writer that missed it too
+            os.makedirs(folder)
+
+    logger = MLflowLogger(save_dir=tmp_path / "mlruns", synchronous=False)
+    logger.experiment  # noqa: B018 (starts the run: its own folders are made first)
+    monkeypatch.setattr(file_store, "make_containing_dirs", check_then_make)
+    logger.log_metrics({"train/loss": 1.0}, step=0)
+    logger.log_metrics({"train/acc": 0.5}, step=0)
+    logger.log_metrics({"train/loss": 0.5, "train/acc": 0.75}, step=1)
+    logger.finalize("success")
+    client = MlflowClient(tracking_uri=logger.tracking_uri)
+    assert sorted(_history(client, logger.run_id, "train/loss")) == [(0, 1.0), (1, 0.5)]
+    assert sorted(_history(client, logger.run_id, "train/acc")) == [(0, 0.5), (1, 0.75)]
+    assert client.get_run(logger.run_id).info.status == "FINISHED"

@@ -111,6 +111,14 @@ class MLflowLogger(Logger):
         self._synchronous = synchronous
         # The queued writes (synchronous=False) not yet waited for: MLflow's RunOperations.
         self._queued: list[Any] = []
+        # synchronous=False with a file store: the (kind, name)s written so far. MLflow's
+        # queue writes batches from several threads, and its file store makes a
+        # name's folder with a check, then a makedirs that fails ("File exists")
+        # when another thread made it in between; so a batch with a new name is
+        # written at once, and only writes to existing names are queued.
+        self._written: set[tuple[str, str]] | None = (
+            set() if synchronous is False and _file_store_path(uri) is not None else None
+        )
         self._experiment_id: str | None = None
         self._client: MlflowClient | None = None
         self._checkpoints = CheckpointFiles()
@@ -239,6 +247,12 @@ class MLflowLogger(Logger):
         if self._synchronous is None:  # MLflow's default, and any MLflow version
             client.log_batch(self.run_id, **values)
             return
+        if self._written is not None:
+            names = {(kind, entry.key) for kind, entries in values.items() for entry in entries}
+            if not names <= self._written:
+                client.log_batch(self.run_id, synchronous=True, **values)
+                self._written |= names
+                return
         queued = client.log_batch(self.run_id, synchronous=self._synchronous, **values)
         if queued is not None:
             self._queued.append(queued)
