@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -242,8 +243,6 @@ def test_synchronous_false_writes_each_new_name_at_once(
     # fails if another of its logging threads made the folder in between. Widen
     # that window: two queued first writes under "train/" then both miss the
     # folder, and one fails with "File exists".
-    import threading
-
     from mlflow.store.tracking import file_store
 
     both_missed = threading.Barrier(2, timeout=0.5)

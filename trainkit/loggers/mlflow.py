@@ -103,7 +103,8 @@ class MLflowLogger(Logger):
             uri = "file:" + os.path.abspath(os.fspath(save_dir))
         self._tracking_uri = uri
         # A file store's folder is the save_dir; otherwise checkpoints still need a local one.
-        self._save_dir = _file_store_path(uri) or os.fspath(save_dir)
+        file_store = _file_store_path(uri)
+        self._save_dir = file_store or os.fspath(save_dir)
         self._log_model = log_model
         self._prefix = prefix
         self._artifact_location = artifact_location
@@ -117,7 +118,7 @@ class MLflowLogger(Logger):
         # when another thread made it in between; so a batch with a new name is
         # written at once, and only writes to existing names are queued.
         self._written: set[tuple[str, str]] | None = (
-            set() if synchronous is False and _file_store_path(uri) is not None else None
+            set() if synchronous is False and file_store is not None else None
         )
         self._experiment_id: str | None = None
         self._client: MlflowClient | None = None
