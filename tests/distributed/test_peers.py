@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
+import pytest
 import torch.distributed as dist
 
 from trainkit.distributed.peers import is_transport_error, name_silent_peers
@@ -37,9 +39,13 @@ class Unreachable:
         raise RuntimeError("Broken pipe")
 
 
-def test_an_unreachable_store_is_named_by_its_address() -> None:
+def test_an_unreachable_store_is_named_by_its_address(monkeypatch: pytest.MonkeyPatch) -> None:
+    escaped: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: escaped.append(args.exc_value))
     line = name_silent_peers(TIMEOUT, Unreachable(), 1, 2, "10.0.0.1:29400", wait_s=0.3)
     assert "stopped answering, and so does the job's store at 10.0.0.1:29400" in line
+    # The store's failure is said in that one line, not as a thread's traceback besides.
+    assert escaped == []
 
 
 def test_only_transport_errors_are_explained() -> None:

@@ -89,13 +89,18 @@ def name_silent_peers(
 
     def ask() -> None:
         key = "trainkit/answering/{}"
-        store.set_timeout(timedelta(seconds=wait_s))
-        store.set(key.format(rank), "1")
-        missing = [other for other in range(world_size) if other != rank]
-        deadline = time.monotonic() + wait_s
-        while missing and time.monotonic() < deadline:
-            missing = [other for other in missing if not store.check([key.format(other)])]
-            time.sleep(0.1)
+        try:
+            store.set_timeout(timedelta(seconds=wait_s))
+            store.set(key.format(rank), "1")
+            missing = [other for other in range(world_size) if other != rank]
+            deadline = time.monotonic() + wait_s
+            while missing and time.monotonic() < deadline:
+                missing = [other for other in missing if not store.check([key.format(other)])]
+                time.sleep(0.1)
+        except Exception:
+            # A store that fails is the answer (no `answer`: the message below says
+            # so), not a second traceback from this thread above the user's line.
+            return
         answer.append(missing)
 
     asking = threading.Thread(target=ask, name="trainkit-peers", daemon=True)
