@@ -11,8 +11,8 @@ import pytest
 from trainkit.utilities.rank_zero import rank_zero_only
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
-    # The suite runs in two worker processes (pyproject.toml's addopts) on a machine
-    # of about as many cores: one compute thread per process, the jobs the tests start
+    # The suite runs in three worker processes (pyproject.toml's addopts) on a
+    # machine of two cores: one compute thread per process, the jobs the tests start
     # included (they inherit the variable), keeps the processes from oversubscribing
     # the cores (threads spinning on a busy core). Set before torch is imported.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
