@@ -13,8 +13,9 @@ from trainkit.utilities.rank_zero import rank_zero_only
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # The suite runs in three worker processes (pyproject.toml's addopts) on a
     # machine of two cores: one compute thread per process, the jobs the tests start
-    # included (they inherit the variable), keeps the processes from oversubscribing
-    # the cores (threads spinning on a busy core). Set before torch is imported.
+    # included (they inherit the variable), keeps them from running more compute
+    # threads than the cores hold (threads spinning on a busy core). Set before
+    # torch is imported.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # Variables trainkit sets (seed_everything) or reads (the launch environment).
