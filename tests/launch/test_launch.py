@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.distributed.spawn import free_port
 from tests.helpers import repo_env
 
@@ -118,22 +120,33 @@ def test_two_nodes_of_one_process_through_torchrun_rendezvous(tmp_path: Path) ->
     assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["version_0"]
 
 
-def test_plain_python_with_two_devices_starts_the_second_process(tmp_path: Path) -> None:
-    result = _python(tmp_path)
+@pytest.fixture(scope="module")
+def plain_python_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The script run with plain ``python`` and two devices (``ddp``): its root.
+
+    Two tests read it (one job start fewer): the run itself, and the reference a
+    ``ddp_spawn`` run's caller is compared with.
+    """
+    root = tmp_path_factory.mktemp("plain-python")
+    result = _python(root)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    _both_ranks_trained_and_only_rank_zero_wrote(tmp_path)
+    return root
 
 
-def test_spawned_ranks_train_and_hand_the_result_back(tmp_path: Path) -> None:
-    spawned, launched = tmp_path / "spawned", tmp_path / "launched"
+def test_plain_python_with_two_devices_starts_the_second_process(plain_python_run: Path) -> None:
+    _both_ranks_trained_and_only_rank_zero_wrote(plain_python_run)
+
+
+def test_spawned_ranks_train_and_hand_the_result_back(
+    tmp_path: Path, plain_python_run: Path
+) -> None:
+    spawned = tmp_path / "spawned"
     result = _python(spawned, "--strategy", "ddp_spawn")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     _both_ranks_trained_and_only_rank_zero_wrote(spawned, launched=False)
     # The calling process took no part, yet ends with the trained weights and
     # counters: the same as rank 0 of a `ddp` run from the same seed.
-    reference = _python(launched)
-    assert reference.returncode == 0, reference.stdout[-3000:] + reference.stderr[-3000:]
-    assert (spawned / "caller.txt").read_text() == (launched / "caller.txt").read_text()
+    assert (spawned / "caller.txt").read_text() == (plain_python_run / "caller.txt").read_text()
     assert (spawned / "caller.txt").read_text().startswith("12 ")
 
 
