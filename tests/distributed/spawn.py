@@ -21,6 +21,7 @@ __all__ = ["free_port", "run_by_hand", "run_processes"]
 # What the forkserver imports before forking the ranks (what every rank imports anyway).
 _PRELOAD = [
     "torch",
+    "torch._dynamo",
     "torch.distributed",
     "trainkit",
     "trainkit.trainer.trainer",
