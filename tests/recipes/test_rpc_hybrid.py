@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from recipes.rpc_hybrid import train
+from recipes.rpc_hybrid import hybrid, train
 from recipes.rpc_hybrid.hybrid import Config, launch, train_single_process
 
 STATED_ACCURACY = 0.95  # recipes/rpc_hybrid/README.md and docs/strategies.md state it
@@ -48,6 +48,36 @@ def test_an_error_on_the_master_ends_every_process() -> None:
     with pytest.raises(Exception, match="smaller than the number of workers"):
         launch(replace(Config(), batch_size=0), world_size=2, timeout=120)
     _no_children_left()
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        RuntimeError("eof (this error originated at tensorpipe/transport/shm/connection_impl.cc)"),
+        RuntimeError("pipe closed (this error originated at tensorpipe/core/pipe_impl.cc:356)"),
+        torch.distributed.DistNetworkError("Connection reset by peer"),
+    ],
+)
+def test_a_peer_that_left_first_does_not_fail_a_shutdown(
+    monkeypatch: pytest.MonkeyPatch, error: RuntimeError
+) -> None:
+    # What a worker's rpc.shutdown() raised once when the master had failed and
+    # closed first: had it failed the worker, its error could be the job's
+    # reported one instead of the master's.
+    def shutdown() -> None:
+        raise error
+
+    monkeypatch.setattr(hybrid.rpc, "shutdown", shutdown)
+    hybrid._shut_down()
+
+
+def test_any_other_shutdown_failure_is_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    def shutdown() -> None:
+        raise RuntimeError("RPC framework is not initialized")
+
+    monkeypatch.setattr(hybrid.rpc, "shutdown", shutdown)
+    with pytest.raises(RuntimeError, match="not initialized"):
+        hybrid._shut_down()
 
 
 def test_a_job_past_its_timeout_is_ended() -> None:
