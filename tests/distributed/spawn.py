@@ -21,6 +21,8 @@ __all__ = ["free_port", "run_by_hand", "run_processes"]
 # What the forkserver imports before forking the ranks (what every rank imports anyway).
 _PRELOAD = [
     "torch",
+    # Imported lazily by torch itself in a rank that builds DistributedDataParallel
+    # or an optimizer (its first add_param_group): about 1 s of CPU a rank here.
     "torch._dynamo",
     "torch.distributed",
     "trainkit",
