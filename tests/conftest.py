@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Iterator
 
@@ -17,6 +18,14 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # threads than the cores hold (threads spinning on a busy core). Set before
     # torch is imported.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    # The Ctrl-C tests play a terminal's foreground job, where Ctrl-C is not ignored.
+    # pytest started in the background of a non-interactive shell (`pytest &`, nohup)
+    # inherits SIGINT ignored, and so would every job the tests start; trainkit leaves
+    # an ignored Ctrl-C ignored, so those tests would wait out their patience and fail.
+    # A handler (unlike SIG_IGN) is not inherited across exec: the jobs get the default.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Variables trainkit sets (seed_everything) or reads (the launch environment).
 _WATCHED = ("TRAINKIT_", "RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
