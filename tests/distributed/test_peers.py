@@ -3,34 +3,102 @@
 from __future__ import annotations
 
 import threading
+import time
+from datetime import timedelta
 from typing import Any
 
 import pytest
 import torch.distributed as dist
 
-from trainkit.distributed.peers import is_transport_error, name_silent_peers
+from trainkit.distributed.peers import (
+    begin_run,
+    is_transport_error,
+    name_silent_peers,
+    report_own_failure,
+)
 
 TIMEOUT = RuntimeError("[unbound_buffer.cc:78] Timed out waiting 20000ms for recv operation")
 
 
+def _fails_too(store: dist.Store, rank: int, world_size: int) -> threading.Thread:
+    """Rank ``rank``'s collective fails at the same moment: it reports itself too."""
+    other = threading.Thread(
+        target=name_silent_peers,
+        args=(TIMEOUT, store, rank, world_size, "a:1", 0.3),
+        daemon=True,
+    )
+    other.start()
+    return other
+
+
 def test_the_ranks_that_did_not_report_are_named() -> None:
     store = dist.HashStore()
-    store.set("trainkit/answering/1", "1")  # rank 1 failed too and reported; 2 and 3 did not
+    _fails_too(store, 1, 4)  # rank 1 failed too and reported; 2 and 3 did not
     line = name_silent_peers(TIMEOUT, store, 0, 4, "10.0.0.1:29400", wait_s=0.3)
     assert line.startswith("trainkit: rank 0 of 4 failed in a collective ([unbound_buffer")
-    assert "ranks 2, 3 stopped answering" in line
-    assert store.check(["trainkit/answering/0"])  # and this process reported itself
+    assert line.endswith(
+        "ranks 2, 3 stopped answering (no report within 0 s of this failure)"
+        ": gone, or cut off from this machine."
+    )
+    assert "rank 1" not in line.split(")", 1)[1]
 
 
 def test_every_rank_reporting_points_at_their_errors() -> None:
     store = dist.HashStore()
-    store.set("trainkit/answering/0", "1")
-    line = name_silent_peers(TIMEOUT, store, 1, 2, "10.0.0.1:29400", wait_s=0.3)
+    _fails_too(store, 0, 2)
+    line = name_silent_peers(TIMEOUT, store, 1, 2, "10.0.0.1:29400", wait_s=5.0)
     assert "every other process is still answering" in line
+
+
+def test_a_rank_that_failed_with_its_own_error_is_named_at_once_with_it() -> None:
+    store = dist.HashStore()
+    report_own_failure(RuntimeError("deliberate failure on rank 1\nmore"), store, 1)
+    start = time.monotonic()
+    line = name_silent_peers(TIMEOUT, store, 0, 2, "10.0.0.1:29400", wait_s=5.0)
+    assert time.monotonic() - start < 2.5  # not the 5 s wait for a report
+    assert line.endswith(
+        "failed first: rank 1 with RuntimeError: deliberate failure on rank 1 "
+        "(its traceback is in its output)."
+    )
+
+
+def test_one_failed_and_one_silent_are_both_named() -> None:
+    store = dist.HashStore()
+    report_own_failure(ValueError("bad batch"), store, 2)
+    line = name_silent_peers(TIMEOUT, store, 0, 3, "10.0.0.1:29400", wait_s=0.3)
+    assert (
+        "failed first: rank 2 with ValueError: bad batch (its traceback is in its output)" in line
+    )
+    assert line.endswith(
+        "; rank 1 stopped answering (no report within 0 s of this failure)"
+        ": gone, or cut off from this machine."
+    )
+
+
+def test_what_an_earlier_run_said_is_not_read_in_the_next() -> None:
+    store = dist.HashStore()
+    report_own_failure(RuntimeError("the first fit failed"), store, 1)
+    _fails_too(store, 2, 3).join()
+    begin_run()  # as every rank does when its next run sets up
+    line = name_silent_peers(TIMEOUT, store, 0, 3, "10.0.0.1:29400", wait_s=0.3)
+    assert "the first fit" not in line
+    assert "ranks 1, 2 stopped answering" in line
+
+
+def test_saying_its_own_failure_keeps_the_store_s_timeout_and_never_raises() -> None:
+    store = dist.HashStore()
+    store.set_timeout(timedelta(seconds=42))
+    report_own_failure(RuntimeError("x"), store, 0)
+    assert store.timeout == timedelta(seconds=42)
+    start = time.monotonic()
+    report_own_failure(RuntimeError("x"), Unreachable(), 0)  # a store that is gone: no error
+    assert time.monotonic() - start < 2.0
 
 
 class Unreachable:
     """A store whose machine is cut off: every call fails."""
+
+    timeout = timedelta(seconds=300)
 
     def set_timeout(self, timeout: Any) -> None:
         pass

@@ -30,6 +30,9 @@ from trainkit.launch.launcher import FAILURE_GRACE_S, describe_exit, name_ranks
 #: The promise: every process of the job gone within this long of the failure.
 ENDS_WITHIN_S = 10.0
 
+#: What the other rank says when a rank failed with its own error first.
+_FAILED_FIRST = "failed first: rank {rank} with RuntimeError: deliberate failure on rank {rank}"
+
 
 def _assert_ended_promptly(job: Job, failing_rank: int, failed_at: float) -> str:
     code, ended_at = job.wait()
@@ -70,7 +73,9 @@ def test_slurm_tasks_a_failing_rank_ends_every_rank_within_seconds(
     # failed rank's connections close), not wait out the process-group timeout.
     job = Job.slurm(tmp_path, free_port(), "--fail-rank", str(failing_rank))
     failed_at = job.wait_for(f"rank {failing_rank} failing")
-    _assert_ended_promptly(job, failing_rank, failed_at)
+    output = _assert_ended_promptly(job, failing_rank, failed_at)
+    if failing_rank == 1:  # (rank 0 holds the job's store: when it fails, the store goes too)
+        assert _FAILED_FIRST.format(rank=1) in output
     assert len(rank_pids(tmp_path)) == 2
     if importlib.util.find_spec("lightning_utilities") is not None:
         # Each task told lightning_utilities its global rank (SLURM_PROCID) at set-up.
@@ -103,7 +108,10 @@ def test_torchrun_a_failing_rank_ends_every_rank_within_seconds(
     # trainkit must not do is keep it alive (its exit handlers) or hide the error.
     job = Job.torchrun(tmp_path, free_port(), "--fail-rank", str(failing_rank))
     failed_at = job.wait_for(f"rank {failing_rank} failing")
-    _assert_ended_promptly(job, failing_rank, failed_at)
+    output = _assert_ended_promptly(job, failing_rank, failed_at)
+    # The other rank's collective failed: it names the rank that failed first, with its
+    # error, at once (the failing rank said so in the job's store before it ended).
+    assert _FAILED_FIRST.format(rank=failing_rank) in output
     assert not any(alive(pid) for pid in rank_pids(tmp_path))
 
 

@@ -7,7 +7,10 @@ peer [10.1.1.21]:9901``) and often nothing (``Timed out waiting 1800000ms for
 recv operation to complete``). So after such a failure each process reports
 itself in the job's store, and looks for a moment which processes reported: the
 ones that did not are named. A process that cannot reach the store says so: its
-own machine, or the store's, is cut off.
+own machine, or the store's, is cut off. A process that fails with an error of
+its own (its step raised) says so in the store before it ends, so the others
+name it at once as the one that failed first, instead of waiting for its report
+and calling it silent.
 """
 
 from __future__ import annotations
@@ -33,6 +36,27 @@ TRANSPORT_ERRORS = (
 #: How long a failing process waits for the others to report (they fail at nearly
 #: the same moment: every process of the collective waits on the lost one).
 REPORT_WAIT_S = 2.0
+
+#: How long a process failing with its own error tries to say so in the store.
+OWN_FAILURE_WAIT_S = 1.0
+
+#: Which run of the process group this is (:func:`begin_run`): the store outlives
+#: a run, and what one run's processes said must not be read as the next run's.
+_run = 0
+
+
+def begin_run() -> None:
+    """A new run (fit, validate, ...) of the process group starts in this process.
+
+    Every process of the group calls it at the same point of the same runs, so
+    their counts agree without a word between them.
+    """
+    global _run
+    _run += 1
+
+
+def _key(kind: str, rank: int) -> str:
+    return f"trainkit/peers/{_run}/{kind}/{rank}"
 
 
 def is_transport_error(error: BaseException) -> bool:
@@ -85,23 +109,30 @@ def name_silent_peers(
     start = f"trainkit: rank {rank} of {world_size} failed in a collective ({detail})"
     # The store's calls can block far longer than their timeout on a dead network
     # (the client retries): ask it from a thread, and give up on it after a while.
-    answer: list[list[int]] = []
+    answer: list[tuple[list[int], dict[int, str]]] = []
 
     def ask() -> None:
-        key = "trainkit/answering/{}"
         try:
             store.set_timeout(timedelta(seconds=wait_s))
-            store.set(key.format(rank), "1")
+            store.set(_key("answering", rank), "1")
             missing = [other for other in range(world_size) if other != rank]
+            failed: dict[int, str] = {}
             deadline = time.monotonic() + wait_s
             while missing and time.monotonic() < deadline:
-                missing = [other for other in missing if not store.check([key.format(other)])]
-                time.sleep(0.1)
+                for other in [o for o in missing if store.check([_key("failed", o)])]:
+                    failed[other] = store.get(_key("failed", other)).decode(errors="replace")
+                missing = [
+                    other
+                    for other in missing
+                    if other not in failed and not store.check([_key("answering", other)])
+                ]
+                if missing:
+                    time.sleep(0.1)
         except Exception:
             # A store that fails is the answer (no `answer`: the message below says
             # so), not a second traceback from this thread above the user's line.
             return
-        answer.append(missing)
+        answer.append((missing, failed))
 
     asking = threading.Thread(target=ask, name="trainkit-peers", daemon=True)
     asking.start()
@@ -112,17 +143,60 @@ def name_silent_peers(
             f"{store_address} (rank 0's machine): this machine, or rank 0's, is cut off from "
             "the network or gone."
         )
-    missing = answer[0]
-    if not missing:
+    missing, failed = answer[0]
+    said = []
+    if failed:
+        first = ", ".join(f"rank {other} with {error}" for other, error in sorted(failed.items()))
+        said.append(f"failed first: {first} (its traceback is in its output)")
+    if missing:
+        named = ", ".join(map(str, missing))
+        said.append(
+            f"rank{'s' if len(missing) > 1 else ''} {named} stopped answering (no report "
+            f"within {wait_s:.0f} s of this failure): gone, or cut off from this machine"
+        )
+    if not said:
         return (
             f"{start}; every other process is still answering: see their errors above for "
             "the cause."
         )
-    named = ", ".join(map(str, missing))
-    return (
-        f"{start}: rank{'s' if len(missing) > 1 else ''} {named} stopped answering (no report "
-        f"within {wait_s:.0f} s of this failure): gone, or cut off from this machine."
-    )
+    return f"{start}: {'; '.join(said)}."
+
+
+def report_own_failure(error: BaseException, store: Any, rank: int) -> None:
+    """Say in ``store`` that this process failed with ``error``, its own (not a peer's loss).
+
+    The other processes, whose collectives then fail, name it at once as the one that
+    failed first (:func:`name_silent_peers`). Never raises, and gives up after
+    :data:`OWN_FAILURE_WAIT_S` on a store that does not answer.
+
+    Args:
+        error: what ended the run in this process.
+        store: the job's store (the default process group's).
+        rank: this process's global rank.
+    """
+    lines = str(error).strip().splitlines()
+    text = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+    if len(text) > 200:
+        text = text[:197] + "..."
+
+    key = _key("failed", rank)
+
+    def tell() -> None:
+        try:
+            # The process may go on (a caller that catches the error): its store
+            # keeps the timeout it had.
+            before = store.timeout
+            store.set_timeout(timedelta(seconds=OWN_FAILURE_WAIT_S))
+            try:
+                store.set(key, text)
+            finally:
+                store.set_timeout(before)
+        except Exception:
+            return  # the store is gone too: the others will name this process as silent
+
+    telling = threading.Thread(target=tell, name="trainkit-failed", daemon=True)
+    telling.start()
+    telling.join(timeout=OWN_FAILURE_WAIT_S + 0.5)
 
 
 def describe_lost_peers(
@@ -142,10 +216,13 @@ def describe_lost_peers(
     """
     import torch.distributed as dist
 
-    if not dist.is_initialized() or world_size < 2 or not is_transport_error(exception):
+    if not dist.is_initialized() or world_size < 2:
         return None
     try:
         store = dist.distributed_c10d._get_default_store()
     except (RuntimeError, ValueError):
+        return None
+    if not is_transport_error(exception):
+        report_own_failure(exception, store, rank)
         return None
     return name_silent_peers(exception, store, rank, world_size, where)

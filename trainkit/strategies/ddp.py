@@ -24,7 +24,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 from trainkit.core.data import rebuild_dataloader
 from trainkit.distributed.collectives import ProcessGroupCollectives
 from trainkit.distributed.control import ControlChannel
-from trainkit.distributed.peers import describe_lost_peers
+from trainkit.distributed.peers import begin_run, describe_lost_peers
 from trainkit.distributed.rendezvous import check_init_method, end_process_group, join_group
 from trainkit.distributed.sampling import EvenSplitSampler, advise_on_loading, training_sampler
 from trainkit.distributed.wrapping import StepModule, unwrap
@@ -214,6 +214,7 @@ class DDPStrategy(ProcessGroupCollectives, Strategy):
             # Leaving the group to the interpreter's shutdown can abort the process:
             # the backend's threads may still hold tensors while Python is torn down.
             atexit.register(end_process_group)
+        begin_run()  # every rank, at the same point of each run
         if self._control is None or self._control_world is not dist.group.WORLD:
             # Every rank sets up at the same point, so every rank makes the group here.
             self._control = ControlChannel.create(self.timeout)
