@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -200,7 +201,13 @@ def test_a_machine_killed_mid_run_ends_the_other_within_seconds_naming_it(
     # ... Connection reset by peer").
     lost = [line for _, line in a.lines if f"[{ADDRESSES['b']}]" in line and "by peer" in line]
     assert lost, output[-3000:]
-    assert _names(_line(a, "stopped answering"), ranks=[2, 3], machine="b")
+    # Each process of machine a names machine b's ranks. One blocked a moment longer
+    # on its neighbour on a (which holds its connections open while it waits for the
+    # reports) may name that neighbour too: the line reads "did not report in time"
+    # (docs/multi-node.md). The one that failed last has heard from the other.
+    said = [line for _, line in a.lines if "stopped answering" in line]
+    assert said and all(_names(line, [2, 3], "b", at_least=True) for line in said), said
+    assert any(_names(line, ranks=[2, 3], machine="b") for line in said), said
     assert not machines.pids("a")
 
 
@@ -276,11 +283,17 @@ def _line(job: Job, text: str) -> str:
     return next(line for _, line in job.lines if text in line)
 
 
-def _names(line: str, ranks: list[int], machine: str) -> bool:
+def _names(line: str, ranks: list[int], machine: str, at_least: bool = False) -> bool:
     """Whether trainkit's line names ``ranks`` as silent, or else ``machine``'s store.
 
     Which machine's processes get rank 0 (and so host the store) is the rendezvous'
     choice: a process cut off from the store names the store's address instead.
+    ``at_least``: others may be named with ``ranks``.
     """
-    silent = f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))} stopped answering"
-    return silent in line or f"store at {ADDRESSES[machine]}:" in line
+    if f"store at {ADDRESSES[machine]}:" in line:
+        return True
+    named = re.search(r"ranks? ([\d, ]+) stopped answering", line)
+    if named is None:
+        return False
+    silent = {int(rank) for rank in named.group(1).split(", ")}
+    return set(ranks) <= silent if at_least else set(ranks) == silent
