@@ -75,6 +75,17 @@ def test_one_failed_and_one_silent_are_both_named() -> None:
     )
 
 
+def test_two_that_failed_are_named_with_their_errors() -> None:
+    store = dist.HashStore()
+    report_own_failure(ValueError("bad batch"), store, 1)
+    report_own_failure(KeyError("images"), store, 2)
+    line = name_silent_peers(TIMEOUT, store, 0, 3, "10.0.0.1:29400", wait_s=5.0)
+    assert line.endswith(
+        "failed first: rank 1 with ValueError: bad batch, rank 2 with KeyError: 'images' "
+        "(their tracebacks are in their output)."
+    )
+
+
 def test_what_an_earlier_run_said_is_not_read_in_the_next() -> None:
     store = dist.HashStore()
     report_own_failure(RuntimeError("the first fit failed"), store, 1)

@@ -147,7 +147,8 @@ def name_silent_peers(
     said = []
     if failed:
         first = ", ".join(f"rank {other} with {error}" for other, error in sorted(failed.items()))
-        said.append(f"failed first: {first} (its traceback is in its output)")
+        where = "its traceback is in its" if len(failed) == 1 else "their tracebacks are in their"
+        said.append(f"failed first: {first} ({where} output)")
     if missing:
         named = ", ".join(map(str, missing))
         said.append(
@@ -223,6 +224,9 @@ def describe_lost_peers(
     except (RuntimeError, ValueError):
         return None
     if not is_transport_error(exception):
-        report_own_failure(exception, store, rank)
+        # An error of its own; not an exit or a Ctrl-C, which every process takes
+        # together, and whose end need not wait for a store that may be gone.
+        if isinstance(exception, Exception):
+            report_own_failure(exception, store, rank)
         return None
     return name_silent_peers(exception, store, rank, world_size, where)
