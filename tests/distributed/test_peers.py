@@ -20,11 +20,16 @@ from trainkit.distributed.peers import (
 TIMEOUT = RuntimeError("[unbound_buffer.cc:78] Timed out waiting 20000ms for recv operation")
 
 
-def _fails_too(store: dist.Store, rank: int, world_size: int) -> threading.Thread:
-    """Rank ``rank``'s collective fails at the same moment: it reports itself too."""
+def _fails_too(
+    store: dist.Store, rank: int, world_size: int, said: list[str] | None = None
+) -> threading.Thread:
+    """Rank ``rank``'s collective fails at the same moment: it reports itself too
+    (and puts the line it prints in ``said``)."""
+    lines = [] if said is None else said
     other = threading.Thread(
-        target=name_silent_peers,
-        args=(TIMEOUT, store, rank, world_size, "a:1", 0.3),
+        target=lambda: lines.append(
+            name_silent_peers(TIMEOUT, store, rank, world_size, "a:1", 0.3)
+        ),
         daemon=True,
     )
     other.start()
@@ -33,7 +38,8 @@ def _fails_too(store: dist.Store, rank: int, world_size: int) -> threading.Threa
 
 def test_the_ranks_that_did_not_report_are_named() -> None:
     store = dist.HashStore()
-    _fails_too(store, 1, 4)  # rank 1 failed too and reported; 2 and 3 did not
+    said_by_1: list[str] = []
+    rank_1 = _fails_too(store, 1, 4, said_by_1)  # rank 1 failed too and reported; 2, 3 did not
     line = name_silent_peers(TIMEOUT, store, 0, 4, "10.0.0.1:29400", wait_s=0.3)
     assert line.startswith("trainkit: rank 0 of 4 failed in a collective ([unbound_buffer")
     assert line.endswith(
@@ -41,6 +47,8 @@ def test_the_ranks_that_did_not_report_are_named() -> None:
         ": gone, or cut off from this machine."
     )
     assert "rank 1" not in line.split(")", 1)[1]
+    rank_1.join()  # and this process reported itself: rank 1 did not name it
+    assert said_by_1 and "): ranks 2, 3 stopped answering" in said_by_1[0]
 
 
 def test_every_rank_reporting_points_at_their_errors() -> None:

@@ -55,8 +55,10 @@ def begin_run() -> None:
     _run += 1
 
 
-def _key(kind: str, rank: int) -> str:
-    return f"trainkit/peers/{_run}/{kind}/{rank}"
+def _key(rank: int) -> str:
+    """Where process ``rank`` reports in this run: empty when its collective failed too,
+    else the error of its own that it failed with."""
+    return f"trainkit/peers/{_run}/{rank}"
 
 
 def is_transport_error(error: BaseException) -> bool:
@@ -114,18 +116,15 @@ def name_silent_peers(
     def ask() -> None:
         try:
             store.set_timeout(timedelta(seconds=wait_s))
-            store.set(_key("answering", rank), "1")
+            store.set(_key(rank), "")
             missing = [other for other in range(world_size) if other != rank]
             failed: dict[int, str] = {}
             deadline = time.monotonic() + wait_s
             while missing and time.monotonic() < deadline:
-                for other in [o for o in missing if store.check([_key("failed", o)])]:
-                    failed[other] = store.get(_key("failed", other)).decode(errors="replace")
-                missing = [
-                    other
-                    for other in missing
-                    if other not in failed and not store.check([_key("answering", other)])
-                ]
+                for other in [o for o in missing if store.check([_key(o)])]:
+                    missing.remove(other)
+                    if own_error := store.get(_key(other)).decode(errors="replace"):
+                        failed[other] = own_error
                 if missing:
                     time.sleep(0.1)
         except Exception:
@@ -180,7 +179,7 @@ def report_own_failure(error: BaseException, store: Any, rank: int) -> None:
     if len(text) > 200:
         text = text[:197] + "..."
 
-    key = _key("failed", rank)
+    key = _key(rank)
 
     def tell() -> None:
         try:
