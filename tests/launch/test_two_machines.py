@@ -34,6 +34,8 @@ ADDRESSES = {"a": "10.77.0.1", "b": "10.77.0.2"}
 ENDS_WITHIN_S = 10.0
 #: The process-group timeout the link-down test gives the Trainer.
 TIMEOUT_S = 20.0
+#: How long a process that has said why it failed may take to exit.
+WORKER_EXIT_S = 15.0
 # A lost node is noticed after 3 missed 1-second heartbeats; a rendezvous round waits
 # 10 s for more nodes once enough are there (torch's defaults: 15 s and 30 s).
 RDZV_CONF = "keep_alive_interval=1,keep_alive_max_attempt=3,last_call_timeout=10"
@@ -262,15 +264,22 @@ def test_a_cut_cable_ends_both_machines_within_the_timeout_naming_the_silent_pee
         rank = int(line.split("trainkit: rank ")[1].split()[0])
         assert _names(line, ranks=[1 - rank], machine=other), line
     assert said_a - cut_at >= TIMEOUT_S - 2
-    # Machine b's worker is gone; its torchrun agent waits on for the rendezvous store
-    # it cannot reach (torch's, not trainkit's: the fixture ends it).
-    time.sleep(2)
-    workers = [
+    # Machine b's worker ends (it does not wait on for the store it cannot reach; its
+    # exit takes ~0.5 s here, longer on a loaded machine); its torchrun agent waits on
+    # for the rendezvous store (torch's, not trainkit's: the fixture ends it).
+    deadline = time.monotonic() + WORKER_EXIT_S
+    while (workers := _workers(machines, "b")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not workers, f"machine b's worker still runs {WORKER_EXIT_S:.0f} s after its line"
+
+
+def _workers(machines: Machines, machine: str) -> list[int]:
+    """The node script's processes on ``machine`` (not its torchrun agent)."""
+    return [
         pid
-        for pid in machines.pids("b")
+        for pid in machines.pids(machine)
         if "node_script" in _cmdline(pid) and "torch.distributed.run" not in _cmdline(pid)
     ]
-    assert not workers
 
 
 def _cmdline(pid: int) -> str:
