@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -65,15 +64,18 @@ def test_a_killed_worker_is_restarted_and_the_run_ends_bitwise_equal(
         assert torch.equal(restarted[name], value), name
 
 
-def _agent(root: Path, endpoint: str, node: str) -> list[str]:
+def _agent(root: Path, endpoint: str, node: str, host: bool) -> list[str]:
     # One node of a job of one or two nodes (one process each), restarted up to 3 times.
+    # The ``host`` agent serves the rendezvous store; the other connects to it, waiting
+    # for it to listen (both share one address: who hosts is not left to who binds first).
+    conf = "keep_alive_interval=1,keep_alive_max_attempt=3,last_call_timeout=10"
     return [
         sys.executable, "-m", "torch.distributed.run",
         "--nnodes", "1:2", "--nproc-per-node", "1", "--max-restarts", "3",
         "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", f"job-{node}",
         # A lost node is noticed after 3 missed 1-second heartbeats; a round waits 10 s
         # for more nodes once one is there (torch's defaults: 15 s and 30 s).
-        "--rdzv-conf", "keep_alive_interval=1,keep_alive_max_attempt=3,last_call_timeout=10",
+        "--rdzv-conf", f"{conf},is_host={int(host)}",
         SCRIPT, "--root", str(root), "--global-batch", "32", "--kill-node", "--kill-step", "5",
     ]  # fmt: skip
 
@@ -90,12 +92,11 @@ def test_a_lost_node_the_job_goes_on_alone_and_continues_the_same_samples(
     endpoint = f"127.0.0.1:{free_port()}"
     env = repo_env()
     a = subprocess.Popen(
-        _agent(root, endpoint, "x"), cwd=ROOT, env={**env, "TRAINKIT_TEST_NODE": "a"},
+        _agent(root, endpoint, "x", host=True), cwd=ROOT, env={**env, "TRAINKIT_TEST_NODE": "a"},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )  # fmt: skip
-    time.sleep(2)  # node a hosts the rendezvous store; node b joins it
-    b = subprocess.Popen(
-        _agent(root, endpoint, "x"), cwd=ROOT, env={**env, "TRAINKIT_TEST_NODE": "b"},
+    b = subprocess.Popen(  # node a hosts the rendezvous store; node b joins it
+        _agent(root, endpoint, "x", host=False), cwd=ROOT, env={**env, "TRAINKIT_TEST_NODE": "b"},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     try:
