@@ -26,7 +26,7 @@ import pytest
 import torch
 
 from tests.distributed.spawn import free_port
-from tests.launch.running import ROOT, Job, run_whole
+from tests.launch.running import ROOT, Job, run_whole, still_alive
 
 SCRIPT = str(ROOT / "tests" / "launch" / "node_script.py")
 ADDRESSES = {"a": "10.77.0.1", "b": "10.77.0.2"}
@@ -267,19 +267,13 @@ def test_a_cut_cable_ends_both_machines_within_the_timeout_naming_the_silent_pee
     # Machine b's worker ends (it does not wait on for the store it cannot reach; its
     # exit takes ~0.5 s here, longer on a loaded machine); its torchrun agent waits on
     # for the rendezvous store (torch's, not trainkit's: the fixture ends it).
-    deadline = time.monotonic() + WORKER_EXIT_S
-    while (workers := _workers(machines, "b")) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not workers, f"machine b's worker still runs {WORKER_EXIT_S:.0f} s after its line"
-
-
-def _workers(machines: Machines, machine: str) -> list[int]:
-    """The node script's processes on ``machine`` (not its torchrun agent)."""
-    return [
+    workers = [
         pid
-        for pid in machines.pids(machine)
+        for pid in machines.pids("b")
         if "node_script" in _cmdline(pid) and "torch.distributed.run" not in _cmdline(pid)
     ]
+    running = still_alive(workers, within_s=WORKER_EXIT_S)
+    assert not running, f"machine b's worker still runs {WORKER_EXIT_S:.0f} s after its line"
 
 
 def _cmdline(pid: int) -> str:
