@@ -140,6 +140,59 @@ def test_should_stop_set_in_a_step_ends_training_after_that_batch() -> None:
 
 
 @pytest.mark.parametrize(
+    ("stop_at", "options", "expected"),
+    [
+        # A stop in the middle of epoch 1 validates there, on the final weights.
+        ((1, 2), {}, [(0, 10), (1, 13)]),
+        # Once, when that batch's validation was due anyway (every 3 batches).
+        ((1, 2), {"val_check_interval": 3}, [(0, 3), (0, 6), (0, 9), (1, 13)]),
+        # Not in an epoch that does not validate (check_val_every_n_epoch=2: epochs 1, 3).
+        ((0, 2), {"check_val_every_n_epoch": 2}, []),
+        ((1, 2), {"check_val_every_n_epoch": 2}, [(1, 13)]),
+        # A stop held back by min_steps validates when the minimum lets it happen.
+        ((1, 2), {"min_steps": 15}, [(0, 10), (1, 15)]),
+        # max_steps is a limit, not a stop request: no extra validation.
+        (None, {"max_steps": 13}, [(0, 10)]),
+    ],
+)
+def test_a_stop_requested_mid_epoch_validates_before_training_ends(
+    stop_at: tuple[int, int] | None, options: dict[str, Any], expected: list[tuple[int, int]]
+) -> None:
+    runs: list[tuple[int, int]] = []
+
+    class StopAt(Classifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            if (self.current_epoch, batch_idx) == stop_at:
+                self.trainer.should_stop = True
+            return super().training_step(batch, batch_idx)
+
+        def on_validation_epoch_end(self) -> None:
+            runs.append((self.current_epoch, self.global_step))
+
+    trainer = trainkit.Trainer(**{"max_epochs": 5, "num_sanity_val_steps": 0, **QUIET, **options})
+    trainer.fit(StopAt(), loader(blobs(320), 32), loader(blobs(64), 32))  # 10 batches an epoch
+    assert runs == expected
+    stopped_in = stop_at[0] if stop_at is not None else 1
+    assert trainer.current_epoch == stopped_in + 1  # the interrupted epoch still ends
+
+
+def test_max_time_validates_once_before_training_ends() -> None:
+    runs: list[int] = []
+
+    class Record(trainkit.Callback):
+        def on_validation_end(self, trainer: trainkit.Trainer, module: Any) -> None:
+            runs.append(trainer.global_step)
+
+    # A deadline already passed stops after the first batch, which validates first.
+    trainer = trainkit.Trainer(
+        max_time={"microseconds": 1}, num_sanity_val_steps=0, callbacks=[Record()], **QUIET
+    )
+    trainer.fit(Classifier(), loader(blobs(320), 32), loader(blobs(64), 32))
+    assert trainer.global_step == 1 and runs == [1]
+    assert "val/loss" in trainer.callback_metrics
+
+
+@pytest.mark.parametrize(
     ("interval", "expected_val_runs"),
     # A fraction f validates every int(f * batches) batches: 0.25 of 10 is every 2.
     [(1.0, 3), (0.5, 6), (0.25, 15), (4, 6), (10, 3)],

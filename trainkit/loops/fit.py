@@ -98,7 +98,7 @@ def run_fit(run: Run, fit: Fit) -> None:
                 on_train_batch_start (returning -1 ends the epoch)
                 the optimization step (trainkit/loops/step.py)
                 on_train_batch_end
-                validate if due (val_check_interval, check_val_every_n_epoch)
+                validate if due (val_check_interval, check_val_every_n_epoch, or a stop)
                 resume point (unless the epoch's last batch or inside an accumulation window)
                 stop if global_step == max_steps, max_time passed, or should_stop
             on_train_epoch_end; write epoch metrics; epoch-interval LR schedulers
@@ -194,6 +194,8 @@ def _train_epoch(run: Run, fit: Fit) -> None:
             on_batch_end(outputs, batch, batch_idx)
         results.enter_training_epoch()
         state.batch_idx = batch_idx + 1
+        if deadline != math.inf and time.monotonic() >= deadline:
+            state.should_stop = True  # max_time: stops like a callback's request
         if val_every is not None and validation_due(options, state, val_every, batch_idx, is_last):
             _validate(run, fit)
         # A resume point, but not after the epoch's last batch (the epoch's end has
@@ -203,8 +205,6 @@ def _train_epoch(run: Run, fit: Fit) -> None:
                 on_resume_point()
             if vote is not None or preemption.signal:  # else the stop check does nothing
                 _resume_point(run, fit, None)
-        if deadline != math.inf and time.monotonic() >= deadline:
-            state.should_stop = True  # max_time: stops like a callback's request
         if (
             state.global_step >= fit.max_steps
             or state.preempted  # a signal stops whatever min_epochs says

@@ -143,7 +143,11 @@ def batches_between_checks(options: LoopOptions, total: float) -> int:
 def validation_due(
     options: LoopOptions, state: RunState, every: int, batch_idx: int, is_last: bool
 ) -> bool:
-    """Whether validation runs after this batch.
+    """Whether validation runs after this batch: its interval says so, or a stop ends the epoch.
+
+    A stop (``should_stop`` that the minimums allow, ``max_time``) in an epoch that
+    validates validates first, as Lightning does, so the run ends with metrics of
+    its final weights; ``max_steps`` does not.
 
     Args:
         options: the loop options.
@@ -152,6 +156,8 @@ def validation_due(
         batch_idx: the batch's index in the epoch.
         is_last: whether it is the epoch's last batch.
     """
+    if state.should_stop and minimums_reached(state.epoch, state.global_step, options):
+        return True
     if every == 0:  # a loader without length: at its end
         return is_last
     if options.check_val_every_n_epoch is None and isinstance(options.val_check_interval, int):
