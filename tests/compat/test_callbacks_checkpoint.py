@@ -14,7 +14,7 @@ import torch
 import trainkit
 from tests.helpers import QUIET, Classifier, blobs, loader
 from trainkit.callbacks import ModelCheckpoint
-from trainkit.checkpoint.files import load
+from trainkit.checkpoint.files import CheckpointError, load
 
 SCORES = [0.5, 0.3, 0.9, 0.1]
 
@@ -206,9 +206,19 @@ def test_checkpoint_name_last_can_be_a_template(tmp_path: Path) -> None:
 def test_save_weights_only_writes_no_optimizer_state(tmp_path: Path) -> None:
     callback = ModelCheckpoint(save_weights_only=True, save_last=False)
     _fit(tmp_path, callback, epochs=1)
-    checkpoint = load(tmp_path / "checkpoints" / "epoch=0-step=2.ckpt")
+    path = tmp_path / "checkpoints" / "epoch=0-step=2.ckpt"
+    checkpoint = load(path)
     assert "state_dict" in checkpoint
     assert "optimizer_states" not in checkpoint and "callbacks" not in checkpoint
+    assert "rng" not in checkpoint and "callback_metrics" not in checkpoint
+    # Lightning's weights-only file keeps the counters: tools print a file's epoch.
+    assert (checkpoint["epoch"], checkpoint["global_step"]) == (0, 2)
+    assert "loops" in checkpoint and "hyper_parameters" in checkpoint
+    assert isinstance(Scored.load_from_checkpoint(path), Scored)
+    with pytest.raises(CheckpointError, match="save_weights_only=True"):
+        trainkit.Trainer(max_epochs=2, **QUIET).fit(
+            Scored(), loader(blobs(64), 32), ckpt_path=str(path)
+        )
 
 
 def test_dirpath_default_is_under_the_root_dir(tmp_path: Path) -> None:

@@ -47,6 +47,7 @@ import torch
 from trainkit.callbacks.base import Checkpoint
 from trainkit.checkpoint import sharded
 from trainkit.checkpoint.files import link_atomic
+from trainkit.checkpoint.restore import without_resume_state
 from trainkit.checkpoint.run_files import (
     experiment_runs,
     folders_to_clean,
@@ -69,18 +70,6 @@ if TYPE_CHECKING:
 _FIELD = re.compile(r"\{([^{}:]+)(:[^{}]*)?\}")
 EXTENSION = ".ckpt"
 LAST = "last"
-
-# What a weights-only checkpoint keeps of the full training state.
-_WEIGHTS_ONLY_KEYS = (
-    "format",
-    "format_version",
-    "versions",
-    "lineage",
-    "loop",
-    "state_dict",
-    "hyper_parameters",
-    "config",
-)
 
 
 def _as_score(value: Any) -> torch.Tensor:
@@ -619,8 +608,10 @@ class ModelCheckpoint(Checkpoint):
                 if old != path:
                     sharded.remove(old)
         if self.save_weights_only:
-            state = trainer.dump_checkpoint()
-            weights = {key: state[key] for key in _WEIGHTS_ONLY_KEYS if key in state}
+            # The full state first: every callback's on_save_checkpoint runs (the
+            # non-finite check reads the losses it holds, so no file has weights
+            # trained on a NaN loss; the trainkit command records its config).
+            weights = without_resume_state(trainer.dump_checkpoint())
             trainer.strategy.save_checkpoint(weights, path)
         else:
             trainer.save_checkpoint(path)

@@ -103,8 +103,7 @@ def collect_state(run: Run, weights_only: bool = False) -> dict[str, Any]:
         # Where Lightning keeps the float16 loss scaler's state (its precision plugin's name).
         checkpoint[PRECISION_KEY] = scaler
     if weights_only:
-        for key in (*_RESUME_ONLY_KEYS, *run.results.state_dict()):
-            checkpoint.pop(key, None)
+        checkpoint = without_resume_state(checkpoint)
     if module.hparams:
         # "kwargs": the hyperparameters are __init__'s keyword arguments; a Module that
         # saved one config dict records that argument's name (as Lightning does).
@@ -131,14 +130,36 @@ def collect_state(run: Run, weights_only: bool = False) -> dict[str, Any]:
 
 
 #: What a weights-only checkpoint leaves out (see :func:`collect_state`).
-_RESUME_ONLY_KEYS = (
-    "callbacks",
-    "optimizer_states",
-    "lr_schedulers",
-    "rng",
-    "loggers",
-    "optimizer_types",
+_RESUME_ONLY_KEYS = frozenset(
+    {
+        "callbacks",
+        "optimizer_states",
+        "lr_schedulers",
+        "rng",
+        "loggers",
+        "optimizer_types",
+        PRECISION_KEY,
+        "train_metrics",  # the logged metrics (Results.state_dict)
+        "callback_metrics",
+    }
 )
+
+
+def without_resume_state(checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """What a weights-only file keeps of ``checkpoint``, as Lightning's does.
+
+    The weights, counters (``epoch``, ``global_step``, ``loops``), hyperparameters
+    and DataModule state stay (``load_from_checkpoint`` reads them, and so do tools
+    that print a file's epoch); what only resuming ``fit`` reads goes: optimizer,
+    LR scheduler, float16 scaler and callback states, random states, logged
+    metrics, logger versions.
+
+    Args:
+        checkpoint: a full checkpoint dict.
+    """
+    return {key: value for key, value in checkpoint.items() if key not in _RESUME_ONLY_KEYS}
+
+
 #: Where a trainkit checkpoint names each optimizer's class (checked on resume).
 OPTIMIZER_TYPES_KEY = "optimizer_types"
 
