@@ -177,6 +177,24 @@ def test_different_signals_agree_on_the_highest_number() -> None:
     assert [vote.signal for vote in votes] == [signal.SIGTERM, signal.SIGTERM]
 
 
+def test_a_time_limit_one_process_sees_is_up_for_every_process_at_the_same_point() -> None:
+    # Process 0's clock passes max_time at point 3, process 1's at point 6: both
+    # learn at the same point that it is up, no signal is agreed, and voting goes on.
+    group = FakeGroup(2)
+    clocks = [FakeClock(), FakeClock()]
+    votes = [StopVote(group.agree_max(r), clock=clocks[r]) for r in range(2)]
+    up_at: list[int | None] = [None, None]
+    for point in range(12):
+        for rank, vote in enumerate(votes):
+            clocks[rank].now += 0.5  # slow steps: a vote at every point
+            assert not vote.at_resume_point(0, time_up=point >= (3 if rank == 0 else 6))
+            if vote.time_up and up_at[rank] is None:
+                up_at[rank] = point
+    assert up_at[0] == up_at[1] == 4  # voted at point 3, read at the next
+    assert [vote.signal for vote in votes] == [0, 0]
+    assert all(vote.votes == 12 for vote in votes)
+
+
 def test_one_process_stops_for_its_own_signal_and_exits_with_its_status() -> None:
     preemption = Preemption()
     assert preemption.agree(None) == 0 and preemption.stopped_by is None

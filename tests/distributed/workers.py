@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +122,46 @@ def preempt_one_rank(root: str) -> dict[str, Any]:
     except SystemExit as stop:
         exit_code = stop.code
     return {"exit": exit_code, "preempted": trainer.preempted, "step": trainer.global_step}
+
+
+class LateOnOneRank(Classifier):
+    """Rank 1 reads the clock 50 ms after rank 0 at every batch (each step syncs them).
+
+    So rank 1 sees max_time pass first, almost always a batch before rank 0 does.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.validations = 0
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if self.trainer.strategy.global_rank == 1:
+            time.sleep(0.05)
+
+    def on_validation_end(self) -> None:
+        self.validations += 1
+
+
+def stop_at_max_time() -> dict[str, Any]:
+    trainer = trainkit.Trainer(
+        max_epochs=100_000,
+        max_time={"seconds": 1},
+        strategy="ddp",
+        process_group_timeout=30,
+        num_sanity_val_steps=0,
+        limit_val_batches=1,
+        **QUIET,
+    )
+    model = LateOnOneRank()
+    # One epoch is 512 batches (over 25 s): the time runs out inside it, which then
+    # validates first.
+    data = DataLoader(blobs(2 * 512), batch_size=1)
+    trainer.fit(model, data, DataLoader(blobs(16), batch_size=8))
+    return {
+        "step": trainer.global_step,
+        "epoch": trainer.current_epoch,
+        "validations": model.validations,
+    }
 
 
 def train_resumable(

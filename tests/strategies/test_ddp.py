@@ -91,6 +91,17 @@ def test_a_signal_on_one_rank_stops_every_rank_at_the_same_step(tmp_path: Path) 
     assert checkpoint["loop"]["global_step"] == ranks[0]["step"]
 
 
+def test_max_time_stops_every_rank_at_the_same_step_whatever_its_clock() -> None:
+    # Rank 1 reads the clock later in each batch than rank 0. Were each rank to stop
+    # by its own clock, rank 1 would leave the epoch a batch early and rank 0 wait in
+    # the next step's gradient reduction until the process-group timeout (30 s).
+    ranks = run_processes(workers.stop_at_max_time, 2)
+    assert ranks[0] == ranks[1]
+    # Stopped inside the first epoch, after validating the weights it ends with.
+    assert 0 < ranks[0]["step"] < 512
+    assert ranks[0]["validations"] == 1
+
+
 def test_a_resume_under_another_number_of_processes_continues_the_epoch(tmp_path: Path) -> None:
     # 6 steps of global batch 32 from one process at batch 32 (ddp, devices=1):
     (reference,) = run_processes(workers.train_resumable, 1, 32, 6, str(tmp_path / "one"))

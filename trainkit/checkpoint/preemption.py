@@ -182,14 +182,18 @@ class Preemption:
             self._watcher.disarm(drain=self.requested)
             self._watcher = None
 
-    def agree(self, vote: StopVote | None) -> int:
+    def agree(self, vote: StopVote | None, time_up: bool = False) -> int:
         """The signal every process agrees to stop for at this resume point (0: go on).
 
         Args:
             vote: the processes' vote (None: one process, which decides alone).
+            time_up: whether this process's clock is past ``max_time`` (see
+                :attr:`StopVote.time_up`).
         """
         mine = self.signal or 0
-        agreed = (vote.signal if vote.at_resume_point(mine) else 0) if vote is not None else mine
+        agreed = mine
+        if vote is not None:
+            agreed = vote.signal if vote.at_resume_point(mine, time_up) else 0
         if agreed:
             self.stopped_by = agreed
         return agreed
@@ -320,7 +324,7 @@ class StopVote:
     waiting in a collective, so they vote, and all stop at the same point.
 
     A vote is an element-wise maximum over processes (``Strategy.agree_max``) of
-    ``[signal number or 0, -proposed interval]``, started at one resume point and read at
+    ``[signal number or 0, -proposed interval, time up]``, started at one resume point and read at
     the next voting point, so nobody waits for it. Each process proposes how many
     resume points to let pass before the next vote, from its measured time per
     resume point, aiming at one vote per :data:`VOTE_PERIOD_S` of training; the
@@ -330,7 +334,9 @@ class StopVote:
     plus two steps. A single process (``spaced=False``) checks every resume
     point, at no cost. The agreed signal (the highest number any process got)
     is :attr:`signal`, so that every process reports the same one, whichever
-    received it.
+    received it. The same vote agrees that ``max_time`` is up (:attr:`time_up`), by
+    the clock of whichever process saw it first: each process's own clock could
+    let one leave the epoch while the others train on.
 
     Args:
         agree_max: the strategy's ``agree_max``.
@@ -355,14 +361,19 @@ class StopVote:
         self.votes = 0
         #: The signal agreed on, once the processes have agreed to stop (0 before).
         self.signal = 0
+        #: Whether the processes have agreed that the run's time limit is up.
+        self.time_up = False
 
-    def at_resume_point(self, requested: int) -> bool:
-        """True when the processes have agreed to stop at this resume point.
+    def at_resume_point(self, requested: int, time_up: bool = False) -> bool:
+        """True when the processes have agreed to stop for a signal at this resume point.
 
-        Every process must call this at the same resume points.
+        Every process must call this at the same resume points. Whether they
+        agreed here that the time is up is :attr:`time_up` (the run then stops as
+        for ``should_stop``, held back by ``min_epochs``/``min_steps``; voting goes on).
 
         Args:
             requested: the signal this process got (0 or False: none; True counts as 1).
+            time_up: whether this process's clock is past the run's ``max_time``.
         """
         self._points += 1
         if self._skip > 0:
@@ -370,16 +381,17 @@ class StopVote:
             return False
         stop, interval = False, 1
         if self._pending is not None:
-            stop_flag, negated_interval = self._pending()
+            stop_flag, negated_interval, time_up_flag = self._pending()
             self._pending = None
             stop, interval = bool(stop_flag), -negated_interval
+            self.time_up = self.time_up or bool(time_up_flag)
             if stop:
                 self.signal = stop_flag
         if stop:
             return True  # every process read the same result: none votes again
         # The maximum of the negated proposals is the smallest proposal: the
         # process with the longest resume points sets the pace.
-        self._pending = self._agree_max([int(requested), -self._proposal()])
+        self._pending = self._agree_max([int(requested), -self._proposal(), int(time_up)])
         self.votes += 1
         self._skip = interval - 1
         return False

@@ -20,9 +20,36 @@ from trainkit.core.module import overrides
 from trainkit.core.steps import fit_step_arguments
 from trainkit.loops.results import Results
 from trainkit.loops.run import Run
+from trainkit.loops.schedule import sanity_batches
+from trainkit.utilities.seed import isolated_rng
 
 #: The stage (``RunState.stage``) each evaluation runs as.
 _STAGES = {"validation": "validate", "test": "test"}
+
+
+def run_sanity_check(run: Run, loaders: list[Iterable[Any]], limit: int) -> None:
+    """A few validation batches before training, to catch bugs before a long epoch.
+
+    Its results are not kept, and it leaves the random state as it found it.
+
+    Args:
+        run: the run's context.
+        loaders: the prepared validation dataloaders.
+        limit: ``num_sanity_val_steps``: batches from each loader (-1: all).
+    """
+    state = run.state
+    full = state.num_val_batches
+    state.num_val_batches = sanity_batches(full, limit)
+    state.stage = "sanity_check"
+    try:
+        run.hooks.call("on_sanity_check_start")
+        with isolated_rng():
+            run_evaluation(run, loaders, state.num_val_batches, "validation")
+        run.hooks.call("on_sanity_check_end")
+    finally:
+        state.stage = "train"
+        state.num_val_batches = full
+        run.results.eval.reset()
 
 
 def run_evaluation(

@@ -22,12 +22,11 @@ from typing import Any
 
 from trainkit.checkpoint.preemption import Preemption, StopVote
 from trainkit.core.data import epoch_batches, set_sampler_epoch
-from trainkit.loops.evaluate import run_evaluation
+from trainkit.loops.evaluate import run_evaluation, run_sanity_check
 from trainkit.loops.run import Run
 from trainkit.loops.schedule import (
     limits_reached,
     may_stop,
-    sanity_batches,
     val_check_batches,
     validation_due,
 )
@@ -117,7 +116,7 @@ def run_fit(run: Run, fit: Fit) -> None:
     """
     state, options = run.state, fit.options
     if fit.validates and options.num_sanity_val_steps != 0:
-        _sanity_check(run, fit)
+        run_sanity_check(run, fit.val_loaders, options.num_sanity_val_steps)
     if state.num_training_batches == 0:
         return  # limit_train_batches=0: no training, and no epoch passes
     state.stage = "train"
@@ -194,9 +193,12 @@ def _train_epoch(run: Run, fit: Fit) -> None:
             on_batch_end(outputs, batch, batch_idx)
         results.enter_training_epoch()
         state.batch_idx = batch_idx + 1
-        if deadline != math.inf and time.monotonic() >= deadline:
+        if vote is None and time.monotonic() >= deadline:  # several processes: voted on
             state.should_stop = True  # max_time: stops like a callback's request
-        if val_every is not None and validation_due(options, state, val_every, batch_idx, is_last):
+        due = val_every is not None and validation_due(
+            options, state, val_every, batch_idx, is_last
+        )
+        if due:
             _validate(run, fit)
         # A resume point, but not after the epoch's last batch (the epoch's end has
         # one) nor inside an accumulation window (its gradients are not saved).
@@ -204,7 +206,14 @@ def _train_epoch(run: Run, fit: Fit) -> None:
             if on_resume_point is not None:
                 on_resume_point()
             if vote is not None or preemption.signal:  # else the stop check does nothing
-                _resume_point(run, fit, None)
+                time_up = _resume_point(run, fit, None)  # max_time, agreed: a stop as above
+                if (
+                    time_up
+                    and not due
+                    and val_every is not None
+                    and validation_due(options, state, val_every, batch_idx, is_last)
+                ):
+                    _validate(run, fit)
         if (
             state.global_step >= fit.max_steps
             or state.preempted  # a signal stops whatever min_epochs says
@@ -242,6 +251,8 @@ def _end_epoch(run: Run, fit: Fit) -> None:
     # state: the finished epoch's is not saved (four generator states fewer to
     # pickle and digest in every end-of-epoch checkpoint).
     state.epoch_start_rng = None
+    if time.monotonic() >= fit.deadline:  # max_time, by any process's clock (see below)
+        state.should_stop = True
     # Agree across processes, so that no rank leaves the loop alone.
     state.should_stop = run.strategy.reduce_boolean_decision(
         state.should_stop, all_=False, point="the stop decision at a training epoch's end"
@@ -249,37 +260,26 @@ def _end_epoch(run: Run, fit: Fit) -> None:
     _resume_point(run, fit, run.hooks.optional("on_resume_point"))
 
 
-def _resume_point(run: Run, fit: Fit, on_resume_point: Callable[[], Any] | None) -> None:
+def _resume_point(run: Run, fit: Fit, on_resume_point: Callable[[], Any] | None) -> bool:
+    """Save and vote; True when the processes agreed just now that max_time is up."""
     if on_resume_point is not None:
         on_resume_point()
-    # A signal may reach only some processes: they agree, in the background, to
-    # stop at the same point (a rank stopping alone would leave the others
-    # waiting in a collective). One process needs no vote. Trainer.fit reports
-    # the stop and exits once the run has ended.
-    if fit.preemption.agree(fit.vote) and not run.state.preempted:
+    # A signal, or max_time by one's clock, may reach only some processes: they
+    # agree, in the background, to stop at the same point (a rank stopping alone
+    # would leave the others waiting in a collective). One process needs no vote.
+    # Trainer.fit reports a signal's stop and exits once the run has ended.
+    time_up = fit.vote is not None and time.monotonic() >= fit.deadline
+    if fit.preemption.agree(fit.vote, time_up) and not run.state.preempted:
         fit.save_last()
         run.state.preempted = True
         run.state.should_stop = True
+    elif fit.vote is not None and fit.vote.time_up and not run.state.should_stop:
+        run.state.should_stop = True
+        return True
+    return False
 
 
 # ----------------------------------------------------------------- validation
-def _sanity_check(run: Run, fit: Fit) -> None:
-    """A few validation batches before training, to catch bugs before a long epoch."""
-    state, limit = run.state, fit.options.num_sanity_val_steps
-    full = state.num_val_batches
-    state.num_val_batches = sanity_batches(full, limit)
-    state.stage = "sanity_check"
-    try:
-        run.hooks.call("on_sanity_check_start")
-        with isolated_rng():
-            run_evaluation(run, fit.val_loaders, state.num_val_batches, "validation")
-        run.hooks.call("on_sanity_check_end")
-    finally:
-        state.stage = "train"
-        state.num_val_batches = full
-        run.results.eval.reset()
-
-
 def _quiet(message: str) -> None:
     return None  # the epoch-level check says it once
 
