@@ -239,6 +239,42 @@ def decide_on_own_scores(root: str) -> dict[str, Any]:
     }
 
 
+class RankLogged(Classifier):
+    """Logs its rank per step: reduced over the processes, and as each process's own."""
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        rank = torch.tensor(float(self.global_rank))
+        self.log("rank/mean", rank + batch_idx, sync_dist=True)
+        self.log("rank/max", rank, sync_dist=True, reduce_fx="max", on_epoch=True)
+        self.log("rank/own", rank)
+        return super().training_step(batch, batch_idx)
+
+
+class ReadAfterEachBatch(trainkit.Callback):
+    """Records ``callback_metrics`` and ``logged_metrics`` after every training batch."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, float]] = []
+
+    def on_train_batch_end(
+        self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        names = ("rank/mean", "rank/max", "rank/max_step", "rank/own")
+        metrics = trainer.callback_metrics
+        seen = {name: float(metrics[name]) for name in names}
+        seen["logged rank/mean"] = float(trainer.logged_metrics["rank/mean"])
+        self.seen.append(seen)
+
+
+def read_step_values_after_each_batch() -> list[dict[str, float]]:
+    reader = ReadAfterEachBatch()
+    trainer = trainkit.Trainer(
+        max_epochs=1, strategy="ddp", callbacks=[reader], log_every_n_steps=50, **QUIET
+    )
+    trainer.fit(RankLogged(), DataLoader(blobs(64), batch_size=8))
+    return reader.seen
+
+
 class BarrierOnRankOne(trainkit.Callback):
     """Rank 1 alone waits at a barrier after the first epoch (rank 0 goes on)."""
 

@@ -102,6 +102,18 @@ def test_max_time_stops_every_rank_at_the_same_step_whatever_its_clock() -> None
     assert ranks[0]["validations"] == 1
 
 
+def test_callbacks_read_sync_dist_step_values_reduced_after_every_batch() -> None:
+    # Between the log_every_n_steps writes too: a callback acting on a value logged
+    # with sync_dist=True must see the same number on every process.
+    ranks = run_processes(workers.read_step_values_after_each_batch, 2)
+    assert len(ranks[0]) == len(ranks[1]) == 4
+    for batch_idx, (first, second) in enumerate(zip(*ranks, strict=True)):
+        assert first["rank/mean"] == second["rank/mean"] == 0.5 + batch_idx
+        assert first["logged rank/mean"] == second["logged rank/mean"] == 0.5 + batch_idx
+        assert first["rank/max"] == first["rank/max_step"] == second["rank/max"] == 1.0
+        assert (first["rank/own"], second["rank/own"]) == (0.0, 1.0)
+
+
 def test_a_resume_under_another_number_of_processes_continues_the_epoch(tmp_path: Path) -> None:
     # 6 steps of global batch 32 from one process at batch 32 (ddp, devices=1):
     (reference,) = run_processes(workers.train_resumable, 1, 32, 6, str(tmp_path / "one"))

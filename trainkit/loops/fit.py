@@ -189,6 +189,7 @@ def _train_epoch(run: Run, fit: Fit) -> None:
             break
         state.batches_seen += 1
         outputs = step(batch, batch_idx, is_last)
+        results.end_training_step()  # reduces the step's sync_dist values, if any
         if on_batch_end is not None:
             on_batch_end(outputs, batch, batch_idx)
         results.enter_training_epoch()
@@ -217,7 +218,7 @@ def _train_epoch(run: Run, fit: Fit) -> None:
         if (
             state.global_step >= fit.max_steps
             or state.preempted  # a signal stops whatever min_epochs says
-            or (state.should_stop and may_stop(state, options, _quiet))
+            or (state.should_stop and may_stop(state, options))
         ):
             break
     if empty and state.batch_idx == 0:
@@ -280,10 +281,6 @@ def _resume_point(run: Run, fit: Fit, on_resume_point: Callable[[], Any] | None)
 
 
 # ----------------------------------------------------------------- validation
-def _quiet(message: str) -> None:
-    return None  # the epoch-level check says it once
-
-
 def _validate(run: Run, fit: Fit) -> None:
     """A validation run inside fit; its metrics go to the loggers."""
     state = run.state

@@ -83,6 +83,9 @@ class _Entry:
     sync_dist: bool
     reduce_fx: str
     step_value: Number | None = None
+    #: ``step_value`` reduced over the processes (``sync_dist``), once the step
+    #: that logged it ended (:meth:`MetricStore.sync_step_values`); None before.
+    synced: Number | None = None
     # Running aggregate over the epoch (sum of value * weight for "mean").
     total: Number | None = None
     weight: int = 0
@@ -140,6 +143,9 @@ class MetricStore:
         #: Whether the epoch values were read (the epoch is over): from then on,
         #: callbacks see a name logged per step and per epoch at its epoch value.
         self.epoch_reduced = False
+        #: Whether a value is logged per step with ``sync_dist=True`` (then each
+        #: training step's end reduces it: :meth:`sync_step_values`).
+        self.step_syncs = False
 
     def log(
         self,
@@ -187,7 +193,7 @@ class MetricStore:
             if entry.squeeze:
                 value = value.reshape(())
         if entry.on_step:
-            entry.step_value = value
+            entry.step_value, entry.synced = value, None
         if entry.on_epoch:
             entry.total = _accumulate(entry.total, value, entry.reduce_fx, batch_size)
             entry.weight += batch_size
@@ -198,12 +204,19 @@ class MetricStore:
         """Whether each value logged to ``entry`` only replaces its step value.
 
         Such an entry needs no check when the same call logs it again: the value
-        is a plain tensor (no ``Metric``, no reshape) and nothing accumulates.
+        is a plain tensor (no ``Metric``, no reshape, no reduction across
+        processes to forget) and nothing accumulates.
 
         Args:
             entry: the entry :meth:`log` returned.
         """
-        return entry.on_step and not entry.on_epoch and entry.metric is None and not entry.squeeze
+        return (
+            entry.on_step
+            and not entry.on_epoch
+            and entry.metric is None
+            and not entry.squeeze
+            and not entry.sync_dist
+        )
 
     def _log_metric(self, entry: _Entry, metric: Any) -> None:
         if metric is not entry.metric:
@@ -321,6 +334,7 @@ class MetricStore:
                 "the plain name."
             )
         entry = _Entry(options, on_step, on_epoch, prog_bar, logger, sync_dist, reduce_name)
+        self.step_syncs = self.step_syncs or (on_step and sync_dist and metric is None)
         entry.base = base
         entry.suffix = suffix
         entry.dataloader_idx = dataloader_idx
@@ -344,6 +358,9 @@ class MetricStore:
         for entry in self.entries.values():
             if entry.step_value is None:
                 continue
+            if entry.synced is not None:
+                values[entry.step_key] = entry.synced
+                continue
             values[entry.step_key] = entry.step_value
             if sync and entry.sync_dist and entry.metric is None:
                 synced.append((entry.step_key, as_tensor(entry.step_value), entry.reduce_fx))
@@ -351,6 +368,27 @@ class MetricStore:
         for (key, _, _), value in zip(synced, reduced, strict=True):
             values[key] = value
         return values
+
+    def sync_step_values(self) -> None:
+        """Reduce this step's ``sync_dist`` step values over the processes, once.
+
+        Every process calls this at the end of each training step (when
+        :attr:`step_syncs`), as ``self.log`` reduces them there under Lightning:
+        from then on every reader (callbacks, ``callback_metrics``, the progress
+        bar, the loggers) sees the reduced value, and none reduces it again.
+        """
+        pending: list[tuple[_Entry, tuple[str, torch.Tensor, str]]] = []
+        for entry in self.entries.values():
+            value = entry.step_value  # None unless on_step
+            if value is None or not entry.sync_dist or entry.metric is not None:
+                continue
+            if entry.synced is None:  # not reduced yet
+                pending.append((entry, (entry.step_key, as_tensor(value), entry.reduce_fx)))
+        if not pending:
+            return
+        reduced = self._reduce([values for _, values in pending], f"a step of {self._stage}")
+        for (entry, _), synced in zip(pending, reduced, strict=True):
+            entry.synced = synced
 
     def epoch_values(self) -> dict[str, Number]:
         """The aggregates over the run, keyed ``name`` (or ``name_epoch`` when also per-step).
@@ -439,6 +477,7 @@ class MetricStore:
         self.entries.clear()
         self.repeated.clear()
         self.epoch_reduced = False
+        self.step_syncs = False
 
     def state_dict(self) -> dict[str, Any]:
         """Everything logged so far, so that a resumed epoch's means stay exact.
@@ -476,6 +515,7 @@ class MetricStore:
             entry.suffix = saved.get("suffix", "")
             self.entries[name] = entry
         self.epoch_reduced = False
+        self.step_syncs = any(e.on_step and e.sync_dist for e in self.entries.values())
 
 
 def as_tensor(value: Number) -> torch.Tensor:

@@ -152,6 +152,17 @@ class Results:
         self._context = TRAIN_STEP
         self._batch = batch
 
+    def end_training_step(self) -> None:
+        """The step's ``training_step`` is done: reduce its ``sync_dist`` step values.
+
+        Every process calls this after each training step, before
+        ``on_train_batch_end``, so that callbacks read reduced values, as in
+        Lightning. Nothing to do (no collective) unless a value is logged per
+        step with ``sync_dist=True``.
+        """
+        if self.train.step_syncs:
+            self.train.sync_step_values()
+
     def enter_training_epoch(self) -> None:
         """``self.log`` now logs per epoch into the training store (epoch hooks)."""
         self._context = TRAIN_EPOCH
@@ -177,11 +188,15 @@ class Results:
     def _keep_step_values(self, *, sync: bool) -> None:
         # The training step values meant for the loggers, kept for logged_metrics
         # without writing them. Unsynced (read by one process), a sync_dist value
-        # waits for the next write or the epoch's end, where it is reduced.
+        # not reduced yet waits for the next write or the epoch's end.
         train = self.train
         keys = display_names(train, prog_bar=None, logger=True)
         if not sync:
-            keys -= {entry.step_key for entry in train.entries.values() if entry.sync_dist}
+            keys -= {
+                entry.step_key
+                for entry in train.entries.values()
+                if entry.sync_dist and entry.synced is None
+            }
         values = train.step_values(sync=sync)
         self._unread.update({name: values[name] for name in keys if name in values})
 
@@ -508,7 +523,9 @@ class Results:
         if not train.epoch_reduced:
             for entry in train.entries.values():
                 if entry.on_step and entry.on_epoch and entry.step_value is not None:
-                    values[entry.plain_key] = entry.step_value
+                    values[entry.plain_key] = (
+                        entry.step_value if entry.synced is None else entry.synced
+                    )
         return CallbackMetrics({name: as_tensor(value) for name, value in values.items()}, self)
 
     def keep_metrics(self, values: Mapping[str, Any]) -> None:

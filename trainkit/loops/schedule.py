@@ -53,7 +53,9 @@ def sanity_batches(totals: list[float], limit: int) -> list[float]:
     return [t if limit == -1 else min(t, limit) for t in totals]
 
 
-def may_stop(state: RunState, options: LoopOptions, say: Callable[[str], None]) -> bool:
+def may_stop(
+    state: RunState, options: LoopOptions, say: Callable[[str], None] | None = None
+) -> bool:
     """Whether a stop was requested and ``min_epochs``/``min_steps`` allow it now.
 
     A request made too early stays pending: training goes on until the minimum is
@@ -62,16 +64,18 @@ def may_stop(state: RunState, options: LoopOptions, say: Callable[[str], None]) 
     Args:
         state: the run state (``should_stop``, completed epochs, steps).
         options: the loop options.
-        say: prints a one-time note (rank 0) that the request waits for the minimum.
+        say: prints a one-time note (rank 0) that the request waits for the minimum
+            (None: nothing is said; the epoch-level check says it once).
     """
     if not state.should_stop:
         return False
     if minimums_reached(state.epoch, state.global_step, options):
         return True
-    say(
-        f"trainkit: a stop was requested, but min_epochs={options.min_epochs} or "
-        f"min_steps={options.min_steps} is not reached yet; training continues until it is."
-    )
+    if say is not None:
+        say(
+            f"trainkit: a stop was requested, but min_epochs={options.min_epochs} or "
+            f"min_steps={options.min_steps} is not reached yet; training continues until it is."
+        )
     return False
 
 
