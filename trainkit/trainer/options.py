@@ -133,8 +133,9 @@ class HardwareOptions:
     )
     use_distributed_sampler: bool = option(
         True,
-        "Give the dataloaders a DistributedSampler under data-parallel strategies (False: "
-        "the dataloaders split the data themselves).",
+        "Give the dataloaders a DistributedSampler under data-parallel strategies, which "
+        "shuffles the training data when its DataLoader does (False: the dataloaders split "
+        "the data themselves).",
     )
     detect_anomaly: bool = option(
         False, "Run fit under torch.autograd.detect_anomaly (slow; finds the op making NaNs)."
