@@ -43,6 +43,23 @@ ROOT = PACKAGE.parent
 # The Trainer's keyword takes more than its option field declares: a timedelta
 # (Python only, max_time_seconds reads it) and any path-like folder.
 WIDER_THAN_THE_FIELD = {"max_time": timedelta, "default_root_dir": os.PathLike[str]}
+# Keywords that also take None for their default, as Lightning's Optional ones do
+# (a config Lightning saved writes them as null).
+NONE_FOR_THE_DEFAULT = {
+    "precision",
+    "limit_train_batches",
+    "limit_val_batches",
+    "limit_test_batches",
+    "limit_predict_batches",
+    "val_check_interval",
+    "num_sanity_val_steps",
+    "log_every_n_steps",
+    "enable_checkpointing",
+    "enable_progress_bar",
+    "enable_model_summary",
+    "gradient_clip_algorithm",
+    "deterministic",
+}
 
 
 @pytest.fixture(autouse=True)
@@ -88,6 +105,8 @@ def test_trainer_section_is_the_option_fields_then_the_components() -> None:
             kind = hints[f.name]
             if f.name in WIDER_THAN_THE_FIELD:
                 kind = typing.Union[kind, WIDER_THAN_THE_FIELD[f.name]]  # noqa: UP007
+            if f.name in NONE_FOR_THE_DEFAULT:
+                kind = typing.Optional[kind]  # noqa: UP045
             assert schema[f.name] == (kind, f.default, f.metadata["doc"]), f.name
     for name in COMPONENTS:  # every component is documented, by its own doc
         assert schema[name][2] == COMPONENT_DOCS[name]

@@ -302,6 +302,86 @@ def test_saved_config_reruns_the_same_training(tmp_path: Path) -> None:
     )
 
 
+# The trainer section of the config.yaml that Lightning 2.6.6's LightningCLI saves
+# for `fit --trainer.max_epochs=1 --optimizer=SGD --optimizer.lr=0.05` (its defaults as
+# written, null for "the default"; the optimizer's other arguments left out).
+LIGHTNINGS_SAVED_CONFIG = """\
+# lightning.pytorch==2.6.6
+seed_everything: 0
+trainer:
+  accelerator: auto
+  strategy: auto
+  devices: auto
+  num_nodes: 1
+  precision: null
+  logger: null
+  callbacks: null
+  fast_dev_run: false
+  max_epochs: 1
+  min_epochs: null
+  max_steps: -1
+  min_steps: null
+  max_time: null
+  limit_train_batches: null
+  limit_val_batches: null
+  limit_test_batches: null
+  limit_predict_batches: null
+  overfit_batches: 0.0
+  val_check_interval: null
+  check_val_every_n_epoch: 1
+  num_sanity_val_steps: null
+  log_every_n_steps: null
+  enable_checkpointing: null
+  enable_progress_bar: false
+  enable_model_summary: null
+  accumulate_grad_batches: 1
+  gradient_clip_val: null
+  gradient_clip_algorithm: null
+  deterministic: null
+  benchmark: null
+  inference_mode: true
+  use_distributed_sampler: true
+  profiler: null
+  detect_anomaly: false
+  barebones: false
+  plugins: null
+  sync_batchnorm: false
+  reload_dataloaders_every_n_epochs: 0
+  default_root_dir: null
+  enable_autolog_hparams: true
+  model_registry: null
+model:
+  features: 4
+  lr: 0.1
+data:
+  batch_size: 8
+  features: 4
+optimizer:
+  class_path: torch.optim.SGD
+  init_args:
+    lr: 0.05
+lr_scheduler: null
+ckpt_path: null
+weights_only: null
+"""
+
+
+def test_a_config_lightnings_cli_saved_runs_with_the_same_defaults(tmp_path: Path) -> None:
+    # Its nulls mean the defaults, as in Lightning: a logger, a checkpoint, the
+    # sanity check, every batch; model_registry is accepted.
+    config = _yaml(tmp_path / "config.yaml", LIGHTNINGS_SAVED_CONFIG)
+    cli = project.cli_main(["fit", "--config", config, f"--trainer.default_root_dir={tmp_path}"])
+    trainer = cli.trainer
+    assert trainer.global_step == 4 and trainer.num_sanity_val_steps == 2
+    assert [type(logger).__name__ for logger in trainer.loggers] == ["TensorBoardLogger"]
+    assert trainer.checkpoint_callback is not None
+    assert sorted(p.name for p in (Path(trainer.log_dir) / "checkpoints").iterdir()) == [
+        "epoch=0-step=4.ckpt",
+        "last.ckpt",
+    ]
+    assert trainer.precision == "32-true" and trainer.log_every_n_steps == 50
+
+
 def test_command_line_fit_then_test_with_ckpt_path(tmp_path: Path) -> None:
     fit = _run(
         "fit",

@@ -122,7 +122,7 @@ def test_wrong_type_names_the_key_the_type_and_the_value(
     err = _error(capsys, "fit", CONFIG, "trainer.max_epochs=many")
     assert "'trainer.max_epochs' must be an integer or null, got 'many' (str)." in err
     err = _error(capsys, "fit", CONFIG, "trainer.enable_progress_bar=3")
-    assert "'trainer.enable_progress_bar' must be a boolean, got 3 (int)." in err
+    assert "'trainer.enable_progress_bar' must be a boolean or null, got 3 (int)." in err
 
 
 def test_missing_file_and_bad_class_paths(capsys: pytest.CaptureFixture[str]) -> None:

@@ -264,6 +264,42 @@ def test_enable_checkpointing_false_adds_no_checkpoint(tmp_path: Path) -> None:
     assert trainer.checkpoint_callback is None and not (tmp_path / "checkpoints").exists()
 
 
+# Lightning's Trainer arguments whose None means their default (its signature's Optional).
+NONE_MEANS_DEFAULT = [
+    "precision",
+    "logger",
+    "limit_train_batches",
+    "limit_val_batches",
+    "limit_test_batches",
+    "limit_predict_batches",
+    "val_check_interval",
+    "num_sanity_val_steps",
+    "log_every_n_steps",
+    "enable_checkpointing",
+    "enable_progress_bar",
+    "enable_model_summary",
+    "gradient_clip_algorithm",
+    "deterministic",
+]
+
+
+@pytest.mark.parametrize("name", NONE_MEANS_DEFAULT)
+def test_none_means_the_default_as_in_lightning(name: str, tmp_path: Path) -> None:
+    def described(trainer: trainkit.Trainer) -> tuple[Any, ...]:
+        parts = (trainer.hardware, trainer.options, trainer.step_options, trainer.output)
+        return (*parts, [type(c) for c in trainer.callbacks], [type(x) for x in trainer.loggers])
+
+    default = trainkit.Trainer(accelerator="cpu", default_root_dir=tmp_path)
+    given = trainkit.Trainer(accelerator="cpu", default_root_dir=tmp_path, **{name: None})
+    assert described(given) == described(default)
+
+
+def test_model_registry_is_accepted_and_a_name_is_said_to_upload_nothing() -> None:
+    trainkit.Trainer(model_registry=None, **QUIET)
+    with pytest.warns(UserWarning, match="model_registry='my-model'.* is ignored"):
+        trainkit.Trainer(model_registry="my-model", **QUIET)
+
+
 def test_inference_mode_and_benchmark_are_options() -> None:
     trainer = trainkit.Trainer(inference_mode=False, benchmark=True, **QUIET)
     assert trainer.options.inference_mode is False

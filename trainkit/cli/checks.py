@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from trainkit.cli.config import ConfigError, import_object
-from trainkit.trainer.options import OPTION_GROUPS
+from trainkit.trainer.options import OPTION_GROUPS, from_keywords
 from trainkit.utilities.messages import UsageError, did_you_mean
 
 #: The dataloader method each command needs.
@@ -68,7 +68,7 @@ def check_trainer_options(trainer: dict[str, Any]) -> None:
     for options in OPTION_GROUPS.values():
         names = [f.name for f in dataclasses.fields(options)]
         try:
-            options(**{name: trainer[name] for name in names})
+            from_keywords(options, trainer)  # None: the option's default, as the Trainer takes it
         except (ValueError, TypeError) as error:
             raise ConfigError(_trainer_message(str(error), names)) from error
     from trainkit.strategies import StrategyRegistry, plan_devices

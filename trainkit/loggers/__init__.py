@@ -33,17 +33,17 @@ def build_loggers(
     """The loggers ``Trainer(logger=...)`` asks for.
 
     Args:
-        logger: True for a TensorBoard logger under ``root_dir``, False or None for
-            none, or a Logger / list of Loggers.
+        logger: True or None (the default, as in Lightning) for a TensorBoard logger
+            under ``root_dir``, False for none, or a Logger / list of Loggers.
         root_dir: the Trainer's ``default_root_dir``.
         dry_run: a fast dev run: any loggers become one :class:`DummyLogger`, which
             writes nothing and accepts every call (as in Lightning).
     """
-    if logger is None or logger is False or logger == []:
+    if logger is False or logger == []:
         return []
     if dry_run:
         return [DummyLogger()]
-    if logger is True:
+    if logger is True or logger is None:
         return [TensorBoardLogger(root_dir)]
     loggers = [logger] if isinstance(logger, Logger) else list(logger)
     for item in loggers:

@@ -20,6 +20,8 @@ components, objects rather than values, and are documented on the Trainer.
 from __future__ import annotations
 
 import math
+import typing
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from datetime import timedelta
@@ -84,6 +86,11 @@ OptionsT = TypeVar("OptionsT")
 def from_keywords(options: type[OptionsT], given: Mapping[str, Any]) -> OptionsT:
     """An option group built from the Trainer's keywords: its fields, taken by name.
 
+    None given for an option that has no None value means its default, as
+    Lightning's ``Optional`` Trainer arguments do (``precision=None`` is
+    ``"32-true"``, ``limit_train_batches=None`` is 1.0): a configuration written
+    by Lightning, which lists them as ``null``, means the defaults.
+
     Args:
         options: one of the option classes of this module.
         given: the Trainer's keywords (those of other groups are left alone).
@@ -91,8 +98,30 @@ def from_keywords(options: type[OptionsT], given: Mapping[str, Any]) -> OptionsT
     Example:
         >>> from_keywords(StepOptions, {"precision": 16, "seed": 0}).canonical_precision
         '16-mixed'
+        >>> from_keywords(StepOptions, {"precision": None}).canonical_precision
+        '32-true'
     """
-    return options(**{f.name: given[f.name] for f in fields(options) if f.name in given})  # type: ignore[arg-type]
+    taken = {f.name: given[f.name] for f in fields(options) if f.name in given}  # type: ignore[arg-type]
+    for name in _without_none(options) & {name for name, value in taken.items() if value is None}:
+        del taken[name]
+    return options(**taken)
+
+
+_NO_NONE: dict[type, frozenset[str]] = {}
+
+
+def _without_none(options: type) -> frozenset[str]:
+    # The fields of an option class whose type has no None (looked up once a class).
+    names = _NO_NONE.get(options)
+    if names is None:
+        hints = typing.get_type_hints(options)
+        names = frozenset(
+            f.name
+            for f in fields(options)
+            if type(None) not in typing.get_args(hints[f.name]) and hints[f.name] is not type(None)
+        )
+        _NO_NONE[options] = names
+    return names
 
 
 # ----------------------------------------------------------------- hardware
@@ -602,6 +631,11 @@ class OutputOptions:
         "Write the hyperparameters the Module and DataModule saved (save_hyperparameters) "
         "and the model (log_graph) to the loggers when fit, validate, test and predict start.",
     )
+    model_registry: str | None = option(
+        None,
+        "Lightning's model hub name (its checkpoints upload there); accepted so that "
+        "Lightning configs run, unused: trainkit uploads nothing, and a name given warns.",
+    )
 
 
 def _is_int(value: object) -> bool:
@@ -683,9 +717,28 @@ _PLUGIN_KINDS = (
 )
 
 
+def take_model_registry(model_registry: str | None) -> None:
+    """Lightning's ``model_registry`` (the model hub that checkpoints upload to): unused.
+
+    Accepted so that a Lightning configuration (a saved ``config.yaml`` lists it)
+    runs unchanged; a name given says that nothing is uploaded.
+
+    Args:
+        model_registry: the Trainer's ``model_registry``.
+    """
+    if model_registry is not None:
+        warnings.warn(
+            f"Trainer(model_registry={model_registry!r}) is ignored: trainkit uploads no "
+            "checkpoint to Lightning's model registry; they stay where ModelCheckpoint saves "
+            "them. Remove model_registry to silence this warning.",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
 def take_plugins(
-    plugins: Any, precision: str | int, sync_batchnorm: bool
-) -> tuple[str | int, bool, Any]:
+    plugins: Any, precision: str | int | None, sync_batchnorm: bool
+) -> tuple[str | int | None, bool, Any]:
     """What Lightning plugins set, as trainkit options; refuse the others, saying why.
 
     The plugins of ``trainkit.lightning.plugins`` that ask for what trainkit does are
@@ -695,7 +748,7 @@ def take_plugins(
 
     Args:
         plugins: the Trainer's ``plugins``: None or an empty list set nothing.
-        precision: the Trainer's ``precision``.
+        precision: the Trainer's ``precision`` (None: the default).
         sync_batchnorm: the Trainer's ``sync_batchnorm``.
 
     Returns:
@@ -748,7 +801,7 @@ def take_plugins(
             "plugins (or change them as said)."
         )
     if "precision" in settings:
-        if canonical_precision(precision) != "32-true":
+        if precision is not None and canonical_precision(precision) != "32-true":
             raise ValueError(
                 f"Received both precision={precision!r} and a precision plugin "
                 f"({settings['precision']!r}); choose one."

@@ -23,20 +23,11 @@ from typing import Any, TypeVar
 import torch
 
 from trainkit.callbacks.base import Callback
-from trainkit.callbacks.defaults import (
-    assemble_callbacks,
-    merge_configured,
-    step_slots,
-)
+from trainkit.callbacks.defaults import assemble_callbacks, merge_configured, step_slots
 from trainkit.checkpoint import weights as checkpoint_io
 from trainkit.checkpoint.preemption import Preemption, StopVote
 from trainkit.checkpoint.restore import restore_state
-from trainkit.core.data import (
-    DataModule,
-    batch_totals,
-    extract_batch_size,
-    one_or_list,
-)
+from trainkit.core.data import DataModule, batch_totals, extract_batch_size, one_or_list
 from trainkit.core.loading import refuse_unsafe_load
 from trainkit.core.module import Module, layer_builder
 from trainkit.core.optim import LRSchedulerConfig, configured_optimizers
@@ -61,6 +52,7 @@ from trainkit.trainer.options import (
     OutputOptions,
     StepOptions,
     from_keywords,
+    take_model_registry,
     take_plugins,
 )
 from trainkit.tuner.trial import running_search
@@ -81,8 +73,7 @@ class Trainer(TrainerCheckpoints):
     ``process_group_timeout``, ``seed``, ``deterministic``, ``num_nodes``,
     ``benchmark``, ``sync_batchnorm``, ``use_distributed_sampler``,
     ``detect_anomaly``, ``compile``), :class:`~trainkit.trainer.options.LoopOptions`
-    (``max_epochs``,
-    ``min_epochs``, ``max_steps``, ``min_steps``, ``max_time``,
+    (``max_epochs``, ``min_epochs``, ``max_steps``, ``min_steps``, ``max_time``,
     ``overfit_batches``, ``limit_*_batches``, ``val_check_interval``,
     ``check_val_every_n_epoch``, ``num_sanity_val_steps``, ``log_every_n_steps``,
     ``fast_dev_run``, ``reload_dataloaders_every_n_epochs``, ``inference_mode``),
@@ -90,7 +81,9 @@ class Trainer(TrainerCheckpoints):
     ``gradient_clip_algorithm``, ``accumulate_grad_batches``) and
     :class:`~trainkit.trainer.options.OutputOptions` (``default_root_dir``,
     ``enable_progress_bar``, ``enable_model_summary``, ``enable_checkpointing``,
-    ``barebones``, ``enable_autolog_hparams``). A bad value fails here, naming the fix.
+    ``barebones``, ``enable_autolog_hparams``, ``model_registry``). None means an
+    option's default, as in Lightning (``precision=None`` is ``"32-true"``). A bad value
+    fails here, naming the fix.
     The Lightning-named read-only views (``trainer.training``,
     ``trainer.checkpoint_callback``, ``trainer.world_size``, ...) are in
     ``trainkit/trainer/properties.py``.
@@ -99,8 +92,8 @@ class Trainer(TrainerCheckpoints):
         strategy: "auto", a name ("single_device", "ddp", "ddp_spawn", "dp", "hybrid",
             "fsdp", or one in ``StrategyRegistry``), or a :class:`~trainkit.strategies.Strategy`.
         callbacks: callbacks, called in this order after the Module's own hooks.
-        logger: True for a TensorBoard logger under ``default_root_dir``, False for
-            none, or a Logger / list of Loggers.
+        logger: True (or None) for a TensorBoard logger under ``default_root_dir``,
+            False for none, or a Logger / list of Loggers.
         profiler: "simple", "advanced", "pytorch" or a :class:`~trainkit.profilers.Profiler`
             timing every hook, step and batch fetch; reported when each run ends.
         plugins: Lightning's; those of ``trainkit.lightning.plugins`` (see its docs).
@@ -121,7 +114,7 @@ class Trainer(TrainerCheckpoints):
         devices: int | list[int] | str = "auto",
         process_group_timeout: float = 1800.0,
         seed: int | None = None,
-        deterministic: bool = False,
+        deterministic: bool | None = False,
         num_nodes: int = 1,
         benchmark: bool | None = None,
         sync_batchnorm: bool = False,
@@ -134,28 +127,29 @@ class Trainer(TrainerCheckpoints):
         min_steps: int | None = None,
         max_time: str | dict[str, int] | timedelta | None = None,
         overfit_batches: int | float = 0.0,
-        limit_train_batches: int | float = 1.0,
-        limit_val_batches: int | float = 1.0,
-        limit_test_batches: int | float = 1.0,
-        limit_predict_batches: int | float = 1.0,
-        val_check_interval: int | float = 1.0,
+        limit_train_batches: int | float | None = 1.0,
+        limit_val_batches: int | float | None = 1.0,
+        limit_test_batches: int | float | None = 1.0,
+        limit_predict_batches: int | float | None = 1.0,
+        val_check_interval: int | float | None = 1.0,
         check_val_every_n_epoch: int | None = 1,
-        num_sanity_val_steps: int = 2,
-        log_every_n_steps: int = 50,
+        num_sanity_val_steps: int | None = 2,
+        log_every_n_steps: int | None = 50,
         fast_dev_run: bool | int = False,
         reload_dataloaders_every_n_epochs: int = 0,
         inference_mode: bool = True,
         resume_mismatch: str | None = None,
-        precision: str | int = "32-true",
+        precision: str | int | None = "32-true",
         gradient_clip_val: float | None = None,
-        gradient_clip_algorithm: str = "norm",
+        gradient_clip_algorithm: str | None = "norm",
         accumulate_grad_batches: int | dict[int, int] = 1,
         default_root_dir: str | os.PathLike[str] | None = None,
-        enable_progress_bar: bool = True,
-        enable_model_summary: bool = True,
-        enable_checkpointing: bool = True,
+        enable_progress_bar: bool | None = True,
+        enable_model_summary: bool | None = True,
+        enable_checkpointing: bool | None = True,
         barebones: bool = False,
         enable_autolog_hparams: bool = True,
+        model_registry: str | None = None,
         strategy: str | Strategy = "auto",
         callbacks: Callback | list[Callback] | None = None,
         logger: bool | Logger | list[Logger] | None = True,
@@ -163,6 +157,7 @@ class Trainer(TrainerCheckpoints):
         plugins: Any | None = None,
     ) -> None:
         precision, sync_batchnorm, scaler = take_plugins(plugins, precision, sync_batchnorm)
+        take_model_registry(model_registry)
         # Each keyword lands in its option group, a frozen dataclass that checks it.
         given = dict(locals())
         root = os.fspath(default_root_dir) if default_root_dir is not None else None
@@ -177,6 +172,7 @@ class Trainer(TrainerCheckpoints):
         self.output = from_keywords(OutputOptions, given)
         if seed is not None:
             seed_everything(seed)
+        deterministic = self.hardware.deterministic
         set_deterministic(deterministic)
         if benchmark is not None or deterministic:
             torch.backends.cudnn.benchmark = bool(benchmark) and not deterministic
