@@ -478,6 +478,15 @@ BAD_INPUT = [
         ["--trainer.callbacks.monitr", "did you mean monitor"],
     ),
     (["fitt"], ["'fitt'", "did you mean fit"]),
+    (
+        ["fit", "--trainer.callbacks+=lightning.pytorch.callbacks.EarlyStopping"],
+        ["--trainer.callbacks", "write 'trainkit.lightning.callbacks.EarlyStopping'"],
+    ),
+    (["fit", "--trainer.logger=CSVLoger"], ["--trainer.logger", "did you mean CSVLogger"]),
+    (
+        ["fit", "--trainer.logger=pytorch_lightning.loggers.CSVLogger"],
+        ["--trainer.logger", "write 'trainkit.lightning.loggers.CSVLogger'"],
+    ),
 ]
 
 

@@ -252,7 +252,7 @@ def _subclass_names(dotted: list[str]) -> set[str]:
     for path in dotted:
         try:
             base = import_object(path)
-        except (ImportError, AttributeError):
+        except (ImportError, AttributeError, ValueError):  # ValueError: a builtin, e.g. "bool"
             continue
         stack = [base]
         while stack:
@@ -295,6 +295,26 @@ def _type_names(message: str) -> list[str]:
     return names
 
 
+_LIGHTNING_PATH = re.compile(r"\b(?:lightning\.pytorch|pytorch_lightning)\.(?P<rest>[\w.]+)")
+
+
+def _lightning_path_hint(message: str) -> str:
+    # A class_path a Lightning config names (lightning.pytorch.callbacks.EarlyStopping):
+    # under trainkit, the same name under trainkit.lightning.
+    found = _LIGHTNING_PATH.search(message)
+    if found is None:
+        return ""
+    ported = f"trainkit.lightning.{found.group('rest').rstrip('.')}"
+    try:
+        import_object(ported)
+    except (ImportError, AttributeError, ValueError):
+        return ""
+    return (
+        f" ({found.group(0).rstrip('.')!r} is Lightning's class: under trainkit, write "
+        f"{ported!r}, the prefix changed as in the imports)"
+    )
+
+
 def condense_error(message: str, options: list[str]) -> str:
     """jsonargparse's multi-line error as one line that names the key and the fix.
 
@@ -302,6 +322,10 @@ def condense_error(message: str, options: list[str]) -> str:
         message: jsonargparse's error message.
         options: the ``--long`` options accepted, for "did you mean".
     """
+    return _condensed(message, options) + _lightning_path_hint(message)
+
+
+def _condensed(message: str, options: list[str]) -> str:
     if found := UNRECOGNIZED.search(message):
         given = found.group("args").split()
         flag = next((a.split("=", 1)[0] for a in given if a.startswith("-")), "")
@@ -331,7 +355,7 @@ def condense_error(message: str, options: list[str]) -> str:
     if "dot import path" in rest or "not accessible" in rest:
         value = given.group("value").strip() if given else "?"
         bases = list(dict.fromkeys(t.split("[")[-1].rstrip("]") for t in _type_names(rest)))
-        bases = [b for b in bases if b != "None"]
+        bases = [b for b in bases if "." in b] or bases  # the classes, not bool or None
         hint = _suggest(value.rsplit(".", 1)[-1], _subclass_names(bases))
         return (
             f"{flag}: no class {value!r} among the subclasses of {' or '.join(bases)}: "
