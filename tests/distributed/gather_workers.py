@@ -83,8 +83,8 @@ class Ring(trainkit.Callback):
         self.seen["received"] = incoming.item()
         self.seen["sum"] = strategy.all_reduce(torch.tensor(float(rank)), op="sum").item()
         self.seen["broadcast"] = strategy.broadcast(f"from rank {rank}", src=0)
-        self.seen["any"] = strategy.reduce_boolean_decision(rank == 1, all_=False)
-        self.seen["all"] = strategy.reduce_boolean_decision(rank == 1, all_=True)
+        self.seen["any"] = strategy.reduce_boolean_decision(rank == 1, all=False)
+        self.seen["all"] = strategy.reduce_boolean_decision(rank == 1, all=True)
         strategy.barrier("ring")
 
 

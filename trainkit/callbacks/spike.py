@@ -93,7 +93,7 @@ class SpikeDetection(Callback):
         if loss is None:
             return  # the step was skipped (training_step returned None)
         spike = batch_idx >= self.warmup and self._is_spike(loss)
-        if trainer.strategy.reduce_boolean_decision(spike, all_=False, point="a loss spike"):
+        if trainer.strategy.reduce_boolean_decision(spike, all=False, point="a loss spike"):
             self._stop(trainer, batch_idx)
         if math.isfinite(loss):
             self._recent.append(loss)

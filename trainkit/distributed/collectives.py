@@ -142,17 +142,17 @@ class Collectives(ABC):
         return [list(payload)]
 
     def reduce_boolean_decision(
-        self, decision: bool, all_: bool = True, point: str = "a decision"
+        self, decision: bool, all: bool = True, point: str = "a decision"
     ) -> bool:
         """Agree on a decision across processes (for example "stop training").
 
         Args:
             decision: this process's decision.
-            all_: True to require every process to agree, False for any.
+            all: True to require every process to agree, False for any (Lightning's name).
             point: where the processes decide, in words (named if they disagree on where).
         """
         flag = torch.tensor(float(decision), device=self.root_device)
-        reduced = self.all_reduce(flag, op="min" if all_ else "max")
+        reduced = self.all_reduce(flag, op="min" if all else "max")
         return bool(reduced.item())
 
     def reduce_logged(
@@ -229,10 +229,10 @@ class ProcessGroupCollectives(Collectives):
         return self._channel().exchange(point, payload)
 
     def reduce_boolean_decision(
-        self, decision: bool, all_: bool = True, point: str = "a decision"
+        self, decision: bool, all: bool = True, point: str = "a decision"
     ) -> bool:
         flags = [payload[0] for payload in self.exchange(point, [int(decision)])]
-        return bool(min(flags) if all_ else max(flags))
+        return bool(min(flags) if all else max(flags))
 
     def reduce_logged(
         self,

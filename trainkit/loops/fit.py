@@ -256,7 +256,7 @@ def _end_epoch(run: Run, fit: Fit) -> None:
         state.should_stop = True
     # Agree across processes, so that no rank leaves the loop alone.
     state.should_stop = run.strategy.reduce_boolean_decision(
-        state.should_stop, all_=False, point="the stop decision at a training epoch's end"
+        state.should_stop, all=False, point="the stop decision at a training epoch's end"
     )
     _resume_point(run, fit, run.hooks.optional("on_resume_point"))
 
@@ -292,5 +292,5 @@ def _validate(run: Run, fit: Fit) -> None:
     run.results.write_evaluation(step=max(state.global_step - 1, 0), epoch=state.epoch)
     # Agree across processes, so that no rank leaves the loop alone.
     state.should_stop = run.strategy.reduce_boolean_decision(
-        state.should_stop, all_=False, point="the stop decision after validation"
+        state.should_stop, all=False, point="the stop decision after validation"
     )

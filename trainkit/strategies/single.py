@@ -73,7 +73,7 @@ class SingleDeviceStrategy(Strategy):
         return None
 
     def reduce_boolean_decision(
-        self, decision: bool, all_: bool = True, point: str = "a decision"
+        self, decision: bool, all: bool = True, point: str = "a decision"
     ) -> bool:
         return decision
 

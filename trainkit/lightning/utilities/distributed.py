@@ -39,7 +39,7 @@ def is_shared_filesystem(
     if strategy.world_size == 1:
         return True
     folder = Path(text.removeprefix("file://")).resolve()
-    if not strategy.reduce_boolean_decision(folder.exists(), all_=True, point="a path check"):
+    if not strategy.reduce_boolean_decision(folder.exists(), all=True, point="a path check"):
         raise FileNotFoundError(
             f"is_shared_filesystem: {folder} does not exist on every process; pass a folder "
             "that exists on all of them."
@@ -55,7 +55,7 @@ def is_shared_filesystem(
     while not found and time.monotonic() < deadline:
         time.sleep(_POLL_S)
         found = marker.exists()
-    shared = strategy.reduce_boolean_decision(found, all_=True, point="a shared-folder check")
+    shared = strategy.reduce_boolean_decision(found, all=True, point="a shared-folder check")
     if strategy.is_global_zero:
         marker.unlink(missing_ok=True)
     return bool(shared)
