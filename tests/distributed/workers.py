@@ -240,7 +240,7 @@ def decide_on_own_scores(root: str) -> dict[str, Any]:
 
 
 class RankLogged(Classifier):
-    """Logs its rank per step: reduced over the processes, and as each process's own."""
+    """Logs its rank per step, with sync_dist=True, and as each process's own."""
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         rank = torch.tensor(float(self.global_rank))
@@ -251,7 +251,7 @@ class RankLogged(Classifier):
 
 
 class ReadAfterEachBatch(trainkit.Callback):
-    """Records ``callback_metrics`` and ``logged_metrics`` after every training batch."""
+    """Records ``callback_metrics`` after every training batch."""
 
     def __init__(self) -> None:
         self.seen: list[dict[str, float]] = []
@@ -259,20 +259,35 @@ class ReadAfterEachBatch(trainkit.Callback):
     def on_train_batch_end(
         self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        names = ("rank/mean", "rank/max", "rank/max_step", "rank/own")
         metrics = trainer.callback_metrics
-        seen = {name: float(metrics[name]) for name in names}
-        seen["logged rank/mean"] = float(trainer.logged_metrics["rank/mean"])
-        self.seen.append(seen)
+        self.seen.append({name: float(metrics[name]) for name in ("rank/mean", "rank/own")})
 
 
-def read_step_values_after_each_batch() -> list[dict[str, float]]:
+def rank_sync_dist_step_values(root: str) -> dict[str, Any]:
+    import warnings
+
     reader = ReadAfterEachBatch()
-    trainer = trainkit.Trainer(
-        max_epochs=1, strategy="ddp", callbacks=[reader], log_every_n_steps=50, **QUIET
+    saver = trainkit.callbacks.ModelCheckpoint(
+        dirpath=root, monitor="rank/mean", mode="max", every_n_train_steps=2, save_top_k=1
     )
-    trainer.fit(RankLogged(), DataLoader(blobs(64), batch_size=8))
-    return reader.seen
+    trainer = trainkit.Trainer(
+        max_epochs=1,
+        strategy="ddp",
+        callbacks=[reader, saver],
+        log_every_n_steps=50,
+        **{**QUIET, "enable_checkpointing": True},
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.fit(RankLogged(), DataLoader(blobs(64), batch_size=8))
+    metrics = trainer.callback_metrics
+    return {
+        "seen": reader.seen,
+        "best": Path(saver.best_model_path).name,
+        "score": float(saver.best_model_score),
+        "after": {name: float(metrics[name]) for name in ("rank/mean", "rank/max_epoch")},
+        "warnings": [str(w.message) for w in caught],
+    }
 
 
 class BarrierOnRankOne(trainkit.Callback):

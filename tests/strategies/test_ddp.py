@@ -102,16 +102,23 @@ def test_max_time_stops_every_rank_at_the_same_step_whatever_its_clock() -> None
     assert ranks[0]["validations"] == 1
 
 
-def test_callbacks_read_sync_dist_step_values_reduced_after_every_batch() -> None:
-    # Between the log_every_n_steps writes too: a callback acting on a value logged
-    # with sync_dist=True must see the same number on every process.
-    ranks = run_processes(workers.read_step_values_after_each_batch, 2)
-    assert len(ranks[0]) == len(ranks[1]) == 4
-    for batch_idx, (first, second) in enumerate(zip(*ranks, strict=True)):
-        assert first["rank/mean"] == second["rank/mean"] == 0.5 + batch_idx
-        assert first["logged rank/mean"] == second["logged rank/mean"] == 0.5 + batch_idx
-        assert first["rank/max"] == first["rank/max_step"] == second["rank/max"] == 1.0
-        assert (first["rank/own"], second["rank/own"]) == (0.0, 1.0)
+def test_sync_dist_step_values_are_reduced_for_decisions_and_at_the_epochs_end(
+    tmp_path: Path,
+) -> None:
+    # A ModelCheckpoint ranking a per-step value logged with sync_dist=True ranks
+    # the mean over the processes (rank + batch index: 1.5 at step 2, 3.5 at step 4),
+    # without the warning meant for values logged without it.
+    ranks = run_processes(workers.rank_sync_dist_step_values, 2, str(tmp_path))
+    for rank in ranks:
+        assert (rank["best"], rank["score"]) == ("epoch=0-step=4.ckpt", 3.5)
+        assert not [w for w in rank["warnings"] if "different values" in w]
+        # After the epoch, every process holds the reduced values.
+        assert rank["after"] == {"rank/mean": 3.5, "rank/max_epoch": 1.0}
+    # Between the loggers' writes, a callback reads each process's own step value
+    # (reducing it after every step would cost a collective per step).
+    for rank, seen in enumerate(r["seen"] for r in ranks):
+        assert [s["rank/own"] for s in seen] == [float(rank)] * 4
+        assert [s["rank/mean"] for s in seen] == [rank + i for i in range(4)]
 
 
 def test_a_resume_under_another_number_of_processes_continues_the_epoch(tmp_path: Path) -> None:

@@ -496,7 +496,7 @@ class ModelCheckpoint(Checkpoint):
             self._save(trainer)
 
     def _save(self, trainer: Trainer) -> None:
-        candidates = self._monitor_candidates(trainer)
+        candidates = self._monitor_candidates(trainer, synced=trainer.world_size > 1)
         if trainer.world_size > 1:
             candidates = self._rank_zero_candidates(trainer, candidates)
         step = trainer.global_step
@@ -515,8 +515,12 @@ class ModelCheckpoint(Checkpoint):
         self._last_saved_step = step
         self._saved_this_fit = True
 
-    def _monitor_candidates(self, trainer: Trainer) -> dict[str, Any]:
-        candidates: dict[str, Any] = dict(trainer.callback_metrics)
+    def _monitor_candidates(self, trainer: Trainer, synced: bool = False) -> dict[str, Any]:
+        metrics = trainer.callback_metrics
+        synced_metrics = getattr(metrics, "synced", None)
+        if synced and synced_metrics is not None:  # every process: the decision below is shared
+            metrics = synced_metrics()  # sync_dist step values reduced, as a ranked value must be
+        candidates: dict[str, Any] = dict(metrics)
         # At the resume point after an epoch's end the counter already names the
         # next epoch; the file belongs to the one that just finished.
         epoch = trainer.current_epoch

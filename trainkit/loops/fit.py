@@ -189,7 +189,6 @@ def _train_epoch(run: Run, fit: Fit) -> None:
             break
         state.batches_seen += 1
         outputs = step(batch, batch_idx, is_last)
-        results.end_training_step()  # reduces the step's sync_dist values, if any
         if on_batch_end is not None:
             on_batch_end(outputs, batch, batch_idx)
         results.enter_training_epoch()

@@ -143,8 +143,8 @@ class MetricStore:
         #: Whether the epoch values were read (the epoch is over): from then on,
         #: callbacks see a name logged per step and per epoch at its epoch value.
         self.epoch_reduced = False
-        #: Whether a value is logged per step with ``sync_dist=True`` (then each
-        #: training step's end reduces it: :meth:`sync_step_values`).
+        #: Whether a value is logged per step with ``sync_dist=True`` (reduced
+        #: by :meth:`sync_step_values`).
         self.step_syncs = False
 
     def log(
@@ -353,29 +353,22 @@ class MetricStore:
             sync: reduce ``sync_dist`` values across processes. Every process must
                 pass the same value at the same point, or the job hangs.
         """
+        if sync:
+            self.sync_step_values()
         values: dict[str, Number] = {}
-        synced: list[tuple[str, torch.Tensor, str]] = []
         for entry in self.entries.values():
-            if entry.step_value is None:
-                continue
-            if entry.synced is not None:
-                values[entry.step_key] = entry.synced
-                continue
-            values[entry.step_key] = entry.step_value
-            if sync and entry.sync_dist and entry.metric is None:
-                synced.append((entry.step_key, as_tensor(entry.step_value), entry.reduce_fx))
-        reduced = self._reduce(synced, f"a step of {self._stage}") if synced else []
-        for (key, _, _), value in zip(synced, reduced, strict=True):
-            values[key] = value
+            if entry.step_value is not None:
+                values[entry.step_key] = entry.step_value if entry.synced is None else entry.synced
         return values
 
     def sync_step_values(self) -> None:
-        """Reduce this step's ``sync_dist`` step values over the processes, once.
+        """Reduce the ``sync_dist`` step values not reduced yet over the processes, once.
 
-        Every process calls this at the end of each training step (when
-        :attr:`step_syncs`), as ``self.log`` reduces them there under Lightning:
-        from then on every reader (callbacks, ``callback_metrics``, the progress
-        bar, the loggers) sees the reduced value, and none reduces it again.
+        Every process calls this at the same point: where the loggers are
+        written, at an epoch's end, and before a decision every process takes
+        alike (a checkpoint's rank, a scheduler's step). From then on every
+        reader (``callback_metrics``, the progress bar, the loggers) sees the
+        reduced value until the name is logged again, and none reduces it again.
         """
         pending: list[tuple[_Entry, tuple[str, torch.Tensor, str]]] = []
         for entry in self.entries.values():

@@ -152,13 +152,14 @@ class Results:
         self._context = TRAIN_STEP
         self._batch = batch
 
-    def end_training_step(self) -> None:
-        """The step's ``training_step`` is done: reduce its ``sync_dist`` step values.
+    def sync_step_values(self) -> None:
+        """Reduce the training step values logged with ``sync_dist=True`` that are not yet.
 
-        Every process calls this after each training step, before
-        ``on_train_batch_end``, so that callbacks read reduced values, as in
-        Lightning. Nothing to do (no collective) unless a value is logged per
-        step with ``sync_dist=True``.
+        Every process calls this at the same point (before a decision they all
+        take alike). Between the loggers' writes, ``callback_metrics`` holds each
+        process's own step value until then: reducing it after every step would
+        cost a collective per step (see docs/porting.md). Nothing to do (no
+        collective) unless a value is logged per step with ``sync_dist=True``.
         """
         if self.train.step_syncs:
             self.train.sync_step_values()
@@ -655,6 +656,16 @@ class CallbackMetrics(dict[str, torch.Tensor]):
     def __ior__(self, other: Any) -> CallbackMetrics:  # type: ignore[override,misc]
         self.update(other)
         return self
+
+    def synced(self) -> CallbackMetrics:
+        """The metrics afresh, with the step values logged with ``sync_dist=True`` reduced.
+
+        Every process must call this at the same point, as for any collective:
+        trainkit's own deciders (``ModelCheckpoint``, a monitoring LR scheduler)
+        do, before they rank a value.
+        """
+        self._results.sync_step_values()
+        return self._results.callback_metrics
 
     def __delitem__(self, name: str) -> None:
         super().__delitem__(name)

@@ -391,8 +391,11 @@ class Optimization:
                 self._step_scheduler(config)
 
     def _step_scheduler(self, config: LRSchedulerConfig) -> None:
+        several = self.run.strategy.world_size > 1
+        if several and config.monitor is not None:
+            self.run.results.sync_step_values()  # every process: a monitored sync_dist value
         metrics = self.run.results.callback_metrics
-        agree = self._rank_zero_value if self.run.strategy.world_size > 1 else None
+        agree = self._rank_zero_value if several else None
         step_scheduler(config, metrics, self._warn, self._stepper, agree)
 
     def _rank_zero_value(self, name: str, value: float | None) -> float | None:
