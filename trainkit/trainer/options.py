@@ -687,8 +687,8 @@ COMPONENT_DOCS: dict[str, str] = {
         "this order (docs/architecture.md gives the order against the Module's hooks)."
     ),
     "logger": (
-        "true for a TensorBoard logger under default_root_dir, false for none, or a "
-        "class_path + init_args entry or a list of them."
+        "true (or null, as in Lightning) for a TensorBoard logger under default_root_dir, "
+        "false for none, or a class_path + init_args entry or a list of them."
     ),
     "profiler": (
         "Time every hook, step and batch fetch, and print the report when the run ends: "
