@@ -12,7 +12,7 @@ import torch
 from torch.utils.data import DataLoader, DistributedSampler
 
 import trainkit
-from tests.helpers import QUIET, Classifier, blobs
+from tests.helpers import QUIET, Classifier, blobs, loader
 
 
 class SyncedClassifier(Classifier):
@@ -287,6 +287,27 @@ def rank_sync_dist_step_values(root: str) -> dict[str, Any]:
         "score": float(saver.best_model_score),
         "after": {name: float(metrics[name]) for name in ("rank/mean", "rank/max_epoch")},
         "warnings": [str(w.message) for w in caught],
+    }
+
+
+class RankOneStalls(Classifier):
+    """Logs val/score without sync_dist: rank 0's keeps rising, rank 1's never moves."""
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        rank, epoch = self.trainer.strategy.global_rank, self.current_epoch
+        self.log("val/score", torch.tensor(float(epoch if rank == 0 else 0.0)))
+
+
+def early_stop_on_one_rank() -> dict[str, Any]:
+    stopper = trainkit.callbacks.EarlyStopping(monitor="val/score", mode="max", patience=1)
+    trainer = trainkit.Trainer(
+        max_epochs=6, strategy="ddp", callbacks=[stopper], limit_val_batches=1, **QUIET
+    )
+    trainer.fit(RankOneStalls(), DataLoader(blobs(32), batch_size=8), loader(blobs(16), 8))
+    return {
+        "stopped_epoch": stopper.stopped_epoch,
+        "epoch": trainer.current_epoch,
+        "reason": stopper.stopping_reason,
     }
 
 

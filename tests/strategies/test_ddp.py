@@ -121,6 +121,15 @@ def test_sync_dist_step_values_are_reduced_for_decisions_and_at_the_epochs_end(
         assert [s["rank/mean"] for s in seen] == [rank + i for i in range(4)]
 
 
+def test_early_stopping_on_one_rank_is_every_ranks_with_its_stopped_epoch() -> None:
+    # val/score is logged without sync_dist: rank 1's stalls and stops it after the
+    # second check (epoch 1); rank 0, whose own value rises, records the same stop.
+    first, second = run_processes(workers.early_stop_on_one_rank, 2)
+    assert first["stopped_epoch"] == second["stopped_epoch"] == 1
+    assert first["epoch"] == second["epoch"] == 2
+    assert first["reason"] is None and "did not improve" in second["reason"]
+
+
 def test_a_resume_under_another_number_of_processes_continues_the_epoch(tmp_path: Path) -> None:
     # 6 steps of global batch 32 from one process at batch 32 (ddp, devices=1):
     (reference,) = run_processes(workers.train_resumable, 1, 32, 6, str(tmp_path / "one"))

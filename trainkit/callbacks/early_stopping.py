@@ -3,8 +3,9 @@
 Each check reads one value from ``trainer.callback_metrics`` (one host sync per
 validation run, never per step). Ranks must agree on stopping, or one rank would
 leave the others waiting in a collective (promise 5 in DESIGN.md): metrics logged
-with ``sync_dist=True`` are the same on every rank, and the loop also combines
-``should_stop`` across ranks at the end of each epoch.
+with ``sync_dist=True`` are the same on every rank, each check agrees across ranks
+(a stop any rank decides is every rank's, with its ``stopped_epoch``, as in
+Lightning), and the loop also combines ``should_stop`` at the end of each epoch.
 """
 
 from __future__ import annotations
@@ -216,51 +217,63 @@ class EarlyStopping(Callback):
     def _check(self, trainer: Trainer) -> None:
         if getattr(trainer, "fast_dev_run", False):
             return
+        stop = self._evaluate(trainer)
+        if getattr(trainer, "world_size", 1) > 1:
+            # As Lightning's: a stop any process decides (on its own value, logged
+            # without sync_dist) is every process's, with its stopped_epoch.
+            decided = trainer.strategy.reduce_boolean_decision(
+                stop is not None, all=False, point=f"EarlyStopping({self.monitor!r})'s check"
+            )
+            if decided and stop is None:
+                trainer.should_stop = True
+                self.stopped_epoch = trainer.current_epoch
+        if stop is not None:
+            self._stop(trainer, *stop)
+
+    def _evaluate(self, trainer: Trainer) -> tuple[EarlyStoppingReason, str] | None:
+        """This process's decision: why it stops (None: go on); the counters move."""
         value = trainer.callback_metrics.get(self.monitor)
         if value is None:
             self._missing(trainer)
-            return
+            return None
         current = float(value)
         order = "<" if self.mode == "min" else ">"
         if self.check_finite and not math.isfinite(current):
-            self._stop(
-                trainer,
+            return (
                 EarlyStoppingReason.NON_FINITE_METRIC,
                 f"Monitored metric {self.monitor} = {current} is not finite. "
                 f"Previous best score: {float(self.best_score):.6g}. Stopping training.",
             )
-        elif self.stopping_threshold is not None and self._better_or_equal(
+        if self.stopping_threshold is not None and self._better_or_equal(
             current, self.stopping_threshold
         ):
-            self._stop(
-                trainer,
+            return (
                 EarlyStoppingReason.STOPPING_THRESHOLD,
                 f"Stopping threshold reached: {self.monitor} = {current} {order} "
                 f"{self.stopping_threshold}. Stopping training.",
             )
-        elif self.divergence_threshold is not None and self._better_or_equal(
+        if self.divergence_threshold is not None and self._better_or_equal(
             -current, -self.divergence_threshold
         ):
-            self._stop(
-                trainer,
+            return (
                 EarlyStoppingReason.DIVERGENCE_THRESHOLD,
                 f"Divergence threshold reached: {self.monitor} = {current} {order} "
                 f"{self.divergence_threshold}. Stopping training.",
             )
-        elif self._improved(current):
+        if self._improved(current):
             self._info(trainer, f"EarlyStopping: {self.monitor} improved to {current:.6g}.")
             self.best_score = torch.tensor(current)
             self.wait_count = 0
-        else:
-            self.wait_count += 1
-            if self.wait_count >= self.patience:
-                self._stop(
-                    trainer,
-                    EarlyStoppingReason.PATIENCE_EXHAUSTED,
-                    f"Monitored metric {self.monitor} did not improve in the last "
-                    f"{self.wait_count} checks. Best score: {float(self.best_score):.6g}. "
-                    "Stopping training.",
-                )
+            return None
+        self.wait_count += 1
+        if self.wait_count >= self.patience:
+            return (
+                EarlyStoppingReason.PATIENCE_EXHAUSTED,
+                f"Monitored metric {self.monitor} did not improve in the last "
+                f"{self.wait_count} checks. Best score: {float(self.best_score):.6g}. "
+                "Stopping training.",
+            )
+        return None
 
     def _stop(self, trainer: Trainer, code: EarlyStoppingReason, reason: str) -> None:
         trainer.should_stop = True
