@@ -31,6 +31,8 @@ class Collect(BasePredictionWriter):
         super().__init__(interval)
         self.batches: list[tuple[int, int, torch.Tensor]] = []
         self.at_end: Any = None
+        self.indices: list[Any] = []
+        self.indices_at_end: Any = None
 
     def write_on_batch_end(
         self,
@@ -43,11 +45,13 @@ class Collect(BasePredictionWriter):
         dataloader_idx: int,
     ) -> None:
         self.batches.append((dataloader_idx, batch_idx, prediction))
+        self.indices.append(batch_indices)
 
     def write_on_epoch_end(
         self, trainer: Any, pl_module: Any, predictions: Any, batch_indices: Any
     ) -> None:
         self.at_end = predictions
+        self.indices_at_end = batch_indices
 
 
 def test_prediction_writer_per_batch_and_at_the_end() -> None:
@@ -59,6 +63,29 @@ def test_prediction_writer_per_batch_and_at_the_end() -> None:
     assert len(writer.at_end) == 3 and torch.equal(writer.at_end[0], writer.batches[0][2])
 
 
+def test_prediction_writers_get_each_batchs_dataset_indices() -> None:
+    # As in Lightning: each batch's indices, and at the end one list per dataloader.
+    writer = Collect("batch_and_epoch")
+    trainer = trainkit.Trainer(callbacks=[writer], limit_predict_batches=3, **QUIET)
+    model, data = Classifier(), blobs(40)
+    trainer.predict(model, loader(data, 8, shuffle=True))
+    flat = [i for batch in writer.indices for i in batch]
+    assert len(set(flat)) == 24 and set(flat) <= set(range(40)) and flat != list(range(24))
+    for indices, (_, _, prediction) in zip(writer.indices, writer.batches, strict=True):
+        with torch.no_grad():  # each prediction is that of the samples its indices name
+            assert torch.equal(model(data.tensors[0][indices]).argmax(dim=1), prediction)
+    assert writer.indices_at_end == [writer.indices]  # the prefetched batches left out
+
+    # A loader whose batches cannot be traced: None per batch, an empty list at the end.
+    class Loader(torch.utils.data.DataLoader):  # type: ignore[type-arg]
+        pass
+
+    writer = Collect("batch_and_epoch")
+    trainer = trainkit.Trainer(callbacks=[writer], **QUIET)
+    trainer.predict(Classifier(), Loader(blobs(16), batch_size=8))
+    assert writer.indices == [None, None] and writer.indices_at_end == [[]]
+
+
 def test_prediction_writer_with_several_dataloaders() -> None:
     class Two(Classifier):
         def predict_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> Any:
@@ -68,6 +95,7 @@ def test_prediction_writer_with_several_dataloaders() -> None:
     trainer = trainkit.Trainer(callbacks=[writer], **QUIET)
     trainer.predict(Two(), [loader(blobs(32), 16), loader(blobs(16), 16)])
     assert writer.batches == [] and [len(p) for p in writer.at_end] == [2, 1]
+    assert writer.indices_at_end == [[list(range(16)), list(range(16, 32))], [list(range(16))]]
     with pytest.raises(ValueError, match="write_interval"):
         BasePredictionWriter("step")
 

@@ -311,6 +311,30 @@ def early_stop_on_one_rank() -> dict[str, Any]:
     }
 
 
+class IndexWriter(trainkit.callbacks.BasePredictionWriter):
+    """Keeps what a prediction writer is given at the end: predictions and their indices."""
+
+    def __init__(self) -> None:
+        super().__init__("epoch")
+        self.written: dict[str, Any] = {}
+
+    def write_on_epoch_end(
+        self, trainer: Any, pl_module: Any, predictions: Any, batch_indices: Any
+    ) -> None:
+        self.written = {"predictions": predictions, "batch_indices": batch_indices}
+
+
+def predict_with_a_writer() -> dict[str, Any]:
+    writer = IndexWriter()
+    trainer = trainkit.Trainer(strategy="ddp", callbacks=[writer], **QUIET)
+    torch.manual_seed(0)
+    model = Classifier()
+    trainer.predict(model, DataLoader(blobs(21), batch_size=4), return_predictions=False)
+    with torch.no_grad():
+        expected = model(blobs(21).tensors[0]).argmax(dim=1)
+    return {**writer.written, "expected": expected}
+
+
 class BarrierOnRankOne(trainkit.Callback):
     """Rank 1 alone waits at a barrier after the first epoch (rank 0 goes on)."""
 

@@ -130,6 +130,20 @@ def test_early_stopping_on_one_rank_is_every_ranks_with_its_stopped_epoch() -> N
     assert first["reason"] is None and "did not improve" in second["reason"]
 
 
+def test_a_prediction_writer_knows_which_samples_each_process_predicted() -> None:
+    # 21 samples over 2 processes: rank 0 predicts 0, 2, ..., 20 and rank 1 the odd
+    # ones, each sample once; the indices say which prediction is which sample's.
+    ranks = run_processes(workers.predict_with_a_writer, 2)
+    seen: list[int] = []
+    for rank, written in enumerate(ranks):
+        (batches,) = written["batch_indices"]
+        assert [i for batch in batches for i in batch] == list(range(rank, 21, 2))
+        for indices, prediction in zip(batches, written["predictions"], strict=True):
+            assert torch.equal(written["expected"][indices], prediction)
+        seen += [i for batch in batches for i in batch]
+    assert sorted(seen) == list(range(21))
+
+
 def test_a_resume_under_another_number_of_processes_continues_the_epoch(tmp_path: Path) -> None:
     # 6 steps of global batch 32 from one process at batch 32 (ddp, devices=1):
     (reference,) = run_processes(workers.train_resumable, 1, 32, 6, str(tmp_path / "one"))

@@ -37,8 +37,11 @@ class BasePredictionWriter(Callback):
 
     With ``trainer.predict(..., return_predictions=False)`` nothing is handed
     back, so writing per batch keeps memory flat over a large prediction run.
-    ``batch_indices`` is always None: trainkit does not track which dataset
-    indices make up a batch.
+    ``batch_indices`` are the dataset indices of each batch, as in Lightning:
+    under DDP each process predicts its own share, and they say which samples
+    its predictions belong to. They are known for a plain ``DataLoader`` over a
+    map-style dataset (a batch's are None, and a loader's list is empty, for an
+    iterable dataset or a ``DataLoader`` subclass).
 
     Args:
         write_interval: "batch" (after each batch), "epoch" (once, with every
@@ -69,7 +72,7 @@ class BasePredictionWriter(Callback):
             trainer: the Trainer.
             pl_module: the Module.
             prediction: what ``predict_step`` returned for the batch.
-            batch_indices: None (not tracked).
+            batch_indices: the batch's dataset indices (None where not known).
             batch: the batch.
             batch_idx: its index in the dataloader.
             dataloader_idx: the dataloader's index.
@@ -88,7 +91,8 @@ class BasePredictionWriter(Callback):
             pl_module: the Module.
             predictions: one list of batch predictions per dataloader (the list
                 itself with one dataloader).
-            batch_indices: None (not tracked).
+            batch_indices: one list per dataloader (also with one, as Lightning
+                passes them) of each batch's dataset indices (empty where not known).
         """
         raise NotImplementedError(
             f"{type(self).__name__} writes at the end: define write_on_epoch_end."
@@ -109,8 +113,10 @@ class BasePredictionWriter(Callback):
     ) -> None:
         """Write the batch's prediction, or keep it for the end."""
         if self.interval.on_batch:
+            seen = _seen_batches(trainer, dataloader_idx)
+            indices = seen[batch_idx] if seen is not None and batch_idx < len(seen) else None
             self.write_on_batch_end(
-                trainer, module, outputs, None, batch, batch_idx, dataloader_idx
+                trainer, module, outputs, indices, batch, batch_idx, dataloader_idx
             )
         if self.interval.on_epoch:
             self._predictions.setdefault(dataloader_idx, []).append(outputs)
@@ -118,7 +124,22 @@ class BasePredictionWriter(Callback):
     def on_predict_epoch_end(self, trainer: Trainer, module: Module) -> None:
         """Write every prediction (epoch interval)."""
         if self.interval.on_epoch:
-            per_loader = [self._predictions[k] for k in sorted(self._predictions)]
+            keys = sorted(self._predictions)
+            per_loader = [self._predictions[k] for k in keys]
             predictions = per_loader[0] if len(per_loader) == 1 else per_loader
-            self.write_on_epoch_end(trainer, module, predictions, None)
+            indices = []
+            for key, outputs in zip(keys, per_loader, strict=True):
+                seen = _seen_batches(trainer, key)
+                indices.append([] if seen is None else seen[: len(outputs)])
+            self.write_on_epoch_end(trainer, module, predictions, indices)
         self._predictions = {}
+
+
+def _seen_batches(trainer: Trainer, dataloader_idx: int) -> list[list[int]] | None:
+    # The dataset indices of each batch the prediction loader gave (see RecordedBatches).
+    from trainkit.core.data import RecordedBatches
+
+    loaders = getattr(trainer, "predict_dataloaders", None)
+    loader = loaders[dataloader_idx] if isinstance(loaders, list) else loaders
+    recorded = getattr(loader, "batch_sampler", None)
+    return recorded.seen if isinstance(recorded, RecordedBatches) else None

@@ -457,6 +457,47 @@ def rebuild_dataloader(
     )
 
 
+class RecordedBatches(Sampler[list[int]]):
+    """A batch sampler that keeps the dataset indices of each batch it gives, in order.
+
+    ``seen[k]`` are batch ``k``'s indices (a worker's prefetching does not
+    reorder them); each pass over the loader starts the list afresh. Prediction
+    writers read them (their ``batch_indices``).
+
+    Args:
+        batch_sampler: the loader's own batch sampler, which it wraps.
+    """
+
+    def __init__(self, batch_sampler: Iterable[list[int]]) -> None:
+        self.batch_sampler = batch_sampler
+        self.seen: list[list[int]] = []
+
+    def __iter__(self) -> Iterator[list[int]]:
+        self.seen = []
+        for batch in self.batch_sampler:
+            self.seen.append(list(batch))
+            yield batch
+
+    def __len__(self) -> int:
+        return len(self.batch_sampler)  # type: ignore[arg-type]
+
+
+def recording_batches(loader: Iterable[Any]) -> Iterable[Any]:
+    """``loader`` again, its batch sampler a :class:`RecordedBatches` (when it can be).
+
+    Only a plain ``DataLoader`` over a map-style dataset is rebuilt (a subclass
+    would lose its own behaviour); any other loader is returned as it is.
+
+    Args:
+        loader: a prepared prediction loader.
+    """
+    if type(loader) is not DataLoader or loader.batch_sampler is None:
+        return loader
+    if isinstance(loader.dataset, IterableDataset):
+        return loader
+    return rebuild_dataloader(loader, batch_sampler=RecordedBatches(loader.batch_sampler))
+
+
 def loader_generators(loader: Iterable[Any]) -> list[torch.Generator]:
     """The random generators a dataloader's shuffling draws from, besides torch's global one.
 

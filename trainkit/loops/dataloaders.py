@@ -16,6 +16,7 @@ from trainkit.core.data import (
     batch_totals,
     each_loader,
     find_dataloaders,
+    recording_batches,
     training_batches,
     unshuffled,
     with_worker_seeding,
@@ -48,6 +49,8 @@ def stage_loaders(run: Run, kind: str, given: Any, required: bool) -> list[Itera
 
     # Combined training loaders: each one prepared; a dict's keys kept.
     loaders = [each_loader(dl, prepared) for dl in found]
+    if kind == "predict":  # prediction writers' batch_indices, as Lightning records them
+        loaders = [recording_batches(loader) for loader in loaders]
     return NamedLoaders(loaders, found.names) if isinstance(found, NamedLoaders) else loaders
 
 
