@@ -335,6 +335,28 @@ def predict_with_a_writer() -> dict[str, Any]:
     return {**writer.written, "expected": expected}
 
 
+class NaNOnRankOne(Classifier):
+    """Rank 1's loss is NaN at step 2 (its data alone, as a bad sample would do)."""
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        loss = super().training_step(batch, batch_idx)
+        if self.trainer.strategy.global_rank == 1 and self.global_step == 2:
+            loss = loss * float("nan")
+        return loss
+
+
+def skip_a_nan_step() -> dict[str, Any]:
+    skipper = trainkit.callbacks.NonFiniteLoss("skip")
+    trainer = trainkit.Trainer(max_epochs=1, strategy="ddp", callbacks=[skipper], **QUIET)
+    torch.manual_seed(0)
+    model = NaNOnRankOne()
+    trainer.fit(model, DataLoader(blobs(64), batch_size=8))
+    return {
+        "skipped": skipper.skipped_steps,
+        "state": {k: v.clone() for k, v in model.state_dict().items()},
+    }
+
+
 class BarrierOnRankOne(trainkit.Callback):
     """Rank 1 alone waits at a barrier after the first epoch (rank 0 goes on)."""
 

@@ -144,6 +144,15 @@ def test_a_prediction_writer_knows_which_samples_each_process_predicted() -> Non
     assert sorted(seen) == list(range(21))
 
 
+def test_a_nan_loss_on_one_rank_skips_that_step_on_every_rank() -> None:
+    # The gradient reduction carries rank 1's NaN into rank 0's gradients: a step
+    # taken by rank 0 alone would make its weights NaN (and rank 1's at the next).
+    first, second = run_processes(workers.skip_a_nan_step, 2)
+    assert first["skipped"] == second["skipped"] == [2]
+    for name, value in first["state"].items():
+        assert torch.isfinite(value).all() and torch.equal(value, second["state"][name]), name
+
+
 def test_a_resume_under_another_number_of_processes_continues_the_epoch(tmp_path: Path) -> None:
     # 6 steps of global batch 32 from one process at batch 32 (ddp, devices=1):
     (reference,) = run_processes(workers.train_resumable, 1, 32, 6, str(tmp_path / "one"))

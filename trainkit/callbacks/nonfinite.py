@@ -38,7 +38,11 @@ class NonFiniteLoss(Callback):
 
     ``"skip"`` skips the optimizer step (the whole accumulation window) whose loss
     is not finite and carries on. It must decide before each step, so it reads
-    the loss every step: a synchronisation per step on a GPU.
+    the loss every step: a synchronisation per step on a GPU. With several
+    processes they decide together (one small collective per step): a step is
+    skipped on every process when any process's loss was not finite, since the
+    gradient reduction has carried that loss's NaN into every process's
+    gradients.
 
     Steps that a float16 gradient scaler skips (its gradients overflowed while the
     loss was finite) are normal and not reported.
@@ -56,6 +60,7 @@ class NonFiniteLoss(Callback):
         self._last_finite: tuple[int, float] | None = None
         self._window_finite = True
         self._check_every = 50
+        self._agree: Any = None  # the strategy's reduce_boolean_decision, with several processes
 
     def configure_step(self, slots: StepSlots) -> None:
         """Fill the step's non-finite loss slot."""
@@ -70,6 +75,8 @@ class NonFiniteLoss(Callback):
         self._pending.clear()
         self._window_finite = True
         self._check_every = trainer.log_every_n_steps
+        several = trainer.world_size > 1
+        self._agree = trainer.strategy.reduce_boolean_decision if several else None
 
     def observe(self, loss: torch.Tensor, global_step: int) -> None:
         """See the loss of a batch before backward.
@@ -106,7 +113,10 @@ class NonFiniteLoss(Callback):
         Args:
             global_step: the step about to be taken (recorded when skipped).
         """
-        if self._window_finite:
+        finite = self._window_finite
+        if self._agree is not None:  # every process, before every step: one decision
+            finite = self._agree(finite, all=True, point="NonFiniteLoss's decision to step")
+        if finite:
             return True
         self.skipped_steps.append(global_step)
         return False
