@@ -6,6 +6,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from trainkit.callbacks.base import Callback
+from trainkit.core.data import RecordedBatches
 
 if TYPE_CHECKING:
     from trainkit.core.module import Module
@@ -137,8 +138,6 @@ class BasePredictionWriter(Callback):
 
 def _seen_batches(trainer: Trainer, dataloader_idx: int) -> list[list[int]] | None:
     # The dataset indices of each batch the prediction loader gave (see RecordedBatches).
-    from trainkit.core.data import RecordedBatches
-
     loaders = getattr(trainer, "predict_dataloaders", None)
     loader = loaders[dataloader_idx] if isinstance(loaders, list) else loaders
     recorded = getattr(loader, "batch_sampler", None)

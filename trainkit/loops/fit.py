@@ -193,8 +193,8 @@ def _train_epoch(run: Run, fit: Fit) -> None:
             on_batch_end(outputs, batch, batch_idx)
         results.enter_training_epoch()
         state.batch_idx = batch_idx + 1
-        if vote is None and time.monotonic() >= deadline:  # several processes: voted on
-            state.should_stop = True  # max_time: stops like a callback's request
+        if deadline != math.inf and vote is None and time.monotonic() >= deadline:
+            state.should_stop = True  # max_time (several processes: agreed by the vote)
         due = val_every is not None and validation_due(
             options, state, val_every, batch_idx, is_last
         )

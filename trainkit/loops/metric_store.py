@@ -83,8 +83,8 @@ class _Entry:
     sync_dist: bool
     reduce_fx: str
     step_value: Number | None = None
-    #: ``step_value`` reduced over the processes (``sync_dist``), once the step
-    #: that logged it ended (:meth:`MetricStore.sync_step_values`); None before.
+    #: ``step_value`` reduced over the processes (``sync_dist``), once a reader
+    #: needed it (:meth:`MetricStore.sync_step_values`); None until then.
     synced: Number | None = None
     # Running aggregate over the epoch (sum of value * weight for "mean").
     total: Number | None = None
