@@ -198,6 +198,23 @@ def test_limit_train_batches_zero_skips_training() -> None:
     assert epochs == [] and trainer.current_epoch == 0 and trainer.global_step == 0
 
 
+def test_limit_val_batches_zero_asks_for_no_validation_loader() -> None:
+    # As Lightning: no val_dataloader call (its dataset may be costly to build).
+    asked: list[str] = []
+
+    class Probe(Classifier):
+        def train_dataloader(self) -> Any:
+            return loader(blobs(32), 16)
+
+        def val_dataloader(self) -> Any:
+            asked.append("val")
+            return loader(blobs(32), 16)
+
+    trainer = trainkit.Trainer(max_epochs=1, limit_val_batches=0, **QUIET)
+    trainer.fit(Probe())
+    assert asked == [] and trainer.num_val_batches == [] and trainer.global_step == 2
+
+
 def test_overfit_batches_uses_the_same_few_batches_unshuffled() -> None:
     firsts: list[torch.Tensor] = []
 

@@ -65,8 +65,9 @@ def fit_loaders(
         val_given: the validation loader(s) the user passed (None: from the hooks).
     """
     options, state = run.options, run.state
-    # Validation's first (the sanity check uses it first), as Lightning loads them.
-    val = stage_loaders(run, "val", val_given, False)
+    # Validation's first (the sanity check uses it first), as Lightning loads them;
+    # with limit_val_batches=0 none is asked for (nor is val_dataloader called).
+    val = stage_loaders(run, "val", val_given, False) if options.limit_val_batches != 0 else []
     (train,) = stage_loaders(run, "train", train_given, True)
     if options.overfit_batches:
         train = each_loader(train, lambda one: unshuffled(one, run.warn))
