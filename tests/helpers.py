@@ -44,6 +44,25 @@ def event_file_events(path: str) -> list[Any]:
     return [event_pb2.Event.FromString(record) for record in RawEventFileLoader(path).Load()]
 
 
+#: The Trainer options that take None for their default, as Lightning's Optional
+#: arguments do (a config Lightning saved writes them as null); the ``logger``
+#: component does too.
+NONE_FOR_THE_DEFAULT = (
+    "precision",
+    "limit_train_batches",
+    "limit_val_batches",
+    "limit_test_batches",
+    "limit_predict_batches",
+    "val_check_interval",
+    "num_sanity_val_steps",
+    "log_every_n_steps",
+    "enable_checkpointing",
+    "enable_progress_bar",
+    "enable_model_summary",
+    "gradient_clip_algorithm",
+    "deterministic",
+)
+
 QUIET: dict[str, Any] = {
     "logger": False,
     "enable_progress_bar": False,

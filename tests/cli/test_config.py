@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 import trainkit
+from tests.helpers import NONE_FOR_THE_DEFAULT
 from trainkit.cli import config as cfg
 from trainkit.cli.config import ConfigError
 from trainkit.cli.engine import TrainkitCLI
@@ -43,23 +44,6 @@ ROOT = PACKAGE.parent
 # The Trainer's keyword takes more than its option field declares: a timedelta
 # (Python only, max_time_seconds reads it) and any path-like folder.
 WIDER_THAN_THE_FIELD = {"max_time": timedelta, "default_root_dir": os.PathLike[str]}
-# Keywords that also take None for their default, as Lightning's Optional ones do
-# (a config Lightning saved writes them as null).
-NONE_FOR_THE_DEFAULT = {
-    "precision",
-    "limit_train_batches",
-    "limit_val_batches",
-    "limit_test_batches",
-    "limit_predict_batches",
-    "val_check_interval",
-    "num_sanity_val_steps",
-    "log_every_n_steps",
-    "enable_checkpointing",
-    "enable_progress_bar",
-    "enable_model_summary",
-    "gradient_clip_algorithm",
-    "deterministic",
-}
 
 
 @pytest.fixture(autouse=True)

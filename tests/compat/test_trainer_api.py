@@ -14,7 +14,7 @@ import trainkit
 from trainkit.callbacks import EarlyStopping, ModelCheckpoint, TQDMProgressBar
 from trainkit.loops.state import RunningStage, TrainerFn, TrainerStatus
 
-from ..helpers import QUIET, Classifier, blobs, loader
+from ..helpers import NONE_FOR_THE_DEFAULT, QUIET, Classifier, blobs, loader
 
 
 def fit_quietly(trainer: trainkit.Trainer, model: trainkit.Module, n: int = 64) -> None:
@@ -281,26 +281,7 @@ def test_enable_checkpointing_false_adds_no_checkpoint(tmp_path: Path) -> None:
     assert trainer.checkpoint_callback is None and not (tmp_path / "checkpoints").exists()
 
 
-# Lightning's Trainer arguments whose None means their default (its signature's Optional).
-NONE_MEANS_DEFAULT = [
-    "precision",
-    "logger",
-    "limit_train_batches",
-    "limit_val_batches",
-    "limit_test_batches",
-    "limit_predict_batches",
-    "val_check_interval",
-    "num_sanity_val_steps",
-    "log_every_n_steps",
-    "enable_checkpointing",
-    "enable_progress_bar",
-    "enable_model_summary",
-    "gradient_clip_algorithm",
-    "deterministic",
-]
-
-
-@pytest.mark.parametrize("name", NONE_MEANS_DEFAULT)
+@pytest.mark.parametrize("name", [*NONE_FOR_THE_DEFAULT, "logger"])
 def test_none_means_the_default_as_in_lightning(name: str, tmp_path: Path) -> None:
     def described(trainer: trainkit.Trainer) -> tuple[Any, ...]:
         parts = (trainer.hardware, trainer.options, trainer.step_options, trainer.output)

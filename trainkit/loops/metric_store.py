@@ -370,6 +370,8 @@ class MetricStore:
         reader (``callback_metrics``, the progress bar, the loggers) sees the
         reduced value until the name is logged again, and none reduces it again.
         """
+        if not self.step_syncs:
+            return  # no such value: nothing to read, no collective
         pending: list[tuple[_Entry, tuple[str, torch.Tensor, str]]] = []
         for entry in self.entries.values():
             value = entry.step_value  # None unless on_step

@@ -161,8 +161,7 @@ class Results:
         cost a collective per step (see docs/porting.md). Nothing to do (no
         collective) unless a value is logged per step with ``sync_dist=True``.
         """
-        if self.train.step_syncs:
-            self.train.sync_step_values()
+        self.train.sync_step_values()
 
     def enter_training_epoch(self) -> None:
         """``self.log`` now logs per epoch into the training store (epoch hooks)."""
