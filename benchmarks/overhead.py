@@ -15,9 +15,12 @@ Lightning run in the same rounds, for scale: ``lightning-bare`` and
 With ``--features``, what each part of the default costs: the default Trainer
 with one of its parts off (``default-no-checkpoint``, ``default-no-logger``,
 ``default-no-bar``, ``default-no-summary``), the default Trainer writing to its
-logger every step instead of every 50 (``default-log-every-step``), and the bare
+logger every step instead of every 50 (``default-log-every-step``), the bare
 Trainer with the default variant's module, which calls ``self.log`` every step
-(``bare-log``); all in the same rounds, for scale.
+(``bare-log``), and the bare variant's module driven by a hand-written loop
+(``module-loop``: its ``configure_optimizers`` and ``training_step`` called
+directly, no Trainer), which is what calling a Module's methods costs by
+itself, the floor under any Trainer; all in the same rounds, for scale.
 
 With ``--split``, each round also runs every variant on one batch: a one-batch
 fit's extra time over the raw loop's one step is the variant's fixed cost
@@ -155,8 +158,9 @@ FEATURE_OPTIONS: dict[str, dict[str, Any]] = {
     "default-no-summary": {"enable_model_summary": False},
     "default-log-every-step": {"log_every_n_steps": 1},
 }
-# Also with --features: the bare variant run with the default variant's module.
-FEATURE_VARIANTS = (*FEATURE_OPTIONS, "bare-log")
+# Also with --features: the bare variant run with the default variant's module, and the
+# bare variant's module driven by a hand-written loop.
+FEATURE_VARIANTS = (*FEATURE_OPTIONS, "bare-log", "module-loop")
 
 
 def time_silenced(fit: Callable[[], object]) -> float:
@@ -192,6 +196,29 @@ def run_raw(dataset: TensorDataset, root: Path) -> RunResult:
             optimizer.step()
         elapsed = time.perf_counter() - start
     return elapsed, [p.detach().clone() for p in network.parameters()]
+
+
+def run_module_loop(dataset: TensorDataset, root: Path) -> RunResult:
+    """The bare variant's module, its methods called by a hand-written loop (no Trainer).
+
+    The raw loop's work plus what calling a Module costs (the method calls, the
+    submodule looked up through ``nn.Module.__getattr__``): the floor under any
+    Trainer that runs the same module. Timed as ``raw`` is: the optimizer's
+    construction (here ``configure_optimizers``) and the loop.
+    """
+    del root  # writes nothing
+    module = BareModule(build_network())
+    loader = build_loader(dataset)
+    with collected_garbage():
+        start = time.perf_counter()
+        optimizer = module.configure_optimizers()
+        for batch_idx, batch in enumerate(loader):
+            optimizer.zero_grad(set_to_none=True)
+            loss = module.training_step(batch, batch_idx)
+            loss.backward()  # type: ignore[no-untyped-call]
+            optimizer.step()
+        elapsed = time.perf_counter() - start
+    return elapsed, [p.detach().clone() for p in module.network.parameters()]
 
 
 def run_bare(
@@ -274,6 +301,7 @@ RUNNERS: dict[str, Callable[[TensorDataset, Path], RunResult]] = {
     **{variant: _feature_runner(options) for variant, options in FEATURE_OPTIONS.items()},
     # Timed exactly as bare is, so that the difference is self.log every step.
     "bare-log": lambda dataset, root: run_bare(dataset, root, LoggingModule),
+    "module-loop": run_module_loop,
 }
 
 
