@@ -732,6 +732,14 @@ LAYER_EXCEPTIONS = {
         "trainkit.tuner.lr_finder",
     ): "Lightning's LearningRateFinder is a callback that runs the tuner's search from its "
     "hook; imported inside the hook",
+    **dict.fromkeys(
+        [
+            ("trainer/lightning_parts.py", "trainkit.lightning.plugins.precision"),
+            ("trainer/lightning_parts.py", "trainkit.lightning.plugins.io"),
+        ],
+        "Lightning's trainer.precision_plugin and strategy.checkpoint_io are objects of "
+        "Lightning's plugin classes; imported when a property is read",
+    ),
 }
 
 # Below the Trainer's package, the Trainer is imported only for types (`if TYPE_CHECKING:`),

@@ -127,3 +127,13 @@ def test_two_processes_with_a_communication_hook_train_as_without_it() -> None:
         for key, tensor in plain[rank]["state"].items():
             torch.testing.assert_close(hooked[rank]["state"][key], tensor, msg=key)
     assert torch.equal(hooked[0]["state"]["net.0.weight"], hooked[1]["state"]["net.0.weight"])
+    cpu = torch.device("cpu")
+    for rank in range(2):  # Lightning's ParallelStrategy attributes, as in Lightning's DDP
+        assert plain[rank]["attributes"] == {
+            "num_nodes": 1,
+            "node_rank": 0,
+            "num_processes": 2,
+            "parallel_devices": [cpu, cpu],
+            "optimizers": [True],  # the run's one optimizer
+            "gathered": (2, 1),
+        }

@@ -415,10 +415,22 @@ def train_with_lightnings_ddp_strategy(hooked: bool) -> dict[str, Any]:
     model = Classifier(lr=0.2)
     trainer = trainkit.Trainer(max_steps=3, strategy=DDPStrategy(**options), seed=7, **QUIET)
     trainer.fit(model, DataLoader(blobs(256, seed=0), batch_size=16, shuffle=True))
+    strategy = trainer.strategy
     return {
         "calls": calls["count"],
         "sampler": trainer.distributed_sampler_kwargs,
         "state": {k: v.detach().clone() for k, v in model.state_dict().items()},
+        # Lightning's ParallelStrategy attributes, as a Lightning callback reads them.
+        "attributes": {
+            "num_nodes": strategy.num_nodes,
+            "node_rank": strategy.node_rank,
+            "num_processes": strategy.num_processes,
+            "parallel_devices": strategy.parallel_devices,
+            "optimizers": [
+                a is b for a, b in zip(strategy.optimizers, trainer.optimizers, strict=True)
+            ],
+            "gathered": tuple(strategy.all_gather(torch.tensor([1.0])).shape),
+        },
     }
 
 

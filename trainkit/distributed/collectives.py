@@ -106,6 +106,9 @@ class Collectives(ABC):
     ) -> torch.Tensor:
         """Gather ``tensor`` from all processes, stacked along a new first dimension.
 
+        A strategy of one process returns ``tensor`` itself, without the new
+        dimension, as Lightning's single-device strategies do.
+
         Args:
             tensor: a tensor of the same shape on every process.
             group: a ``torch.distributed`` process group (None: every process).

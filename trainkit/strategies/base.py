@@ -23,6 +23,7 @@ from trainkit.checkpoint.files import load, save_atomic
 from trainkit.core.batches import move_data_to_device
 from trainkit.distributed.collectives import Collectives, ReduceOp
 from trainkit.distributed.sampling import advise_on_loading
+from trainkit.strategies.lightning_attributes import LightningAttributes
 from trainkit.strategies.registrable import Registrable
 from trainkit.utilities.compile import compile_forward
 from trainkit.utilities.tensor_init import default_dtype, skipped_init
@@ -37,9 +38,10 @@ _NO_SYNC_CONTEXT = nullcontext()  # a null context carries no state: one serves 
 T = TypeVar("T")
 
 
-class Strategy(Registrable, Collectives, ABC):
+class Strategy(LightningAttributes, Registrable, Collectives, ABC):
     """Base class of all strategies (its registry declarations: :class:`Registrable`; how
-    values travel between its processes: :class:`~trainkit.distributed.collectives.Collectives`)."""
+    values travel between its processes: :class:`~trainkit.distributed.collectives.Collectives`;
+    Lightning's attributes: :mod:`trainkit.strategies.lightning_attributes`)."""
 
     #: The Trainer's precision (its canonical name, e.g. "bf16-mixed"); the Trainer sets it.
     precision: str = "32-true"

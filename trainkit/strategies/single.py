@@ -64,7 +64,7 @@ class SingleDeviceStrategy(Strategy):
     def all_gather(
         self, tensor: torch.Tensor, group: Any = None, sync_grads: bool = False
     ) -> torch.Tensor:
-        return tensor.unsqueeze(0)
+        return tensor  # one process: the tensor as it is, no new dimension (as Lightning)
 
     def broadcast(self, obj: T, src: int = 0) -> T:
         return obj

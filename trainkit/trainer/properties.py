@@ -30,6 +30,7 @@ from trainkit.callbacks.slots import clip_settings
 from trainkit.checkpoint.callback_state import callback_state, load_callback_state
 from trainkit.launch.outcome import RankZeroReport
 from trainkit.loops.schedule import batches_between_checks, sanity_batches
+from trainkit.trainer import lightning_parts
 from trainkit.trainer.accelerators import Accelerator, accelerator_for
 from trainkit.trainer.fit_loop import FitLoop
 from trainkit.trainer.options import DEFAULT_MAX_EPOCHS
@@ -208,6 +209,13 @@ class TrainerViews:
         """The float16 gradient scaler while fit runs with ``precision="16-mixed"``, else None."""
         precision = self.step_slots.precision
         return precision.scaler if precision is not None else None
+
+    @property
+    def precision_plugin(self) -> Any:
+        """Lightning's precision plugin for this Trainer's precision (``Precision``,
+        ``MixedPrecision`` with the run's scaler, ...; see ``trainkit.lightning.plugins``),
+        made when asked for: the Trainer's ``precision`` option is what sets precision."""
+        return lightning_parts.precision_plugin(self)
 
     @property
     def distributed_sampler_kwargs(self) -> dict[str, int] | None:

@@ -46,6 +46,7 @@ from trainkit.loops.step import Optimization
 from trainkit.profilers import Profiler, build_profiler, is_active
 from trainkit.strategies import Strategy, build_strategy, plan_devices
 from trainkit.trainer.checkpointing import TrainerCheckpoints
+from trainkit.trainer.lightning_parts import StrategyParts
 from trainkit.trainer.options import (
     HardwareOptions,
     LoopOptions,
@@ -191,8 +192,9 @@ class Trainer(TrainerCheckpoints):
             environment = self.launcher.environment if self.launcher is not None else None
             self.strategy = build_strategy(plan, timeout=timeout, environment=environment)
         self.strategy.precision = self.step_options.canonical_precision  # e.g. FSDP casts by it
+        self.strategy.connect_parts(StrategyParts(self))  # its Lightning attributes read these
         self.default_root_dir = root or os.getcwd()
-        self.fast_dev_run = self.options.fast_dev_run_batches
+        self.fast_dev_run = self.options.fast_dev_run  # as given (False, True or batches)
         self.callbacks = assemble_callbacks(
             callbacks,
             self.step_options,

@@ -62,6 +62,51 @@ class Precision(Plugin):
         """What the step methods run in: the default dtype of a "true" precision."""
         return default_dtype(self.precision)
 
+    def train_step_context(self) -> AbstractContextManager[Any]:
+        """What ``training_step`` runs in (:meth:`forward_context`)."""
+        return self.forward_context()
+
+    def val_step_context(self) -> AbstractContextManager[Any]:
+        """What ``validation_step`` runs in (:meth:`forward_context`)."""
+        return self.forward_context()
+
+    def test_step_context(self) -> AbstractContextManager[Any]:
+        """What ``test_step`` runs in (:meth:`forward_context`)."""
+        return self.forward_context()
+
+    def predict_step_context(self) -> AbstractContextManager[Any]:
+        """What ``predict_step`` runs in (:meth:`forward_context`)."""
+        return self.forward_context()
+
+    def unscale_gradients(self, optimizer: Any) -> None:
+        """Divide ``optimizer``'s gradients by the loss scale (nothing to do without a scaler)."""
+        scaler = getattr(self, "scaler", None)
+        if scaler is not None:
+            scaler.unscale_(getattr(optimizer, "optimizer", optimizer))
+
+    def clip_gradients(
+        self, optimizer: Any, clip_val: float = 0.0, gradient_clip_algorithm: str = "norm"
+    ) -> None:
+        """Clip the gradients of ``optimizer``'s parameters to ``clip_val`` (0: nothing).
+
+        Args:
+            optimizer: a torch optimizer (or Lightning's wrapper of one).
+            clip_val: the largest norm ("norm") or absolute value ("value").
+            gradient_clip_algorithm: "norm" or "value".
+        """
+        if clip_val <= 0:
+            return
+        inner = getattr(optimizer, "optimizer", optimizer)
+        parameters = [p for group in inner.param_groups for p in group["params"]]
+        if gradient_clip_algorithm == "value":
+            nn.utils.clip_grad_value_(parameters, clip_val)
+        elif gradient_clip_algorithm == "norm":
+            nn.utils.clip_grad_norm_(parameters, clip_val)
+        else:
+            raise ValueError(
+                f"gradient_clip_algorithm={gradient_clip_algorithm!r} must be 'norm' or 'value'."
+            )
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(precision={self.precision!r})"
 

@@ -1,0 +1,153 @@
+"""Lightning's ``Strategy`` attributes, answered by trainkit's strategies.
+
+Lightning code reads parts of a run through ``trainer.strategy``: its
+``precision_plugin`` (a loss scaler, a step's autocast context), its
+``accelerator``, ``checkpoint_io`` and ``optimizers``, and on parallel strategies
+``num_nodes``, ``node_rank``, ``num_processes`` and ``parallel_devices``. In
+trainkit the Trainer owns those parts; it connects itself to its strategy
+(:meth:`LightningAttributes.connect_parts`) and the strategy answers from it.
+A strategy not connected to a Trainer answers for one process on one machine,
+and None for the parts only a Trainer has.
+
+Each strategy answers all of them, where Lightning's single-device strategy
+has no ``num_nodes``, ``node_rank``, ``num_processes`` or ``parallel_devices``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+import torch
+from torch import nn
+from torch.optim import Optimizer
+
+from trainkit.checkpoint import sharded
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["LightningAttributes", "RunParts"]
+
+
+class RunParts(Protocol):
+    """What a strategy's Lightning attributes read from the Trainer that owns it."""
+
+    @property
+    def accelerator(self) -> Any: ...
+    @property
+    def precision_plugin(self) -> Any: ...
+    @property
+    def checkpoint_io(self) -> Any: ...
+    @property
+    def optimizers(self) -> Sequence[Optimizer]: ...
+    @property
+    def num_nodes(self) -> int: ...
+    @property
+    def node_rank(self) -> int: ...
+    @property
+    def num_devices(self) -> int: ...
+
+
+class LightningAttributes:
+    """Lightning's ``Strategy`` and ``ParallelStrategy`` attributes (a base of ``Strategy``)."""
+
+    _parts: RunParts | None = None
+    # Strategy's own, which the methods below read.
+    model: nn.Module | None = None
+    lightning_module: nn.Module | None = None
+
+    if TYPE_CHECKING:
+
+        @property
+        def root_device(self) -> torch.device: ...
+        @property
+        def world_size(self) -> int: ...
+        @property
+        def is_global_zero(self) -> bool: ...
+
+    def connect_parts(self, parts: RunParts) -> None:
+        """Answer Lightning's attributes from ``parts`` (the Trainer calls this with itself).
+
+        Args:
+            parts: the Trainer that owns this strategy.
+        """
+        self._parts = parts
+
+    @property
+    def accelerator(self) -> Any:
+        """The Trainer's ``accelerator`` object (None before a Trainer has this strategy)."""
+        return self._parts.accelerator if self._parts is not None else None
+
+    @property
+    def precision_plugin(self) -> Any:
+        """The Trainer's ``precision_plugin`` (None before a Trainer has this strategy)."""
+        return self._parts.precision_plugin if self._parts is not None else None
+
+    @property
+    def checkpoint_io(self) -> Any:
+        """A ``TorchCheckpointIO``: trainkit writes ``torch.save`` files, atomically.
+
+        None before a Trainer has this strategy.
+        """
+        return self._parts.checkpoint_io if self._parts is not None else None
+
+    @property
+    def optimizers(self) -> list[Optimizer]:
+        """The current run's optimizers (the Trainer's ``optimizers``)."""
+        return list(self._parts.optimizers) if self._parts is not None else []
+
+    @property
+    def num_nodes(self) -> int:
+        """Machines in the job (the Trainer's ``num_nodes``)."""
+        return self._parts.num_nodes if self._parts is not None else 1
+
+    @property
+    def node_rank(self) -> int:
+        """This machine's index in the job (0 on one machine)."""
+        return self._parts.node_rank if self._parts is not None else 0
+
+    @property
+    def num_processes(self) -> int:
+        """Processes on this machine: one per device."""
+        return self._parts.num_devices if self._parts is not None else 1
+
+    @property
+    def parallel_devices(self) -> list[torch.device]:
+        """The devices of this machine's processes, in local-rank order."""
+        device = self.root_device
+        if device.type == "cpu" or self.world_size == 1:
+            return [device] * self.num_processes
+        return [torch.device(device.type, index) for index in range(self.num_processes)]
+
+    def model_to_device(self) -> None:
+        """Move :attr:`model` to :attr:`root_device` (set up already moves it)."""
+        if self.model is None:
+            raise RuntimeError(
+                "strategy.model_to_device() needs a model: call it during a run (the "
+                "Trainer sets the strategy's model up when fit, validate, test or predict starts)."
+            )
+        self.model.to(self.root_device)
+
+    def lightning_module_state_dict(self) -> dict[str, Any]:
+        """The user's Module's ``state_dict()``, as a checkpoint stores it."""
+        if self.lightning_module is None:
+            raise RuntimeError(
+                "strategy.lightning_module_state_dict() needs a Module: call it during or "
+                "after a run, when the Trainer has connected the Module to its strategy."
+            )
+        return self.lightning_module.state_dict()
+
+    def optimizer_state(self, optimizer: Optimizer) -> dict[str, Any]:
+        """``optimizer``'s ``state_dict()`` (Lightning's wrapped optimizers too)."""
+        inner = getattr(optimizer, "optimizer", optimizer)  # a LightningOptimizer's own
+        state: dict[str, Any] = inner.state_dict()
+        return state
+
+    def remove_checkpoint(self, filepath: Any) -> None:
+        """Delete the checkpoint file or folder at ``filepath`` from global rank 0.
+
+        Args:
+            filepath: the checkpoint to remove (a missing one is not an error).
+        """
+        if self.is_global_zero:
+            sharded.remove(filepath)
