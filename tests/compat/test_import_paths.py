@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -288,3 +290,23 @@ def test_the_boring_classes_have_lightnings_shapes_and_train() -> None:
     manual = trainkit.Trainer(max_epochs=1, limit_train_batches=3, limit_val_batches=0, **QUIET)
     manual.fit(ManualOptimBoringModel())
     assert manual.global_step == 3
+
+
+def test_subpackages_are_reached_as_attributes_as_after_importing_lightning() -> None:
+    # A fresh interpreter: nothing else has imported the subpackages first.
+    code = (
+        "import trainkit.lightning as L\n"
+        "assert L.plugins.precision.MixedPrecision is L.plugins.MixedPrecision\n"
+        "assert L.accelerators.CPUAccelerator.is_available()\n"
+        "assert L.core.saving.load_hparams_from_yaml\n"
+        "assert L.utilities.model_summary.ModelSummary\n"
+        "assert L.callbacks.progress.TQDMProgressBar\n"
+        "for path in ('nonexistent', 'utilities.nonexistent'):\n"
+        "    try:\n"
+        "        eval('L.' + path)\n"
+        "    except AttributeError as error:\n"
+        '        assert "does not provide Lightning\'s nonexistent" in str(error), error\n'
+        "    else:\n"
+        "        raise AssertionError(path)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

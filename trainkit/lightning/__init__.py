@@ -24,6 +24,7 @@ from trainkit.callbacks.base import Callback
 from trainkit.core.data import DataModule as LightningDataModule
 from trainkit.core.module import Module as LightningModule
 from trainkit.lightning import callbacks, loggers, profilers, tuner, utilities
+from trainkit.lightning._missing import submodule_or_missing
 from trainkit.loops.state import RunningStage, TrainerFn, TrainerStatus
 from trainkit.trainer.trainer import Trainer
 from trainkit.utilities.seed import seed_everything
@@ -55,7 +56,9 @@ def cli_lightning_logo() -> None:
 
 
 def __getattr__(name: str) -> Any:
-    # Loaded on first use: the strategies bring torch.distributed with them.
+    # Loaded on first use: the strategies bring torch.distributed with them, and
+    # Lightning's other subpackages (``L.plugins``, ``L.accelerators``, ``L.core``)
+    # are reached as attributes, as after ``import lightning.pytorch``.
     if name == "strategies":
         return importlib.import_module("trainkit.lightning.strategies")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return submodule_or_missing(__name__, name, __all__)

@@ -1,6 +1,11 @@
-"""The error for a Lightning name that trainkit does not provide."""
+"""The error for a Lightning name that trainkit does not provide, and Lightning's submodules
+reached as attributes."""
 
 from __future__ import annotations
+
+import importlib
+import importlib.util
+from types import ModuleType
 
 
 def missing(module: str, name: str, known: list[str]) -> AttributeError:
@@ -15,3 +20,29 @@ def missing(module: str, name: str, known: list[str]) -> AttributeError:
         f"{module} has no {name!r}: trainkit does not provide Lightning's {name}. "
         f"It has {', '.join(sorted(known))}; docs/porting.md lists what ports and what does not."
     )
+
+
+def submodule_or_missing(package: str, name: str, known: list[str]) -> ModuleType:
+    """The submodule ``package.name``, imported now; else :func:`missing`'s error.
+
+    Importing Lightning loads its subpackages, so Lightning code reaches them as
+    attributes without importing them (``L.plugins.MixedPrecision``,
+    ``L.utilities.model_summary.ModelSummary``); trainkit's porting packages load
+    theirs when first reached so.
+
+    Args:
+        package: the porting package asked (its ``__name__``).
+        name: the attribute asked for.
+        known: the names the package has.
+
+    Raises:
+        AttributeError: ``package`` has no submodule ``name`` (see :func:`missing`).
+    """
+    if not name.startswith("__"):
+        try:
+            found = importlib.util.find_spec(f"{package}.{name}") is not None
+        except (ImportError, ValueError):
+            found = False
+        if found:
+            return importlib.import_module(f"{package}.{name}")
+    raise missing(package, name, known)

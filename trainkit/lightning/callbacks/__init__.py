@@ -37,7 +37,7 @@ from trainkit.callbacks import (
     TQDMProgressBar,
     WeightAveraging,
 )
-from trainkit.lightning._missing import missing
+from trainkit.lightning._missing import submodule_or_missing
 
 __all__ = [
     "BackboneFinetuning",
@@ -75,4 +75,4 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    raise missing(__name__, name, __all__)
+    return submodule_or_missing(__name__, name, __all__)

@@ -6,10 +6,10 @@ from typing import Any
 
 from trainkit.core.data import DataModule as LightningDataModule
 from trainkit.core.module import Module as LightningModule
-from trainkit.lightning._missing import missing
+from trainkit.lightning._missing import submodule_or_missing
 
 __all__ = ["LightningDataModule", "LightningModule"]
 
 
 def __getattr__(name: str) -> Any:
-    raise missing(__name__, name, __all__)
+    return submodule_or_missing(__name__, name, __all__)

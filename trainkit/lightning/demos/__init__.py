@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainkit.lightning._missing import missing
+from trainkit.lightning._missing import submodule_or_missing
 from trainkit.lightning.demos.boring_classes import BoringDataModule, BoringModel, DemoModel
 from trainkit.lightning.demos.lstm import LightningLSTM, SequenceSampler, SimpleLSTM
 from trainkit.lightning.demos.transformer import LightningTransformer, Transformer, WikiText2
@@ -23,4 +23,4 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    raise missing(__name__, name, __all__)
+    return submodule_or_missing(__name__, name, __all__)

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainkit.lightning._missing import missing
+from trainkit.lightning._missing import submodule_or_missing
 from trainkit.utilities.seed import seed_everything
 
 __all__ = ["seed_everything"]
 
 
 def __getattr__(name: str) -> Any:
-    raise missing(__name__, name, __all__)
+    return submodule_or_missing(__name__, name, __all__)

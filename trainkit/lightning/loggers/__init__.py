@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainkit.lightning._missing import missing
+from trainkit.lightning._missing import submodule_or_missing
 from trainkit.loggers import CSVLogger, Logger, MLflowLogger, TensorBoardLogger, WandbLogger
 
 #: Lightning's spelling of the MLflow logger's name.
@@ -14,4 +14,4 @@ __all__ = ["CSVLogger", "Logger", "MLFlowLogger", "TensorBoardLogger", "WandbLog
 
 
 def __getattr__(name: str) -> Any:
-    raise missing(__name__, name, __all__)
+    return submodule_or_missing(__name__, name, __all__)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainkit.lightning._missing import missing
+from trainkit.lightning._missing import submodule_or_missing
 from trainkit.lightning.plugins.environments import (
     LightningEnvironment,
     SLURMEnvironment,
@@ -46,4 +46,4 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    raise missing(__name__, name, __all__)
+    return submodule_or_missing(__name__, name, __all__)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from trainkit.lightning._missing import missing
+from trainkit.lightning._missing import submodule_or_missing
 from trainkit.strategies.base import Strategy
 from trainkit.strategies.registry import StrategyRegistry
 from trainkit.strategies.single import SingleDeviceStrategy
@@ -38,4 +38,4 @@ _ON_USE = {
 def __getattr__(name: str) -> Any:
     if name in _ON_USE:
         return getattr(importlib.import_module(_ON_USE[name]), name)
-    raise missing(__name__, name, __all__)
+    return submodule_or_missing(__name__, name, __all__)

@@ -6,7 +6,7 @@ from typing import Any
 
 from trainkit.core.batches import move_data_to_device
 from trainkit.core.hyperparameters import AttributeDict
-from trainkit.lightning._missing import missing
+from trainkit.lightning._missing import submodule_or_missing
 from trainkit.lightning.utilities import (
     LightningEnum,
     disable_possible_user_warnings,
@@ -37,4 +37,4 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    raise missing(__name__, name, __all__)
+    return submodule_or_missing(__name__, name, __all__)
