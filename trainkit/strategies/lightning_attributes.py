@@ -4,8 +4,8 @@ Lightning code reads parts of a run through ``trainer.strategy``: its
 ``precision_plugin`` (a loss scaler, a step's autocast context), its
 ``accelerator``, ``checkpoint_io`` and ``optimizers``, and on parallel strategies
 ``num_nodes``, ``node_rank``, ``num_processes`` and ``parallel_devices``. In
-trainkit the Trainer owns those parts; it connects itself to its strategy
-(:meth:`LightningAttributes.connect_parts`) and the strategy answers from it.
+trainkit the Trainer owns those parts; it connects them to its strategy
+(:meth:`LightningAttributes.connect_parts`) and the strategy answers from them.
 A strategy not connected to a Trainer answers for one process on one machine,
 and None for the parts only a Trainer has.
 
@@ -66,10 +66,11 @@ class LightningAttributes:
         def is_global_zero(self) -> bool: ...
 
     def connect_parts(self, parts: RunParts) -> None:
-        """Answer Lightning's attributes from ``parts`` (the Trainer calls this with itself).
+        """Answer Lightning's attributes from ``parts`` (the Trainer that owns this
+        strategy calls this with its own parts).
 
         Args:
-            parts: the Trainer that owns this strategy.
+            parts: the owning Trainer's parts.
         """
         self._parts = parts
 
