@@ -114,6 +114,34 @@ def test_step_and_epoch_in_training_plain_name_is_the_step_value_then_the_epoch_
     assert logged["t_step"] == 5.5 and logged["t_epoch"] == 3.5 and "t" not in logged
 
 
+def test_logged_metrics_hold_this_epochs_values_during_the_epoch_end_hooks() -> None:
+    # As Lightning's: the epoch's reduced values are in logged_metrics (not only in
+    # callback_metrics) when the callbacks' epoch-end hooks run, each epoch anew.
+    seen: list[tuple[str, dict[str, float]]] = []
+
+    class Probe(trainkit.Callback):
+        def on_validation_epoch_end(self, trainer: Any, module: Any) -> None:
+            seen.append(("val", floats(trainer.logged_metrics)))
+
+        def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+            seen.append(("train", floats(trainer.logged_metrics)))
+
+    def train(module: trainkit.Module, x: torch.Tensor, batch_idx: int) -> None:
+        module.log("t", x.mean() + 10 * module.current_epoch, on_step=True, on_epoch=True)
+
+    def val(module: trainkit.Module, x: torch.Tensor, batch_idx: int, idx: int) -> None:
+        module.log("v", x.mean() + 100 * module.current_epoch)
+
+    trainer = trainkit.Trainer(max_epochs=2, callbacks=[Probe()], **QUIET)
+    trainer.fit(Logs(train=train, val=val), numbers(), numbers())
+    assert [(hook, values.get("t_epoch"), values.get("v")) for hook, values in seen] == [
+        ("val", None, 3.5),  # validation ends before the training epoch does
+        ("train", 3.5, 3.5),
+        ("val", 3.5, 103.5),
+        ("train", 13.5, 103.5),
+    ]
+
+
 # ----------------------------------------------------------- several loaders
 def _two_loader_val(module: trainkit.Module, x: torch.Tensor, batch_idx: int, idx: int) -> None:
     module.log("v", x.mean() + 100 * idx, on_step=True, on_epoch=True, prog_bar=True)

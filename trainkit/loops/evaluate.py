@@ -171,7 +171,7 @@ def _epoch_results(results: Results, sanity_checking: bool) -> dict[str, Any]:
     if sanity_checking:
         results.show_sanity_results(values)
     else:
-        results.update_epoch_metrics(values)
+        results.update_epoch_metrics(values, logged_from=results.eval)
     return values
 
 

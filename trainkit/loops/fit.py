@@ -238,7 +238,7 @@ def _end_epoch(run: Run, fit: Fit) -> None:
     # that monitor (early stopping, checkpointing) read callback_metrics.
     hooks.call_epoch_end(
         "on_train_epoch_end",
-        lambda: results.update_epoch_metrics(results.train.epoch_values()),
+        lambda: results.update_epoch_metrics(results.train.epoch_values(), results.train),
     )
     results.end_training_epoch(step=max(state.global_step - 1, 0), epoch=state.epoch)
     # After every epoch-end hook (they may read metric.compute()), as Lightning.

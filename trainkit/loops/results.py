@@ -208,7 +208,7 @@ class Results:
         values are reduced here).
         """
         self.enter_training_epoch()
-        self.update_epoch_metrics(self.train.epoch_values())
+        self.update_epoch_metrics(self.train.epoch_values(), logged_from=self.train)
 
     def reset_metrics(self) -> None:
         """Forget the metrics of earlier runs (a new validate/test call starts afresh)."""
@@ -371,7 +371,9 @@ class Results:
         ):
             store.repeated[given] = entry
 
-    def update_epoch_metrics(self, values: Mapping[str, Number]) -> None:
+    def update_epoch_metrics(
+        self, values: Mapping[str, Number], logged_from: MetricStore | None = None
+    ) -> None:
         """Record epoch results, so callbacks (early stopping, schedulers) can read them.
 
         A name logged both per step and per epoch is also kept under its plain
@@ -379,9 +381,16 @@ class Results:
 
         Args:
             values: metric name to value.
+            logged_from: the store ``values`` come from, when they are reduced before
+                the epoch-end hooks: its ``logger=True`` values are then in
+                ``logged_metrics`` from here on, as Lightning's are during those
+                hooks (the loggers get them after the hooks, with what they log).
         """
         self.epoch_metrics.update(values)
         self.epoch_metrics.update(self._plain_names(values))
+        if logged_from is not None:
+            keys = display_names(logged_from, prog_bar=None, logger=True)
+            self._unread.update({name: values[name] for name in keys if name in values})
 
     def show_sanity_results(self, values: Mapping[str, Number]) -> None:
         """Let callbacks see the sanity check's results until it ends; they are not kept.
