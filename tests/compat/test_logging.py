@@ -142,6 +142,23 @@ def test_logged_metrics_hold_this_epochs_values_during_the_epoch_end_hooks() -> 
     ]
 
 
+def test_logged_metrics_hold_the_latest_training_step_during_validation() -> None:
+    # Between the loggers' writes (every 50 steps here, so none), as Lightning's.
+    seen: list[float | None] = []
+
+    class Probe(trainkit.Callback):
+        def on_validation_epoch_end(self, trainer: Any, module: Any) -> None:
+            value = trainer.logged_metrics.get("t")
+            seen.append(None if value is None else float(value))
+
+    def train(module: trainkit.Module, x: torch.Tensor, batch_idx: int) -> None:
+        module.log("t", x.mean() + 10 * module.current_epoch)
+
+    trainer = trainkit.Trainer(max_epochs=2, callbacks=[Probe()], **QUIET)
+    trainer.fit(Logs(train=train, val=lambda *args: None), numbers(), numbers())
+    assert seen == [5.5, 15.5]  # each epoch's last batch: the numbers 4..7
+
+
 # ----------------------------------------------------------- several loaders
 def _two_loader_val(module: trainkit.Module, x: torch.Tensor, batch_idx: int, idx: int) -> None:
     module.log("v", x.mean() + 100 * idx, on_step=True, on_epoch=True, prog_bar=True)

@@ -174,10 +174,10 @@ class Results:
 
         As Lightning's ``trainer.logged_metrics``: filled whether or not a logger
         writes them, and holding the latest training step's values, also between
-        the ``log_every_n_steps`` writes (values are read from the device only when
-        asked for).
+        the ``log_every_n_steps`` writes and during a validation inside fit (values
+        are read from the device only when asked for).
         """
-        if self._context in (TRAIN_STEP, TRAIN_EPOCH):
+        if self._context in (TRAIN_STEP, TRAIN_EPOCH, EVAL, EVAL_EPOCH):
             self._keep_step_values(sync=False)
         if self._unread:
             floats = to_floats(dict(self._unread), set(self._unread))
