@@ -159,6 +159,23 @@ def test_logged_metrics_hold_the_latest_training_step_during_validation() -> Non
     assert seen == [5.5, 15.5]  # each epoch's last batch: the numbers 4..7
 
 
+def test_a_validation_progress_bar_value_stays_until_logged_again() -> None:
+    # As Lightning's: the next validation's callbacks still see the last one's value.
+    seen: list[float | None] = []
+
+    class Probe(trainkit.Callback):
+        def on_validation_epoch_end(self, trainer: Any, module: Any) -> None:
+            seen.append(trainer.progress_bar_metrics.get("ve"))
+
+    class EpochEndBar(Logs):
+        def on_validation_epoch_end(self) -> None:
+            self.log("ve", self.current_epoch + 0.5, prog_bar=True)
+
+    trainer = trainkit.Trainer(max_epochs=3, callbacks=[Probe()], **QUIET)
+    trainer.fit(EpochEndBar(val=lambda *args: None), numbers(), numbers())
+    assert seen == [None, 0.5, 1.5]  # callbacks run before the Module's hook
+
+
 # ----------------------------------------------------------- several loaders
 def _two_loader_val(module: trainkit.Module, x: torch.Tensor, batch_idx: int, idx: int) -> None:
     module.log("v", x.mean() + 100 * idx, on_step=True, on_epoch=True, prog_bar=True)

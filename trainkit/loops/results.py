@@ -513,6 +513,10 @@ class Results:
             epoch: the current epoch.
         """
         keys = display_names(self.eval, prog_bar=None, logger=True)
+        # Its progress-bar values stay on the bar until logged again (the next
+        # validation's included), as Lightning's do.
+        shown = display_names(self.eval, prog_bar=True, logger=None)
+        self._bar_names |= shown & set(self.epoch_metrics)
         self.write(self.epoch_metrics, keys, step, epoch)
 
     # ------------------------------------------------------------------ read
