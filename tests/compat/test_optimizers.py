@@ -89,6 +89,18 @@ def test_optimizers_are_instances_of_the_wrapped_optimizer_class() -> None:
     assert model.seen["defaults"] is inner.defaults
 
 
+def test_use_pl_optimizer_false_gives_the_torch_optimizers() -> None:
+    class Raw(TwoNets):
+        def training_step(self, batch: Any, batch_idx: int) -> None:
+            self.seen["raw"] = self.optimizers(use_pl_optimizer=False)
+            super().training_step(batch, batch_idx)
+
+    model = Raw()
+    trainer = fit(model)
+    assert model.seen["raw"] == trainer.optimizers
+    assert [type(opt) for opt in model.seen["raw"]] == [torch.optim.SGD, torch.optim.SGD]
+
+
 def test_the_wrapper_reaches_the_wrapped_optimizers_state_dict() -> None:
     layer = torch.nn.Linear(2, 1)
     adam = torch.optim.Adam(layer.parameters(), lr=0.01)

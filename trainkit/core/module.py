@@ -590,15 +590,23 @@ class Module(DataHooks, HyperparametersMixin, ModuleHooks, nn.Module):
         return runner(*args)
 
     # ---------------------------------------------------- manual optimization
-    def optimizers(self) -> Any:
+    def optimizers(self, use_pl_optimizer: bool = True) -> Any:
         """The optimizer (or list of them), for manual optimization.
 
         Each is a :class:`~trainkit.core.optim.ManagedOptimizer`: its ``step()`` runs the
         Trainer's step (mixed precision's unscale and scaler, ``on_before_optimizer_step``,
         gradient clipping) like automatic optimization does.
+
+        Args:
+            use_pl_optimizer: False: the torch optimizers themselves, whose ``step()`` is
+                the optimizer's own, as Lightning's argument of this name gives them.
         """
-        managed = self.trainer.optimization.managed_optimizers
-        return managed[0] if len(managed) == 1 else managed
+        found = (
+            self.trainer.optimization.managed_optimizers
+            if use_pl_optimizer
+            else self.trainer.optimizers
+        )
+        return found[0] if len(found) == 1 else found
 
     def lr_schedulers(self) -> Any:
         """The LR scheduler (or list of them, or None), for manual optimization."""
