@@ -29,6 +29,9 @@ def test_state_during_and_after_fit() -> None:
         def on_train_start(self) -> None:
             t = self.trainer
             seen["train"] = (t.state.fn, t.state.stage, t.state.status, t.training, t.validating)
+            # Lightning's enums, not only equal strings: code reads .value and prints them.
+            seen["values"] = (t.state.fn.value, t.state.stage.value, t.state.status.value)
+            seen["printed"] = f"{t.state.fn} {t.state.stage} {t.state.status}"
 
         def on_validation_start(self) -> None:
             t = self.trainer
@@ -37,7 +40,10 @@ def test_state_during_and_after_fit() -> None:
     trainer = trainkit.Trainer(max_epochs=1, **QUIET)
     fit_quietly(trainer, Probe())
     assert seen["train"] == ("fit", "train", "running", True, False)
+    assert seen["values"] == ("fit", "train", "running")
+    assert seen["printed"] == "TrainerFn.FITTING RunningStage.TRAINING TrainerStatus.RUNNING"
     assert seen["val"] == ("sanity_check", True, False, False)
+    assert seen["val"][0] is RunningStage.SANITY_CHECKING
     assert trainer.state.fn == TrainerFn.FITTING and trainer.state.stage is None
     assert trainer.state.status == TrainerStatus.FINISHED and trainer.state.finished
     assert not trainer.interrupted and not trainer.training
@@ -49,6 +55,7 @@ def test_state_after_validate_test_predict() -> None:
     model = Classifier()
     trainer.validate(model, loader(blobs(32), 16), verbose=False)
     assert (trainer.state.fn, trainer.state.stage) == ("validate", None)
+    assert trainer.state.fn is TrainerFn.VALIDATING
     trainer.test(model, loader(blobs(32), 16), verbose=False)
     assert trainer.state.fn == "test"
     trainer.predict(model, loader(blobs(32), 16))
@@ -63,7 +70,7 @@ def test_an_exception_leaves_the_trainer_interrupted() -> None:
     trainer = trainkit.Trainer(max_epochs=1, **QUIET)
     with pytest.raises(RuntimeError, match="boom"):
         fit_quietly(trainer, Broken())
-    assert trainer.interrupted and trainer.state.status == "interrupted"
+    assert trainer.interrupted and trainer.state.status is TrainerStatus.INTERRUPTED
 
 
 # ------------------------------------------------------------ properties

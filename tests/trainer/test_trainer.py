@@ -328,7 +328,7 @@ def test_evaluation_runs_without_gradients_and_restores_train_modes() -> None:
             self.frozen_norm.eval()  # the user froze it: trainkit must leave it in eval
 
         def validation_step(self, batch: Any, batch_idx: int) -> None:
-            stage = self.trainer.state.fn
+            stage = self.trainer.state.fn.value  # "fit" or "validate"
             seen[f"inference in {stage}"] = torch.is_inference_mode_enabled()
             seen[f"grad in {stage}"] = torch.is_grad_enabled()
             seen["training"] = self.training

@@ -21,10 +21,11 @@ from trainkit.core.steps import fit_step_arguments
 from trainkit.loops.results import Results
 from trainkit.loops.run import Run
 from trainkit.loops.schedule import sanity_batches
+from trainkit.loops.state import RunningStage
 from trainkit.utilities.seed import isolated_rng
 
 #: The stage (``RunState.stage``) each evaluation runs as.
-_STAGES = {"validation": "validate", "test": "test"}
+_STAGES = {"validation": RunningStage.VALIDATING, "test": RunningStage.TESTING}
 
 
 def run_sanity_check(run: Run, loaders: list[Iterable[Any]], limit: int) -> None:
@@ -40,14 +41,14 @@ def run_sanity_check(run: Run, loaders: list[Iterable[Any]], limit: int) -> None
     state = run.state
     full = state.num_val_batches
     state.num_val_batches = sanity_batches(full, limit)
-    state.stage = "sanity_check"
+    state.stage = RunningStage.SANITY_CHECKING
     try:
         run.hooks.call("on_sanity_check_start")
         with isolated_rng():
             run_evaluation(run, loaders, state.num_val_batches, "validation")
         run.hooks.call("on_sanity_check_end")
     finally:
-        state.stage = "train"
+        state.stage = RunningStage.TRAINING
         state.num_val_batches = full
         run.results.eval.reset()
 
@@ -194,7 +195,7 @@ def run_predict(
     step = run.hooks.profiled(f"[Strategy]{type(run.strategy).__name__}.predict_step", step)
     modes = {sub: sub.training for sub in run.module.modules()}
     _set_mode(run, "on_predict_model_eval")
-    run.state.stage = "predict"
+    run.state.stage = RunningStage.PREDICTING
     results: list[list[Any]] = []
     try:
         _predict(run, loaders, totals, keep, step, results)

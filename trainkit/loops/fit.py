@@ -30,6 +30,7 @@ from trainkit.loops.schedule import (
     val_check_batches,
     validation_due,
 )
+from trainkit.loops.state import RunningStage
 from trainkit.loops.step import Optimization
 from trainkit.trainer.options import LoopOptions
 from trainkit.utilities.seed import isolated_rng
@@ -119,7 +120,7 @@ def run_fit(run: Run, fit: Fit) -> None:
         run_sanity_check(run, fit.val_loaders, options.num_sanity_val_steps)
     if state.num_training_batches == 0:
         return  # limit_train_batches=0: no training, and no epoch passes
-    state.stage = "train"
+    state.stage = RunningStage.TRAINING
     if not run.module.training:
         # Leave submodules the user put in eval mode (a frozen BatchNorm) alone;
         # only a model entirely in eval mode is switched to training.

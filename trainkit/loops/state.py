@@ -77,7 +77,7 @@ class RunState:
     #: What runs now: "train", "sanity_check", "validate", "test" or "predict".
     stage: str | None = _status(None)
     #: "initializing", "running", "finished" or "interrupted" (ended by an error or Ctrl-C).
-    status: str = _status("initializing")
+    status: str = _status(TrainerStatus.INITIALIZING)
     #: True after fit stopped for a preemption signal (a checkpoint was saved first).
     preempted: bool = _status(False)
     #: Set in on_fit_start by a tuner that changed the batch size: fit builds the

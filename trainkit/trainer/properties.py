@@ -30,6 +30,7 @@ from trainkit.callbacks.slots import clip_settings
 from trainkit.checkpoint.callback_state import callback_state, load_callback_state
 from trainkit.launch.outcome import RankZeroReport
 from trainkit.loops.schedule import batches_between_checks, sanity_batches
+from trainkit.loops.state import TrainerStatus
 from trainkit.trainer import lightning_parts
 from trainkit.trainer.accelerators import Accelerator, accelerator_for
 from trainkit.trainer.fit_loop import FitLoop
@@ -135,7 +136,8 @@ class TrainerViews:
         # Make the caller's module and Trainer look as if the run had happened here.
         module.load_state_dict(report.module_state)
         self.state.load_state_dict(report.run_state)
-        self.state.preempted, self.state.status = report.preempted, report.status
+        self.state.preempted = report.preempted
+        self.state.status = TrainerStatus(report.status)
         self.state.fit_ended = report.fit_ended
         self.preemption.stopped_by = report.stop_signal
         self.results.adopt(report.callback_metrics, report.logged_metrics)

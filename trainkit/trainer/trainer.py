@@ -41,7 +41,7 @@ from trainkit.loops.fit import Fit, run_fit
 from trainkit.loops.hooks import Hooks, batch_transfer, overrides, prepare_data
 from trainkit.loops.results import Results
 from trainkit.loops.run import Run
-from trainkit.loops.state import RunState
+from trainkit.loops.state import RunState, TrainerFn, TrainerStatus
 from trainkit.loops.step import Optimization
 from trainkit.profilers import Profiler, build_profiler, is_active
 from trainkit.strategies import Strategy, build_strategy, plan_devices
@@ -356,7 +356,7 @@ class Trainer(TrainerCheckpoints):
                 "Subclass trainkit.Module (it is a torch.nn.Module)."
             )
         state = self.state
-        state.fn, state.stage, state.status = fn, None, "running"
+        state.fn, state.stage, state.status = TrainerFn(fn), None, TrainerStatus.RUNNING
         state.should_stop = False
         self._module = model
         model.trainer = self
@@ -415,10 +415,11 @@ class Trainer(TrainerCheckpoints):
             )
             with torch.autograd.set_detect_anomaly(self.hardware.detect_anomaly):
                 result = body(run)
-            state.status = "interrupted" if self.preemption.interrupted else "finished"
+            interrupted = self.preemption.interrupted
+            state.status = TrainerStatus.INTERRUPTED if interrupted else TrainerStatus.FINISHED
             return result
         except BaseException as exception:
-            state.status = "interrupted"
+            state.status = TrainerStatus.INTERRUPTED
             ending = "interrupted" if isinstance(exception, KeyboardInterrupt) else "failed"
             if (explained := self.strategy.describe_failure(exception)) is not None:
                 print(explained, file=sys.stderr, flush=True)
