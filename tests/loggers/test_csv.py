@@ -29,7 +29,7 @@ def test_rows_and_columns(tmp_path: Path) -> None:
     logger.save()
 
     columns, rows = _read(logger)
-    assert columns == ["step", "loss", "acc"]
+    assert columns == ["acc", "loss", "step"]  # alphabetical, as Lightning writes them
     assert rows == [
         {"step": "0", "loss": "1.0", "acc": "0.5"},
         {"step": "10", "loss": "0.5", "acc": "0.75"},
@@ -53,7 +53,7 @@ def test_new_metric_widens_header_and_keeps_old_rows(tmp_path: Path) -> None:
     logger.save()
 
     columns, rows = _read(logger)
-    assert columns == ["step", "loss", "val_acc"]
+    assert columns == ["loss", "step", "val_acc"]
     assert rows == [
         {"step": "0", "loss": "1.0", "val_acc": ""},
         {"step": "1", "loss": "0.5", "val_acc": "0.9"},
@@ -84,11 +84,27 @@ def test_resumed_run_appends_to_existing_file(tmp_path: Path) -> None:
     resumed.finalize("success")
 
     columns, rows = _read(resumed)
-    assert columns == ["step", "loss", "lr"]
+    assert columns == ["loss", "lr", "step"]
     assert [(row["step"], row["loss"], row["lr"]) for row in rows] == [
         ("0", "1.0", ""),
         ("1", "0.5", "0.1"),
     ]
+
+
+def test_a_file_in_first_use_column_order_is_rewritten_in_alphabetical_order(
+    tmp_path: Path,
+) -> None:
+    # As an older trainkit wrote it: step first, then the metrics as they came.
+    folder = tmp_path / "logs" / "version_0"
+    folder.mkdir(parents=True)
+    (folder / "metrics.csv").write_text("step,loss,acc\n0,1.0,0.5\n")
+    resumed = CSVLogger(tmp_path, version=0)
+    resumed.log_metrics({"loss": 0.5, "acc": 0.75}, step=1)
+    resumed.finalize("success")
+    assert _read(resumed) == (
+        ["acc", "loss", "step"],
+        [{"acc": "0.5", "loss": "1.0", "step": "0"}, {"acc": "0.75", "loss": "0.5", "step": "1"}],
+    )
 
 
 def test_versions_and_existing_folder(tmp_path: Path) -> None:
@@ -115,7 +131,7 @@ def test_prefix_goes_in_front_of_every_metric_name(tmp_path: Path) -> None:
     logger.log_metrics({"loss": 1.0, "epoch": 0}, step=0)
     logger.save()
     assert _read(logger) == (
-        ["step", "train-loss", "train-epoch"],
+        ["step", "train-epoch", "train-loss"],
         [{"step": "0", "train-loss": "1.0", "train-epoch": "0.0"}],
     )
 
@@ -169,7 +185,7 @@ def test_a_writer_of_its_own_continues_a_file_and_keeps_every_hyperparameter(
     assert not folder.exists()  # nothing is made before the first write
     writer.log_metrics({"loss": torch.tensor(0.5)}, step=3)  # a tensor is written as a number
     writer.log_metrics({"acc": 0.75})
-    assert writer.metrics_keys == ["step", "loss", "acc"]
+    assert writer.metrics_keys == ["acc", "loss", "step"]
     writer.save()
     writer.log_hparams({"lr": 0.1})
     writer.log_hparams({"layers": {"hidden": 32}})  # added to, not replacing, the first

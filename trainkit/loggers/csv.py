@@ -151,11 +151,12 @@ class ExperimentWriter:
 
     @property
     def metrics_keys(self) -> list[str]:
-        """The file's columns once the rows kept are written: ``step``, then by first use."""
-        columns = list(self._on_disk()) or ["step"]
+        """The file's columns once the rows kept are written, in alphabetical order (as
+        Lightning's): those on disk, ``step``, and every name of the rows kept."""
+        columns = {"step", *self._on_disk()}
         for row in self.metrics:
-            columns.extend(key for key in row if key not in columns)
-        return columns
+            columns.update(row)
+        return sorted(columns)
 
     def log_metrics(self, metrics_dict: Mapping[str, Any], step: int | None = None) -> None:
         """Keep one row (tensors as numbers).
