@@ -12,6 +12,7 @@ import importlib
 import importlib.util
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -310,3 +311,19 @@ def test_subpackages_are_reached_as_attributes_as_after_importing_lightning() ->
         "        raise AssertionError(path)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_a_submodule_that_cannot_load_is_an_attribute_error_saying_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trainkit.lightning._missing import submodule_or_missing
+
+    package = tmp_path / "porting_probe"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "needs_extra.py").write_text("raise ImportError('pip install the-extra')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(AttributeError, match="needs_extra cannot be loaded: pip install the-extra"):
+        submodule_or_missing("porting_probe", "needs_extra", [])
+    with pytest.raises(AttributeError, match="does not provide Lightning's absent"):
+        submodule_or_missing("porting_probe", "absent", [])

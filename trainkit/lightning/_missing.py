@@ -36,7 +36,8 @@ def submodule_or_missing(package: str, name: str, known: list[str]) -> ModuleTyp
         known: the names the package has.
 
     Raises:
-        AttributeError: ``package`` has no submodule ``name`` (see :func:`missing`).
+        AttributeError: ``package`` has no submodule ``name`` (see :func:`missing`), or
+            importing it failed for want of an extra (the import error says which).
     """
     if not name.startswith("__"):
         try:
@@ -44,5 +45,9 @@ def submodule_or_missing(package: str, name: str, known: list[str]) -> ModuleTyp
         except (ImportError, ValueError):
             found = False
         if found:
-            return importlib.import_module(f"{package}.{name}")
+            try:
+                return importlib.import_module(f"{package}.{name}")
+            except ImportError as error:  # an extra it needs is not installed
+                # An AttributeError still (hasattr() probes catch no other), saying why.
+                raise AttributeError(f"{package}.{name} cannot be loaded: {error}") from error
     raise missing(package, name, known)
