@@ -88,6 +88,12 @@ def test_the_precision_plugin_stands_for_the_precision_option(
     assert type(trainer.strategy.precision_plugin) is type(found)
 
 
+def test_under_fsdp_the_precision_plugin_is_fsdps() -> None:
+    trainer = L.Trainer(strategy="fsdp", devices=1, precision="bf16-mixed", **QUIET)
+    assert type(trainer.precision_plugin) is L.plugins.FSDPPrecision
+    assert trainer.precision_plugin.precision == "bf16-mixed"
+
+
 def test_a_float16_runs_plugin_holds_the_runs_scaler() -> None:
     module = Net()
     L.Trainer(max_epochs=1, precision="16-mixed", **QUIET).fit(module, _loader())
