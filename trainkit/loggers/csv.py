@@ -115,10 +115,10 @@ class ExperimentWriter:
 
     What ``CSVLogger.experiment`` returns, under Lightning's name, and usable alone.
     Rows are kept until :meth:`save`, which appends them to ``metrics.csv``: a
-    file already there (a resumed run's) is continued, never replaced, and its
-    columns come first; a column first seen later widens the file, rewritten
-    atomically. ``hparams.yaml`` is written at each :meth:`log_hparams`. Nothing
-    is created before the first write.
+    file already there (a resumed run's) is continued, never replaced; the columns
+    are in alphabetical order, as Lightning writes them, and a column first seen
+    later widens the file, rewritten atomically. ``hparams.yaml`` is written at
+    each :meth:`log_hparams`. Nothing is created before the first write.
 
     Args:
         log_dir: the run's folder.
@@ -129,7 +129,7 @@ class ExperimentWriter:
         >>> writer.log_metrics({"loss": 0.5}, step=0)
         >>> writer.save()
         >>> open(writer.metrics_file_path).read().splitlines()
-        ['step,loss', '0,0.5']
+        ['loss,step', '0.5,0']
     """
 
     #: The metrics file's name.
