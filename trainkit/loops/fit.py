@@ -127,7 +127,7 @@ def run_fit(run: Run, fit: Fit) -> None:
         run.model.train()
     run.results.enter_training_start()
     run.hooks.call("on_train_start")
-    run.results.end_training_start(step=state.global_step, epoch=state.epoch)
+    run.results.end_training_start()
     fit.deadline = time.monotonic() + options.max_time_seconds
     if (state.epoch or state.global_step) and limits_reached(
         state.epoch, state.global_step, fit.options
@@ -192,6 +192,8 @@ def _train_epoch(run: Run, fit: Fit) -> None:
         outputs = step(batch, batch_idx, is_last)
         if on_batch_end is not None:
             on_batch_end(outputs, batch, batch_idx)
+        if optimization.pending_log_step is not None:  # with what the batch-end hooks logged
+            optimization.write_pending_log()
         results.enter_training_epoch()
         state.batch_idx = batch_idx + 1
         if deadline != math.inf and vote is None and time.monotonic() >= deadline:

@@ -122,6 +122,8 @@ class Results:
         # The latest value of each name meant for the loggers (logger=True), by
         # name: written or not (no logger, not rank 0), read as logged_metrics.
         self._logged: dict[str, torch.Tensor] = {}
+        # What on_train_start logged for the loggers, written with the first epoch's end.
+        self._start_pending: dict[str, Any] = {}
         self._unread: dict[str, Number] = {}
         # Epoch-level prog_bar names of earlier epochs of this run: the bar keeps
         # showing them (as Lightning's progress_bar_metrics do).
@@ -216,6 +218,7 @@ class Results:
         self.eval.reset()
         self.epoch_metrics = {}
         self._logged, self._unread = {}, {}
+        self._start_pending = {}
         self._bar_names = set()
         self.last_loss = None
 
@@ -225,20 +228,33 @@ class Results:
         self._batch = None
         self._start.reset()
 
-    def end_training_start(self, step: int, epoch: int) -> None:
-        """Keep what ``on_train_start`` logged for callbacks and write it to the loggers.
+    def end_training_start(self) -> None:
+        """Keep what ``on_train_start`` logged for callbacks, and for the loggers.
 
-        Args:
-            step: the global step to write it at.
-            epoch: the current epoch.
+        The loggers get it with the first training epoch's values, where Lightning
+        writes a value ``on_train_start`` logs (an epoch value): see
+        :meth:`end_training_epoch` and :meth:`write_pending_start`.
         """
         self._context = CLOSED
         values = self._start.epoch_values()  # every process: it may reduce sync_dist values
         if self._start.entries:
             self.update_epoch_metrics(values)
             self._bar_names |= display_names(self._start, prog_bar=True, logger=None)
-            self.write(values, display_names(self._start, prog_bar=None, logger=True), step, epoch)
+            keys = display_names(self._start, prog_bar=None, logger=True)
+            self._start_pending = {name: values[name] for name in keys if name in values}
+            self._unread.update(self._start_pending)  # in logged_metrics from now on
         self._start.reset_computed_metrics()
+
+    def write_pending_start(self, step: int, epoch: int) -> None:
+        """Write what ``on_train_start`` logged if no epoch's end has (a fit stopped first).
+
+        Args:
+            step: the global step to write it at.
+            epoch: the current epoch.
+        """
+        pending, self._start_pending = self._start_pending, {}
+        if pending:
+            self.write(pending, set(pending), step, epoch)
 
     def enter_evaluation(self, dataloader_idx: int | None = None, batch: Any = None) -> None:
         """``self.log`` now logs per epoch into the evaluation store.
@@ -503,7 +519,9 @@ class Results:
         values = self.train.epoch_values()
         self.update_epoch_metrics(values)
         self._bar_names |= display_names(self.train, prog_bar=True, logger=None) & set(values)
-        self.write(values, display_names(self.train, prog_bar=None, logger=True), step, epoch)
+        keys = display_names(self.train, prog_bar=None, logger=True)
+        pending, self._start_pending = self._start_pending, {}  # on_train_start's, if any
+        self.write({**pending, **values}, keys | set(pending), step, epoch)
 
     def write_evaluation(self, step: int, epoch: int) -> None:
         """Write the last evaluation run's epoch results to the loggers.

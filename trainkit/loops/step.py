@@ -107,6 +107,9 @@ class Optimization:
             run.module.lr_scheduler_step if overrides(run.module, "lr_scheduler_step") else None
         )
         self._log_every = log_every_n_steps
+        #: The global step whose values are due to the loggers (None: none), written by
+        #: :meth:`write_pending_log` once the batch-end hooks have run.
+        self.pending_log_step: int | None = None
         self._warn = warn
         self._skip_announced = False
         self._unsynced_warned: set[str] = set()
@@ -372,13 +375,23 @@ class Optimization:
         return loss, loss
 
     def _after_step(self, steps_done: int) -> None:
-        # Step-interval LR schedulers, and step metrics to the loggers every n steps
-        # (written at the step the values were logged in).
+        # Step-interval LR schedulers, and step metrics due to the loggers every n
+        # steps (at the step the values were logged in; written after the batch-end hooks).
         for config in self._schedulers:
             if config.interval == "step" and steps_done % config.frequency == 0:
                 self._step_scheduler(config)
         if self._log_every and steps_done % self._log_every == 0:
-            self.run.results.write_step(steps_done - 1, self.run.state.epoch)
+            self.pending_log_step = steps_done - 1
+
+    def write_pending_log(self) -> None:
+        """Write the step values due to the loggers (:attr:`pending_log_step`).
+
+        The fit loop calls this after ``on_train_batch_end``, so that what the
+        batch-end hooks log goes into the same write, as in Lightning.
+        """
+        step, self.pending_log_step = self.pending_log_step, None
+        if step is not None:
+            self.run.results.write_step(step, self.run.state.epoch)
 
     def end_epoch(self, epoch: int) -> None:
         """Step the epoch-interval LR schedulers due after ``epoch`` (automatic optimization).
@@ -428,7 +441,7 @@ class Optimization:
             outputs = self._training_step(batch, batch_idx)
         stepped = state.global_step != before
         if stepped and self._log_every and state.global_step % self._log_every == 0:
-            run.results.write_step(before, state.epoch)
+            self.pending_log_step = before
         return outputs
 
     def _module_clipping(self, optimizer: torch.optim.Optimizer, module: Any) -> None:

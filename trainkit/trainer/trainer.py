@@ -526,6 +526,7 @@ class Trainer(TrainerCheckpoints):
             reload=load_dataloaders if options.reload_dataloaders_every_n_epochs else None,
         )
         run_fit(run, fit)
+        run.results.write_pending_start(max(state.global_step - 1, 0), state.epoch)  # no epoch end
         self.strategy.on_fit_end()
         run.hooks.call("on_fit_end")
         state.fit_ended = not state.preempted  # a later fit continues from here
