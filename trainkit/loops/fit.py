@@ -175,7 +175,7 @@ def _train_epoch(run: Run, fit: Fit) -> None:
     # A resumed epoch counts the batches it skips as run.
     state.epoch_first_batch, state.epoch_phase = state.batches_seen - state.batch_idx, 1
     hooks.call("on_train_epoch_start")
-    optimization.start_epoch(state.epoch, total)
+    optimization.start_epoch(state.epoch, total, batch_end_hooks=on_batch_end is not None)
     step = hooks.profiled("run_training_batch", optimization.batch_step())
     epoch, state.epoch_start_rng = epoch_batches(
         loader, total, state.batch_idx, state.epoch_start_rng
@@ -192,8 +192,8 @@ def _train_epoch(run: Run, fit: Fit) -> None:
         outputs = step(batch, batch_idx, is_last)
         if on_batch_end is not None:
             on_batch_end(outputs, batch, batch_idx)
-        if optimization.pending_log_step is not None:  # with what the batch-end hooks logged
-            optimization.write_pending_log()
+            if optimization.pending_log_step is not None:  # with what the hooks logged
+                optimization.write_pending_log()
         results.enter_training_epoch()
         state.batch_idx = batch_idx + 1
         if deadline != math.inf and vote is None and time.monotonic() >= deadline:

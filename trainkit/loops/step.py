@@ -110,6 +110,7 @@ class Optimization:
         #: The global step whose values are due to the loggers (None: none), written by
         #: :meth:`write_pending_log` once the batch-end hooks have run.
         self.pending_log_step: int | None = None
+        self._defer_log = False
         self._warn = warn
         self._skip_announced = False
         self._unsynced_warned: set[str] = set()
@@ -207,13 +208,17 @@ class Optimization:
     def close(self) -> None:
         """The end of the run: nothing is held (manual steps are counted by call)."""
 
-    def start_epoch(self, epoch: int, batches: float) -> None:
+    def start_epoch(self, epoch: int, batches: float, batch_end_hooks: bool = False) -> None:
         """Fix the accumulation window for ``epoch``.
 
         Args:
             epoch: the epoch, counted from 0.
             batches: batches in the epoch (``inf`` when unknown).
+            batch_end_hooks: whether ``on_train_batch_end`` hooks run after each step:
+                then a step's values wait for them (:meth:`write_pending_log`), so
+                that what they log is written with them; else they are written at once.
         """
+        self._defer_log = batch_end_hooks
         accumulation = self._accumulation
         self._window = accumulation.batches_for_epoch(epoch) if accumulation is not None else 1
         self._batches = batches
@@ -381,7 +386,13 @@ class Optimization:
             if config.interval == "step" and steps_done % config.frequency == 0:
                 self._step_scheduler(config)
         if self._log_every and steps_done % self._log_every == 0:
-            self.pending_log_step = steps_done - 1
+            self._log_due(steps_done - 1)
+
+    def _log_due(self, step: int) -> None:
+        if self._defer_log:
+            self.pending_log_step = step
+        else:
+            self.run.results.write_step(step, self.run.state.epoch)
 
     def write_pending_log(self) -> None:
         """Write the step values due to the loggers (:attr:`pending_log_step`).
@@ -441,7 +452,7 @@ class Optimization:
             outputs = self._training_step(batch, batch_idx)
         stepped = state.global_step != before
         if stepped and self._log_every and state.global_step % self._log_every == 0:
-            self.pending_log_step = before
+            self._log_due(before)
         return outputs
 
     def _module_clipping(self, optimizer: torch.optim.Optimizer, module: Any) -> None:
