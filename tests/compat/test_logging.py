@@ -657,65 +657,53 @@ def test_on_step_false_and_on_epoch_false_is_an_error() -> None:
         trainkit.Trainer(max_epochs=1, **QUIET).fit(Logs(train=train), numbers())
 
 
+class Recorder(trainkit.loggers.CSVLogger):
+    """A logger that keeps every ``log_metrics`` call as ``(metrics, step)``."""
+
+    def __init__(self, root: Any) -> None:
+        super().__init__(root)
+        self.calls: list[tuple[dict[str, float], int]] = []
+
+    def log_metrics(self, metrics: Any, step: int) -> None:  # type: ignore[override]
+        self.calls.append((dict(metrics), step))
+
+
+class StartLogs(Logs):
+    def on_train_start(self) -> None:
+        self.log("foo", 123)
+
+
 def test_values_logged_in_on_train_start_are_written_once(tmp_path: Any) -> None:
-    from trainkit.loggers import CSVLogger
-
-    calls: list[tuple[dict[str, float], int]] = []
-
-    class Recorder(CSVLogger):
-        def log_metrics(self, metrics: Any, step: int) -> None:
-            calls.append((dict(metrics), step))
-
-    class StartLogs(Logs):
-        def on_train_start(self) -> None:
-            self.log("foo", 123)
-
-    trainer = trainkit.Trainer(max_epochs=2, **{**QUIET, "logger": Recorder(tmp_path)})
+    recorder = Recorder(tmp_path)
+    trainer = trainkit.Trainer(max_epochs=2, **{**QUIET, "logger": recorder})
     trainer.fit(StartLogs(), numbers(4))
-    assert calls == [({"foo": 123.0, "epoch": 0.0}, 0)]
+    assert recorder.calls == [({"foo": 123.0, "epoch": 0.0}, 0)]
 
 
 def test_on_train_start_values_are_written_with_the_first_epochs_values(tmp_path: Any) -> None:
     # As Lightning writes them: an epoch value, in the first training epoch's row.
-    from trainkit.loggers import CSVLogger
-
-    calls: list[tuple[dict[str, float], int]] = []
-
-    class Recorder(CSVLogger):
-        def log_metrics(self, metrics: Any, step: int) -> None:
-            calls.append((dict(metrics), step))
-
-    class StartLogs(Logs):
-        def on_train_start(self) -> None:
-            self.log("foo", 123)
-
     def train(module: trainkit.Module, x: torch.Tensor, batch_idx: int) -> None:
         module.log("t", x.mean(), on_step=False, on_epoch=True)
 
-    trainer = trainkit.Trainer(max_epochs=2, **{**QUIET, "logger": Recorder(tmp_path)})
+    recorder = Recorder(tmp_path)
+    trainer = trainkit.Trainer(max_epochs=2, **{**QUIET, "logger": recorder})
     trainer.fit(StartLogs(train=train), numbers())
-    assert calls == [({"foo": 123.0, "t": 3.5, "epoch": 0}, 1), ({"t": 3.5, "epoch": 1}, 3)]
+    assert recorder.calls == [
+        ({"foo": 123.0, "t": 3.5, "epoch": 0}, 1),
+        ({"t": 3.5, "epoch": 1}, 3),
+    ]
 
 
 def test_values_logged_in_on_train_batch_end_go_with_that_steps_write(tmp_path: Any) -> None:
-    from trainkit.loggers import CSVLogger
-
-    calls: list[tuple[dict[str, float], int]] = []
-
-    class Recorder(CSVLogger):
-        def log_metrics(self, metrics: Any, step: int) -> None:
-            calls.append((dict(metrics), step))
-
     class BatchEndLogs(Logs):
         def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
             self.log("b", float(batch_idx))
 
-    options = {**QUIET, "logger": Recorder(tmp_path), "log_every_n_steps": 1}
+    recorder = Recorder(tmp_path)
+    options = {**QUIET, "logger": recorder, "log_every_n_steps": 1}
     trainkit.Trainer(max_epochs=1, **options).fit(BatchEndLogs(), numbers())
-    assert [(metrics["b"], step) for metrics, step in calls if "b" in metrics] == [
-        (0.0, 0),
-        (1.0, 1),
-    ]
+    written = [(metrics["b"], step) for metrics, step in recorder.calls if "b" in metrics]
+    assert written == [(0.0, 0), (1.0, 1)]
 
 
 def test_the_results_table_has_a_row_per_metric_and_a_column_per_dataloader() -> None:
