@@ -136,4 +136,5 @@ def test_two_processes_with_a_communication_hook_train_as_without_it() -> None:
             "parallel_devices": [cpu, cpu],
             "optimizers": [True],  # the run's one optimizer
             "gathered": (2, 1),
+            "device_ids": [0, 1],  # the machine's devices, on every rank
         }

@@ -112,6 +112,14 @@ def test_process_and_option_properties_on_one_device(tmp_path: Path) -> None:
     assert (quiet.barebones, quiet.enable_autolog_hparams) == (True, False)
 
 
+def test_the_process_counts_read_as_planned_before_the_processes_start() -> None:
+    # As Lightning's: the Trainer that will start 3 processes says so before it has.
+    trainer = trainkit.Trainer(strategy="ddp_spawn", devices=3, **QUIET)
+    assert (trainer.world_size, trainer.num_devices, trainer.device_ids) == (3, 3, [0, 1, 2])
+    assert trainer.strategy.num_processes == 3
+    assert (trainer.global_rank, trainer.local_rank, trainer.is_global_zero) == (0, 0, True)
+
+
 def test_callback_properties(tmp_path: Path) -> None:
     stop = EarlyStopping(monitor="val/loss")
     best = ModelCheckpoint(dirpath=tmp_path, monitor="val/loss", save_last=True)

@@ -430,6 +430,7 @@ def train_with_lightnings_ddp_strategy(hooked: bool) -> dict[str, Any]:
                 a is b for a, b in zip(strategy.optimizers, trainer.optimizers, strict=True)
             ],
             "gathered": tuple(strategy.all_gather(torch.tensor([1.0])).shape),
+            "device_ids": trainer.device_ids,
         },
     }
 

@@ -126,6 +126,8 @@ class Launcher(ABC):
 
     #: This process's place in the job when it runs as a rank itself (None: it does not).
     environment: ClusterEnvironment | None = None
+    #: The processes it runs on this machine.
+    num_processes: int = 1
 
     @abstractmethod
     def launch(

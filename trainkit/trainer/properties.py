@@ -371,8 +371,12 @@ class TrainerViews:
 
     @property
     def world_size(self) -> int:
-        """The number of processes in the job."""
-        return self.strategy.world_size
+        """The number of processes in the job (also in the process that starts them, before
+        it has, as in Lightning: what the launcher will start, on every machine)."""
+        size = self.strategy.world_size
+        if size == 1 and self.launcher is not None:
+            return self.launcher.num_processes * self.hardware.num_nodes
+        return size
 
     @property
     def num_nodes(self) -> int:
@@ -382,13 +386,17 @@ class TrainerViews:
     @property
     def num_devices(self) -> int:
         """Devices each machine runs on."""
-        return max(1, self.strategy.world_size // self.hardware.num_nodes)
+        return max(1, self.world_size // self.hardware.num_nodes)
 
     @property
     def device_ids(self) -> list[int]:
-        """This process's device indices (``[local_rank]`` for a process per device)."""
-        device = self.strategy.root_device
-        return [device.index if device.index is not None else self.strategy.local_rank]
+        """The indices of this machine's devices, as in Lightning: ``[0, ..., n - 1]`` for a
+        process per device (each process runs on its local rank's), else the one in use."""
+        devices = self.num_devices
+        if devices > 1:
+            return list(range(devices))
+        index = self.strategy.root_device.index
+        return [index if index is not None else 0]
 
     @property
     def is_global_zero(self) -> bool:
