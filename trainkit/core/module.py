@@ -24,6 +24,7 @@ from trainkit.core.hooks import DataHooks, ModuleHooks
 from trainkit.core.hyperparameters import AttributeDict, HyperparametersMixin
 from trainkit.core.loading import ModuleT
 from trainkit.core.log_arguments import check_log_options, dict_entries
+from trainkit.core.optim import clip_optimizer_gradients
 from trainkit.core.steps import fit_step_arguments, loss_from_output
 
 if TYPE_CHECKING:
@@ -694,16 +695,7 @@ class Module(DataHooks, HyperparametersMixin, ModuleHooks, nn.Module):
             gradient_clip_algorithm = trainer.gradient_clip_algorithm if trainer else "norm"
         if gradient_clip_val is None or gradient_clip_val == 0:
             return
-        inner = getattr(optimizer, "optimizer", optimizer)
-        params = [p for group in inner.param_groups for p in group["params"]]
-        if gradient_clip_algorithm == "norm":
-            torch.nn.utils.clip_grad_norm_(params, gradient_clip_val)
-        elif gradient_clip_algorithm == "value":
-            torch.nn.utils.clip_grad_value_(params, gradient_clip_val)
-        else:
-            raise ValueError(
-                f"gradient_clip_algorithm={gradient_clip_algorithm!r} must be 'norm' or 'value'."
-            )
+        clip_optimizer_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
     def configure_gradient_clipping(
         self,

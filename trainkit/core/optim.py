@@ -498,6 +498,27 @@ class ManagedOptimizer(torch.optim.Optimizer):
         return f"{type(self).__name__}({self._optimizer!r})"
 
 
+def clip_optimizer_gradients(optimizer: Any, clip_val: float, algorithm: str) -> None:
+    """Clip the gradients of ``optimizer``'s parameters to ``clip_val``.
+
+    Args:
+        optimizer: a torch optimizer, or a wrapper of one (its ``optimizer``).
+        clip_val: the largest total norm ("norm") or absolute value ("value").
+        algorithm: "norm" or "value".
+
+    Raises:
+        ValueError: another algorithm.
+    """
+    inner = getattr(optimizer, "optimizer", optimizer)
+    params = [p for group in inner.param_groups for p in group["params"]]
+    if algorithm == "norm":
+        torch.nn.utils.clip_grad_norm_(params, clip_val)
+    elif algorithm == "value":
+        torch.nn.utils.clip_grad_value_(params, clip_val)
+    else:
+        raise ValueError(f"gradient_clip_algorithm={algorithm!r} must be 'norm' or 'value'.")
+
+
 def _unwrapped(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
     # Wrapping a wrapper wraps the optimizer inside it.
     return optimizer.optimizer if isinstance(optimizer, ManagedOptimizer) else optimizer

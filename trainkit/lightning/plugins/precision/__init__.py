@@ -22,6 +22,7 @@ from torch import nn
 
 from trainkit.callbacks.precision import MIXED_DTYPES
 from trainkit.core.batches import convert_floating
+from trainkit.core.optim import clip_optimizer_gradients
 from trainkit.lightning.plugins._base import Plugin
 from trainkit.trainer.options import canonical_precision
 from trainkit.utilities.tensor_init import TRUE_DTYPES, default_dtype
@@ -94,18 +95,8 @@ class Precision(Plugin):
             clip_val: the largest norm ("norm") or absolute value ("value").
             gradient_clip_algorithm: "norm" or "value".
         """
-        if clip_val <= 0:
-            return
-        inner = getattr(optimizer, "optimizer", optimizer)
-        parameters = [p for group in inner.param_groups for p in group["params"]]
-        if gradient_clip_algorithm == "value":
-            nn.utils.clip_grad_value_(parameters, clip_val)
-        elif gradient_clip_algorithm == "norm":
-            nn.utils.clip_grad_norm_(parameters, clip_val)
-        else:
-            raise ValueError(
-                f"gradient_clip_algorithm={gradient_clip_algorithm!r} must be 'norm' or 'value'."
-            )
+        if clip_val > 0:
+            clip_optimizer_gradients(optimizer, clip_val, gradient_clip_algorithm)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(precision={self.precision!r})"
