@@ -45,7 +45,7 @@ class RunParts(Protocol):
     @property
     def node_rank(self) -> int: ...
     @property
-    def num_devices(self) -> int: ...
+    def device_ids(self) -> list[int]: ...
 
 
 class LightningAttributes:
@@ -60,8 +60,6 @@ class LightningAttributes:
 
         @property
         def root_device(self) -> torch.device: ...
-        @property
-        def world_size(self) -> int: ...
         @property
         def is_global_zero(self) -> bool: ...
 
@@ -110,15 +108,19 @@ class LightningAttributes:
     @property
     def num_processes(self) -> int:
         """Processes on this machine: one per device."""
-        return self._parts.num_devices if self._parts is not None else 1
+        return len(self.parallel_devices)
 
     @property
     def parallel_devices(self) -> list[torch.device]:
-        """The devices of this machine's processes, in local-rank order."""
+        """The devices of this machine's processes, in local-rank order (the Trainer's
+        ``device_ids``; as many CPUs as processes on the CPU)."""
         device = self.root_device
-        if device.type == "cpu" or self.world_size == 1:
-            return [device] * self.num_processes
-        return [torch.device(device.type, index) for index in range(self.num_processes)]
+        if self._parts is None:
+            return [device]
+        indices = self._parts.device_ids
+        if device.type == "cpu":
+            return [device] * len(indices)
+        return [torch.device(device.type, index) for index in indices]
 
     def model_to_device(self) -> None:
         """Move :attr:`model` to :attr:`root_device` (set up already moves it)."""

@@ -88,5 +88,5 @@ class StrategyParts:
         return self._trainer.node_rank
 
     @property
-    def num_devices(self) -> int:
-        return self._trainer.num_devices
+    def device_ids(self) -> list[int]:
+        return self._trainer.device_ids
