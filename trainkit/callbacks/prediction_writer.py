@@ -114,7 +114,7 @@ class BasePredictionWriter(Callback):
     ) -> None:
         """Write the batch's prediction, or keep it for the end."""
         if self.interval.on_batch:
-            seen = _seen_batches(trainer, dataloader_idx)
+            seen = seen_batches(trainer, dataloader_idx)
             indices = seen[batch_idx] if seen is not None and batch_idx < len(seen) else None
             self.write_on_batch_end(
                 trainer, module, outputs, indices, batch, batch_idx, dataloader_idx
@@ -130,14 +130,21 @@ class BasePredictionWriter(Callback):
             predictions = per_loader[0] if len(per_loader) == 1 else per_loader
             indices = []
             for key, outputs in zip(keys, per_loader, strict=True):
-                seen = _seen_batches(trainer, key)
+                seen = seen_batches(trainer, key)
                 indices.append([] if seen is None else seen[: len(outputs)])
             self.write_on_epoch_end(trainer, module, predictions, indices)
         self._predictions = {}
 
 
-def _seen_batches(trainer: Trainer, dataloader_idx: int) -> list[list[int]] | None:
-    # The dataset indices of each batch the prediction loader gave (see RecordedBatches).
+def seen_batches(trainer: Trainer, dataloader_idx: int) -> list[list[int]] | None:
+    """The dataset indices of each batch a prediction dataloader gave (None: not known).
+
+    Known for a plain ``DataLoader`` over a map-style dataset (see ``RecordedBatches``).
+
+    Args:
+        trainer: the Trainer running ``predict``.
+        dataloader_idx: which prediction dataloader.
+    """
     loaders = getattr(trainer, "predict_dataloaders", None)
     loader = loaders[dataloader_idx] if isinstance(loaders, list) else loaders
     recorded = getattr(loader, "batch_sampler", None)

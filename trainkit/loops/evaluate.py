@@ -15,11 +15,12 @@ from typing import Any
 
 import torch
 
+from trainkit.core.batches import move_data_to_device
 from trainkit.core.data import batches
 from trainkit.core.module import overrides
 from trainkit.core.steps import fit_step_arguments
 from trainkit.loops.results import Results
-from trainkit.loops.run import Run
+from trainkit.loops.run import Predicting, Run
 from trainkit.loops.schedule import sanity_batches
 from trainkit.loops.state import RunningStage
 from trainkit.utilities.seed import isolated_rng
@@ -181,12 +182,16 @@ def run_predict(
 ) -> list[list[Any]]:
     """Run ``predict_step`` over every loader; return each loader's list of outputs.
 
+    Kept outputs are moved to the CPU, as Lightning keeps them, so that a long
+    prediction run does not fill the accelerator's memory; they are in
+    ``run.predicting`` while the run goes on (``trainer.predict_loop.predictions``).
+
     Args:
         run: the run's context.
         loaders: the prepared dataloaders.
         totals: batches to run from each loader.
         keep: keep the outputs (False: each is dropped once the hooks have seen it,
-            so memory stays flat; the lists come back empty).
+            so memory stays flat; nothing comes back).
     """
     step = run.strategy.step_function(run.model, "predict_step")
     several = len(loaders) > 1
@@ -196,39 +201,40 @@ def run_predict(
     modes = {sub: sub.training for sub in run.module.modules()}
     _set_mode(run, "on_predict_model_eval")
     run.state.stage = RunningStage.PREDICTING
-    results: list[list[Any]] = []
+    kept: list[list[Any]] = [[] for _ in loaders] if keep else []
+    predicting = run.predicting = Predicting(keep, kept)
     try:
-        _predict(run, loaders, totals, keep, step, results)
+        _predict(run, loaders, totals, step, predicting)
     finally:
         for sub, was_training in modes.items():  # each submodule back to its mode
             sub.training = was_training
-    return results
+    return predicting.kept
 
 
 def _predict(
     run: Run,
     loaders: list[Iterable[Any]],
     totals: list[float],
-    keep: bool,
     step: Callable[..., Any],
-    results: list[list[Any]],
+    predicting: Predicting,
 ) -> None:
     hooks, to_device, several = run.hooks, run.batch_to_device, len(loaders) > 1
+    keep, cpu = predicting.keep, torch.device("cpu")
     hooks.call("on_predict_start")
     hooks.call("on_predict_epoch_start")
     with _no_grad(run):
         for loader_idx, (loader, total) in enumerate(zip(loaders, totals, strict=True)):
             extra = (loader_idx,) if several else ()
-            outputs: list[Any] = []
+            outputs = predicting.kept[loader_idx] if keep else []
             for batch_idx, batch, _ in batches(loader, total):
+                predicting.position = (loader_idx, batch_idx)
                 batch = to_device(batch, loader_idx)
                 hooks.call("on_predict_batch_start", batch, batch_idx, *extra)
                 with run.step_context():
                     prediction = step(batch, batch_idx, *extra)
-                if keep:
-                    outputs.append(prediction)
                 hooks.call("on_predict_batch_end", prediction, batch, batch_idx, *extra)
-            results.append(outputs)
+                if keep:  # after the hooks, as Lightning adds it
+                    outputs.append(move_data_to_device(prediction, cpu))
     hooks.call("on_predict_epoch_end")
     hooks.call("on_predict_end")
 

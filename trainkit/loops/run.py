@@ -37,7 +37,19 @@ if TYPE_CHECKING:
     from trainkit.strategies.base import Strategy
     from trainkit.trainer.options import HardwareOptions, LoopOptions, StepOptions
 
-__all__ = ["Run"]
+__all__ = ["Predicting", "Run"]
+
+
+@dataclass(eq=False)
+class Predicting:
+    """A predict run's progress: what it keeps, and the batch it is at."""
+
+    #: Whether the outputs are kept (``return_predictions``).
+    keep: bool
+    #: The kept outputs so far, one list per dataloader (on the CPU; none when not kept).
+    kept: list[list[Any]] = field(default_factory=list)
+    #: ``(dataloader_idx, batch_idx)`` of the batch running or last run (None: none yet).
+    position: tuple[int, int] | None = None
 
 
 @dataclass(eq=False)
@@ -86,6 +98,8 @@ class Run:
     lr_scheduler_configs: list[LRSchedulerConfig] = field(default_factory=list)
     #: The fit loop's data while fit runs (``trainer.fit_loop`` changes its limits).
     fit: Any = None
+    #: A predict run's progress (``trainer.predict_loop`` reads it); None in the others.
+    predicting: Predicting | None = None
 
     @property
     def is_global_zero(self) -> bool:

@@ -15,6 +15,7 @@ points and the set-up.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import signal
@@ -33,6 +34,12 @@ from trainkit.loops.schedule import batches_between_checks, sanity_batches
 from trainkit.loops.state import TrainerStatus
 from trainkit.trainer import lightning_parts
 from trainkit.trainer.accelerators import Accelerator, accelerator_for
+from trainkit.trainer.evaluation_loops import (
+    EvaluationLoop,
+    PredictionLoop,
+    evaluation_inference_mode,
+    evaluation_loops,
+)
 from trainkit.trainer.fit_loop import FitLoop
 from trainkit.trainer.options import DEFAULT_MAX_EPOCHS
 from trainkit.utilities.compile import CompileContext, compiled_parts
@@ -453,6 +460,33 @@ class TrainerViews:
         """Lightning's ``trainer.fit_loop``: the fit's limits (settable: ``max_epochs``,
         ``epoch_loop.max_steps``, ...) and its progress, read from this Trainer."""
         return FitLoop(self)
+
+    @functools.cached_property
+    def _evaluation_loops(self) -> dict[str, EvaluationLoop]:
+        # Made once: a setting made on a loop view holds for later runs.
+        return evaluation_loops(self)
+
+    @property
+    def validate_loop(self) -> EvaluationLoop:
+        """Lightning's ``trainer.validate_loop``: its ``inference_mode`` (settable)."""
+        return self._evaluation_loops["validate"]
+
+    @property
+    def test_loop(self) -> EvaluationLoop:
+        """Lightning's ``trainer.test_loop``: its ``inference_mode`` (settable)."""
+        return self._evaluation_loops["test"]
+
+    @property
+    def predict_loop(self) -> PredictionLoop:
+        """Lightning's ``trainer.predict_loop``: ``inference_mode``, ``predictions``,
+        ``current_batch_indices``, ``num_dataloaders``, ``return_predictions``."""
+        loop = self._evaluation_loops["predict"]
+        assert isinstance(loop, PredictionLoop)
+        return loop
+
+    def _inference_mode_for(self, fn: str) -> bool:
+        # Whether a run of fn evaluates under torch.inference_mode: its loop view's setting.
+        return evaluation_inference_mode(self._evaluation_loops, self.options, fn)
 
     @property
     def min_epochs(self) -> int | None:

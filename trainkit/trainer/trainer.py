@@ -333,7 +333,7 @@ class Trainer(TrainerCheckpoints):
             weights_only: as for :meth:`fit`.
 
         Returns:
-            One entry per batch; with several dataloaders, one such list per loader.
+            One entry per batch (on the CPU); with several dataloaders, one such list per loader.
         """
         refuse_unsafe_load(weights_only, ckpt_path, "predict")
         keep = return_predictions is not False
@@ -409,7 +409,7 @@ class Trainer(TrainerCheckpoints):
                 warn=self.warn,
                 forward_context=precision.forward_context if precision else lambda: None,
                 batch_to_device=batch_transfer(self.strategy, model, datamodule, precision),
-                inference_mode=self.options.inference_mode,
+                inference_mode=self._inference_mode_for(fn),
                 optimizers=self.optimizers,  # fit sets its own up; the others keep fit's
                 lr_scheduler_configs=self.lr_scheduler_configs,
             )

@@ -1,0 +1,187 @@
+"""``trainer.validate_loop``, ``test_loop`` and ``predict_loop``: Lightning's evaluation
+loop objects, as views of the Trainer.
+
+trainkit's evaluation and prediction loops are functions over a run
+(``trainkit/loops/evaluate.py``), not loop objects. Ported code reads and sets
+what Lightning's loop objects expose for it::
+
+    trainer.test_loop.inference_mode = False    # test under torch.no_grad (a model that
+                                                # needs autograd in test_step)
+    trainer.predict_loop.predictions            # in on_predict_epoch_end: what ran so far
+    trainer.predict_loop.current_batch_indices  # the dataset indices of the batch running
+
+Each view is made once per Trainer, so a setting made on it holds for the
+Trainer's later runs. Driving a loop by hand (``run()``, ``setup_data()``,
+``state_dict()``) is Lightning's loop machinery, which trainkit does not have:
+those names raise an AttributeError that says what to call instead.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from trainkit.callbacks.prediction_writer import seen_batches
+
+if TYPE_CHECKING:
+    from trainkit.loops.run import Predicting, Run
+
+__all__ = ["EvaluationLoop", "PredictionLoop", "evaluation_inference_mode", "evaluation_loops"]
+
+#: What each loop's Trainer method is, for the messages.
+_METHODS = {"validate": "trainer.validate", "test": "trainer.test", "predict": "trainer.predict"}
+
+
+class EvaluationLoop:
+    """Lightning's ``trainer.validate_loop`` and ``trainer.test_loop``.
+
+    Args:
+        trainer: the Trainer the loop belongs to.
+        fn: "validate" or "test".
+    """
+
+    def __init__(self, trainer: Any, fn: str) -> None:
+        self.trainer = trainer
+        self._fn = fn
+        self._inference_mode: bool | None = None
+
+    @property
+    def inference_mode(self) -> bool:
+        """Whether this loop runs under ``torch.inference_mode`` (False: ``torch.no_grad``).
+
+        Starts as the Trainer's ``inference_mode`` option; settable, for this loop
+        alone (as each of Lightning's loops has its own). A strategy that shards
+        the model evaluates under ``torch.no_grad`` whatever this says, as in
+        Lightning.
+        """
+        if self._inference_mode is None:
+            return bool(self.trainer.options.inference_mode)
+        return self._inference_mode
+
+    @inference_mode.setter
+    def inference_mode(self, value: bool) -> None:
+        self._inference_mode = bool(value)
+
+    def _run(self) -> Run | None:
+        """The Trainer's run, when it is (or was last) this loop's."""
+        run = getattr(self.trainer, "_current", None)
+        return run if run is not None and run.fn == self._fn else None
+
+    def __getattr__(self, name: str) -> Any:
+        # Only names not found above arrive here: Lightning's loop machinery.
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError(
+            f"trainer.{self._fn}_loop has no {name!r}: trainkit's loops are functions over "
+            f"a run, not Lightning's loop objects, so they cannot be driven by hand. Call "
+            f"{_METHODS[self._fn]}(...) to run this loop; docs/porting.md lists what the loop "
+            "views provide."
+        )
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # A setting the loops would not read (trainer_fn, verbose...) is refused, not ignored.
+        if name not in _SETTABLE:
+            raise AttributeError(
+                f"trainer.{self._fn}_loop.{name} cannot be set: trainkit's {self._fn} loop "
+                f"reads only inference_mode from its view. Pass the setting to "
+                f"{_METHODS[self._fn]}(...) or the Trainer instead; docs/porting.md lists "
+                "what the loop views provide."
+            )
+        object.__setattr__(self, name, value)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(fn={self._fn!r}, inference_mode={self.inference_mode})"
+
+
+#: What may be set on a loop view (the rest is refused, see ``__setattr__``).
+_SETTABLE = frozenset({"trainer", "_fn", "_inference_mode", "inference_mode"})
+
+
+class PredictionLoop(EvaluationLoop):
+    """Lightning's ``trainer.predict_loop``: the predictions and the batch indices."""
+
+    def __init__(self, trainer: Any) -> None:
+        super().__init__(trainer, "predict")
+
+    def _predicting(self) -> Predicting | None:
+        run = self._run()
+        return run.predicting if run is not None else None
+
+    @property
+    def predictions(self) -> list[Any]:
+        """The last ``predict`` run's kept predictions (on the CPU), so far while it runs.
+
+        One list of the batches' outputs, or with several dataloaders one such list per
+        dataloader. A batch's output joins after its ``on_predict_batch_end`` hooks, as in
+        Lightning. Empty before any ``predict``, and after one called with
+        ``return_predictions=False`` (nothing is kept).
+        """
+        predicting = self._predicting()
+        kept = predicting.kept if predicting is not None else []
+        if not kept:
+            return []
+        return kept[0] if len(kept) == 1 else kept
+
+    @property
+    def num_dataloaders(self) -> int:
+        """How many prediction dataloaders the last ``predict`` run had (0 before any)."""
+        run = self._run()
+        return len(run.state.num_predict_batches) if run is not None else 0
+
+    @property
+    def return_predictions(self) -> bool:
+        """Whether the last ``predict`` kept its predictions (False before any, as in
+        Lightning; ``predict`` keeps them unless told not to)."""
+        predicting = self._predicting()
+        return predicting.keep if predicting is not None else False
+
+    @property
+    def current_batch_indices(self) -> list[int]:
+        """The dataset indices of the batch running (empty where they are not known).
+
+        Known for a plain ``DataLoader`` over a map-style dataset, as
+        ``BasePredictionWriter``'s ``batch_indices`` are.
+        """
+        predicting = self._predicting()
+        if predicting is None or predicting.position is None:
+            return []
+        dataloader_idx, batch_idx = predicting.position
+        seen = seen_batches(self.trainer, dataloader_idx)
+        return list(seen[batch_idx]) if seen is not None and batch_idx < len(seen) else []
+
+    @property
+    def epoch_batch_indices(self) -> list[list[list[int]]]:
+        """Each dataloader's batches' dataset indices, for the batches run so far."""
+        run = self._run()
+        if run is None:
+            return []
+        indices = []
+        for dataloader_idx in range(len(run.state.num_predict_batches)):
+            seen = seen_batches(self.trainer, dataloader_idx)
+            indices.append([list(batch) for batch in seen] if seen is not None else [])
+        return indices
+
+
+def evaluation_loops(trainer: Any) -> dict[str, EvaluationLoop]:
+    """A Trainer's three views, by the function they serve ("validate", "test", "predict").
+
+    Args:
+        trainer: the Trainer.
+    """
+    return {
+        "validate": EvaluationLoop(trainer, "validate"),
+        "test": EvaluationLoop(trainer, "test"),
+        "predict": PredictionLoop(trainer),
+    }
+
+
+def evaluation_inference_mode(loops: dict[str, EvaluationLoop], options: Any, fn: str) -> bool:
+    """Whether a run of ``fn`` evaluates under ``torch.inference_mode``: its loop's setting.
+
+    Args:
+        loops: the Trainer's views (:func:`evaluation_loops`).
+        options: the Trainer's loop options (``inference_mode``).
+        fn: the run's function ("fit" reads the option; fit validates under
+            ``torch.no_grad`` whatever it says).
+    """
+    loop = loops.get(fn)
+    return loop.inference_mode if loop is not None else bool(options.inference_mode)
