@@ -740,6 +740,11 @@ LAYER_EXCEPTIONS = {
         "Lightning's trainer.precision_plugin and strategy.checkpoint_io are objects of "
         "Lightning's plugin classes; imported when a property is read",
     ),
+    (
+        "trainer/lightning_parts.py",
+        "trainkit.lightning.plugins.environments",
+    ): "Lightning's strategy.cluster_environment is an object of Lightning's environment "
+    "plugin classes; imported when the property is read",
 }
 
 # Below the Trainer's package, the Trainer is imported only for types (`if TYPE_CHECKING:`),

@@ -137,4 +137,7 @@ def test_two_processes_with_a_communication_hook_train_as_without_it() -> None:
             "optimizers": [True],  # the run's one optimizer
             "gathered": (2, 1),
             "device_ids": [0, 1],  # the machine's devices, on every rank
+            # These processes get torchrun's variables (tests/distributed/spawn.py), so
+            # the plugin is torchrun's, answering this rank.
+            "environment": ("TorchElasticEnvironment", rank, 2, rank, 0, True),
         }

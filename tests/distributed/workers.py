@@ -431,6 +431,14 @@ def train_with_lightnings_ddp_strategy(hooked: bool) -> dict[str, Any]:
             ],
             "gathered": tuple(strategy.all_gather(torch.tensor([1.0])).shape),
             "device_ids": trainer.device_ids,
+            "environment": (
+                type(strategy.cluster_environment).__name__,
+                strategy.cluster_environment.global_rank(),
+                strategy.cluster_environment.world_size(),
+                strategy.cluster_environment.local_rank(),
+                strategy.cluster_environment.node_rank(),
+                strategy.cluster_environment.main_port == int(os.environ["MASTER_PORT"]),
+            ),
         },
     }
 

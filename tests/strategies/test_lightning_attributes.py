@@ -55,6 +55,58 @@ def test_a_trainers_strategy_answers_lightnings_attributes() -> None:
     assert strategy.optimizers == []  # before a run, as Lightning's
     assert (strategy.num_nodes, strategy.node_rank, strategy.num_processes) == (1, 0, 1)
     assert strategy.parallel_devices == [torch.device("cpu")]
+    environment = strategy.cluster_environment
+    assert type(environment) is L.plugins.environments.LightningEnvironment
+    answers = environment.global_rank(), environment.world_size(), environment.local_rank()
+    assert (*answers, environment.node_rank(), environment.creates_processes_externally) == (
+        0,
+        1,
+        0,
+        0,
+        False,
+    )
+    assert L.strategies.SingleDeviceStrategy("cpu").cluster_environment is None  # no Trainer
+
+
+def test_under_torchrun_and_slurm_the_environment_is_theirs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    torchrun = {
+        "RANK": "3",
+        "WORLD_SIZE": "4",
+        "LOCAL_RANK": "1",
+        "MASTER_ADDR": "10.0.0.2",
+        "MASTER_PORT": "29511",
+        "GROUP_RANK": "1",
+    }
+    for name, value in torchrun.items():
+        monkeypatch.setenv(name, value)
+    environment = L.strategies.DDPStrategy(process_group_backend="gloo")
+    trainer = L.Trainer(strategy=environment, num_nodes=2, devices=2, **QUIET)
+    plugin = trainer.strategy.cluster_environment
+    assert type(plugin) is L.plugins.environments.TorchElasticEnvironment
+    assert (plugin.global_rank(), plugin.world_size(), plugin.local_rank()) == (3, 4, 1)
+    assert (plugin.node_rank(), plugin.main_address, plugin.main_port) == (1, "10.0.0.2", 29511)
+    assert plugin.creates_processes_externally
+    for name in torchrun:
+        monkeypatch.delenv(name)
+    slurm = {
+        "SLURM_PROCID": "1",
+        "SLURM_NTASKS": "2",
+        "SLURM_LOCALID": "1",
+        "SLURM_NODELIST": "node[03-04]",
+        "SLURM_JOB_ID": "77",
+        "SLURM_JOB_NAME": "train",
+    }
+    for name, value in slurm.items():
+        monkeypatch.setenv(name, value)
+    trainer = L.Trainer(
+        strategy=L.strategies.DDPStrategy(process_group_backend="gloo"), devices=2, **QUIET
+    )
+    plugin = trainer.strategy.cluster_environment
+    assert type(plugin) is L.plugins.environments.SLURMEnvironment
+    assert plugin.auto_requeue is False  # trainkit does not requeue its own job
+    assert (plugin.global_rank(), plugin.world_size(), plugin.main_address) == (1, 2, "node03")
 
 
 def test_during_a_run_it_reads_the_runs_optimizers_module_and_state() -> None:

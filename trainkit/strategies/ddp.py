@@ -178,6 +178,9 @@ class DDPStrategy(ProcessGroupCollectives, Strategy):
         # Read late: a launcher may start this process after the strategy was built.
         return self._environment or detect_environment()
 
+    def process_environment(self) -> ClusterEnvironment:
+        return self.environment
+
     @property
     def root_device(self) -> torch.device:
         if self.device_type == "cuda":

@@ -24,7 +24,9 @@ from torch.optim import Optimizer
 from trainkit.checkpoint import sharded
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
+
+    from trainkit.launch.environment import ClusterEnvironment
 
 __all__ = ["LightningAttributes", "RunParts"]
 
@@ -46,6 +48,7 @@ class RunParts(Protocol):
     def node_rank(self) -> int: ...
     @property
     def device_ids(self) -> list[int]: ...
+    def cluster_environment(self, process: Callable[[], ClusterEnvironment]) -> Any: ...
 
 
 class LightningAttributes:
@@ -104,6 +107,27 @@ class LightningAttributes:
     def node_rank(self) -> int:
         """This machine's index in the job (0 on one machine)."""
         return self._parts.node_rank if self._parts is not None else 0
+
+    @property
+    def cluster_environment(self) -> Any:
+        """Lightning's cluster environment plugin for this process, answering from it.
+
+        ``TorchElasticEnvironment`` under torchrun, ``SLURMEnvironment`` under SLURM
+        (``auto_requeue=False``: trainkit does not requeue), ``LightningEnvironment``
+        otherwise; its ``global_rank()``, ``world_size()``, ``local_rank()``,
+        ``node_rank()``, ``main_address`` and ``main_port`` are this process's. None
+        before a Trainer has this strategy.
+        """
+        if self._parts is None:
+            return None
+        return self._parts.cluster_environment(self.process_environment)
+
+    def process_environment(self) -> ClusterEnvironment:
+        """Who this process is in the job (one process on one machine; a process group's
+        strategies answer with the environment they joined)."""
+        from trainkit.launch.environment import ClusterEnvironment  # not loaded by strategies
+
+        return ClusterEnvironment(0, 0, 1, "127.0.0.1", 29500, "local")
 
     @property
     def num_processes(self) -> int:

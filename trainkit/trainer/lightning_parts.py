@@ -11,7 +11,7 @@ never loads them).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from torch.optim import Optimizer
@@ -19,6 +19,7 @@ from torch.optim import Optimizer
 from trainkit.trainer.accelerators import Accelerator
 
 if TYPE_CHECKING:
+    from trainkit.launch.environment import ClusterEnvironment
     from trainkit.trainer.properties import TrainerViews
     from trainkit.trainer.trainer import Trainer
 
@@ -90,3 +91,8 @@ class StrategyParts:
     @property
     def device_ids(self) -> list[int]:
         return self._trainer.device_ids
+
+    def cluster_environment(self, process: Callable[[], ClusterEnvironment]) -> Any:
+        from trainkit.lightning.plugins.environments import environment_plugin
+
+        return environment_plugin(process, lambda: self._trainer.node_rank)

@@ -14,7 +14,9 @@ ask for is what trainkit does, and are refused with the reason where it is not:
 
 from __future__ import annotations
 
+import os
 import signal
+from collections.abc import Callable
 from typing import Any
 
 from trainkit.checkpoint.preemption import SIGNALS  # the signals trainkit saves and stops on
@@ -24,11 +26,16 @@ __all__ = ["LightningEnvironment", "SLURMEnvironment", "TorchElasticEnvironment"
 
 
 class _Environment:
-    """What every cluster environment answers, read from the job's variables."""
+    """What every cluster environment answers, read from the job's variables (or, for
+    the one ``trainer.strategy.cluster_environment`` gives, from the run's strategy)."""
 
-    @staticmethod
-    def _now() -> ClusterEnvironment:
-        return detect_environment()
+    #: Who this process is (None: read the job's variables when asked).
+    _process: Callable[[], ClusterEnvironment] | None = None
+    #: This machine's index in the job (None: read the job's variables when asked).
+    _node: Callable[[], int] | None = None
+
+    def _now(self) -> ClusterEnvironment:
+        return self._process() if self._process is not None else detect_environment()
 
     @property
     def creates_processes_externally(self) -> bool:
@@ -50,6 +57,14 @@ class _Environment:
 
     def local_rank(self) -> int:
         return self._now().local_rank
+
+    def node_rank(self) -> int:
+        if self._node is not None:
+            return self._node()
+        for name in ("NODE_RANK", "GROUP_RANK", "SLURM_NODEID"):
+            if os.environ.get(name, "").isdigit():
+                return int(os.environ[name])
+        return 0
 
     def trainkit_plugin_refusal(self) -> str | None:
         """None: trainkit does what this plugin asks; else why it does not."""
@@ -110,3 +125,24 @@ class SLURMEnvironment(_Environment):
     def __repr__(self) -> str:
         requeue = f"auto_requeue={self.auto_requeue}, requeue_signal={self.requeue_signal!r}"
         return f"SLURMEnvironment({requeue})"
+
+
+def environment_plugin(
+    process: Callable[[], ClusterEnvironment], node_rank: Callable[[], int]
+) -> _Environment:
+    """The plugin that stands for a run's process: ``trainer.strategy.cluster_environment``.
+
+    Args:
+        process: who the process is (the strategy's environment, read when asked).
+        node_rank: the machine's index in the job (the Trainer's ``node_rank``).
+    """
+    source = process().source
+    plugin: _Environment
+    if source == "slurm":
+        plugin = SLURMEnvironment(auto_requeue=False)  # trainkit never requeues its own job
+    elif source == "torchrun":
+        plugin = TorchElasticEnvironment()
+    else:
+        plugin = LightningEnvironment()
+    plugin._process, plugin._node = process, node_rank
+    return plugin
