@@ -374,7 +374,12 @@ def test_fit_ckpt_path_is_reported(tmp_path: Path) -> None:
     trainer = trainkit.Trainer(max_epochs=1, **QUIET)
     fit_quietly(trainer, Classifier())
     path = tmp_path / "a.ckpt"
-    trainer.save_checkpoint(path)
+    trainer.save_checkpoint(filepath=path)  # Lightning's keyword
+    with pytest.raises(
+        ValueError, match=r"storage_options=\.\.\.\) is for Lightning.s checkpoint-IO"
+    ):
+        trainer.save_checkpoint(tmp_path / "b.ckpt", storage_options={"region": "x"})
+    assert not (tmp_path / "b.ckpt").exists()
     again = trainkit.Trainer(max_epochs=2, **QUIET)
     fit_quietly(again, Classifier())
     assert again.ckpt_path is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
 import os
 from pathlib import Path
@@ -124,6 +125,10 @@ def test_hyperparams_yaml(tmp_path: Path) -> None:
     logger.log_hyperparams({"optim": {"lr": 0.1}, "seed": 7})
     with open(os.path.join(logger.log_dir, "hparams.yaml")) as file:
         assert yaml.safe_load(file) == {"optim": {"lr": 0.1}, "seed": 7}
+    # An argparse Namespace, as scripts pass their parsed arguments to Lightning's loggers.
+    logger.log_hyperparams(argparse.Namespace(batch_size=32))
+    with open(os.path.join(logger.log_dir, "hparams.yaml")) as file:
+        assert yaml.safe_load(file) == {"optim": {"lr": 0.1}, "seed": 7, "batch_size": 32}
 
 
 def test_prefix_goes_in_front_of_every_metric_name(tmp_path: Path) -> None:

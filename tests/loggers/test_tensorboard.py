@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -66,6 +67,16 @@ def test_hyperparams_yaml_and_hparams_tab(tmp_path: Path) -> None:
     assert hparams["optim/betas"].string_value == "[0.9, 0.99]"
     assert hparams["layers"].number_value == 3
     assert hparams["act"].string_value == "None"
+
+
+def test_hyperparams_from_a_namespace_with_metrics_at_a_step(tmp_path: Path) -> None:
+    # Lightning's signature: log_hyperparams(params, metrics, step), params a dict or Namespace.
+    logger = TensorBoardLogger(tmp_path)
+    logger.log_hyperparams(argparse.Namespace(lr=0.5), {"hp/score": 0.75}, step=7)
+    logger.finalize("success")
+    with open(os.path.join(logger.log_dir, "hparams.yaml")) as file:
+        assert yaml.safe_load(file) == {"lr": 0.5}
+    assert _scalars(logger.log_dir, "hp/score") == [(7, 0.75)]
 
 
 def test_two_loggers_get_distinct_versions(tmp_path: Path) -> None:

@@ -118,7 +118,7 @@ def test_other_errors_propagate_and_oom_is_recognised(tmp_path: Path) -> None:
 
     with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
         _tuner(tmp_path).scale_batch_size(Broken())
-    assert is_oom_error(torch.cuda.OutOfMemoryError("anything"))
+    assert is_oom_error(exception=torch.cuda.OutOfMemoryError("anything"))  # Lightning's keyword
     assert is_oom_error(RuntimeError("CUDA error: out of memory"))
     assert is_oom_error(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried"))
     assert not is_oom_error(ValueError("CUDA out of memory"))

@@ -24,6 +24,7 @@ def test_other_ranks_do_nothing(
     monkeypatch.delenv("RANK", raising=False)
     monkeypatch.setenv(variable, rank)
     assert trainkit.rank_zero_only(lambda: "ran")() is None
+    assert trainkit.rank_zero_only(lambda: "ran", default="skipped")() == "skipped"
     trainkit.rank_zero_print("hello")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -36,6 +37,7 @@ def test_rank_zero_does_everything(
 ) -> None:
     monkeypatch.setenv("RANK", "0")
     assert trainkit.rank_zero_only(lambda: "ran")() == "ran"
+    assert trainkit.rank_zero_only(lambda: "ran", default="skipped")() == "ran"
     trainkit.rank_zero_print("hello")
     with pytest.warns(UserWarning, match="careful"):
         trainkit.rank_zero_warn("careful")

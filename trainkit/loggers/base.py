@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
+from argparse import Namespace
 from collections.abc import Mapping
 from typing import Any
 
@@ -117,11 +118,12 @@ class Logger(ABC):
         """
 
     @abstractmethod
-    def log_hyperparams(self, params: Mapping[str, Any]) -> None:
+    def log_hyperparams(self, params: Mapping[str, Any] | Namespace) -> None:
         """Record the run's hyperparameters.
 
         Args:
-            params: hyperparameter name to value (nested mappings allowed).
+            params: hyperparameter name to value (nested mappings allowed), or an
+                ``argparse.Namespace`` (its attributes), as Lightning's loggers take.
         """
 
     def log_graph(self, model: Any, input_array: Any = None) -> None:
@@ -242,3 +244,16 @@ class FolderLogger(Logger):
         """
         if self._version is None:
             self._requested_version = state["version"]
+
+
+def hyperparameters(params: Mapping[str, Any] | Namespace) -> Mapping[str, Any]:
+    """``params`` as a mapping: an ``argparse.Namespace`` becomes its attributes.
+
+    Args:
+        params: what ``log_hyperparams`` was given.
+
+    Example:
+        >>> hyperparameters(Namespace(lr=0.1))
+        {'lr': 0.1}
+    """
+    return vars(params) if isinstance(params, Namespace) else params

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import os
+from argparse import Namespace
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,7 +12,7 @@ import torch
 
 from trainkit.loggers._files import _write_hparams_yaml
 from trainkit.loggers._tracking import with_prefix
-from trainkit.loggers.base import FolderLogger
+from trainkit.loggers.base import FolderLogger, hyperparameters
 from trainkit.utilities.io import atomic_write
 
 METRICS_FILE = "metrics.csv"
@@ -78,13 +79,14 @@ class CSVLogger(FolderLogger):
         if (step + 1) % self._flush_every == 0:
             self.save()
 
-    def log_hyperparams(self, params: Mapping[str, Any]) -> None:
+    def log_hyperparams(self, params: Mapping[str, Any] | Namespace) -> None:
         """Write ``params`` (with those logged before) to ``<log_dir>/hparams.yaml``.
 
         Args:
-            params: hyperparameter name to value (nested mappings allowed).
+            params: hyperparameter name to value (nested mappings allowed), or an
+                ``argparse.Namespace``.
         """
-        self.experiment.log_hparams(params)
+        self.experiment.log_hparams(hyperparameters(params))
 
     def save(self) -> None:
         """Write the rows kept so far to ``metrics.csv``."""

@@ -7,6 +7,7 @@ Module makes on its logger still work, and no file is written.
 
 from __future__ import annotations
 
+from argparse import Namespace
 from collections.abc import Mapping
 from typing import Any
 
@@ -65,7 +66,7 @@ class DummyLogger(Logger):
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         pass
 
-    def log_hyperparams(self, params: Mapping[str, Any]) -> None:
+    def log_hyperparams(self, params: Mapping[str, Any] | Namespace) -> None:
         pass
 
     def __getitem__(self, index: int) -> DummyLogger:

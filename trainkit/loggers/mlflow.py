@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from argparse import Namespace
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote, urlparse
@@ -20,7 +21,7 @@ from trainkit.loggers._tracking import (
     require_package,
     with_prefix,
 )
-from trainkit.loggers.base import Logger
+from trainkit.loggers.base import Logger, hyperparameters
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -205,21 +206,23 @@ class MLflowLogger(Logger):
         return client
 
     # ------------------------------------------------------------------ writing
-    def log_hyperparams(self, params: Mapping[str, Any]) -> None:
+    def log_hyperparams(self, params: Mapping[str, Any] | Namespace) -> None:
         """Write the hyperparameters as the run's params.
 
         Nested mappings become ``/``-joined names; values are written as strings,
         cut to MLflow's 6000 characters.
 
         Args:
-            params: hyperparameter name to value (nested mappings allowed).
+            params: hyperparameter name to value (nested mappings allowed), or an
+                ``argparse.Namespace``.
         """
         if not on_rank_zero():
             return
         from mlflow.entities import Param
 
         values = [
-            Param(key, str(value)[:_MAX_PARAM_LENGTH]) for key, value in flatten(params).items()
+            Param(key, str(value)[:_MAX_PARAM_LENGTH])
+            for key, value in flatten(hyperparameters(params)).items()
         ]
         for start in range(0, len(values), _PARAMS_PER_BATCH):
             self._log_batch(params=values[start : start + _PARAMS_PER_BATCH])

@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 import time
 import warnings
+from argparse import Namespace
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from trainkit.loggers._event_file import FLUSH_SECONDS, EventFile
 from trainkit.loggers._files import _write_hparams_yaml
 from trainkit.loggers._tracking import with_prefix
-from trainkit.loggers.base import FolderLogger
+from trainkit.loggers.base import FolderLogger, hyperparameters
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -161,7 +162,10 @@ class TensorBoardLogger(FolderLogger):
         self._event_file().add_scalars(metrics, step)
 
     def log_hyperparams(
-        self, params: Mapping[str, Any], metrics: Mapping[str, float] | None = None
+        self,
+        params: Mapping[str, Any] | Namespace,
+        metrics: Mapping[str, float] | None = None,
+        step: int | None = None,
     ) -> None:
         """Write ``hparams.yaml`` and the HParams-tab summary.
 
@@ -172,14 +176,17 @@ class TensorBoardLogger(FolderLogger):
             params: hyperparameter name to value (nested mappings allowed).
             metrics: values to show beside them in the HParams tab (default:
                 ``{"hp_metric": -1}`` with ``default_hp_metric=True``).
+            step: the step ``metrics`` are written at (default 0).
         """
         from torch.utils.tensorboard.summary import hparams
+
+        params = hyperparameters(params)
 
         _write_hparams_yaml(self._made_log_dir(), params)
         if metrics is None and self.default_hp_metric:
             metrics = {"hp_metric": -1}
         if metrics:
-            self.log_metrics(metrics, 0)
+            self.log_metrics(metrics, 0 if step is None else step)
         # SummaryWriter.add_hparams would write to a new sub-folder (a separate run
         # in TensorBoard); writing the protos ourselves keeps them with the scalars.
         # Only the session start: an experiment summary would fix the HParams tab's

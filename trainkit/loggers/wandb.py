@@ -7,6 +7,7 @@ logger first writes, not at ``import trainkit``.
 from __future__ import annotations
 
 import os
+from argparse import Namespace
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -19,7 +20,7 @@ from trainkit.loggers._tracking import (
     require_package,
     with_prefix,
 )
-from trainkit.loggers.base import Logger, versioned_folder
+from trainkit.loggers.base import Logger, hyperparameters, versioned_folder
 
 if TYPE_CHECKING:
     import torch
@@ -216,15 +217,16 @@ class WandbLogger(Logger):
         run.define_metric("*", step_metric=STEP_METRIC, step_sync=True)
 
     # ------------------------------------------------------------------ writing
-    def log_hyperparams(self, params: Mapping[str, Any]) -> None:
+    def log_hyperparams(self, params: Mapping[str, Any] | Namespace) -> None:
         """Write the hyperparameters to the run's config (nested names ``/``-joined).
 
         Args:
-            params: hyperparameter name to value (nested mappings allowed).
+            params: hyperparameter name to value (nested mappings allowed), or an
+                ``argparse.Namespace``.
         """
         if on_rank_zero():
             config: Any = self.experiment.config  # wandb's Config.update is untyped
-            config.update(flatten(params), allow_val_change=True)
+            config.update(flatten(hyperparameters(params)), allow_val_change=True)
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         """Write the metrics as one history row, with ``trainer/global_step`` = ``step``.

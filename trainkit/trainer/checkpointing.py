@@ -41,8 +41,13 @@ class TrainerCheckpoints(TrainerViews):
             warnings.warn(message, stacklevel=2)
 
     # ------------------------------------------------------------ checkpoints
-    def save_checkpoint(self, path: str | os.PathLike[str], weights_only: bool = False) -> None:
-        """Save the full training state to ``path`` (atomically; global rank 0 writes).
+    def save_checkpoint(
+        self,
+        filepath: str | os.PathLike[str],
+        weights_only: bool = False,
+        storage_options: Any | None = None,
+    ) -> None:
+        """Save the full training state to ``filepath`` (atomically; global rank 0 writes).
 
         The checkpoint holds the model, optimizers, LR schedulers, the run's state
         (counters, data position), callback states, random states, the logged
@@ -51,11 +56,22 @@ class TrainerCheckpoints(TrainerViews):
         ModelCheckpoint saves), it resumes exactly.
 
         Args:
-            path: the file to write.
+            filepath: the file to write.
             weights_only: keep only the weights and hyperparameters (what Lightning's
                 weights-only file keeps); such a file loads, but does not resume.
+            storage_options: Lightning's options for a checkpoint-IO plugin; trainkit
+                writes local files itself, so only None is accepted.
+
+        Raises:
+            ValueError: ``storage_options`` given.
         """
-        self.strategy.save_checkpoint(self.dump_checkpoint(weights_only), path)
+        if storage_options is not None:
+            raise ValueError(
+                "trainer.save_checkpoint(storage_options=...) is for Lightning's checkpoint-IO "
+                "plugins; trainkit writes the file itself (atomically, with a digest). Save "
+                "without storage_options, to a local or mounted path."
+            )
+        self.strategy.save_checkpoint(self.dump_checkpoint(weights_only), filepath)
 
     def dump_checkpoint(self, weights_only: bool = False) -> dict[str, Any]:
         """The run's state as :meth:`save_checkpoint` writes it (a dict; nothing is written).

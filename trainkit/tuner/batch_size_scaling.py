@@ -52,14 +52,14 @@ def says(error: BaseException, parts: tuple[str, ...]) -> bool:
     return isinstance(message, str) and all(part in message for part in parts)
 
 
-def is_oom_error(error: BaseException) -> bool:
-    """Whether ``error`` means the device (or host) ran out of memory.
+def is_oom_error(exception: BaseException) -> bool:
+    """Whether ``exception`` means the device (or host) ran out of memory.
 
     Lightning's ``is_oom_error``: a CUDA out-of-memory error, cuDNN's
     CUDNN_STATUS_NOT_SUPPORTED, or the CPU allocator failing.
 
     Args:
-        error: the exception a trial raised.
+        exception: the exception a trial raised.
 
     Example:
         >>> is_oom_error(RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"))
@@ -67,9 +67,9 @@ def is_oom_error(error: BaseException) -> bool:
         >>> is_oom_error(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
         False
     """
-    if isinstance(error, torch.cuda.OutOfMemoryError):
+    if isinstance(exception, torch.cuda.OutOfMemoryError):
         return True
-    return any(says(error, parts) for parts in _OOM_MESSAGES)
+    return any(says(exception, parts) for parts in _OOM_MESSAGES)
 
 
 def check_search(

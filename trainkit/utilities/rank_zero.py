@@ -54,11 +54,13 @@ class _RankZeroOnly:
         self._rank = rank
         _set_lightning_utilities_rank(self.rank)
 
-    def __call__(self, function: F) -> F:
-        """Decorate ``function`` so that it runs on global rank 0 and returns None elsewhere.
+    def __call__(self, function: F, default: Any = None) -> F:
+        """Decorate ``function`` so that it runs on global rank 0 and returns ``default``
+        elsewhere.
 
         Args:
             function: the function.
+            default: what the other ranks get (None unless given).
 
         Example:
             >>> @rank_zero_only
@@ -70,7 +72,7 @@ class _RankZeroOnly:
 
         @functools.wraps(function)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            return function(*args, **kwargs) if global_rank() == 0 else None
+            return function(*args, **kwargs) if global_rank() == 0 else default
 
         return wrapper  # type: ignore[return-value]
 
