@@ -28,6 +28,7 @@ from trainkit.lightning.cli import (
     LightningCLI,
     LRSchedulerCallable,
     OptimizerCallable,
+    instantiate_class,
 )
 from trainkit.lightning.loggers import CSVLogger
 from trainkit.trainer.trainer import Trainer
@@ -148,10 +149,18 @@ class LinkedOptimizer(TinyModel):
         super().__init__()
         self.optimizer_init = optimizer_init
 
+    def configure_optimizers(self) -> Any:
+        # Lightning's documented way to build an optimizer linked to a model argument.
+        return instantiate_class(self.parameters(), self.optimizer_init)
+
 
 class LinkToCLI(LightningCLI):
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_optimizer_args(torch.optim.Adam, link_to="model.optimizer_init")
+
+    def after_instantiate_classes(self) -> None:
+        # Runs once the objects exist, before the subcommand.
+        self.seen_after = (type(self.model).__name__, type(self.trainer).__name__)
 
 
 def test_optimizer_callables_and_optimizer_args_linked_to_the_model() -> None:
@@ -163,6 +172,9 @@ def test_optimizer_callables_and_optimizer_args_linked_to_the_model() -> None:
     linked = LinkToCLI(LinkedOptimizer, TinyData, run=False, args=["--optimizer.lr=0.02"])
     assert linked.model.optimizer_init["class_path"].endswith(".Adam")
     assert linked.model.optimizer_init["init_args"]["lr"] == 0.02
+    built = linked.model.configure_optimizers()
+    assert type(built) is torch.optim.Adam and built.defaults["lr"] == 0.02
+    assert linked.seen_after == ("LinkedOptimizer", "Trainer")
 
 
 # ------------------------------------------------------------- run=False, args

@@ -203,6 +203,7 @@ class LightningCLI:
         self._set_seed()
         self.before_instantiate_classes()
         self.instantiate_classes()
+        self.after_instantiate_classes()
         if self.subcommand is not None:
             self._run_subcommand(self.subcommand)
 
@@ -310,6 +311,17 @@ class LightningCLI:
                 parser.add_optimizer_args((Optimizer,))
             if not parser._lr_schedulers:
                 parser.add_lr_scheduler_args(LR_SCHEDULER_TYPES)
+        self.link_optimizers_and_lr_schedulers(parser)
+
+    @staticmethod
+    def link_optimizers_and_lr_schedulers(parser: LightningArgumentParser) -> None:
+        """Pass each optimizer and LR scheduler group added with a ``link_to`` to that
+        model argument (as ``class_path``/``init_args``); "AUTOMATIC" ones are left to
+        ``configure_optimizers``.
+
+        Args:
+            parser: a parser whose groups were added.
+        """
         from trainkit.cli.optimizers import link_optimizers_and_lr_schedulers
 
         link_optimizers_and_lr_schedulers(parser)
@@ -383,6 +395,10 @@ class LightningCLI:
 
     def before_instantiate_classes(self) -> None:
         """Run before the classes are built (override it; nothing by default)."""
+
+    def after_instantiate_classes(self) -> None:
+        """Run after the classes are built, before the subcommand (override it; nothing by
+        default)."""
 
     def instantiate_classes(self) -> None:
         """Build the classes the config names: ``self.model``, ``self.datamodule``,

@@ -98,6 +98,23 @@ def instantiate(config: ClassConfig, *args: Any) -> Any:
     return cls(*args, **config.get("init_args", {}))
 
 
+def instantiate_class(args: Any, init: ClassConfig) -> Any:
+    """Lightning's ``instantiate_class``: build ``init``'s class with ``args`` first.
+
+    Args:
+        args: the positional argument (a tuple: several), e.g. the model's parameters.
+        init: ``{"class_path": ..., "init_args": {...}}``, as a LightningCLI config gives
+            an optimizer or scheduler linked to a model argument.
+
+    Example:
+        >>> import torch
+        >>> params = [torch.nn.Parameter(torch.zeros(1))]
+        >>> instantiate_class(params, {"class_path": "torch.optim.SGD", "init_args": {"lr": 0.5}})
+        SGD (...)
+    """
+    return instantiate(init, *(args if isinstance(args, tuple) else (args,)))
+
+
 def warn_if_overridden(model: Module, cli_name: str) -> None:
     """Warn, as Lightning does, that the model's own configure_optimizers is replaced.
 

@@ -11,6 +11,7 @@ from trainkit.cli.lightning_parser import (
     OptimizerCallable,
     ReduceLROnPlateau,
 )
+from trainkit.cli.optimizers import instantiate_class
 
 __all__ = [
     "LRSchedulerCallable",
@@ -19,4 +20,5 @@ __all__ = [
     "OptimizerCallable",
     "ReduceLROnPlateau",
     "SaveConfigCallback",
+    "instantiate_class",
 ]
