@@ -207,3 +207,53 @@ def test_tqdm_is_imported_only_inside_hooks() -> None:
     names = [alias.name for node in top_level for alias in node.names]
     modules = [node.module for node in top_level if isinstance(node, ast.ImportFrom)]
     assert not any("tqdm" in (name or "") for name in names + modules)
+
+
+class StyledBar(TQDMProgressBar):
+    """A subclass as ported projects write them: Lightning's hook signatures, the
+    bar factories overridden, the bar read and restyled at each epoch's start."""
+
+    def __init__(self) -> None:
+        super().__init__(print_every_n_steps=2, plain=True)
+        self.seen: list[Any] = []
+
+    def init_train_tqdm(self) -> Any:
+        bar = super().init_train_tqdm()
+        self.seen.append("init_train_tqdm")
+        return bar
+
+    def init_validation_tqdm(self) -> Any:
+        bar = super().init_validation_tqdm()
+        self.seen.append("init_validation_tqdm")
+        return bar
+
+    def on_train_epoch_start(self, trainer: Any, *_: Any) -> None:
+        super().on_train_epoch_start(trainer)  # Lightning declares (trainer, *_)
+        self.train_progress_bar.set_description(f"custom {trainer.current_epoch}")
+        self.seen.append(("total", self.train_progress_bar.total))
+
+    def on_train_end(self, *_: Any) -> None:
+        super().on_train_end()
+
+
+def test_plain_mode_still_builds_bars_that_subclasses_read_but_never_draws(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Under pytest or a batch job stdout is not a terminal: the bars exist for the
+    # subclass's code, as under Lightning, while only the plain lines are printed.
+    bar, trainer = StyledBar(), FakeTrainer(num_training_batches=4)
+    bar.setup(trainer, MODULE, "fit")
+    bar.on_train_start(trainer, MODULE)
+    run_epoch(bar, trainer, steps=4)
+    assert bar.train_progress_bar.n == 4 and bar.train_progress_bar.disable
+    run_validation(bar, trainer, batches=2)
+    bar.on_train_end(trainer, MODULE)
+    assert bar.seen == ["init_train_tqdm", ("total", 4), "init_validation_tqdm"]
+    out = capsys.readouterr()
+    assert out.err == ""
+    assert out.out.splitlines() == [
+        "epoch 0 | step 2/4 | loss 0.1235 | acc 0.9",
+        "epoch 0 | step 4/4 | loss 0.1235 | acc 0.9",
+        "epoch 0 | end (4 batches) | loss 0.1235 | acc 0.9",
+        "validation | epoch 0 | acc 0.9",
+    ]

@@ -145,3 +145,30 @@ def test_early_stopping_not_strict_warns_a_runtime_warning() -> None:
     data = loader(blobs(32), 32)
     with pytest.warns(RuntimeWarning, match="Early stopping conditioned on metric `val_missing`"):
         trainer.fit(Classifier(), data, data)
+
+
+def test_subclasses_call_the_hooks_with_the_arguments_lightning_declares(tmp_path: Path) -> None:
+    # Lightning declares these hooks as (trainer, *_): a subclass may pass only the
+    # Trainer to super(). Each callback must still do its work.
+    from trainkit.callbacks import Timer
+
+    class MyMonitor(LearningRateMonitor):
+        def on_train_start(self, trainer: Any, *_: Any) -> None:
+            super().on_train_start(trainer)
+
+        def on_train_epoch_start(self, trainer: Any, *_: Any) -> None:
+            super().on_train_epoch_start(trainer)
+
+    class MyTimer(Timer):
+        def on_fit_start(self, trainer: Any, *_: Any) -> None:
+            super().on_fit_start(trainer)
+
+        def on_train_epoch_end(self, trainer: Any, *_: Any) -> None:
+            super().on_train_epoch_end(trainer)
+
+    timer = MyTimer()
+    options = {**QUIET, "logger": CSVLogger(tmp_path)}
+    trainer = trainkit.Trainer(max_epochs=2, callbacks=[MyMonitor(), timer], **options)
+    trainer.fit(Classifier(), loader(blobs(64), 32))
+    assert trainer.callback_metrics["lr-SGD"] == pytest.approx(0.1)
+    assert timer.time_elapsed("train") > 0

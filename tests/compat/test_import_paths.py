@@ -302,6 +302,12 @@ def test_subpackages_are_reached_as_attributes_as_after_importing_lightning() ->
         "assert L.core.saving.load_hparams_from_yaml\n"
         "assert L.utilities.model_summary.ModelSummary\n"
         "assert L.callbacks.progress.TQDMProgressBar\n"
+        "assert L.callbacks.progress.progress_bar.get_standard_metrics\n"
+        "assert L.trainer.states.TrainerFn.FITTING\n"
+        "assert L.plugins.precision.amp.MixedPrecision is L.plugins.MixedPrecision\n"
+        "assert L.plugins.io.torch_plugin.TorchCheckpointIO\n"
+        "assert L.utilities.model_summary.model_summary.summarize\n"
+        "assert L.core.mixins.hparams_mixin.HyperparametersMixin\n"
         "for path in ('nonexistent', 'utilities.nonexistent'):\n"
         "    try:\n"
         "        eval('L.' + path)\n"
@@ -311,6 +317,23 @@ def test_subpackages_are_reached_as_attributes_as_after_importing_lightning() ->
         "        raise AssertionError(path)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_every_porting_package_with_submodules_reaches_them_as_attributes() -> None:
+    # A package added later without the hook would answer AttributeError for
+    # ``L.<package>.<submodule>`` where Lightning answers the module.
+    root = Path(trainkit.__file__).parent / "lightning"
+    lacking = [
+        str(init.relative_to(root.parent))
+        for init in root.rglob("__init__.py")
+        if [
+            p
+            for p in init.parent.iterdir()
+            if p.name != "__init__.py" and not p.name.startswith(("_", "."))
+        ]
+        and "submodule_or_missing" not in init.read_text()
+    ]
+    assert lacking == []
 
 
 def test_a_submodule_that_cannot_load_is_an_attribute_error_saying_why(

@@ -142,7 +142,7 @@ class LearningRateMonitor(Callback):
                 stacklevel=2,
             )
 
-    def on_train_start(self, trainer: Trainer, module: Module) -> None:
+    def on_train_start(self, trainer: Trainer, *_: Any) -> None:
         """Find what to log, now that optimizers and schedulers exist."""
         if not trainer.loggers:
             raise RuntimeError(
@@ -165,9 +165,7 @@ class LearningRateMonitor(Callback):
         # Work the names out now: a clash is an error before the first step, not in it.
         self._check_distinct(entries)
 
-    def on_train_batch_start(
-        self, trainer: Trainer, module: Module, batch: Any, batch_idx: int
-    ) -> None:
+    def on_train_batch_start(self, trainer: Trainer, *_: Any) -> None:
         """Log step-interval learning rates every ``log_every_n_steps`` steps."""
         if not self._step_entries:
             return
@@ -184,7 +182,7 @@ class LearningRateMonitor(Callback):
         self._last_logged = count
         self._log(trainer, self._step_entries)
 
-    def on_train_epoch_start(self, trainer: Trainer, module: Module) -> None:
+    def on_train_epoch_start(self, trainer: Trainer, *_: Any) -> None:
         """Log epoch-interval learning rates."""
         if self._epoch_entries:
             self._log(trainer, self._epoch_entries)

@@ -16,7 +16,7 @@ run leaves it for the fit it belongs to (Lightning removes it after any run).
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from trainkit.callbacks.base import Checkpoint
 
@@ -75,7 +75,7 @@ class OnExceptionCheckpoint(Checkpoint):
         super().setup(trainer, module, stage)
         self._raised = False
 
-    def on_exception(self, trainer: Trainer, module: Module, exception: BaseException) -> None:
+    def on_exception(self, trainer: Trainer, *_: Any) -> None:
         """Save the checkpoint (fit only: other runs change no training state)."""
         self._raised = True
         if trainer.state.fn != "fit":
@@ -83,8 +83,12 @@ class OnExceptionCheckpoint(Checkpoint):
         # Replaces an earlier exception's file, as Lightning does; atomically.
         trainer.save_checkpoint(self.ckpt_path)
 
-    def teardown(self, trainer: Trainer, module: Module, stage: str) -> None:
+    def teardown(
+        self, trainer: Trainer, module: Module | None = None, stage: str | None = None
+    ) -> None:
         """After a fit that finished, remove the file: it is older than the run's end."""
+        if stage is None:  # called as Lightning declares it, teardown(trainer)
+            stage = trainer.state.fn
         if stage != "fit" or self._raised:
             return
         if trainer.is_global_zero and os.path.isfile(self.ckpt_path):

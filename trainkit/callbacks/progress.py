@@ -553,29 +553,28 @@ class TQDMProgressBar(ProgressBar):
 
     @property
     def train_progress_bar(self) -> Any:
-        """The tqdm bar of training (while training runs, outside plain mode)."""
+        """The tqdm bar of training (while training runs; in plain mode one that never draws)."""
         return self._bar(self._train_bar, "train")
 
     @property
     def val_progress_bar(self) -> Any:
-        """The tqdm bar of validation (while it runs, outside plain mode)."""
+        """The tqdm bar of validation (while it runs; in plain mode one that never draws)."""
         return self._bar(self._eval_bar, "validation")
 
     @property
     def test_progress_bar(self) -> Any:
-        """The tqdm bar of testing (while it runs, outside plain mode)."""
+        """The tqdm bar of testing (while it runs; in plain mode one that never draws)."""
         return self._bar(self._eval_bar, "test")
 
     @property
     def predict_progress_bar(self) -> Any:
-        """The tqdm bar of prediction (while it runs, outside plain mode)."""
+        """The tqdm bar of prediction (while it runs; in plain mode one that never draws)."""
         return self._bar(self._eval_bar, "predict")
 
     def _bar(self, bar: Any, stage: str) -> Any:
         if bar is None:
-            mode = " (this bar prints plain lines: stdout is not a terminal)" if self._plain else ""
             raise TypeError(
-                f"The {type(self).__name__} {stage} bar has not been created yet{mode}; "
+                f"The {type(self).__name__} {stage} bar has not been created yet; "
                 "read it while that stage runs."
             )
         return bar
@@ -606,7 +605,7 @@ class TQDMProgressBar(ProgressBar):
         return self._plain
 
     def _new_bar(self, desc: str, total: int | None, position: int, leave: bool) -> Any:
-        # Imported here: `import trainkit` stays cheap, and plain mode never needs it.
+        # Imported here: `import trainkit` stays cheap.
         from tqdm.auto import tqdm
 
         bar = tqdm(
@@ -617,8 +616,11 @@ class TQDMProgressBar(ProgressBar):
             dynamic_ncols=True,
             file=sys.stdout,
             bar_format=self.BAR_FORMAT,
+            # In plain mode the bars exist (a subclass's init_*_tqdm runs and it may
+            # read them, as under Lightning) but never draw: the plain lines show progress.
+            disable=bool(self.is_plain),
         )
-        self._mininterval = float(bar.mininterval)
+        self._mininterval = float(getattr(bar, "mininterval", _DEFAULT_MININTERVAL))
         return bar
 
     @staticmethod
@@ -658,9 +660,9 @@ class TQDMProgressBar(ProgressBar):
         self._close_train_bar()
 
     # ----------------------------------------------------------- training
-    def on_train_epoch_start(self, trainer: Trainer, module: Module) -> None:
+    def on_train_epoch_start(self, trainer: Trainer, *_: Any) -> None:
         """Start (or reset) the training bar for this epoch."""
-        if not self._start_train(trainer) or self.is_plain:
+        if not self._start_train(trainer):
             return
         total = _total(trainer.num_training_batches)
         desc = f"Epoch {trainer.current_epoch}"
@@ -709,18 +711,19 @@ class TQDMProgressBar(ProgressBar):
             parts = [f"epoch {trainer.current_epoch}", f"end ({self._train.position} batches)"]
             parts += self._train_timing(None)
             print(_join(parts, format_metrics(metrics)), flush=True)
+            _count(self._train_bar, self._train.position)
             return
         self._draw(self._train_bar, self._train.position, metrics)
         if self.leave:
             self._close_train_bar()
 
-    def on_train_end(self, trainer: Trainer, module: Module) -> None:
+    def on_train_end(self, *_: Any) -> None:
         """Close the training bar."""
         self._close_train_bar()
 
     # --------------------------------------------------------- evaluation
     def _start_eval(self, trainer: Trainer, stage: str, counts: list[float]) -> None:
-        if not self._start_eval_count(trainer, stage) or self.is_plain:
+        if not self._start_eval_count(trainer, stage):
             return
         self._close_eval_bar()
         factories = {
@@ -787,6 +790,8 @@ class TQDMProgressBar(ProgressBar):
             else:
                 parts = [label, f"{self._eval.position} batches", *self._eval_timing()]
                 print(_join(parts, {}), flush=True)
+            _count(self._eval_bar, self._eval.position)
+            self._close_eval_bar()
             return
         self._draw(self._eval_bar, self._eval.position, None)
         self._close_eval_bar()
@@ -868,3 +873,9 @@ class TQDMProgressBar(ProgressBar):
     def on_predict_end(self, trainer: Trainer, module: Module) -> None:
         """Close the predict bar; in plain mode print how many batches ran."""
         self._end_eval(trainer, module, "predict", show_metrics=False)
+
+
+def _count(bar: Any, position: int) -> None:
+    """Set a plain-mode (never drawn) bar's count, for code that reads it."""
+    if bar is not None:
+        bar.n = position

@@ -145,12 +145,12 @@ class ThroughputMonitor(Callback):
             logger.log_metrics(metrics, step=step)
 
     # ------------------------------------------------------------- training
-    def on_train_start(self, trainer: Trainer, module: Module) -> None:
+    def on_train_start(self, trainer: Trainer, *_: Any) -> None:
         """Start the training clock."""
         self._start(trainer, "train")
 
     def on_train_batch_end(
-        self, trainer: Trainer, module: Module, outputs: Any, batch: Any, batch_idx: int
+        self, trainer: Trainer, module: Module, outputs: Any, batch: Any, *_: Any
     ) -> None:
         """Count the batch; log after an optimizer step that is a logging step."""
         if not trainer.is_global_zero:
@@ -165,14 +165,14 @@ class ThroughputMonitor(Callback):
             self._write(trainer, "train", max(trainer.global_step - 1, 0))
 
     # ------------------------------------------------------------- evaluation
-    def on_validation_start(self, trainer: Trainer, module: Module) -> None:
+    def on_validation_start(self, trainer: Trainer, *_: Any) -> None:
         """Start the validation clock (not for the sanity check)."""
         if trainer.sanity_checking or not trainer.is_global_zero:
             return
         self._validation_started = time.perf_counter()
         self._start(trainer, "validate")
 
-    def on_validation_end(self, trainer: Trainer, module: Module) -> None:
+    def on_validation_end(self, trainer: Trainer, *_: Any) -> None:
         """Inside fit: move the training clock on by the validation's duration."""
         if trainer.sanity_checking or not trainer.is_global_zero or "train" not in self._stages:
             return
@@ -190,45 +190,27 @@ class ThroughputMonitor(Callback):
             self._write(trainer, stage, state.logged_batches)
 
     def on_validation_batch_end(
-        self,
-        trainer: Trainer,
-        module: Module,
-        outputs: Any,
-        batch: Any,
-        batch_idx: int,
-        dataloader_idx: int = 0,
+        self, trainer: Trainer, module: Module, outputs: Any, batch: Any, *_: Any
     ) -> None:
         """Count the batch; log every ``log_every_n_steps``-th."""
         self._eval_batch(trainer, module, "validate", batch)
 
-    def on_test_start(self, trainer: Trainer, module: Module) -> None:
+    def on_test_start(self, trainer: Trainer, *_: Any) -> None:
         """Start the test clock."""
         self._start(trainer, "test")
 
     def on_test_batch_end(
-        self,
-        trainer: Trainer,
-        module: Module,
-        outputs: Any,
-        batch: Any,
-        batch_idx: int,
-        dataloader_idx: int = 0,
+        self, trainer: Trainer, module: Module, outputs: Any, batch: Any, *_: Any
     ) -> None:
         """Count the batch; log every ``log_every_n_steps``-th."""
         self._eval_batch(trainer, module, "test", batch)
 
-    def on_predict_start(self, trainer: Trainer, module: Module) -> None:
+    def on_predict_start(self, trainer: Trainer, *_: Any) -> None:
         """Start the predict clock."""
         self._start(trainer, "predict")
 
     def on_predict_batch_end(
-        self,
-        trainer: Trainer,
-        module: Module,
-        outputs: Any,
-        batch: Any,
-        batch_idx: int,
-        dataloader_idx: int = 0,
+        self, trainer: Trainer, module: Module, outputs: Any, batch: Any, *_: Any
     ) -> None:
         """Count the batch; log every ``log_every_n_steps``-th."""
         self._eval_batch(trainer, module, "predict", batch)

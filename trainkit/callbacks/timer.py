@@ -158,7 +158,7 @@ class Timer(Callback):
     def _ended(self, stage: str) -> None:
         self._end_time[stage] = time.monotonic()
 
-    def on_fit_start(self, trainer: Trainer, module: Module) -> None:
+    def on_fit_start(self, trainer: Trainer, *_: Any) -> None:
         """A resumed run whose time is already up stops before training."""
         self._check(trainer)
 
@@ -194,13 +194,11 @@ class Timer(Callback):
         """Stop the predict clock."""
         self._ended("predict")
 
-    def on_train_batch_end(
-        self, trainer: Trainer, module: Module, outputs: Any, batch: Any, batch_idx: int
-    ) -> None:
+    def on_train_batch_end(self, trainer: Trainer, *_: Any) -> None:
         """With ``interval="step"``: stop training once the time is up."""
         self._check(trainer)
 
-    def on_train_epoch_end(self, trainer: Trainer, module: Module) -> None:
+    def on_train_epoch_end(self, trainer: Trainer, *_: Any) -> None:
         """With ``interval="epoch"``: stop training once the time is up."""
         if self._interval == "epoch":
             self._check(trainer)

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from trainkit.lightning._missing import submodule_or_missing
 from trainkit.trainer.trainer import Trainer
 from trainkit.utilities.seed import seed_everything
 
 __all__ = ["Trainer", "seed_everything"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lightning's submodules reached as attributes, as after importing Lightning.
+    return submodule_or_missing(__name__, name, __all__)

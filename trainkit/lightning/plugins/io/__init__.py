@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from trainkit.lightning._missing import submodule_or_missing
 from trainkit.lightning.plugins._base import Plugin
 from trainkit.utilities.io import atomic_write
 
@@ -90,3 +91,8 @@ class AsyncCheckpointIO(TorchCheckpointIO):
                 stacklevel=4,
             )
         return refusal
+
+
+def __getattr__(name: str) -> Any:
+    # Lightning's submodules reached as attributes, as after importing Lightning.
+    return submodule_or_missing(__name__, name, __all__)

@@ -23,6 +23,7 @@ from torch import nn
 from trainkit.callbacks.precision import MIXED_DTYPES
 from trainkit.core.batches import convert_floating
 from trainkit.core.optim import clip_optimizer_gradients
+from trainkit.lightning._missing import submodule_or_missing
 from trainkit.lightning.plugins._base import Plugin
 from trainkit.trainer.options import canonical_precision
 from trainkit.utilities.tensor_init import TRUE_DTYPES, default_dtype
@@ -179,3 +180,8 @@ def _mixed(precision: str, scaler: Any, name: str) -> str:
             "(bfloat16 has float32's range)."
         )
     return canonical
+
+
+def __getattr__(name: str) -> Any:
+    # Lightning's submodules reached as attributes, as after importing Lightning.
+    return submodule_or_missing(__name__, name, __all__)

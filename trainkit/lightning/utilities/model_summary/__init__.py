@@ -6,6 +6,9 @@ for them, which projects import too.
 
 from __future__ import annotations
 
+from typing import Any
+
+from trainkit.lightning._missing import submodule_or_missing
 from trainkit.lightning.utilities.model_summary.model_summary import (
     ModelSummary,
     get_formatted_model_size,
@@ -14,3 +17,8 @@ from trainkit.lightning.utilities.model_summary.model_summary import (
 )
 
 __all__ = ["ModelSummary", "get_formatted_model_size", "get_human_readable_count", "summarize"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lightning's submodules reached as attributes, as after importing Lightning.
+    return submodule_or_missing(__name__, name, __all__)
