@@ -829,7 +829,7 @@ class TQDMProgressBar(ProgressBar):
             return
         label = f"validation | epoch {trainer.current_epoch}"
         self._end_eval(trainer, module, label, show_metrics=True)
-        if self._train_bar is not None:
+        if self._train_bar is not None and not self.is_plain:
             self._train_bar.set_postfix(
                 ordered_dict=format_metrics(self.get_metrics(trainer, module)), refresh=True
             )
