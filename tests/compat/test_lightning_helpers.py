@@ -115,6 +115,23 @@ def test_model_summary_lists_the_layers_and_prints_the_fit_table() -> None:
     assert summary.model_size == pytest.approx(19 * 4 / 1e6)
     assert str(summary) == summarize(model, 1)
     assert ModelSummary(model, max_depth=0).layer_names == []
+    # Without an example input, Lightning's placeholders; one eval-mode layer counted.
+    model[1].eval()
+    summary = ModelSummary(model, max_depth=1)
+    assert summary.in_sizes == summary.out_sizes == ["?", "?", "?"]
+    assert summary.flop_counts == {"0": {}, "1": {}, "2": {}}
+    assert summary.total_training_modes == {"train": 2, "eval": 1}
+
+
+def test_model_summary_sizes_and_flops_come_from_the_example_input() -> None:
+    # The values Lightning 2.6.6's ModelSummary gives for the same model.
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    model.example_input_array = torch.zeros(3, 4)
+    summary = ModelSummary(model, max_depth=1)
+    assert summary.in_sizes == [[3, 4], [3, 8], [3, 8]]
+    assert summary.out_sizes == [[3, 8], [3, 8], [3, 2]]
+    flops = {name: sum(counts.values()) for name, counts in summary.flop_counts.items()}
+    assert flops == {"0": 192, "1": 0, "2": 96} and summary.total_flops == 288
 
 
 def test_a_custom_loggers_experiment_is_real_on_rank_zero_only() -> None:

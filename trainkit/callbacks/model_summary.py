@@ -19,7 +19,7 @@ import torch
 from torch.nn.parameter import is_lazy
 
 from trainkit.callbacks.base import Callback
-from trainkit.callbacks.summary_forward import forward_columns
+from trainkit.callbacks.summary_forward import ForwardColumns, forward_columns
 
 if TYPE_CHECKING:
     from trainkit.core.module import Module
@@ -71,6 +71,8 @@ class SummaryTable:
         training_modes: how many submodules are in ``"train"`` and in ``"eval"`` mode.
         total_flops: the model's forward FLOPs on ``example_input_array`` (None: no
             example input, so no FLOPs and sizes columns).
+        forward: what the pass of ``example_input_array`` found per listed layer
+            (None: no pass).
     """
 
     header: list[str]
@@ -82,6 +84,7 @@ class SummaryTable:
     model_size: float = 0.0
     training_modes: dict[str, int] = field(default_factory=lambda: {"train": 0, "eval": 0})
     total_flops: int | None = None
+    forward: ForwardColumns | None = None
 
     @property
     def summary_data(self) -> list[tuple[str, list[str]]]:
@@ -173,6 +176,7 @@ def summary_table(
         size_mb,
         training_modes,
         total_flops,
+        columns,
     )
 
 

@@ -34,12 +34,18 @@ class ForwardColumns:
         in_sizes: each layer's input sizes, as printed.
         out_sizes: each layer's output sizes, as printed.
         total_flops: the whole model's forward FLOPs.
+        input_shapes: each layer's input sizes as lists (:func:`sizes`; ``"?"``: not run).
+        output_shapes: each layer's output sizes as lists.
+        flop_counts: each layer's FLOPs by operator (``torch.utils.flop_counter``'s).
     """
 
     flops: list[int]
     in_sizes: list[str]
     out_sizes: list[str]
     total_flops: int
+    input_shapes: list[Any]
+    output_shapes: list[Any]
+    flop_counts: list[dict[Any, int]]
 
 
 def sizes(value: Any) -> Any:
@@ -120,9 +126,15 @@ def forward_columns(
             submodule.training = training
     counts = counter.get_flop_counts()
     root = type(module).__name__
+    by_layer = [dict(counts.get(f"{root}.{name}", {})) for name, _ in layers]
+    inputs = [seen[name][0] if name in seen else UNKNOWN for name, _ in layers]
+    outputs = [seen[name][1] if name in seen else UNKNOWN for name, _ in layers]
     return ForwardColumns(
-        flops=[sum(counts.get(f"{root}.{name}", {}).values()) for name, _ in layers],
-        in_sizes=[str(seen[name][0]) if name in seen else UNKNOWN for name, _ in layers],
-        out_sizes=[str(seen[name][1]) if name in seen else UNKNOWN for name, _ in layers],
+        flops=[sum(layer.values()) for layer in by_layer],
+        in_sizes=[str(shape) for shape in inputs],
+        out_sizes=[str(shape) for shape in outputs],
         total_flops=counter.get_total_flops(),
+        input_shapes=inputs,
+        output_shapes=outputs,
+        flop_counts=by_layer,
     )

@@ -7,9 +7,12 @@ parameter counts, and the totals. ``summarize(module, max_depth)`` returns one.
 
 from __future__ import annotations
 
+from typing import Any
+
 from torch import nn
 
 from trainkit.callbacks.model_summary import format_table, human_readable_count, summary_table
+from trainkit.callbacks.summary_forward import UNKNOWN
 
 __all__ = ["ModelSummary", "get_formatted_model_size", "get_human_readable_count", "summarize"]
 
@@ -81,6 +84,31 @@ class ModelSummary:
     def total_flops(self) -> int:
         """The forward FLOPs on the model's ``example_input_array`` (0 without one)."""
         return self._table.total_flops or 0
+
+    @property
+    def in_sizes(self) -> list[Any]:
+        """Each listed layer's input sizes in the pass of ``example_input_array``
+        (``[3, 4]``; several as a list; ``"?"`` without an example or where not run)."""
+        forward = self._table.forward
+        return list(forward.input_shapes) if forward else [UNKNOWN] * len(self.named_modules)
+
+    @property
+    def out_sizes(self) -> list[Any]:
+        """Each listed layer's output sizes in that pass (as :attr:`in_sizes`)."""
+        forward = self._table.forward
+        return list(forward.output_shapes) if forward else [UNKNOWN] * len(self.named_modules)
+
+    @property
+    def flop_counts(self) -> dict[str, dict[Any, int]]:
+        """Each listed layer's forward FLOPs by operator (empty without an example)."""
+        forward = self._table.forward
+        counts = forward.flop_counts if forward else [{} for _ in self.named_modules]
+        return dict(zip(self.layer_names, counts, strict=True))
+
+    @property
+    def total_training_modes(self) -> dict[str, int]:
+        """How many submodules are in train and in eval mode: ``{"train": n, "eval": m}``."""
+        return dict(self._table.training_modes)
 
     def __str__(self) -> str:
         return format_table(self._table)
