@@ -148,9 +148,12 @@ def test_logging_keeps_tensors_on_the_device_until_read() -> None:
     assert all(isinstance(v, torch.Tensor) and not v.requires_grad for v in seen)
 
 
-def test_log_outside_a_run_and_bad_values_are_clear_errors() -> None:
-    with pytest.raises(RuntimeError, match="not attached to a Trainer"):
-        Classifier().log("x", 1.0)
+def test_a_step_called_without_a_trainer_runs_its_logging_warns_and_bad_values_are_errors() -> None:
+    # Projects test their step methods directly, without a Trainer (Lightning allows it).
+    batch = blobs(8)[:]
+    with pytest.warns(UserWarning, match=r"self.log\('train/loss'\) .* not attached to a Trainer"):
+        loss = Classifier().training_step(batch, 0)
+    assert loss.ndim == 0 and loss.requires_grad
 
     class BadLog(Classifier):
         def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:

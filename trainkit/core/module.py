@@ -378,9 +378,17 @@ class Module(DataHooks, HyperparametersMixin, ModuleHooks, nn.Module):
             check_log_options(
                 self, name, enable_graph, sync_dist_group, rank_zero_only and sync_dist
             )
-        # The attribute itself, not the ``trainer`` property: one call less per value
-        # logged (the property raises the same error when no Trainer is attached).
-        trainer = self._trainer if self._trainer is not None else self.trainer
+        # The attribute itself, not the ``trainer`` property: one call less per value logged.
+        trainer = self._trainer
+        if trainer is None:
+            # As Lightning: a step method called by a test without a Trainer still runs.
+            warnings.warn(
+                f"self.log({name!r}) was called on a {type(self).__name__} not attached to a "
+                "Trainer (a step method called directly, in a test say): the value is not "
+                "recorded. Run the module with trainer.fit/validate/test to record it.",
+                stacklevel=2,
+            )
+            return
         trainer.results.log(
             name,
             value,
