@@ -545,3 +545,17 @@ def test_datamodule_state_is_kept_under_its_class_name(tmp_path: Path) -> None:
     trainer = trainkit.Trainer(max_epochs=2, limit_train_batches=2, **options)
     trainer.fit(Classifier(), datamodule=data, ckpt_path=path)
     assert data.loaded == {"cursor": 7}
+
+
+def test_evaluating_from_a_checkpoint_restores_the_datamodule_state_too(tmp_path: Path) -> None:
+    # Lightning loads a DataModule's state whenever it loads a checkpoint: a
+    # DataModule that keeps, say, a fitted normalisation evaluates with it.
+    options = {**QUIET, "enable_checkpointing": True, "default_root_dir": tmp_path}
+    trainkit.Trainer(max_epochs=1, limit_train_batches=2, **options).fit(
+        Classifier(), datamodule=StatefulData()
+    )
+    path = tmp_path / "checkpoints" / "last.ckpt"
+    for run in ("validate", "test", "predict"):
+        data = StatefulData()
+        getattr(trainkit.Trainer(**QUIET), run)(Classifier(), datamodule=data, ckpt_path=path)
+        assert data.loaded == {"cursor": 7}, run

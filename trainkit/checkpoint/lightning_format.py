@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainkit.checkpoint.callback_state import callback_state_key, load_callback_state
 from trainkit.checkpoint.files import CheckpointError
+from trainkit.checkpoint.weights import restore_datamodule
 
 if TYPE_CHECKING:
     from trainkit.loops.run import Run
@@ -70,9 +71,7 @@ def restore_lightning_state(run: Run, checkpoint: dict[str, Any], source: str) -
             f"assuming it was saved at the end of epoch {progress['epoch'] - 1}, training "
             f"continues at epoch {progress['epoch']}."
         )
-    datamodule = run.datamodule
-    if datamodule is not None and type(datamodule).__qualname__ in checkpoint:
-        datamodule.load_state_dict(checkpoint[type(datamodule).__qualname__])
+    restore_datamodule(run.datamodule, checkpoint)
 
 
 def lightning_progress(checkpoint: Mapping[str, Any]) -> dict[str, int]:

@@ -39,7 +39,12 @@ from trainkit.checkpoint.lightning_format import (
     restore_lightning_state,
 )
 from trainkit.checkpoint.resume_check import OPTIONS_KEY, compare, run_settings
-from trainkit.checkpoint.weights import load_module_state, plain_hparams, plain_value
+from trainkit.checkpoint.weights import (
+    load_module_state,
+    plain_hparams,
+    plain_value,
+    restore_datamodule,
+)
 from trainkit.utilities.seed import capture_rng_states, restore_rng_states
 from trainkit.version import __version__
 
@@ -311,13 +316,7 @@ def _restore_trainkit_state(run: Run, checkpoint: dict[str, Any], source: str) -
     run.results.load_state_dict(checkpoint)
     for logger, saved in zip(run.loggers, checkpoint.get("loggers", []), strict=False):
         logger.load_state_dict(saved)
-    datamodule = run.datamodule
-    if datamodule is not None:
-        # Lightning's key (the class's name); "datamodule" in files of older trainkit.
-        for key in (type(datamodule).__qualname__, "datamodule"):
-            if key in checkpoint:
-                datamodule.load_state_dict(checkpoint[key])
-                break
+    restore_datamodule(run.datamodule, checkpoint)
     restore_rng_states(checkpoint["rng"])
 
 

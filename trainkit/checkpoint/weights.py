@@ -27,7 +27,7 @@ from trainkit.checkpoint.files import (
 from trainkit.utilities.rank_zero import rank_zero_print
 
 if TYPE_CHECKING:
-    pass
+    from trainkit.core.data import DataModule
 
 
 def resolve_path(
@@ -272,3 +272,20 @@ def load_hparams_file(path: str | os.PathLike[str]) -> dict[str, Any]:
             "hyperparameter names to values."
         )
     return {str(key): value for key, value in loaded.items()}
+
+
+def restore_datamodule(datamodule: DataModule | None, checkpoint: Mapping[str, Any]) -> None:
+    """Load ``datamodule``'s saved state, if the checkpoint holds one (as Lightning does
+    whenever it loads a checkpoint: in fit, validate, test and predict).
+
+    Args:
+        datamodule: the run's DataModule (None: nothing to do).
+        checkpoint: a trainkit or Lightning checkpoint.
+    """
+    if datamodule is None:
+        return
+    # Lightning's key (the class's name); "datamodule" in files of older trainkit.
+    for key in (type(datamodule).__qualname__, "datamodule"):
+        if key in checkpoint:
+            datamodule.load_state_dict(checkpoint[key])
+            return

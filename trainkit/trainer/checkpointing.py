@@ -19,6 +19,7 @@ from trainkit.checkpoint.restore import collect_state
 from trainkit.trainer.properties import TrainerViews
 
 if TYPE_CHECKING:
+    from trainkit.core.data import DataModule
     from trainkit.core.module import Module
     from trainkit.loops.run import Run
 
@@ -90,7 +91,12 @@ class TrainerCheckpoints(TrainerViews):
     def _last_checkpoint_paths(self) -> list[Path]:
         return last_checkpoint_paths(self.callbacks, self.default_root_dir)
 
-    def _load_weights(self, model: Module, ckpt_path: str | os.PathLike[str] | None) -> None:
+    def _load_weights(
+        self,
+        model: Module,
+        ckpt_path: str | os.PathLike[str] | None,
+        datamodule: DataModule | None = None,
+    ) -> None:
         if ckpt_path is not None and os.fspath(ckpt_path) == "best":
             ckpt_path = best_checkpoint_path(self.callbacks)
         resolved = checkpoint_io.resolve_path(ckpt_path, self._last_checkpoint_paths(), self.warn)
@@ -105,3 +111,4 @@ class TrainerCheckpoints(TrainerViews):
             str(resolved),
             strict=model.strict_loading,
         )
+        checkpoint_io.restore_datamodule(datamodule, checkpoint)

@@ -559,7 +559,7 @@ class Trainer(TrainerCheckpoints):
         trained = model
 
         def body(run: Run) -> Any:
-            self._load_weights(trained, ckpt_path)
+            self._load_weights(trained, ckpt_path, run.datamodule)
             self._log_hyperparameters(run)
             if fn != "predict" and getattr(self.options, f"limit_{kind}_batches") == 0:
                 return []  # no loader, no hook: nothing to evaluate (as Lightning)
