@@ -81,8 +81,8 @@ def test_under_torchrun_and_slurm_the_environment_is_theirs(
     }
     for name, value in torchrun.items():
         monkeypatch.setenv(name, value)
-    environment = L.strategies.DDPStrategy(process_group_backend="gloo")
-    trainer = L.Trainer(strategy=environment, num_nodes=2, devices=2, **QUIET)
+    strategy = L.strategies.DDPStrategy(process_group_backend="gloo")
+    trainer = L.Trainer(strategy=strategy, num_nodes=2, devices=2, **QUIET)
     plugin = trainer.strategy.cluster_environment
     assert type(plugin) is L.plugins.environments.TorchElasticEnvironment
     assert (plugin.global_rank(), plugin.world_size(), plugin.local_rank()) == (3, 4, 1)
