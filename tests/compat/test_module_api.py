@@ -114,21 +114,35 @@ def test_lr_scheduler_step_hook_steps_the_schedulers() -> None:
 
 
 def test_configure_gradient_clipping_replaces_the_trainers_clipping() -> None:
-    norms: list[float] = []
+    norms: list[tuple[int, float]] = []
+    received: set[tuple[Any, Any]] = set()
 
     class Clipped(Classifier):
         def configure_gradient_clipping(
             self, optimizer: Any, gradient_clip_val: Any = None, gradient_clip_algorithm: Any = None
         ) -> None:
-            assert (gradient_clip_val, gradient_clip_algorithm) == (5.0, "norm")
-            self.clip_gradients(optimizer, gradient_clip_val=1e-3, gradient_clip_algorithm="norm")
+            received.add((gradient_clip_val, gradient_clip_algorithm))
+            if self.trainer.global_step % 2 == 0:  # the hook decides: every other step only
+                self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
         def on_before_zero_grad(self, optimizer: Any) -> None:
             grads = [p.grad.flatten() for p in self.parameters() if p.grad is not None]
-            norms.append(float(torch.cat(grads).norm()))
+            norms.append((self.trainer.global_step, float(torch.cat(grads).norm())))
 
-    fit(Clipped(), gradient_clip_val=5.0)
-    assert norms and max(norms) <= 1e-3 * 1.0001
+    fit(Clipped(), gradient_clip_val=1e-3)
+    assert received == {(1e-3, "norm")}
+    assert all(norm <= 1e-3 * 1.0001 for step, norm in norms if step % 2 == 0)
+    assert all(norm > 1e-3 for step, norm in norms if step % 2 == 1)  # not clipped there
+
+
+def test_clip_gradients_refuses_a_value_other_than_the_trainers() -> None:
+    # Lightning refuses it too: which of the two values should hold is unclear.
+    class Conflicting(Classifier):
+        def configure_gradient_clipping(self, optimizer: Any, *args: Any) -> None:
+            self.clip_gradients(optimizer, gradient_clip_val=1e-3, gradient_clip_algorithm="norm")
+
+    with pytest.raises(ValueError, match=r"Trainer\(gradient_clip_val=5.0\).*clip_gradients\("):
+        fit(Conflicting(), gradient_clip_val=5.0)
 
 
 # ------------------------------------------------------------ step arguments

@@ -695,10 +695,21 @@ class Module(DataHooks, HyperparametersMixin, ModuleHooks, nn.Module):
             gradient_clip_val: the threshold (None: the Trainer's ``gradient_clip_val``;
                 no clipping when that is None too).
             gradient_clip_algorithm: "norm" or "value" (None: the Trainer's).
+
+        Raises:
+            ValueError: the Trainer has a ``gradient_clip_val`` and another one is given
+                (as Lightning refuses it: which one should hold is unclear).
         """
         trainer = self._trainer
         if gradient_clip_val is None and trainer is not None:
             gradient_clip_val = trainer.gradient_clip_val
+        elif trainer is not None and trainer.gradient_clip_val not in (None, gradient_clip_val):
+            raise ValueError(
+                f"You have set `Trainer(gradient_clip_val={trainer.gradient_clip_val!r})` and "
+                f"have passed `clip_gradients(gradient_clip_val={gradient_clip_val!r})`: use only "
+                "one of them (in configure_gradient_clipping, pass on the gradient_clip_val it "
+                "receives, or leave the Trainer's unset)."
+            )
         if gradient_clip_algorithm is None:
             gradient_clip_algorithm = trainer.gradient_clip_algorithm if trainer else "norm"
         if gradient_clip_val is None or gradient_clip_val == 0:
