@@ -57,12 +57,15 @@ class LRSchedulerConfig:
 class NoOptimizer(torch.optim.Optimizer):
     """The optimizer of a fit whose ``configure_optimizers`` returned None: it changes nothing.
 
-    It holds one placeholder tensor (torch's optimizers need a parameter); ``step``
-    runs the closure, if any, and returns its loss.
+    Like Lightning's, it has no parameter groups (a learning-rate monitor finds
+    nothing to log); ``step`` runs the closure, if any, and returns its loss.
     """
 
     def __init__(self) -> None:
-        super().__init__([torch.zeros(1)], {"lr": 0.0})
+        super().__init__([torch.zeros(1)], {})  # torch needs a parameter to start from
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Keep no group: there is nothing to optimize."""
 
     def step(self, closure: Any = None) -> Any:
         """Run ``closure`` (if given) and return its result; no parameter changes."""

@@ -45,6 +45,10 @@ DELIBERATE: dict[str, dict[str, str]] = {
         "wrong_width": "a CheckpointError (a RuntimeError) naming the mis-shaped keys, "
         "where Lightning raises torch's RuntimeError (the same except clause catches both)",
     },
+    "p_optimizers": {
+        "two_in_automatic": "Errors from `self.log` and the Trainer (a ValueError naming the "
+        "fix, where Lightning raises RuntimeError)",
+    },
     "p_callbacks": {
         "slash_auto": "`/` in a checkpoint file name (a metric `val/loss`)",
         "last_link": '`ModelCheckpoint(save_last=True)` and `save_last="link"`',
