@@ -131,6 +131,14 @@ def test_hyperparams_yaml(tmp_path: Path) -> None:
         assert yaml.safe_load(file) == {"optim": {"lr": 0.1}, "seed": 7, "batch_size": 32}
 
 
+def test_rows_logged_without_a_step_are_numbered_as_lightning_numbers_them(tmp_path: Path) -> None:
+    logger = CSVLogger(tmp_path)
+    logger.log_metrics({"test/acc": 0.5})
+    logger.log_metrics({"test/acc": 0.75})
+    logger.save()
+    assert [row["step"] for row in _read(logger)[1]] == ["0", "1"]
+
+
 def test_prefix_goes_in_front_of_every_metric_name(tmp_path: Path) -> None:
     logger = CSVLogger(tmp_path, prefix="train")
     logger.log_metrics({"loss": 1.0, "epoch": 0}, step=0)

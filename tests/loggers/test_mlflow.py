@@ -64,6 +64,15 @@ def test_a_fit_writes_params_and_metrics_at_their_steps(tmp_path: Path) -> None:
     assert os.path.isfile(os.path.join(logger.log_dir, "meta.yaml"))
 
 
+def test_metrics_logged_without_a_step_are_at_step_0_as_lightning_writes_them(
+    tmp_path: Path,
+) -> None:
+    logger = MLflowLogger(experiment_name="blobs", save_dir=tmp_path / "mlruns")
+    logger.log_metrics({"test/acc": 0.5})  # code of a project's own, after a run
+    client = MlflowClient(tracking_uri=logger.tracking_uri)
+    assert _history(client, logger.run_id, "test/acc") == [(0, 0.5)]
+
+
 def test_nested_hyperparameters_and_prefix(tmp_path: Path) -> None:
     logger = MLflowLogger(save_dir=tmp_path, prefix="blobs")
     logger.log_hyperparams({"optim": {"lr": 0.1, "betas": [0.9, 0.99]}, "act": None})

@@ -69,6 +69,13 @@ def test_hyperparams_yaml_and_hparams_tab(tmp_path: Path) -> None:
     assert hparams["act"].string_value == "None"
 
 
+def test_metrics_logged_without_a_step_are_at_step_0(tmp_path: Path) -> None:
+    logger = TensorBoardLogger(tmp_path)
+    logger.log_metrics({"test/acc": 0.5})  # as Lightning's allows
+    logger.finalize("success")
+    assert _scalars(logger.log_dir, "test/acc") == [(0, 0.5)]
+
+
 def test_hyperparams_from_a_namespace_with_metrics_at_a_step(tmp_path: Path) -> None:
     # Lightning's signature: log_hyperparams(params, metrics, step), params a dict or Namespace.
     logger = TensorBoardLogger(tmp_path)

@@ -120,6 +120,15 @@ def test_an_offline_fit_writes_config_and_metrics_by_step(tmp_path: Path) -> Non
     assert val_acc[-1][1] == pytest.approx(trainer.callback_metrics["val/acc"].item())
 
 
+def test_metrics_logged_without_a_step_have_no_global_step(tmp_path: Path) -> None:
+    logger = WandbLogger(project="blobs", save_dir=tmp_path, offline=True)
+    logger.log_metrics({"test/acc": 0.5})  # as Lightning's allows
+    logger.log_metrics({"test/acc": 0.75}, step=3)
+    rows = [row for row in _history(_records(tmp_path, _finish(logger))) if "test/acc" in row]
+    # W&B fills the step metric of a row without one (step_sync), as under Lightning.
+    assert [(row["test/acc"], row["trainer/global_step"]) for row in rows] == [(0.5, 0), (0.75, 3)]
+
+
 def test_validate_and_test_after_fit_add_to_the_same_run(tmp_path: Path) -> None:
     logger = WandbLogger(save_dir=tmp_path, mode="offline", prefix="blobs")
     trainer = trainkit.Trainer(**{**QUIET, "logger": logger}, max_epochs=1, limit_train_batches=2)

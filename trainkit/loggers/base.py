@@ -109,12 +109,13 @@ class Logger(ABC):
         return None if save_dir is None else versioned_folder(save_dir, self.name, self.version)
 
     @abstractmethod
-    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         """Record scalar metrics at a global step.
 
         Args:
             metrics: metric name to value.
-            step: the global step the values belong to.
+            step: the global step the values belong to (the Trainer always passes it;
+                code of yours may leave it out, as Lightning's loggers allow).
         """
 
     @abstractmethod

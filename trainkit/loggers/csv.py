@@ -68,14 +68,18 @@ class CSVLogger(FolderLogger):
             self._experiment = ExperimentWriter(self.log_dir)
         return self._experiment
 
-    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         """Keep one row; rows go to the file every ``flush_logs_every_n_steps`` steps and at save.
 
         Args:
             metrics: metric name to value.
-            step: the global step the values belong to.
+            step: the global step the values belong to (None, as Lightning allows: the
+                number of rows waiting to be written).
         """
-        self.experiment.log_metrics(with_prefix(metrics, self._prefix, self.LOGGER_JOIN_CHAR), step)
+        writer = self.experiment
+        if step is None:
+            step = len(writer.metrics)
+        writer.log_metrics(with_prefix(metrics, self._prefix, self.LOGGER_JOIN_CHAR), step)
         if (step + 1) % self._flush_every == 0:
             self.save()
 

@@ -227,12 +227,12 @@ class MLflowLogger(Logger):
         for start in range(0, len(values), _PARAMS_PER_BATCH):
             self._log_batch(params=values[start : start + _PARAMS_PER_BATCH])
 
-    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         """Write each metric at ``step``.
 
         Args:
             metrics: metric name to value.
-            step: the global step the values belong to.
+            step: the global step the values belong to (None, as Lightning allows: 0).
         """
         if not on_rank_zero() or not metrics:
             return
@@ -240,7 +240,7 @@ class MLflowLogger(Logger):
 
         now = int(time.time() * 1000)
         values = [
-            Metric(key, value, now, step)
+            Metric(key, value, now, step or 0)
             for key, value in with_prefix(metrics, self._prefix, self.LOGGER_JOIN_CHAR).items()
         ]
         for start in range(0, len(values), _METRICS_PER_BATCH):

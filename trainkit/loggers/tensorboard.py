@@ -150,16 +150,16 @@ class TensorBoardLogger(FolderLogger):
             return
         _add_graph(self.experiment, model, input_array)
 
-    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         """Write each metric as a scalar at ``step``.
 
         Args:
             metrics: metric name to value.
-            step: the global step the values belong to.
+            step: the global step the values belong to (None, as Lightning allows: 0).
         """
         if self._prefix:
             metrics = with_prefix(metrics, self._prefix, self.LOGGER_JOIN_CHAR)
-        self._event_file().add_scalars(metrics, step)
+        self._event_file().add_scalars(metrics, 0 if step is None else step)
 
     def log_hyperparams(
         self,

@@ -228,17 +228,19 @@ class WandbLogger(Logger):
             config: Any = self.experiment.config  # wandb's Config.update is untyped
             config.update(flatten(hyperparameters(params)), allow_val_change=True)
 
-    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         """Write the metrics as one history row, with ``trainer/global_step`` = ``step``.
 
         Args:
             metrics: metric name to value.
-            step: the global step the values belong to.
+            step: the global step the values belong to (None, as Lightning allows: the
+                row has no ``trainer/global_step``).
         """
         if on_rank_zero() and metrics:
-            self.experiment.log(
-                {**with_prefix(metrics, self._prefix, self.LOGGER_JOIN_CHAR), STEP_METRIC: step}
-            )
+            row = dict(with_prefix(metrics, self._prefix, self.LOGGER_JOIN_CHAR))
+            if step is not None:
+                row[STEP_METRIC] = step
+            self.experiment.log(row)
 
     def log_table(
         self,
