@@ -120,7 +120,7 @@ def test_an_offline_fit_writes_config_and_metrics_by_step(tmp_path: Path) -> Non
     assert val_acc[-1][1] == pytest.approx(trainer.callback_metrics["val/acc"].item())
 
 
-def test_metrics_logged_without_a_step_have_no_global_step(tmp_path: Path) -> None:
+def test_metrics_logged_without_a_step_are_written(tmp_path: Path) -> None:
     logger = WandbLogger(project="blobs", save_dir=tmp_path, offline=True)
     logger.log_metrics({"test/acc": 0.5})  # as Lightning's allows
     logger.log_metrics({"test/acc": 0.75}, step=3)
