@@ -177,6 +177,31 @@ def test_plain_lines_every_n_steps_without_control_codes() -> None:
 
 
 @needs_rich
+def test_plain_mode_keeps_the_tasks_that_subclasses_read_without_drawing_them() -> None:
+    # Under pytest or in a batch job the console is no terminal: the tasks exist for a
+    # subclass's code, as under Lightning, while only the plain lines are printed.
+    seen: list[tuple[Any, Any]] = []
+
+    class Reading(RichProgressBar):
+        def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+            super().on_train_epoch_end(trainer, module)
+            task = self.train_progress_bar
+            seen.append((task.total, task.completed))
+
+    out = io.StringIO()
+    bar = Reading(print_every_n_steps=5, console_kwargs={"file": out})
+    trainer = logged_trainer(num_training_batches=7)
+    bar.setup(trainer, MODULE, "fit")
+    run_epoch(bar, trainer, steps=7)
+    run_validation(bar, trainer, batches=2)
+    bar.teardown(trainer, MODULE, "fit")
+    assert seen == [(7, 7)]
+    assert ESCAPE not in out.getvalue()
+    lines = [line.split(" 0:")[0] for line in out.getvalue().splitlines()]
+    assert lines == ["Epoch 0 5/7", "Epoch 0 7/7", "Validation 2/4"]  # the fake has 4
+
+
+@needs_rich
 def test_other_ranks_show_nothing() -> None:
     out = io.StringIO()
     bar = RichProgressBar(print_every_n_steps=1, console_kwargs={"file": out})

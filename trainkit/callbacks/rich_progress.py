@@ -188,6 +188,8 @@ class RichProgressBar(ProgressBar):
         self.print_every_n_steps = print_every_n_steps
         self._console: Console | None = None
         self.progress: Progress | None = None
+        # Whether this run prints plain lines (decided at setup; see is_plain).
+        self._plain = False
         self.train_progress_bar_id: TaskID | None = None
         self._eval_id: TaskID | None = None
 
@@ -218,37 +220,47 @@ class RichProgressBar(ProgressBar):
         live = (console.is_terminal and not console.is_dumb_terminal) or console.is_jupyter
         return not live
 
+    def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
+        """Decide once, for the run, between live bars and plain lines.
+
+        Args:
+            trainer: the running Trainer.
+            module: the user's Module.
+            stage: one of "fit", "validate", "test", "predict".
+        """
+        super().setup(trainer, module, stage)
+        self._plain = self.is_plain
+
     @property
     def train_progress_bar(self) -> Any:
-        """The rich task of the training bar (while training runs, in a terminal)."""
+        """The rich task of the training bar (while training runs; in plain mode it is
+        kept, never drawn)."""
         return self._task(self.train_progress_bar_id, "train")
 
     @property
     def val_sanity_check_bar(self) -> Any:
-        """The rich task of the sanity-check bar (while the check runs, in a terminal)."""
+        """The rich task of the sanity-check bar (while the check runs)."""
         return self._task(self._eval_id if self._eval.stage == "sanity" else None, "sanity check")
 
     @property
     def val_progress_bar(self) -> Any:
-        """The rich task of the validation bar (while it runs, in a terminal)."""
+        """The rich task of the validation bar (while it runs)."""
         return self._task(self._eval_id if self._eval.stage == "validation" else None, "validation")
 
     @property
     def test_progress_bar(self) -> Any:
-        """The rich task of the test bar (while testing runs, in a terminal)."""
+        """The rich task of the test bar (while testing runs)."""
         return self._task(self._eval_id if self._eval.stage == "test" else None, "test")
 
     @property
     def predict_progress_bar(self) -> Any:
-        """The rich task of the predict bar (while predicting runs, in a terminal)."""
+        """The rich task of the predict bar (while predicting runs)."""
         return self._task(self._eval_id if self._eval.stage == "predict" else None, "predict")
 
     def _task(self, task_id: TaskID | None, stage: str) -> Any:
         if self.progress is None or task_id is None:
-            mode = " (this bar prints plain lines: its console is not a terminal)"
             raise TypeError(
-                f"The {type(self).__name__} {stage} bar has not been created yet"
-                f"{mode if self._console is not None and self.is_plain else ''}; "
+                f"The {type(self).__name__} {stage} bar has not been created yet; "
                 "read it while that stage runs."
             )
         return self.progress.tasks[task_id] if task_id in self.progress.task_ids else None
@@ -282,12 +294,15 @@ class RichProgressBar(ProgressBar):
         if self.progress is None:
             from rich.progress import Progress, TextColumn
 
-            # Drawn by our hooks only (auto_refresh=False): no thread reads metrics.
+            # Drawn by our hooks only (auto_refresh=False): no thread reads metrics. In
+            # plain mode it keeps the tasks (a subclass may read them, as under
+            # Lightning) but never draws: the plain lines show progress.
             self.progress = Progress(
                 *self.configure_columns(trainer),
                 TextColumn("{task.fields[metrics]}", style=self.theme.metrics, markup=False),
                 console=self.console,
                 auto_refresh=False,
+                disable=self._plain,
             )
             self.progress.start()
         return self.progress
@@ -354,7 +369,7 @@ class RichProgressBar(ProgressBar):
     # ----------------------------------------------------------- training
     def on_train_epoch_start(self, trainer: Trainer, module: Module) -> None:
         """Start (or reset) the training bar for this epoch."""
-        if not self._start_train(trainer) or self.is_plain:
+        if not self._start_train(trainer):
             return
         total = self.total_train_batches
         description = self._train_description(trainer)
@@ -381,7 +396,7 @@ class RichProgressBar(ProgressBar):
             return
         # batch_idx, not a counter: after a mid-epoch resume the bar still ends at total.
         self._train.position = batch_idx + 1
-        if self.progress is None:  # plain lines
+        if self._plain:
             # The epoch's last batch gets its line at the epoch end (with validation's results).
             last = self._train.position == self.total_train_batches
             if self._train.position % self.print_every_n_steps == 0 and not last:
@@ -400,15 +415,16 @@ class RichProgressBar(ProgressBar):
         if not self._train.active:
             return
         self._train.active = False
-        if self.progress is None:
-            self._train_line(trainer, module)
-            return
         metrics = self._metrics_text(trainer, module)
+        if self._plain:
+            self._line(
+                self._train_description(trainer), self._train, self.total_train_batches, metrics
+            )
         self._draw(self.train_progress_bar_id, self._train, self.total_train_batches, metrics)
 
     # --------------------------------------------------------- evaluation
     def _start_eval(self, trainer: Trainer, stage: str, description: str, total: float) -> None:
-        if not self._start_eval_count(trainer, stage) or self.is_plain:
+        if not self._start_eval_count(trainer, stage):
             return
         self._eval_id = self._add_task(trainer, description, self._eval, total)
         self._draw(self._eval_id, self._eval, total, None)
@@ -427,7 +443,7 @@ class RichProgressBar(ProgressBar):
             return
         # A counter, not batch_idx: batch_idx restarts for each dataloader.
         self._eval.position += 1
-        if self.progress is not None and self._eval.due(self._refresh_rate, self._mininterval):
+        if not self._plain and self._eval.due(self._refresh_rate, self._mininterval):
             self._draw(self._eval_id, self._eval, self._eval_total(), None)
 
     def _end_eval(self, trainer: Trainer, description: str, keep: bool) -> None:
@@ -436,9 +452,9 @@ class RichProgressBar(ProgressBar):
         if not self._eval.active:
             return
         self._eval.active = False
+        if self._plain and self._eval.stage != "sanity":  # its results are not real metrics
+            self._line(description, self._eval, self._eval_total(), "")
         if self.progress is None:
-            if self._eval.stage != "sanity":  # its results are not real metrics
-                self._line(description, self._eval, self._eval_total(), "")
             return
         if keep:
             self._draw(self._eval_id, self._eval, self._eval_total(), None)
@@ -454,7 +470,7 @@ class RichProgressBar(ProgressBar):
                 trainer, "sanity", self.sanity_check_description, self.total_val_batches
             )
             return
-        if self._train.active and self.progress is not None:
+        if self._train.active and not self._plain:
             # The training bar shows where the epoch is while validation runs.
             metrics = self._metrics_text(trainer, module)
             self._draw(self.train_progress_bar_id, self._train, self.total_train_batches, metrics)
@@ -480,7 +496,7 @@ class RichProgressBar(ProgressBar):
         if not trainer.sanity_checking:
             description = self.validation_description
         self._end_eval(trainer, description, keep=not fitting and not trainer.sanity_checking)
-        if fitting and self.progress is not None and not trainer.sanity_checking:
+        if fitting and not self._plain and not trainer.sanity_checking:
             metrics = self._metrics_text(trainer, module)
             self._draw(self.train_progress_bar_id, self._train, self.total_train_batches, metrics)
 
