@@ -49,6 +49,9 @@ DELIBERATE: dict[str, dict[str, str]] = {
         "two_in_automatic": "Errors from `self.log` and the Trainer (a ValueError naming the "
         "fix, where Lightning raises RuntimeError)",
     },
+    "p_rich": {
+        "callbacks": "`trainer.callbacks` (also NonFiniteLoss and RunSummary)",
+    },
     "p_callbacks": {
         "slash_auto": "`/` in a checkpoint file name (a metric `val/loss`)",
         "last_link": '`ModelCheckpoint(save_last=True)` and `save_last="link"`',
