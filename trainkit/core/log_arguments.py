@@ -50,6 +50,23 @@ def check_log_options(
         )
 
 
+def warn_unattached(module: Module, name: str) -> None:
+    """``self.log`` on a Module no Trainer runs: a warning, and nothing is recorded.
+
+    As in Lightning, so that a project's tests may call a step method directly.
+
+    Args:
+        module: the Module that logs.
+        name: the logged name, for the message.
+    """
+    warnings.warn(
+        f"self.log({name!r}) was called on a {type(module).__name__} not attached to a "
+        "Trainer (a step method called directly, in a test say): the value is not "
+        "recorded. Run the module with trainer.fit/validate/test to record it.",
+        stacklevel=3,
+    )
+
+
 def dict_entries(dictionary: Mapping[str, Any] | Any) -> Iterable[tuple[str, Any]]:
     """The ``(name, value)`` pairs ``self.log_dict(dictionary)`` logs.
 

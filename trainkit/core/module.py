@@ -23,8 +23,8 @@ from trainkit.core import export, loading
 from trainkit.core.hooks import DataHooks, ModuleHooks
 from trainkit.core.hyperparameters import AttributeDict, HyperparametersMixin
 from trainkit.core.loading import ModuleT
-from trainkit.core.log_arguments import check_log_options, dict_entries
-from trainkit.core.optim import clip_optimizer_gradients
+from trainkit.core.log_arguments import check_log_options, dict_entries, warn_unattached
+from trainkit.core.optim import clip_optimizer_gradients, clip_value
 from trainkit.core.steps import fit_step_arguments, loss_from_output
 
 if TYPE_CHECKING:
@@ -380,14 +380,8 @@ class Module(DataHooks, HyperparametersMixin, ModuleHooks, nn.Module):
             )
         # The attribute itself, not the ``trainer`` property: one call less per value logged.
         trainer = self._trainer
-        if trainer is None:
-            # As Lightning: a step method called by a test without a Trainer still runs.
-            warnings.warn(
-                f"self.log({name!r}) was called on a {type(self).__name__} not attached to a "
-                "Trainer (a step method called directly, in a test say): the value is not "
-                "recorded. Run the module with trainer.fit/validate/test to record it.",
-                stacklevel=2,
-            )
+        if trainer is None:  # a step method called by a test: it runs (as in Lightning)
+            warn_unattached(self, name)
             return
         trainer.results.log(
             name,
@@ -701,15 +695,8 @@ class Module(DataHooks, HyperparametersMixin, ModuleHooks, nn.Module):
                 (as Lightning refuses it: which one should hold is unclear).
         """
         trainer = self._trainer
-        if gradient_clip_val is None and trainer is not None:
-            gradient_clip_val = trainer.gradient_clip_val
-        elif trainer is not None and trainer.gradient_clip_val not in (None, gradient_clip_val):
-            raise ValueError(
-                f"You have set `Trainer(gradient_clip_val={trainer.gradient_clip_val!r})` and "
-                f"have passed `clip_gradients(gradient_clip_val={gradient_clip_val!r})`: use only "
-                "one of them (in configure_gradient_clipping, pass on the gradient_clip_val it "
-                "receives, or leave the Trainer's unset)."
-            )
+        if trainer is not None:
+            gradient_clip_val = clip_value(trainer.gradient_clip_val, gradient_clip_val)
         if gradient_clip_algorithm is None:
             gradient_clip_algorithm = trainer.gradient_clip_algorithm if trainer else "norm"
         if gradient_clip_val is None or gradient_clip_val == 0:

@@ -501,6 +501,29 @@ class ManagedOptimizer(torch.optim.Optimizer):
         return f"{type(self).__name__}({self._optimizer!r})"
 
 
+def clip_value(configured: float | None, given: float | None) -> float | None:
+    """The clipping threshold ``clip_gradients`` uses: the one given, else the Trainer's.
+
+    Args:
+        configured: the Trainer's ``gradient_clip_val``.
+        given: the one passed to ``clip_gradients`` (None: the Trainer's).
+
+    Raises:
+        ValueError: both are set and differ (as Lightning refuses it: which one
+            should hold is unclear).
+    """
+    if given is None:
+        return configured
+    if configured is not None and configured != given:
+        raise ValueError(
+            f"You have set `Trainer(gradient_clip_val={configured!r})` and have passed "
+            f"`clip_gradients(gradient_clip_val={given!r})`: use only one of them (in "
+            "configure_gradient_clipping, pass on the gradient_clip_val it receives, or "
+            "leave the Trainer's unset)."
+        )
+    return given
+
+
 def clip_optimizer_gradients(optimizer: Any, clip_val: float, algorithm: str) -> None:
     """Clip the gradients of ``optimizer``'s parameters to ``clip_val``.
 
