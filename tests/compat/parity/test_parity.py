@@ -49,6 +49,10 @@ DELIBERATE: dict[str, dict[str, str]] = {
         "two_in_automatic": "Errors from `self.log` and the Trainer (a ValueError naming the "
         "fix, where Lightning raises RuntimeError)",
     },
+    "p_precision": {
+        "bf16-true": '`precision="bf16-true"` / `"16-true"` (autocast, batches as they come: the '
+        "same weights, another validation loss in the fourth digit)",
+    },
     "p_rich": {
         "callbacks": "`trainer.callbacks` (also NonFiniteLoss and RunSummary)",
     },
