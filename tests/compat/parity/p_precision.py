@@ -48,11 +48,12 @@ for precision in ("32-true", "bf16-mixed", "64-true", "bf16-true"):
         enable_checkpointing=False,
     )
     trainer.fit(model, data, data)
-    record[precision] = {
+    seen = {
         "dtypes": sorted(model.dtypes),
-        "w": model.layer.weight.double(),
         "w_dtype": str(model.layer.weight.dtype),
-        "val_loss": trainer.callback_metrics["val_loss"],
         "plugin": type(trainer.precision_plugin).__name__,
     }
+    if not precision.startswith("bf16"):  # bfloat16 results vary with the CPU's instructions
+        seen.update(w=model.layer.weight.double(), val_loss=trainer.callback_metrics["val_loss"])
+    record[precision] = seen
 record.emit()

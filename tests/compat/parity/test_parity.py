@@ -50,8 +50,8 @@ DELIBERATE: dict[str, dict[str, str]] = {
         "fix, where Lightning raises RuntimeError)",
     },
     "p_precision": {
-        "bf16-true": '`precision="bf16-true"` / `"16-true"` (autocast, batches as they come: the '
-        "same weights, another validation loss in the fourth digit)",
+        "bf16-true": '`precision="bf16-true"` / `"16-true"` (autocast, batches as they come: '
+        "the step sees the batch in float32)",
     },
     "p_rich": {
         "callbacks": "`trainer.callbacks` (also NonFiniteLoss and RunSummary)",
