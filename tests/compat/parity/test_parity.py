@@ -39,11 +39,10 @@ RECORDS = HERE / "lightning-2.6.6"
 #: docs/porting.md that says so). Any other difference fails the comparison.
 DELIBERATE: dict[str, dict[str, str]] = {
     "p_training": {
-        "accumulate_short_window": "The last accumulation window of an epoch ...",
+        "accumulate_short_window": "The last accumulation window of an epoch",
     },
     "p_checkpoint": {
-        "wrong_width": "a CheckpointError (a RuntimeError) naming the mis-shaped keys, "
-        "where Lightning raises torch's RuntimeError (the same except clause catches both)",
+        "wrong_width": "Weights that do not fit the module (a CheckpointError, a RuntimeError)",
     },
     "p_optimizers": {
         "two_in_automatic": "Errors from `self.log` and the Trainer (a ValueError naming the "
