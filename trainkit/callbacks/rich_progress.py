@@ -400,14 +400,13 @@ class RichProgressBar(ProgressBar):
             # The epoch's last batch gets its line at the epoch end (with validation's results).
             last = self._train.position == self.total_train_batches
             if self._train.position % self.print_every_n_steps == 0 and not last:
-                self._train_line(trainer, module)
+                self._train_line(trainer, self._metrics_text(trainer, module))
             return
         if self._train.due(self._refresh_rate, self._mininterval):
             metrics = self._metrics_text(trainer, module)
             self._draw(self.train_progress_bar_id, self._train, self.total_train_batches, metrics)
 
-    def _train_line(self, trainer: Trainer, module: Module) -> None:
-        metrics = self._metrics_text(trainer, module)
+    def _train_line(self, trainer: Trainer, metrics: str) -> None:
         self._line(self._train_description(trainer), self._train, self.total_train_batches, metrics)
 
     def on_train_epoch_end(self, trainer: Trainer, module: Module) -> None:
@@ -417,9 +416,7 @@ class RichProgressBar(ProgressBar):
         self._train.active = False
         metrics = self._metrics_text(trainer, module)
         if self._plain:
-            self._line(
-                self._train_description(trainer), self._train, self.total_train_batches, metrics
-            )
+            self._train_line(trainer, metrics)
         self._draw(self.train_progress_bar_id, self._train, self.total_train_batches, metrics)
 
     # --------------------------------------------------------- evaluation
