@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -120,5 +121,9 @@ def test_the_plugins_work_on_their_own(tmp_path: Path) -> None:
     path = tmp_path / "state.ckpt"
     io.save_checkpoint({"state_dict": {"w": torch.ones(2)}}, path)
     assert torch.equal(io.load_checkpoint(path)["state_dict"]["w"], torch.ones(2))
+    io.save_checkpoint({"path": tmp_path}, path)  # an object: loads only when asked to
+    with pytest.raises(pickle.UnpicklingError):
+        io.load_checkpoint(path)
+    assert io.load_checkpoint(path, weights_only=False)["path"] == tmp_path
     io.remove_checkpoint(path)
     assert not path.exists()

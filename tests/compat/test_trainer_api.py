@@ -618,31 +618,56 @@ def test_val_check_batch_counts_the_batches_between_validations(
         trainer.val_check_batch = 2  # type: ignore[misc]
 
 
-def test_weights_only_is_taken_and_false_is_warned_about_where_a_checkpoint_loads(
+class Smoothing:
+    """An object a Module keeps in its checkpoints: loading them needs ``weights_only=False``."""
+
+    def __init__(self, amount: float) -> None:
+        self.amount = amount
+
+
+class SmoothedClassifier(Classifier):
+    """Stores an object in its checkpoints, as projects do in ``on_save_checkpoint``."""
+
+    smoothing: Smoothing | None = None
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["smoothing"] = Smoothing(0.25)
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.smoothing = checkpoint["smoothing"]
+
+
+def test_weights_only_false_loads_a_trusted_checkpoint_that_stores_objects(
     tmp_path: Path,
 ) -> None:
     import warnings
 
     first = trainkit.Trainer(max_steps=2, default_root_dir=str(tmp_path), **QUIET)
-    first.fit(Classifier(), loader(blobs(64)))
+    first.fit(SmoothedClassifier(), loader(blobs(64)))
     path = tmp_path / "two.ckpt"
     first.save_checkpoint(path)
 
-    with pytest.warns(UserWarning, match=r"^fit\(weights_only=False\): trainkit always") as caught:
+    # The default (None, as True) runs no code from the file: it names the class and the fix.
+    with pytest.raises(trainkit.CheckpointError, match=r"Smoothing.*weights_only=False"):
+        SmoothedClassifier.load_from_checkpoint(path)
+    with pytest.raises(trainkit.CheckpointError, match="weights_only=False"):
         trainkit.Trainer(max_steps=3, **QUIET).fit(
-            Classifier(), loader(blobs(64)), ckpt_path=path, weights_only=False
+            SmoothedClassifier(), loader(blobs(64)), ckpt_path=path
         )
-    assert caught[0].filename == __file__  # the warning points at the caller's line
-    with pytest.warns(UserWarning, match=r"^load_from_checkpoint\(weights_only=False\)") as caught:
-        Classifier.load_from_checkpoint(path, weights_only=False)
-    assert [w.filename for w in caught if "weights_only" in str(w.message)] == [__file__]
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*weights_only")
-        # True (or None) is what trainkit does anyway; False without a checkpoint loads nothing.
+        loaded = SmoothedClassifier.load_from_checkpoint(path, weights_only=False)
+        assert loaded.smoothing is not None and loaded.smoothing.amount == 0.25
+        resumed = trainkit.Trainer(max_steps=3, **QUIET)
+        model = SmoothedClassifier()
+        resumed.fit(model, loader(blobs(64)), ckpt_path=path, weights_only=False)
+        assert resumed.global_step == 3  # resumed at step 2, not started over
+        assert model.smoothing is not None
+        evaluated = SmoothedClassifier()
         results = trainkit.Trainer(**QUIET).validate(
-            Classifier(), loader(blobs(32)), ckpt_path=path, weights_only=True, verbose=False
+            evaluated, loader(blobs(32)), ckpt_path=path, weights_only=False, verbose=False
         )
-        trainkit.Trainer(max_steps=1, **QUIET).fit(
-            Classifier(), loader(blobs(32)), weights_only=False
-        )
-    assert results and "val/loss" in results[0]
+        assert results and "val/loss" in results[0] and evaluated.smoothing is not None
+        # The next call without it is safe again: the choice is per call.
+        with pytest.raises(trainkit.CheckpointError):
+            resumed.test(SmoothedClassifier(), loader(blobs(32)), ckpt_path=path, verbose=False)

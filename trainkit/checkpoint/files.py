@@ -2,7 +2,8 @@
 
 A checkpoint is a dict of tensors and plain containers (see
 :meth:`trainkit.Trainer.save_checkpoint` for its keys), so it loads with
-``torch.load(weights_only=True)``: loading a checkpoint never runs code from it.
+``torch.load(weights_only=True)``: loading a checkpoint never runs code from it
+(unless the caller passes ``weights_only=False`` for a file it trusts).
 
 The file is also a Lightning 2.x checkpoint: its top-level keys include
 Lightning's (``epoch``, ``global_step``, ``pytorch-lightning_version``,
@@ -60,6 +61,9 @@ CHECKPOINT_HYPER_PARAMS_KEY = "hyper_parameters"
 CHECKPOINT_HYPER_PARAMS_NAME = "hparams_name"
 #: The type of the saved hyperparameters, when they are not a plain dict.
 CHECKPOINT_HYPER_PARAMS_TYPE = "hparams_type"
+#: The hyperparameters that are objects (a loss, a model, a function), pickled, by name:
+#: the hyperparameters entry holds their ``repr``, so that a safe load reads it.
+PICKLED_HYPER_PARAMS_KEY = "hyper_parameters_pickled"
 #: Prefixes the hyperparameter keys for a DataModule's (``datamodule_hyper_parameters``).
 DATAMODULE_PREFIX = "datamodule_"
 #: The key that marks a file as a Lightning checkpoint (and the version that wrote it).
@@ -293,8 +297,10 @@ def link_atomic(source: str | os.PathLike[str], path: str | os.PathLike[str]) ->
     fsync_folder(target.parent)
 
 
-def load(path: str | os.PathLike[str], map_location: Any = "cpu") -> dict[str, Any]:
-    """Load a trainkit or Lightning checkpoint safely (``weights_only=True``).
+def load(
+    path: str | os.PathLike[str], map_location: Any = "cpu", weights_only: bool = True
+) -> dict[str, Any]:
+    """Load a trainkit or Lightning checkpoint, safely (``weights_only=True``) by default.
 
     A Lightning 2.x file (one with a ``pytorch-lightning_version`` entry) is
     returned as Lightning wrote it; :func:`is_lightning_checkpoint` tells the two
@@ -306,6 +312,9 @@ def load(path: str | os.PathLike[str], map_location: Any = "cpu") -> dict[str, A
         path: the checkpoint file (or folder).
         map_location: where tensors are loaded (CPU by default; the Trainer moves
             the state to the right devices when it restores it).
+        weights_only: as for ``torch.load``: True reads tensors and plain values
+            only, so no code stored in the file runs; False unpickles any object
+            (hyperparameters that are objects, such as a loss), for files you trust.
 
     Returns:
         The checkpoint dict.
@@ -324,7 +333,7 @@ def load(path: str | os.PathLike[str], map_location: Any = "cpu") -> dict[str, A
     if not file.is_file():
         raise CheckpointError(f"Checkpoint {file} does not exist (or is not a file).")
     try:
-        checkpoint = torch.load(file, map_location=map_location, weights_only=True)
+        checkpoint = torch.load(file, map_location=map_location, weights_only=weights_only)
     except _READ_ERRORS as error:
         size = file.stat().st_size
         reason = first_line(error).rstrip(".")
@@ -332,10 +341,10 @@ def load(path: str | os.PathLike[str], map_location: Any = "cpu") -> dict[str, A
             # Lightning files may hold hyperparameters that are objects (a Namespace, ...).
             raise CheckpointError(
                 f"Checkpoint {file} ({size} bytes) cannot be read: {reason}. It stores "
-                "Python objects, and trainkit loads checkpoints with weights_only=True so that "
-                "no code from the file runs. If you trust the file, allow the class it names "
-                "with torch.serialization.add_safe_globals([...]) before loading, or re-save "
-                "the checkpoint with plain hyperparameters (numbers, strings, lists, dicts)."
+                "Python objects, and checkpoints load with weights_only=True unless asked "
+                "otherwise, so that no code from the file runs. If you trust the file, pass "
+                "weights_only=False, or allow the class it names with "
+                "torch.serialization.add_safe_globals([...]) before loading."
             ) from error
         raise CheckpointError(
             f"Checkpoint {file} ({size} bytes) cannot be read: {reason}. The file "

@@ -27,6 +27,7 @@ from trainkit.checkpoint.files import (
     FORMAT_VERSION,
     LIGHTNING_FORMAT_VERSION,
     LIGHTNING_VERSION_KEY,
+    PICKLED_HYPER_PARAMS_KEY,
     CheckpointError,
     first_line,
     is_lightning_checkpoint,
@@ -41,6 +42,7 @@ from trainkit.checkpoint.lightning_format import (
 from trainkit.checkpoint.resume_check import OPTIONS_KEY, compare, run_settings
 from trainkit.checkpoint.weights import (
     load_module_state,
+    pickled_hparams,
     plain_hparams,
     plain_value,
     restore_datamodule,
@@ -113,7 +115,7 @@ def collect_state(run: Run, weights_only: bool = False) -> dict[str, Any]:
         # "kwargs": the hyperparameters are __init__'s keyword arguments; a Module that
         # saved one config dict records that argument's name (as Lightning does).
         checkpoint[CHECKPOINT_HYPER_PARAMS_NAME] = getattr(module, "_hparams_name", "kwargs")
-    checkpoint[CHECKPOINT_HYPER_PARAMS_KEY] = plain_hparams(module.hparams)
+    _put_hparams(checkpoint, "", module.hparams)
     datamodule = run.datamodule
     if datamodule is not None:
         datamodule_state = datamodule.state_dict()
@@ -123,9 +125,7 @@ def collect_state(run: Run, weights_only: bool = False) -> dict[str, Any]:
             # Lightning's keys for a DataModule's hyperparameters (DataModule.load_from_checkpoint).
             name = getattr(datamodule, "_hparams_name", "kwargs")
             checkpoint[DATAMODULE_PREFIX + CHECKPOINT_HYPER_PARAMS_NAME] = name
-            checkpoint[DATAMODULE_PREFIX + CHECKPOINT_HYPER_PARAMS_KEY] = plain_hparams(
-                datamodule.hparams
-            )
+            _put_hparams(checkpoint, DATAMODULE_PREFIX, datamodule.hparams)
     # Lightning's order: the callbacks' hooks, then the Module's (which sees what they added).
     if not weights_only:  # as in Lightning, callbacks add nothing to a weights-only file
         for callback in run.callbacks:
@@ -148,6 +148,15 @@ _RESUME_ONLY_KEYS = frozenset(
         "callback_metrics",
     }
 )
+
+
+def _put_hparams(checkpoint: dict[str, Any], prefix: str, hparams: Mapping[str, Any]) -> None:
+    # Plain values (objects as their repr, so that a safe load reads the file), and
+    # the objects pickled beside them (load_from_checkpoint(..., weights_only=False)).
+    checkpoint[prefix + CHECKPOINT_HYPER_PARAMS_KEY] = plain_hparams(hparams)
+    objects = pickled_hparams(hparams)
+    if objects:
+        checkpoint[prefix + PICKLED_HYPER_PARAMS_KEY] = objects
 
 
 def without_resume_state(checkpoint: dict[str, Any]) -> dict[str, Any]:

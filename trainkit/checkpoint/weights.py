@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import inspect
 import os
+import pickle
 import warnings
 from argparse import Namespace
 from collections.abc import Callable, Mapping
@@ -21,6 +22,7 @@ from trainkit.checkpoint.files import (
     CHECKPOINT_HYPER_PARAMS_NAME,
     CHECKPOINT_HYPER_PARAMS_TYPE,
     FORMAT,
+    PICKLED_HYPER_PARAMS_KEY,
     CheckpointError,
     clip_keys,
 )
@@ -187,6 +189,85 @@ def plain_value(value: Any) -> Any:
     return repr(value)
 
 
+def _is_plain(value: Any) -> bool:
+    # Whether plain_value keeps ``value`` without writing any part of it as its repr.
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, Mapping):
+        return all(_is_plain(item) for item in value.values())
+    if isinstance(value, (list, tuple)):
+        return all(_is_plain(item) for item in value)
+    return False
+
+
+def pickled_hparams(hparams: Mapping[str, Any]) -> dict[str, torch.Tensor | None]:
+    """The hyperparameters :func:`plain_value` writes as a ``repr``, each pickled.
+
+    A checkpoint keeps them beside the plain entry (``PICKLED_HYPER_PARAMS_KEY``), as
+    bytes in a ``uint8`` tensor, so that a load with ``weights_only=True`` still
+    reads the file (nothing is unpickled), while ``load_from_checkpoint(...,
+    weights_only=False)`` rebuilds the objects.
+
+    Args:
+        hparams: the module's (or DataModule's) hyperparameters.
+
+    Returns:
+        By name, the pickled bytes; None for a value that cannot be pickled (a
+        lambda, an open file).
+    """
+    found: dict[str, torch.Tensor | None] = {}
+    for name, value in hparams.items():
+        if _is_plain(value):
+            continue
+        try:
+            data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # whatever pickling raises, the value stays a repr
+            found[str(name)] = None
+            continue
+        found[str(name)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    return found
+
+
+def _saved_objects(
+    checkpoint: Mapping[str, Any],
+    prefix: str,
+    wanted: Callable[[str], bool],
+    weights_only: bool,
+    path: object,
+) -> dict[str, Any]:
+    # The hyperparameters saved as objects that __init__ receives and no override
+    # replaces: unpickled when the caller trusts the file, else an error saying how.
+    pickled = checkpoint.get(prefix + PICKLED_HYPER_PARAMS_KEY) or {}
+    needed = {name: data for name, data in pickled.items() if wanted(name)}
+    if not needed:
+        return {}
+    saved = checkpoint.get(prefix + CHECKPOINT_HYPER_PARAMS_KEY) or {}
+    shown = ", ".join(f"{name}={saved.get(name, '?')}" for name in sorted(needed))
+    shown = (
+        f"hyperparameters {shown} as objects"
+        if len(needed) > 1
+        else f"hyperparameter {shown} as an object"
+    )
+    lost = sorted(name for name, data in needed.items() if data is None)
+    if lost:
+        raise CheckpointError(
+            f"The checkpoint {path} saved the {shown}, and "
+            f"{', '.join(lost)} could not be pickled then, so it cannot be rebuilt from the "
+            f"file. Pass it yourself: load_from_checkpoint(path, {lost[0]}=...)."
+        )
+    if weights_only:
+        raise CheckpointError(
+            f"The checkpoint {path} saved the {shown}, and "
+            "loading with weights_only=True (the default) runs no code from the file, so "
+            "they cannot be rebuilt. If you trust the file, pass weights_only=False; or "
+            f"pass them yourself: load_from_checkpoint(path, {min(needed)}=...)."
+        )
+    return {
+        name: pickle.loads(data.numpy().tobytes())  # the caller trusts the file
+        for name, data in needed.items()
+    }
+
+
 #: Where Lightning versions before 1.0 kept the hyperparameters.
 _PAST_HYPER_PARAMS_KEYS = ("hparams", "module_arguments")
 
@@ -197,6 +278,8 @@ def init_arguments(
     overrides: Mapping[str, Any],
     hparams_file: str | os.PathLike[str] | None = None,
     prefix: str = "",
+    weights_only: bool = True,
+    path: object = None,
 ) -> dict[str, Any]:
     """The ``__init__`` arguments that rebuild a Module from ``checkpoint``.
 
@@ -204,7 +287,9 @@ def init_arguments(
     ``overrides``. When they were saved under one argument's name
     (``hparams_name``, for a Module that takes a single config dict or
     Namespace), they become that argument. Unless ``__init__`` takes
-    ``**kwargs``, only the names it accepts are kept.
+    ``**kwargs``, only the names it accepts are kept. A hyperparameter saved as
+    an object (:func:`pickled_hparams`) is unpickled with ``weights_only=False``;
+    with ``weights_only=True`` it is an error, unless ``overrides`` replaces it.
 
     Args:
         init: the class's ``__init__``.
@@ -213,27 +298,42 @@ def init_arguments(
         hparams_file: a YAML file whose hyperparameters replace the saved ones.
         prefix: ``"datamodule_"`` for a DataModule's hyperparameters (saved under
             ``datamodule_hyper_parameters`` and ``datamodule_hparams_name``).
+        weights_only: False unpickles the hyperparameters saved as objects.
+        path: the checkpoint, for messages.
 
     Returns:
         The keyword arguments to call the class with.
 
     Raises:
         ValueError: ``hparams_file`` is not a ``.yaml``/``.yml`` file.
+        CheckpointError: a hyperparameter saved as an object is needed, and
+            ``weights_only`` is True (or it could not be pickled when saved).
     """
     saved: dict[str, Any] = {}
     past = () if prefix else _PAST_HYPER_PARAMS_KEYS
     for key in (*past, prefix + CHECKPOINT_HYPER_PARAMS_KEY):
         found = checkpoint.get(key) or {}
         saved.update(vars(found) if isinstance(found, Namespace) else found)
-    if hparams_file is not None:
-        saved = load_hparams_file(hparams_file)
-    saved.update(overrides)
     parameters = list(inspect.signature(init).parameters.values())[1:]  # skip self
     names = [p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     takes_any = any(p.kind is p.VAR_KEYWORD for p in parameters)
+    name = str(checkpoint.get(prefix + CHECKPOINT_HYPER_PARAMS_NAME) or "")
+    whole = name in names  # one argument receives them all
+    if hparams_file is not None:
+        saved = load_hparams_file(hparams_file)
+    else:
+        saved.update(
+            _saved_objects(
+                checkpoint,
+                prefix,
+                lambda key: key not in overrides and (whole or takes_any or key in names),
+                weights_only,
+                path,
+            )
+        )
+    saved.update(overrides)
     arguments: dict[str, Any] = dict(saved)
-    name = checkpoint.get(prefix + CHECKPOINT_HYPER_PARAMS_NAME)
-    if name and name in names:
+    if whole:
         kind = str(checkpoint.get(prefix + CHECKPOINT_HYPER_PARAMS_TYPE) or "")
         arguments = {
             **overrides,

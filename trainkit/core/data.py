@@ -167,6 +167,7 @@ class DataModule(DataHooks, HyperparametersMixin):
         checkpoint_path: str | os.PathLike[str],
         map_location: Any = "cpu",
         hparams_file: str | os.PathLike[str] | None = None,
+        weights_only: bool | None = None,
         **kwargs: Any,
     ) -> DataModuleT:
         """Build the DataModule from a checkpoint's DataModule hyperparameters.
@@ -180,6 +181,9 @@ class DataModule(DataHooks, HyperparametersMixin):
             checkpoint_path: a checkpoint file (trainkit's or Lightning's).
             map_location: where to load tensors (CPU by default), as for ``torch.load``.
             hparams_file: a ``.yaml`` file whose hyperparameters replace the saved ones.
+            weights_only: as for ``torch.load`` (None: True, no code stored in the file
+                runs); False, for a file you trust, also rebuilds the hyperparameters
+                that were saved as objects.
             **kwargs: ``__init__`` arguments that replace the saved ones.
 
         Returns:
@@ -189,9 +193,16 @@ class DataModule(DataHooks, HyperparametersMixin):
         from trainkit.checkpoint.weights import init_arguments
         from trainkit.core.loading import build_saved, saved_hyperparameters
 
-        checkpoint = load(checkpoint_path, map_location=map_location)
+        trusted = weights_only is False
+        checkpoint = load(checkpoint_path, map_location, not trusted)
         arguments = init_arguments(
-            cls.__init__, checkpoint, kwargs, hparams_file, prefix=DATAMODULE_PREFIX
+            cls.__init__,
+            checkpoint,
+            kwargs,
+            hparams_file,
+            DATAMODULE_PREFIX,
+            weights_only=not trusted,
+            path=checkpoint_path,
         )
         hparams = saved_hyperparameters(checkpoint, DATAMODULE_PREFIX)
         datamodule = build_saved(cls, arguments, hparams, kwargs, hparams_file, checkpoint_path)

@@ -37,30 +37,6 @@ INSTANTIATOR = "trainkit.core.loading.instantiate_module"
 KNOWN_INSTANTIATORS = (INSTANTIATOR, "lightning.pytorch.cli.instantiate_module")
 
 
-def refuse_unsafe_load(
-    weights_only: bool | None, path: object, where: str, stacklevel: int = 3
-) -> None:
-    """Warn that ``weights_only=False`` is not honoured, when a checkpoint is to be loaded.
-
-    trainkit always loads checkpoints with ``weights_only=True``, so that no code
-    stored in a file runs (Lightning's ``weights_only=False`` unpickles anything).
-
-    Args:
-        weights_only: what the caller passed.
-        path: the checkpoint to load (None: none, and nothing to say).
-        where: the entry point, for the message (``"fit"``, ``"load_from_checkpoint"``).
-        stacklevel: as for ``warnings.warn``, counted from here (3: the caller's caller).
-    """
-    if weights_only is False and path is not None:
-        warnings.warn(
-            f"{where}(weights_only=False): trainkit always loads checkpoints with "
-            "weights_only=True, so no code stored in the file runs; a file that needs "
-            "arbitrary objects unpickled cannot be loaded (allow the classes you trust "
-            "with torch.serialization.add_safe_globals([...]) first).",
-            stacklevel=stacklevel,
-        )
-
-
 def load_from_checkpoint(
     cls: type[ModuleT],
     checkpoint_path: str | os.PathLike[str],
@@ -79,14 +55,20 @@ def load_from_checkpoint(
         hparams_file: a ``.yaml`` file whose hyperparameters replace the saved ones.
         strict: whether the ``state_dict`` keys must match (None: the module's
             ``strict_loading``, or True).
-        weights_only: False is refused with a warning (trainkit always loads
-            with ``weights_only=True``).
+        weights_only: as for ``torch.load`` (None: True, so no code stored in the
+            file runs); False, for a file you trust, unpickles any object in it.
         overrides: ``__init__`` arguments that replace the saved ones.
     """
-    # stacklevel=4: the warning names the line that called Module.load_from_checkpoint.
-    refuse_unsafe_load(weights_only, checkpoint_path, "load_from_checkpoint", stacklevel=4)
-    checkpoint = load(checkpoint_path, map_location=map_location)
-    arguments = init_arguments(cls.__init__, checkpoint, overrides, hparams_file)
+    trusted = weights_only is False
+    checkpoint = load(checkpoint_path, map_location, not trusted)
+    arguments = init_arguments(
+        cls.__init__,
+        checkpoint,
+        overrides,
+        hparams_file,
+        weights_only=not trusted,
+        path=checkpoint_path,
+    )
     saved = saved_hyperparameters(checkpoint)
     try:
         module = build_saved(cls, arguments, saved, overrides, hparams_file, checkpoint_path)

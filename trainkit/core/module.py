@@ -301,8 +301,9 @@ class Module(DataHooks, HyperparametersMixin, ModuleHooks, nn.Module):
             strict: whether every key of the checkpoint's and the module's
                 ``state_dict`` must match (default: the module's ``strict_loading``,
                 or True). With False, unmatched keys are skipped with a warning.
-            weights_only: trainkit always loads with ``weights_only=True`` (no
-                code from the file runs); False is refused with a warning.
+            weights_only: as for ``torch.load``: None or True reads tensors and
+                plain values only (no code from the file runs); False, for a file
+                you trust, unpickles any object (a loss saved as a hyperparameter).
             **kwargs: ``__init__`` arguments that replace the saved ones.
 
         Returns:

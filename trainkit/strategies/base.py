@@ -242,13 +242,16 @@ class Strategy(LightningAttributes, Registrable, Collectives, ABC):
             save_atomic(checkpoint, path)
         self.barrier("save_checkpoint")
 
-    def load_checkpoint(self, path: str | os.PathLike[str]) -> dict[str, Any]:
-        """Read a checkpoint (on CPU, ``weights_only=True``) in every process.
+    def load_checkpoint(
+        self, path: str | os.PathLike[str], weights_only: bool = True
+    ) -> dict[str, Any]:
+        """Read a checkpoint (on CPU) in every process.
 
         Args:
             path: the checkpoint file.
+            weights_only: False unpickles any object in it (a file the user trusts).
         """
-        return load(path)
+        return load(path, weights_only=weights_only)
 
     # ------------------------------------------------------------- lifecycle
     def on_fit_end(self) -> None:

@@ -262,13 +262,14 @@ class FSDPStrategy(DDPStrategy):
             full = shards.gathered(self._module, self._optimizers, checkpoint)
             super().save_checkpoint(full, path)
 
-    def load_checkpoint(self, path: str | os.PathLike[str]) -> dict[str, Any]:
-        # A sharded folder is read shard by shard (resharded to this run's layout);
-        # a file is read whole and cut into shards when it is loaded (load hooks).
+    def load_checkpoint(
+        self, path: str | os.PathLike[str], weights_only: bool = True
+    ) -> dict[str, Any]:
+        # A sharded folder is read resharded to this run; a file whole, sharded by load hooks.
         self._finish_writing()
         if self._module is not None and sharded.is_folder(path):
             return shards.load(self, self._module, path)
-        return super().load_checkpoint(path)
+        return super().load_checkpoint(path, weights_only)
 
     def on_fit_end(self) -> None:
         self._finish_writing()  # fit returns with every checkpoint on disk

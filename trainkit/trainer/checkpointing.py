@@ -30,6 +30,8 @@ class TrainerCheckpoints(TrainerViews):
     # Set by the Trainer's constructor and its runs.
     ckpt_path: str | None
     _current: Run | None
+    #: The ``weights_only`` the running entry point passed (False: unpickle any object).
+    _weights_only: bool = True
 
     # ------------------------------------------------------------ warnings
     def warn(self, message: str) -> None:
@@ -91,6 +93,9 @@ class TrainerCheckpoints(TrainerViews):
     def _last_checkpoint_paths(self) -> list[Path]:
         return last_checkpoint_paths(self.callbacks, self.default_root_dir)
 
+    def _read_checkpoint(self, path: str | os.PathLike[str]) -> dict[str, Any]:
+        return self.strategy.load_checkpoint(path, self._weights_only)
+
     def _load_weights(
         self,
         model: Module,
@@ -103,7 +108,7 @@ class TrainerCheckpoints(TrainerViews):
         self.ckpt_path = str(resolved) if resolved is not None else None
         if resolved is None:
             return
-        checkpoint = self.strategy.load_checkpoint(resolved)
+        checkpoint = self._read_checkpoint(resolved)
         model.on_load_checkpoint(checkpoint)
         checkpoint_io.load_module_state(
             model,

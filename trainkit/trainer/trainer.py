@@ -28,7 +28,6 @@ from trainkit.checkpoint import weights as checkpoint_io
 from trainkit.checkpoint.preemption import Preemption, StopVote
 from trainkit.checkpoint.restore import restore_state
 from trainkit.core.data import DataModule, batch_totals, extract_batch_size, one_or_list
-from trainkit.core.loading import refuse_unsafe_load
 from trainkit.core.module import Module, layer_builder
 from trainkit.core.optim import LRSchedulerConfig, configured_optimizers
 from trainkit.distributed.wrapping import convert_sync_batchnorm
@@ -251,9 +250,10 @@ class Trainer(TrainerCheckpoints):
                 ``"last"`` resumes from the newest ``last.ckpt`` if there is one
                 (and starts fresh if not), so the same command serves the first
                 start and every restart.
-            weights_only: False warns: checkpoints always load with weights_only=True.
+            weights_only: as for torch.load (None: True, no code stored in the
+                checkpoint runs); False unpickles any object in it, for files you trust.
         """
-        refuse_unsafe_load(weights_only, ckpt_path, "fit")
+        self._weights_only = weights_only is not False
         if isinstance(train_dataloaders, DataModule):
             train_dataloaders, datamodule = None, train_dataloaders
         self.datamodule = datamodule
@@ -283,7 +283,7 @@ class Trainer(TrainerCheckpoints):
             datamodule: a DataModule supplying ``val_dataloader`` instead.
             weights_only: as for :meth:`fit`.
         """
-        refuse_unsafe_load(weights_only, ckpt_path, "validate")
+        self._weights_only = weights_only is not False
         return self._launch(
             self._evaluate, model, "validate", dataloaders, datamodule, ckpt_path, verbose
         )
@@ -307,7 +307,7 @@ class Trainer(TrainerCheckpoints):
             datamodule: a DataModule supplying ``test_dataloader`` instead.
             weights_only: as for :meth:`fit`.
         """
-        refuse_unsafe_load(weights_only, ckpt_path, "test")
+        self._weights_only = weights_only is not False
         return self._launch(
             self._evaluate, model, "test", dataloaders, datamodule, ckpt_path, verbose
         )
@@ -335,7 +335,7 @@ class Trainer(TrainerCheckpoints):
         Returns:
             One entry per batch (on the CPU); with several dataloaders, one such list per loader.
         """
-        refuse_unsafe_load(weights_only, ckpt_path, "predict")
+        self._weights_only = weights_only is not False
         keep = return_predictions is not False
         return self._launch(  # type: ignore[no-any-return]
             self._evaluate, model, "predict", dataloaders, datamodule, ckpt_path, False, keep
@@ -482,7 +482,7 @@ class Trainer(TrainerCheckpoints):
         resume_from = checkpoint_io.resolve_path(
             resume_on_restart(ckpt_path), self._last_checkpoint_paths(), self.warn
         )
-        checkpoint = self.strategy.load_checkpoint(resume_from) if resume_from else None
+        checkpoint = self._read_checkpoint(resume_from) if resume_from else None
         self.ckpt_path = str(resume_from) if resume_from else None
         state.start_fit(self.strategy.broadcast(uuid.uuid4().hex), checkpoint is not None)
 

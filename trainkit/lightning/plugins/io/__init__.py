@@ -34,8 +34,10 @@ class CheckpointIO(Plugin):
         """Write ``checkpoint`` to ``path``."""
         raise NotImplementedError
 
-    def load_checkpoint(self, path: Any, map_location: Any | None = None) -> dict[str, Any]:
-        """Read the checkpoint at ``path``."""
+    def load_checkpoint(
+        self, path: Any, map_location: Any | None = None, weights_only: bool | None = None
+    ) -> dict[str, Any]:
+        """Read the checkpoint at ``path`` (``weights_only`` as for ``torch.load``)."""
         raise NotImplementedError
 
     def remove_checkpoint(self, path: Any) -> None:
@@ -59,10 +61,14 @@ class TorchCheckpointIO(CheckpointIO):
         with atomic_write(path, "wb") as file:
             torch.save(checkpoint, file)
 
-    def load_checkpoint(self, path: Any, map_location: Any | None = None) -> dict[str, Any]:
-        # weights_only: tensors and plain containers, no code from the file runs.
+    def load_checkpoint(
+        self, path: Any, map_location: Any | None = None, weights_only: bool | None = None
+    ) -> dict[str, Any]:
+        # By default tensors and plain containers only: no code from the file runs.
         loaded: dict[str, Any] = torch.load(
-            path, map_location="cpu" if map_location is None else map_location, weights_only=True
+            path,
+            map_location="cpu" if map_location is None else map_location,
+            weights_only=weights_only is not False,
         )
         return loaded
 
