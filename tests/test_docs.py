@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -27,7 +29,11 @@ BLOCK = re.compile(r"^```(\w*)\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
 def _blocks(page: Path, language: str) -> list[str]:
-    return [body for lang, body in BLOCK.findall(page.read_text()) if lang == language]
+    return _blocks_of(page.read_text(), language)
+
+
+def _blocks_of(text: str, language: str) -> list[str]:
+    return [body for lang, body in BLOCK.findall(text) if lang == language]
 
 
 def test_pages_with_code_are_found() -> None:
@@ -96,3 +102,46 @@ def test_trainkit_commands_in_bash_blocks_check(
             assert info.value.code == 0, arguments
         else:
             assert main([*arguments, "--print-config"]) == 0, (arguments, capsys.readouterr().err)
+
+
+# What porting.md's import rewrite must do (left: a Lightning project's line; right:
+# the line after the command), including names that only contain a package's name.
+PORTED_LINES = {
+    "import lightning.pytorch as pl": "import trainkit.lightning as pl",
+    "from lightning import LightningModule, Trainer": (
+        "from trainkit.lightning import LightningModule, Trainer"
+    ),
+    "import lightning as L": "import trainkit.lightning as L",
+    "import pytorch_lightning": "import trainkit.lightning",
+    "from pytorch_lightning.callbacks import ModelCheckpoint": (
+        "from trainkit.lightning.callbacks import ModelCheckpoint"
+    ),
+    "trainer = pytorch_lightning.Trainer()": "trainer = trainkit.lightning.Trainer()",
+    "from lightning_fabric.utilities.seed import seed_everything": (
+        "from trainkit.lightning.fabric.utilities.seed import seed_everything"
+    ),
+    "from lightning.fabric.utilities import rank_zero_only": (
+        "from trainkit.lightning.fabric.utilities import rank_zero_only"
+    ),
+    'level = logging.getLogger("pytorch_lightning").level': (
+        'level = logging.getLogger("trainkit.lightning").level'
+    ),
+    "log_level_pytorch_lightning = 10": "log_level_pytorch_lightning = 10",
+    "lightning_fabric_version = None": "lightning_fabric_version = None",
+    "  class_path: lightning.pytorch.callbacks.EarlyStopping": (
+        "  class_path: trainkit.lightning.callbacks.EarlyStopping"
+    ),
+}
+
+
+@pytest.mark.skipif(shutil.which("sed") is None, reason="needs sed")
+def test_the_porting_command_rewrites_imports_and_leaves_other_names(tmp_path: Path) -> None:
+    page = (ROOT / "docs" / "porting.md").read_text()
+    command = next(block for block in _blocks_of(page, "bash") if "xargs sed" in block)
+    for folder in ("src", "tests", "configs"):
+        (tmp_path / folder).mkdir()
+    project = tmp_path / "src" / "project.py"
+    project.write_text("\n".join(PORTED_LINES) + "\n")
+    for _ in range(2):  # the command can run twice
+        subprocess.run(["bash", "-c", command], cwd=tmp_path, check=True)
+        assert project.read_text().splitlines() == list(PORTED_LINES.values())
