@@ -121,3 +121,18 @@ def test_a_datamodule_hyperparameter_object_needs_weights_only_false(tmp_path: P
         TransformedData.load_from_checkpoint(path)
     data = TransformedData.load_from_checkpoint(path, weights_only=False)
     assert data.hparams.transform is halve and data.batch_size == 16
+
+
+class WithNetwork(Classifier):
+    def __init__(self, net: nn.Module | None = None) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+
+
+def test_a_network_recorded_as_a_hyperparameter_is_warned_about() -> None:
+    with pytest.warns(UserWarning, match=r"records 'net', a Linear with weights.*ignore=\['net'\]"):
+        WithNetwork(nn.Linear(2, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        WithObjects(loss=nn.CrossEntropyLoss())  # no weights: nothing stored twice
+        WithNetwork()

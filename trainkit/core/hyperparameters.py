@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import copy
 import inspect
+import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from types import FrameType
 from typing import Any
+
+from torch import nn
 
 # While a config entry point builds a class: the class and the hyperparameters its
 # config gave (see given_hyperparameters).
@@ -177,6 +180,21 @@ class HyperparametersMixin:
             }
         self.hparams.update(recorded)
         self._hparams_initial = _copied(self.hparams)
+        _warn_about_weights(recorded)
+
+
+def _warn_about_weights(recorded: Mapping[str, Any]) -> None:
+    # A network passed to __init__ is usually a submodule too: its weights are in the
+    # state_dict already, and as a hyperparameter every checkpoint pickles it again.
+    for name, value in recorded.items():
+        if isinstance(value, nn.Module) and any(True for _ in value.state_dict()):
+            warnings.warn(
+                f"save_hyperparameters() records {name!r}, a {type(value).__name__} with "
+                "weights: every checkpoint will store it a second time, pickled beside the "
+                "state_dict. If it is a submodule, leave it out with "
+                f"save_hyperparameters(ignore=[{name!r}]) and pass it to load_from_checkpoint.",
+                stacklevel=3,
+            )
 
 
 def init_call_arguments(frame: FrameType) -> tuple[dict[str, Any], dict[str, Any]]:
