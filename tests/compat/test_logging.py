@@ -302,6 +302,21 @@ def test_logging_in_on_validation_end_is_an_error() -> None:
         trainkit.Trainer(**QUIET).validate(LogsAtEnd(), numbers())
 
 
+def test_a_refused_log_names_the_hook_it_was_called_in() -> None:
+    class LogsAtFitStart(Logs):
+        def on_fit_start(self) -> None:
+            self.log("x", 1.0)
+
+    class CallbackLogs(trainkit.Callback):
+        def setup(self, trainer: trainkit.Trainer, module: Any, stage: str) -> None:
+            module.log("y", 1.0)
+
+    with pytest.raises(RuntimeError, match=r"self.log\('x'\) was refused in on_fit_start: "):
+        trainkit.Trainer(max_epochs=1, **QUIET).fit(LogsAtFitStart(), numbers())
+    with pytest.raises(RuntimeError, match=r"self.log\('y'\) was refused in setup: "):
+        trainkit.Trainer(max_epochs=1, callbacks=[CallbackLogs()], **QUIET).fit(Logs(), numbers())
+
+
 def test_logging_in_on_validation_start_and_epoch_start_is_per_epoch() -> None:
     class LogsAtStart(Logs):
         def on_validation_start(self) -> None:

@@ -11,6 +11,7 @@ records, and how it reduces, is that module's business).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
@@ -84,6 +85,21 @@ _NOT_LOGGING = (
     "values can only be logged while fit/validate/test runs, in a step or an epoch hook "
     "(not in predict)"
 )
+# Hooks that are not named on_* (the on_* ones are recognised by their prefix).
+_OTHER_HOOKS = frozenset(
+    {"setup", "teardown", "prepare_data", "configure_model", "configure_optimizers"}
+)
+
+
+def _calling_hook() -> str | None:
+    """The hook that called ``self.log`` (read off the stack, for a refusal's message)."""
+    frame = sys._getframe(2)  # only on the error path: no cost to logging
+    while frame is not None:
+        name = frame.f_code.co_name
+        if name.startswith("on_") or name in _OTHER_HOOKS:
+            return name
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
 
 
 class Results:
@@ -352,7 +368,9 @@ class Results:
             on_step = False if on_step is None else on_step
             on_epoch = True if on_epoch is None else on_epoch
         elif context == CLOSED:
-            raise RuntimeError(f"self.log({name!r}) was refused: {self._closed_reason}.")
+            hook = _calling_hook() if self._closed_reason is _NOT_LOGGING else None
+            where = f" in {hook}" if hook is not None else ""
+            raise RuntimeError(f"self.log({name!r}) was refused{where}: {self._closed_reason}.")
         else:
             store = (
                 self.train
