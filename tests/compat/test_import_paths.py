@@ -44,6 +44,7 @@ from trainkit.lightning.demos.boring_classes import (
     ManualOptimBoringModel,
     RandomDataset,
 )
+from trainkit.lightning.fabric.utilities import cloud_io
 from trainkit.lightning.loggers import csv_logs
 from trainkit.lightning.loggers import logger as lightning_logger
 from trainkit.lightning.plugins import environments, layer_sync
@@ -192,6 +193,7 @@ PATHS = [
     ("core.mixins", "HyperparametersMixin", HyperparametersMixin),
     ("core.saving", "save_hparams_to_yaml", saving.save_hparams_to_yaml),
     ("core.saving", "load_hparams_from_yaml", saving.load_hparams_from_yaml),
+    ("core.saving", "get_filesystem", cloud_io.get_filesystem),
     ("loggers.logger", "rank_zero_experiment", lightning_logger.rank_zero_experiment),
     ("utilities.combined_loader", "CombinedLoader", CombinedLoader),
     ("demos.boring_classes", "BoringModel", BoringModel),

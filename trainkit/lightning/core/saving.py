@@ -1,4 +1,5 @@
-"""Lightning's ``lightning.pytorch.core.saving`` names: hyperparameters to and from YAML."""
+"""Lightning's ``lightning.pytorch.core.saving`` names: hyperparameters to and from YAML,
+and ``get_filesystem``, which projects import from here."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from trainkit.checkpoint.weights import load_hparams_file, plain_value
+from trainkit.lightning.fabric.utilities.cloud_io import get_filesystem
 from trainkit.utilities.io import atomic_write
 
-__all__ = ["load_hparams_from_yaml", "save_hparams_to_yaml"]
+__all__ = ["get_filesystem", "load_hparams_from_yaml", "save_hparams_to_yaml"]
 
 
 def save_hparams_to_yaml(
