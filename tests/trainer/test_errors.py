@@ -175,6 +175,7 @@ def test_more_devices_than_exist(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"val_check_interval": 0}, ValueError, "val_check_interval=0 must be a positive"),
         ({"val_check_interval": 1.5}, ValueError, r"must be a fraction in \(0, 1\]"),
         ({"log_every_n_steps": 0}, ValueError, "log_every_n_steps=0 is invalid"),
+        ({"gradient_clip_val": -1.0}, ValueError, r"gradient_clip_val=-1.0 must be a positive"),
         ({"fast_dev_run": -1}, ValueError, "fast_dev_run must be a bool"),
         ({"precision": "8-true"}, ValueError, "precision='8-true' is not supported"),
         ({"callbacks": [object()]}, TypeError, "not a callback: pass instances"),
@@ -184,6 +185,15 @@ def test_more_devices_than_exist(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_bad_trainer_arguments(kwargs: dict[str, Any], error: type, message: str) -> None:
     with pytest.raises(error, match=message):
         trainkit.Trainer(**kwargs)
+
+
+@pytest.mark.parametrize("off", [None, 0, 0.0])
+def test_gradient_clip_val_none_or_zero_clips_nothing(off: float | None) -> None:
+    # 0 is how many configs say "no clipping" (Lightning reads it so).
+    trainer = trainkit.Trainer(max_steps=1, gradient_clip_val=off, **QUIET)
+    trainer.fit(Classifier(), loader(blobs(64), 32))
+    assert trainer.gradient_clip_val == off
+    assert trainer.step_slots.clipping is None
 
 
 def test_val_check_interval_larger_than_an_epoch() -> None:

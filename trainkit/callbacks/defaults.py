@@ -84,7 +84,7 @@ def assemble_callbacks(
     if step.accumulate_grad_batches != 1:
         front.append(GradientAccumulation(step.accumulate_grad_batches))
     back: list[Callback] = _take(user, GradientClipping)
-    if step.gradient_clip_val is not None:
+    if step.gradient_clip_val:  # None and 0 mean no clipping (as in Lightning)
         by_norm = step.gradient_clip_algorithm == "norm"
         back.append(
             GradientClipping(

@@ -483,7 +483,8 @@ class StepOptions:
     )
     gradient_clip_val: float | None = option(
         None,
-        "Clip gradients to this threshold (None: no clipping). Shorthand for GradientClipping.",
+        "Clip gradients to this threshold (None or 0: no clipping). Shorthand for "
+        "GradientClipping.",
     )
     gradient_clip_algorithm: str = option(
         "norm", "'norm' (the total norm) or 'value' (each element)."
@@ -498,9 +499,12 @@ class StepOptions:
         canonical_precision(self.precision)
         clip = self.gradient_clip_val
         if clip is not None and (
-            isinstance(clip, bool) or not isinstance(clip, (int, float)) or not clip > 0
+            isinstance(clip, bool) or not isinstance(clip, (int, float)) or not clip >= 0
         ):
-            raise ValueError(f"gradient_clip_val={clip!r} must be a positive number or None.")
+            raise ValueError(
+                f"gradient_clip_val={clip!r} must be a positive number, or None or 0 for no "
+                "clipping."
+            )
         if self.gradient_clip_algorithm not in ("norm", "value"):
             raise ValueError(
                 f"gradient_clip_algorithm={self.gradient_clip_algorithm!r} must be 'norm' or "

@@ -571,6 +571,8 @@ class TrainerViews:
     @property
     def gradient_clip_val(self) -> float | None:
         """The clipping threshold: ``gradient_clip_val``, or a GradientClipping callback's."""
+        if self.step_slots.clipping is None:
+            return self.step_options.gradient_clip_val  # None, or 0 (no clipping either)
         return clip_settings(self.step_slots.clipping)[0]
 
     @property
