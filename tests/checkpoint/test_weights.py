@@ -13,7 +13,7 @@ from torch import nn
 
 import trainkit
 from tests.helpers import QUIET, BlobData, Classifier, blobs, loader
-from trainkit.checkpoint.files import PICKLED_HYPER_PARAMS_KEY, CheckpointError, load
+from trainkit.checkpoint.files import OBJECT_HYPER_PARAMS_KEY, CheckpointError, load
 
 
 def halve(value: float) -> float:
@@ -62,7 +62,7 @@ def test_objects_are_rebuilt_with_weights_only_false_and_refused_without(tmp_pat
     # A safe read of the file still works: the objects are bytes in a tensor.
     checkpoint = torch.load(path, weights_only=True)
     assert checkpoint["hyper_parameters"]["loss"] == "CrossEntropyLoss()"  # what YAML readers see
-    assert set(checkpoint[PICKLED_HYPER_PARAMS_KEY]) == {"loss", "schedule"}  # not the tuple
+    assert set(checkpoint[OBJECT_HYPER_PARAMS_KEY]) == {"loss", "schedule"}  # not the tuple
 
     with pytest.raises(CheckpointError) as refused:
         _load(path)
@@ -106,7 +106,7 @@ def test_resume_and_evaluation_read_a_file_with_objects_safely(tmp_path: Path) -
 
 def test_plain_hyperparameters_add_nothing(tmp_path: Path) -> None:
     path = _saved(tmp_path, Classifier(lr=0.05))
-    assert PICKLED_HYPER_PARAMS_KEY not in load(path)
+    assert OBJECT_HYPER_PARAMS_KEY not in load(path)
 
 
 class TransformedData(BlobData):
@@ -136,3 +136,60 @@ def test_a_network_recorded_as_a_hyperparameter_is_warned_about() -> None:
         warnings.simplefilter("error")
         WithObjects(loss=nn.CrossEntropyLoss())  # no weights: nothing stored twice
         WithNetwork()
+
+
+class Configured(Classifier):
+    """Takes OmegaConf containers, as Hydra projects pass them."""
+
+    def __init__(self, config: Any = None, widths: Any = None) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+
+
+def test_omegaconf_containers_come_back_as_such_from_any_load(tmp_path: Path) -> None:
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    config = OmegaConf.create({"lr": 0.1, "optimizer": {"name": "sgd"}, "scaled": "${lr}"})
+    path = _saved(tmp_path, Configured(config, OmegaConf.create([8, 16])))
+    assert torch.load(path, weights_only=True)["hyper_parameters"]["config"]["scaled"] == 0.1
+
+    loaded = Configured.load_from_checkpoint(path)  # nothing unpickled: rebuilt from data
+    assert isinstance(loaded.hparams.config, DictConfig)
+    assert loaded.hparams.config.optimizer.name == "sgd"  # attribute access, as before
+    assert isinstance(loaded.hparams.widths, ListConfig)
+    assert list(loaded.hparams.widths) == [8, 16]
+
+    class OneConfig(Classifier):
+        def __init__(self, cfg: Any) -> None:
+            super().__init__()
+            self.save_hyperparameters(cfg)
+
+    nested = OmegaConf.create({"model": {"width": 4}, "lr": 0.5})
+    path = _saved(tmp_path / "one", OneConfig(nested))
+    rebuilt = OneConfig.load_from_checkpoint(path)
+    assert isinstance(rebuilt.hparams.model, DictConfig) and rebuilt.hparams.model.width == 4
+
+
+def test_one_config_object_comes_back_as_its_type_and_a_whole_override_replaces_it(
+    tmp_path: Path,
+) -> None:
+    from argparse import Namespace
+
+    from omegaconf import DictConfig, OmegaConf
+
+    class OneObject(Classifier):
+        def __init__(self, cfg: Any) -> None:
+            super().__init__()
+            self.save_hyperparameters(cfg)
+            self.cfg = cfg
+
+    path = _saved(tmp_path, OneObject(OmegaConf.create({"width": 4, "lr": 0.5})))
+    loaded = OneObject.load_from_checkpoint(path)
+    assert isinstance(loaded.cfg, DictConfig) and loaded.cfg.width == 4
+    assert OneObject.load_from_checkpoint(path, lr=0.1).cfg.lr == 0.1  # merged into it
+    given = OmegaConf.create({"width": 8})
+    assert OneObject.load_from_checkpoint(path, cfg=given).cfg is given  # replaces it
+
+    path = _saved(tmp_path / "ns", OneObject(Namespace(width=3)))
+    restored = OneObject.load_from_checkpoint(path).cfg
+    assert isinstance(restored, Namespace) and restored.width == 3

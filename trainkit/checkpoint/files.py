@@ -61,9 +61,10 @@ CHECKPOINT_HYPER_PARAMS_KEY = "hyper_parameters"
 CHECKPOINT_HYPER_PARAMS_NAME = "hparams_name"
 #: The type of the saved hyperparameters, when they are not a plain dict.
 CHECKPOINT_HYPER_PARAMS_TYPE = "hparams_type"
-#: The hyperparameters that are objects (a loss, a model, a function), pickled, by name:
-#: the hyperparameters entry holds their ``repr``, so that a safe load reads it.
-PICKLED_HYPER_PARAMS_KEY = "hyper_parameters_pickled"
+#: How to rebuild the hyperparameters that are objects (a loss, a function, an OmegaConf
+#: config), by name: the hyperparameters entry holds plain values only, so that a safe
+#: load reads it (see ``trainkit.checkpoint.weights.hparams_entries``).
+OBJECT_HYPER_PARAMS_KEY = "hyper_parameters_objects"
 #: Prefixes the hyperparameter keys for a DataModule's (``datamodule_hyper_parameters``).
 DATAMODULE_PREFIX = "datamodule_"
 #: The key that marks a file as a Lightning checkpoint (and the version that wrote it).

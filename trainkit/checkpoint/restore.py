@@ -22,12 +22,13 @@ from trainkit.checkpoint.callback_state import (
 from trainkit.checkpoint.files import (
     CHECKPOINT_HYPER_PARAMS_KEY,
     CHECKPOINT_HYPER_PARAMS_NAME,
+    CHECKPOINT_HYPER_PARAMS_TYPE,
     DATAMODULE_PREFIX,
     FORMAT,
     FORMAT_VERSION,
     LIGHTNING_FORMAT_VERSION,
     LIGHTNING_VERSION_KEY,
-    PICKLED_HYPER_PARAMS_KEY,
+    OBJECT_HYPER_PARAMS_KEY,
     CheckpointError,
     first_line,
     is_lightning_checkpoint,
@@ -41,8 +42,8 @@ from trainkit.checkpoint.lightning_format import (
 )
 from trainkit.checkpoint.resume_check import OPTIONS_KEY, compare, run_settings
 from trainkit.checkpoint.weights import (
+    hparams_entries,
     load_module_state,
-    pickled_hparams,
     plain_hparams,
     plain_value,
     restore_datamodule,
@@ -115,6 +116,7 @@ def collect_state(run: Run, weights_only: bool = False) -> dict[str, Any]:
         # "kwargs": the hyperparameters are __init__'s keyword arguments; a Module that
         # saved one config dict records that argument's name (as Lightning does).
         checkpoint[CHECKPOINT_HYPER_PARAMS_NAME] = getattr(module, "_hparams_name", "kwargs")
+        _put_hparams_type(checkpoint, "", module)
     _put_hparams(checkpoint, "", module.hparams)
     datamodule = run.datamodule
     if datamodule is not None:
@@ -125,6 +127,7 @@ def collect_state(run: Run, weights_only: bool = False) -> dict[str, Any]:
             # Lightning's keys for a DataModule's hyperparameters (DataModule.load_from_checkpoint).
             name = getattr(datamodule, "_hparams_name", "kwargs")
             checkpoint[DATAMODULE_PREFIX + CHECKPOINT_HYPER_PARAMS_NAME] = name
+            _put_hparams_type(checkpoint, DATAMODULE_PREFIX, datamodule)
             _put_hparams(checkpoint, DATAMODULE_PREFIX, datamodule.hparams)
     # Lightning's order: the callbacks' hooks, then the Module's (which sees what they added).
     if not weights_only:  # as in Lightning, callbacks add nothing to a weights-only file
@@ -150,13 +153,21 @@ _RESUME_ONLY_KEYS = frozenset(
 )
 
 
+def _put_hparams_type(checkpoint: dict[str, Any], prefix: str, owner: Any) -> None:
+    # The type of the one object save_hyperparameters(obj) was given (as Lightning
+    # records it), so that load_from_checkpoint passes back a DictConfig or Namespace.
+    kind = getattr(owner, "_hparams_type", None)
+    if kind is not None:
+        checkpoint[prefix + CHECKPOINT_HYPER_PARAMS_TYPE] = kind
+
+
 def _put_hparams(checkpoint: dict[str, Any], prefix: str, hparams: Mapping[str, Any]) -> None:
     # Plain values (objects as their repr, so that a safe load reads the file), and
-    # the objects pickled beside them (load_from_checkpoint(..., weights_only=False)).
-    checkpoint[prefix + CHECKPOINT_HYPER_PARAMS_KEY] = plain_hparams(hparams)
-    objects = pickled_hparams(hparams)
+    # how to rebuild the objects (load_from_checkpoint).
+    plain, objects = hparams_entries(hparams)
+    checkpoint[prefix + CHECKPOINT_HYPER_PARAMS_KEY] = plain
     if objects:
-        checkpoint[prefix + PICKLED_HYPER_PARAMS_KEY] = objects
+        checkpoint[prefix + OBJECT_HYPER_PARAMS_KEY] = objects
 
 
 def without_resume_state(checkpoint: dict[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from trainkit.checkpoint.files import (
     CHECKPOINT_HYPER_PARAMS_NAME,
     CHECKPOINT_HYPER_PARAMS_TYPE,
     FORMAT,
-    PICKLED_HYPER_PARAMS_KEY,
+    OBJECT_HYPER_PARAMS_KEY,
     CheckpointError,
     clip_keys,
 )
@@ -190,42 +190,65 @@ def plain_value(value: Any) -> Any:
 
 
 def _is_plain(value: Any) -> bool:
-    # Whether plain_value keeps ``value`` without writing any part of it as its repr.
+    # Whether plain_value keeps ``value`` (up to dict and list types) without writing
+    # any part of it as its repr.
     if value is None or isinstance(value, (bool, int, float, str)):
         return True
-    if isinstance(value, Mapping):
+    if isinstance(value, dict):
         return all(_is_plain(item) for item in value.values())
     if isinstance(value, (list, tuple)):
         return all(_is_plain(item) for item in value)
     return False
 
 
-def pickled_hparams(hparams: Mapping[str, Any]) -> dict[str, torch.Tensor | None]:
-    """The hyperparameters :func:`plain_value` writes as a ``repr``, each pickled.
+def _omegaconf_kind(value: Any) -> str | None:
+    # "DictConfig" or "ListConfig" for an OmegaConf container (omegaconf is optional).
+    kind = type(value)
+    names = ("DictConfig", "ListConfig")
+    return (
+        kind.__name__
+        if kind.__module__.startswith("omegaconf") and kind.__name__ in names
+        else None
+    )
 
-    A checkpoint keeps them beside the plain entry (``PICKLED_HYPER_PARAMS_KEY``), as
-    bytes in a ``uint8`` tensor, so that a load with ``weights_only=True`` still
-    reads the file (nothing is unpickled), while ``load_from_checkpoint(...,
-    weights_only=False)`` rebuilds the objects.
+
+def hparams_entries(hparams: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A checkpoint's two hyperparameter entries: plain values, and what rebuilds the others.
+
+    The first (``hyper_parameters``) holds numbers, strings, booleans, None and
+    containers of them, so a load with ``weights_only=True`` reads it; an object
+    there is its ``repr``. The second (``OBJECT_HYPER_PARAMS_KEY``) says, by name,
+    how to get back each value the first does not hold as it was:
+
+    - ``{"omegaconf": "DictConfig"}`` (or ``"ListConfig"``): an OmegaConf
+      container, stored as plain data in the first entry and rebuilt from it by
+      any load (no code from the file runs);
+    - ``{"pickled": <uint8 tensor>}``: any other object, pickled, which only
+      ``load_from_checkpoint(..., weights_only=False)`` unpickles;
+    - ``{"pickled": None}``: an object that could not be pickled (a lambda).
 
     Args:
         hparams: the module's (or DataModule's) hyperparameters.
-
-    Returns:
-        By name, the pickled bytes; None for a value that cannot be pickled (a
-        lambda, an open file).
     """
-    found: dict[str, torch.Tensor | None] = {}
+    plain = plain_hparams(hparams)
+    objects: dict[str, Any] = {}
     for name, value in hparams.items():
+        kind = _omegaconf_kind(value)
+        if kind is not None:
+            from omegaconf import OmegaConf  # installed: the value is one of its containers
+
+            plain[str(name)] = plain_value(OmegaConf.to_container(value, resolve=True))
+            objects[str(name)] = {"omegaconf": kind}
+            continue
         if _is_plain(value):
             continue
         try:
             data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception:  # whatever pickling raises, the value stays a repr
-            found[str(name)] = None
+            objects[str(name)] = {"pickled": None}
             continue
-        found[str(name)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-    return found
+        objects[str(name)] = {"pickled": torch.frombuffer(bytearray(data), dtype=torch.uint8)}
+    return plain, objects
 
 
 def _saved_objects(
@@ -236,12 +259,23 @@ def _saved_objects(
     path: object,
 ) -> dict[str, Any]:
     # The hyperparameters saved as objects that __init__ receives and no override
-    # replaces: unpickled when the caller trusts the file, else an error saying how.
-    pickled = checkpoint.get(prefix + PICKLED_HYPER_PARAMS_KEY) or {}
-    needed = {name: data for name, data in pickled.items() if wanted(name)}
-    if not needed:
-        return {}
+    # replaces (see hparams_entries): OmegaConf containers rebuilt from their data;
+    # the others unpickled when the caller trusts the file, else an error saying how.
+    entries = checkpoint.get(prefix + OBJECT_HYPER_PARAMS_KEY) or {}
     saved = checkpoint.get(prefix + CHECKPOINT_HYPER_PARAMS_KEY) or {}
+    rebuilt: dict[str, Any] = {}
+    needed: dict[str, torch.Tensor | None] = {}
+    for name, entry in entries.items():
+        if not wanted(name):
+            continue
+        if "omegaconf" in entry:
+            from omegaconf import OmegaConf  # a DictConfig was saved: it is installed
+
+            rebuilt[name] = OmegaConf.create(saved.get(name))
+        else:
+            needed[name] = entry.get("pickled")
+    if not needed:
+        return rebuilt
     shown = ", ".join(f"{name}={saved.get(name, '?')}" for name in sorted(needed))
     shown = (
         f"hyperparameters {shown} as objects"
@@ -262,10 +296,23 @@ def _saved_objects(
             "they cannot be rebuilt. If you trust the file, pass weights_only=False; or "
             f"pass them yourself: load_from_checkpoint(path, {min(needed)}=...)."
         )
-    return {
-        name: pickle.loads(data.numpy().tobytes())  # the caller trusts the file
-        for name, data in needed.items()
-    }
+    for name, data in needed.items():
+        assert data is not None  # the lost ones raised above
+        rebuilt[name] = pickle.loads(data.numpy().tobytes())  # the caller trusts the file
+    return rebuilt
+
+
+def _as_saved_type(saved: dict[str, Any], checkpoint: Mapping[str, Any], prefix: str) -> Any:
+    # The one object save_hyperparameters(obj) was given, as its type: a Namespace, an
+    # OmegaConf DictConfig (rebuilt from plain data), or a dict.
+    kind = str(checkpoint.get(prefix + CHECKPOINT_HYPER_PARAMS_TYPE) or "").lower()
+    if "namespace" in kind:
+        return Namespace(**saved)
+    if kind == "dictconfig":
+        from omegaconf import OmegaConf  # a DictConfig was saved: it is installed
+
+        return OmegaConf.create(saved)
+    return saved
 
 
 #: Where Lightning versions before 1.0 kept the hyperparameters.
@@ -288,7 +335,7 @@ def init_arguments(
     (``hparams_name``, for a Module that takes a single config dict or
     Namespace), they become that argument. Unless ``__init__`` takes
     ``**kwargs``, only the names it accepts are kept. A hyperparameter saved as
-    an object (:func:`pickled_hparams`) is unpickled with ``weights_only=False``;
+    an object (:func:`hparams_entries`) is unpickled with ``weights_only=False``;
     with ``weights_only=True`` it is an error, unless ``overrides`` replaces it.
 
     Args:
@@ -319,6 +366,9 @@ def init_arguments(
     takes_any = any(p.kind is p.VAR_KEYWORD for p in parameters)
     name = str(checkpoint.get(prefix + CHECKPOINT_HYPER_PARAMS_NAME) or "")
     whole = name in names  # one argument receives them all
+    if whole and name in overrides:
+        # That argument given whole: it replaces every saved value (as in Lightning).
+        return {k: v for k, v in overrides.items() if takes_any or k in names}
     if hparams_file is not None:
         saved = load_hparams_file(hparams_file)
     else:
@@ -334,11 +384,7 @@ def init_arguments(
     saved.update(overrides)
     arguments: dict[str, Any] = dict(saved)
     if whole:
-        kind = str(checkpoint.get(prefix + CHECKPOINT_HYPER_PARAMS_TYPE) or "")
-        arguments = {
-            **overrides,
-            name: Namespace(**saved) if "namespace" in kind.lower() else saved,
-        }
+        arguments = {**overrides, name: _as_saved_type(saved, checkpoint, prefix)}
     if not takes_any:
         arguments = {key: value for key, value in arguments.items() if key in names}
     return arguments

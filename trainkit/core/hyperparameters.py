@@ -77,6 +77,8 @@ class HyperparametersMixin:
     _log_hyperparams: bool = True
     #: The ``__init__`` argument the hyperparameters came in as one dict ("kwargs": none).
     _hparams_name: str = "kwargs"
+    #: The type of that one object (``DictConfig``, ``Namespace``, ...; None: none).
+    _hparams_type: str | None = None
 
     @property
     def hparams(self) -> AttributeDict:
@@ -151,6 +153,7 @@ class HyperparametersMixin:
                 )
             self.hparams.update(values)
             self._hparams_initial = _copied(self.hparams)
+            self._hparams_type = type(given).__name__
             # The __init__ argument that held them: load_from_checkpoint passes them back so.
             if caller is not None:
                 held = [k for k, v in caller.f_locals.items() if v is given and k != "self"]
