@@ -133,6 +133,26 @@ def test_model_summary_sizes_and_flops_come_from_the_example_input() -> None:
     flops = {name: sum(counts.values()) for name, counts in summary.flop_counts.items()}
     assert flops == {"0": 192, "1": 0, "2": 96} and summary.total_flops == 288
 
+    # Lightning's per-layer table, which projects read (pytorch_tabular renders it).
+    layers = summary._layer_summary
+    assert list(layers) == ["0", "1", "2"]
+    assert [layer.layer_type for layer in layers.values()] == ["Linear", "ReLU", "Linear"]
+    assert [layer.num_parameters for layer in layers.values()] == [40, 0, 18]
+    assert layers["2"].in_size == [3, 8] and layers["2"].out_size == [3, 2]
+    assert all(layer.training for layer in layers.values())
+
+
+def test_a_layer_summary_records_the_sizes_of_the_first_call() -> None:
+    from trainkit.lightning.utilities.model_summary import LayerSummary
+
+    layer = torch.nn.Linear(4, 2)
+    summary = LayerSummary(layer)
+    assert (summary.in_size, summary.out_size) == ("?", "?")
+    layer(torch.zeros(5, 4))
+    layer(torch.zeros(7, 4))  # the hook is gone after the first call
+    assert (summary.in_size, summary.out_size) == ([5, 4], [5, 2])
+    assert not layer._forward_hooks
+
 
 def test_a_custom_loggers_experiment_is_real_on_rank_zero_only() -> None:
     class Custom(trainkit.loggers.Logger):

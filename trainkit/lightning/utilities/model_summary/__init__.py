@@ -10,13 +10,20 @@ from typing import Any
 
 from trainkit.lightning._missing import submodule_or_missing
 from trainkit.lightning.utilities.model_summary.model_summary import (
+    LayerSummary,
     ModelSummary,
     get_formatted_model_size,
     get_human_readable_count,
     summarize,
 )
 
-__all__ = ["ModelSummary", "get_formatted_model_size", "get_human_readable_count", "summarize"]
+__all__ = [
+    "LayerSummary",
+    "ModelSummary",
+    "get_formatted_model_size",
+    "get_human_readable_count",
+    "summarize",
+]
 
 
 def __getattr__(name: str) -> Any:

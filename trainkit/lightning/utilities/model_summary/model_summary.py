@@ -9,12 +9,81 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import nn
 
 from trainkit.callbacks.model_summary import format_table, human_readable_count, summary_table
 from trainkit.callbacks.summary_forward import UNKNOWN
 
-__all__ = ["ModelSummary", "get_formatted_model_size", "get_human_readable_count", "summarize"]
+__all__ = [
+    "LayerSummary",
+    "ModelSummary",
+    "get_formatted_model_size",
+    "get_human_readable_count",
+    "summarize",
+]
+
+
+def _size(value: Any) -> Any:
+    # A tensor's shape as a list; several, as a list of those; "?" for anything else.
+    if isinstance(value, torch.Tensor):
+        return list(value.shape)
+    if isinstance(value, (list, tuple)):
+        return [_size(item) for item in value]
+    return UNKNOWN
+
+
+class LayerSummary:
+    """One layer of a summary: its type, parameter count, mode, and input and output sizes.
+
+    The sizes are those of the first call of ``module`` after this object is made
+    (a forward hook records them, then goes), ``"?"`` before one.
+
+    Example:
+        >>> layer = LayerSummary(torch.nn.Conv2d(3, 8, 3))
+        >>> layer.layer_type, layer.num_parameters, layer.in_size
+        ('Conv2d', 224, '?')
+        >>> _ = layer._module(torch.rand(1, 3, 5, 5))
+        >>> layer.in_size, layer.out_size
+        ([1, 3, 5, 5], [1, 8, 3, 3])
+    """
+
+    def __init__(self, module: nn.Module) -> None:
+        self._module = module
+        self._in_size: Any = UNKNOWN
+        self._out_size: Any = UNKNOWN
+        self._hook_handle: Any = module.register_forward_hook(self._record)
+
+    def _record(self, module: nn.Module, inputs: Any, output: Any) -> None:
+        self._in_size = _size(inputs[0] if len(inputs) == 1 else list(inputs))
+        self._out_size = _size(output)
+        self.detach_hook()
+
+    def detach_hook(self) -> None:
+        """Stop recording sizes (the hook is removed after the first call anyway)."""
+        if self._hook_handle is not None:
+            self._hook_handle.remove()
+            self._hook_handle = None
+
+    @property
+    def in_size(self) -> Any:
+        return self._in_size
+
+    @property
+    def out_size(self) -> Any:
+        return self._out_size
+
+    @property
+    def layer_type(self) -> str:
+        return type(self._module).__name__
+
+    @property
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self._module.parameters())
+
+    @property
+    def training(self) -> bool:
+        return self._module.training
 
 
 class ModelSummary:
@@ -104,6 +173,19 @@ class ModelSummary:
         forward = self._table.forward
         counts = forward.flop_counts if forward else [{} for _ in self.named_modules]
         return dict(zip(self.layer_names, counts, strict=True))
+
+    @property
+    def _layer_summary(self) -> dict[str, LayerSummary]:
+        # Lightning's private table of the listed layers, which projects read.
+        layers = {}
+        for (name, module), in_size, out_size in zip(
+            self.named_modules, self.in_sizes, self.out_sizes, strict=True
+        ):
+            layer = LayerSummary(module)
+            layer.detach_hook()
+            layer._in_size, layer._out_size = in_size, out_size
+            layers[name] = layer
+        return layers
 
     @property
     def total_training_modes(self) -> dict[str, int]:
