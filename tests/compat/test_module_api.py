@@ -441,3 +441,21 @@ def test_configure_gradient_clipping_receives_the_clipping_asked_for(
     assert (trainer.gradient_clip_val, trainer.gradient_clip_algorithm) == expected
     if expected[0] is not None:
         assert max(norms) <= expected[0] * 1.0001
+
+
+def test_a_trained_module_pickles_without_its_trainer_and_the_trainer_deep_copies() -> None:
+    import copy
+    import io
+
+    model = Classifier()
+    trainer = trainkit.Trainer(fast_dev_run=True, **QUIET)
+    trainer.fit(model, loader(blobs(64)))
+    trainer.predict(model, loader(blobs(32)))
+    buffer = io.BytesIO()
+    torch.save(model, buffer)  # as projects save a model for inference
+    buffer.seek(0)
+    restored = torch.load(buffer, weights_only=False)
+    assert restored._trainer is None and model.trainer is trainer  # the original keeps it
+    assert copy.deepcopy(model)._trainer is None
+    copied = copy.deepcopy(trainer)  # a project keeping the best of several runs does this
+    assert copied.global_step == trainer.global_step == 1

@@ -143,12 +143,15 @@ class Module(DataHooks, HyperparametersMixin, ModuleHooks, nn.Module):
 
     @property
     def fabric(self) -> None:
-        """Lightning's link to the ``Fabric`` running the module: None, as under a Trainer.
-
-        trainkit has no ``Fabric``; code that checks ``self.fabric is not None`` takes
-        the Trainer's path.
-        """
+        """Lightning's link to a ``Fabric``: None, as under a Trainer (trainkit has none)."""
         return None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Pickled (torch.save(module), deepcopy) without the Trainer, as in Lightning: it
+        # holds the run's hooks and open files, and a copy belongs to no run.
+        state: dict[str, Any] = super().__getstate__()  # type: ignore[no-untyped-call]
+        state["_trainer"] = None
+        return state
 
     @property
     def strict_loading(self) -> bool:

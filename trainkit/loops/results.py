@@ -306,6 +306,13 @@ class Results:
             "the epoch-end hook before it, or write to `self.logger` directly"
         )
 
+    def end_run(self) -> None:
+        """The run is over: :meth:`close`, and the last loss is kept without its autograd
+        history (a non-leaf tensor would make the Trainer impossible to deep-copy)."""
+        self.close()
+        if self.last_loss is not None:
+            self.last_loss = self.last_loss.detach()
+
     @contextmanager
     def capture(self, recorder: LogRecorder) -> Iterator[None]:
         """While active, hand every ``self.log`` call to ``recorder`` instead of storing it.

@@ -443,7 +443,7 @@ class Trainer(TrainerCheckpoints):
             if self._optimization is not None:
                 self._optimization.close()
             self.preemption.uninstall()
-            self.results.close()
+            self.results.end_run()
             self.state.stage = None
             profiler.describe()
             profiler.teardown(fn)
