@@ -132,6 +132,8 @@ class WithNetwork(Classifier):
 def test_a_network_recorded_as_a_hyperparameter_is_warned_about() -> None:
     with pytest.warns(UserWarning, match=r"records 'net', a Linear with weights.*ignore=\['net'\]"):
         WithNetwork(nn.Linear(2, 2))
+    with pytest.warns(UserWarning, match=r"records 'net', a dataset \(TensorDataset\).*ignore="):
+        WithNetwork(blobs(8))  # type: ignore[arg-type]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         WithObjects(loss=nn.CrossEntropyLoss())  # no weights: nothing stored twice

@@ -304,11 +304,12 @@ def _saved_objects(
 
 def _as_saved_type(saved: dict[str, Any], checkpoint: Mapping[str, Any], prefix: str) -> Any:
     # The one object save_hyperparameters(obj) was given, as its type: a Namespace, an
-    # OmegaConf DictConfig (rebuilt from plain data), or a dict.
+    # OmegaConf DictConfig (rebuilt from plain data), or a dict. trainkit records the
+    # type's name; Lightning, the class itself (for OmegaConf containers).
     kind = str(checkpoint.get(prefix + CHECKPOINT_HYPER_PARAMS_TYPE) or "").lower()
     if "namespace" in kind:
         return Namespace(**saved)
-    if kind == "dictconfig":
+    if "dictconfig" in kind:
         from omegaconf import OmegaConf  # a DictConfig was saved: it is installed
 
         return OmegaConf.create(saved)
@@ -334,9 +335,10 @@ def init_arguments(
     ``overrides``. When they were saved under one argument's name
     (``hparams_name``, for a Module that takes a single config dict or
     Namespace), they become that argument. Unless ``__init__`` takes
-    ``**kwargs``, only the names it accepts are kept. A hyperparameter saved as
-    an object (:func:`hparams_entries`) is unpickled with ``weights_only=False``;
-    with ``weights_only=True`` it is an error, unless ``overrides`` replaces it.
+    ``**kwargs``, only the names it accepts are kept. Of the hyperparameters saved
+    as objects (:func:`hparams_entries`), OmegaConf containers are rebuilt; the
+    others are unpickled with ``weights_only=False``, and with ``weights_only=True``
+    are an error unless ``overrides`` replaces them.
 
     Args:
         init: the class's ``__init__``.

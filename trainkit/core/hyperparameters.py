@@ -16,6 +16,7 @@ from types import FrameType
 from typing import Any
 
 from torch import nn
+from torch.utils.data import Dataset
 
 # While a config entry point builds a class: the class and the hyperparameters its
 # config gave (see given_hyperparameters).
@@ -188,16 +189,22 @@ class HyperparametersMixin:
 
 def _warn_about_weights(recorded: Mapping[str, Any]) -> None:
     # A network passed to __init__ is usually a submodule too: its weights are in the
-    # state_dict already, and as a hyperparameter every checkpoint pickles it again.
+    # state_dict already, and as a hyperparameter every checkpoint pickles it again. A
+    # dataset would be pickled into every checkpoint too.
     for name, value in recorded.items():
         if isinstance(value, nn.Module) and any(True for _ in value.state_dict()):
-            warnings.warn(
-                f"save_hyperparameters() records {name!r}, a {type(value).__name__} with "
-                "weights: every checkpoint will store it a second time, pickled beside the "
-                "state_dict. If it is a submodule, leave it out with "
-                f"save_hyperparameters(ignore=[{name!r}]) and pass it to load_from_checkpoint.",
-                stacklevel=3,
-            )
+            what = f"a {type(value).__name__} with weights: every checkpoint will store it a "
+            what += "second time, pickled beside the state_dict. If it is a submodule, leave"
+        elif isinstance(value, Dataset):
+            what = f"a dataset ({type(value).__name__}): every checkpoint will store it, "
+            what += "pickled. Leave"
+        else:
+            continue
+        warnings.warn(
+            f"save_hyperparameters() records {name!r}, {what} it out with "
+            f"save_hyperparameters(ignore=[{name!r}]) and pass it to load_from_checkpoint.",
+            stacklevel=3,
+        )
 
 
 def init_call_arguments(frame: FrameType) -> tuple[dict[str, Any], dict[str, Any]]:
