@@ -435,3 +435,19 @@ def test_from_compiled_and_to_uncompiled_switch_the_modules_calls() -> None:
     with pytest.raises(TypeError, match="LightningModule"):
         _maybe_unwrap_optimized(torch.nn.Linear(2, 2))
     to_uncompiled(model)
+
+
+def test_the_accelerator_connector_resolves_as_a_trainer_does() -> None:
+    # Projects call Lightning's private connector on its own (scvi-tools, at import).
+    from trainkit.lightning.trainer.connectors.accelerator_connector import (
+        _AcceleratorConnector,
+    )
+
+    auto = _AcceleratorConnector(accelerator="auto", devices="auto")
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert (auto._accelerator_flag, auto._devices_flag) == (expected, 1)
+    assert auto.accelerator.name() == expected
+    two = _AcceleratorConnector(accelerator="cpu", devices=2)
+    assert (two._accelerator_flag, two._devices_flag, two._strategy_flag) == ("cpu", 2, "ddp")
+    with pytest.raises(ValueError, match="devices=0 must be at least 1"):
+        _AcceleratorConnector(accelerator="cpu", devices=0)
