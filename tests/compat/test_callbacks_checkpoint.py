@@ -329,3 +329,37 @@ def test_the_trainers_own_checkpoint_callback_keeps_last(tmp_path: Path) -> None
     options = {**QUIET, "enable_checkpointing": True, "default_root_dir": tmp_path}
     trainkit.Trainer(max_epochs=1, **options).fit(Classifier(), loader(blobs(64), 32))
     assert sorted(os.listdir(tmp_path / "checkpoints")) == ["epoch=0-step=2.ckpt", "last.ckpt"]
+
+
+def test_a_subclass_overriding_the_save_and_remove_steps_sees_every_file(tmp_path: Path) -> None:
+    # Lightning's private steps, which projects override (scvi-tools writes a model
+    # folder beside each file and removes it with the file).
+    from trainkit.callbacks import ModelCheckpoint
+
+    calls: list[tuple[str, str]] = []
+
+    class Folders(ModelCheckpoint):
+        def _save_checkpoint(self, trainer: Any, filepath: str) -> None:
+            super()._save_checkpoint(trainer, filepath)
+            calls.append(("save", os.path.basename(filepath)))
+
+        def _remove_checkpoint(self, trainer: Any, filepath: str) -> None:
+            super()._remove_checkpoint(trainer, filepath)
+            calls.append(("remove", os.path.basename(filepath)))
+
+        def _update_best_and_save(self, current: Any, trainer: Any, candidates: Any) -> None:
+            super()._update_best_and_save(current, trainer, candidates)
+            calls.append(("best", os.path.basename(self.best_model_path)))
+
+    callback = Folders(
+        dirpath=tmp_path, filename="{epoch}", monitor="train/loss", mode="min", save_top_k=1
+    )
+    trainer = trainkit.Trainer(
+        max_epochs=4, callbacks=[callback], **{**QUIET, "enable_checkpointing": True}
+    )
+    trainer.fit(Classifier(), loader(blobs(64)))
+    saves = [name for kind, name in calls if kind == "save"]
+    assert len(saves) >= 2 and all(("best", name) in calls for name in saves), calls
+    removed = [name for kind, name in calls if kind == "remove"]
+    assert len(removed) == len(saves) - 1  # top 1: every earlier best left, through the hook
+    assert sorted(p.name for p in tmp_path.glob("epoch=*.ckpt")) == [saves[-1]]

@@ -590,35 +590,67 @@ class ModelCheckpoint(Checkpoint):
         if not self._ranks(score):
             self._print(trainer, candidates, f"{self.monitor!r} was not in top {self.save_top_k}")
             return None
-        path = self._free_path(trainer, self.format_checkpoint_name(candidates))
-        self.current_score = score
-        self.best_k_models[path] = score
+        self._written: str | None = None
+        self._update_best_and_save(score, trainer, candidates)
+        return self._written
+
+    def _update_best_and_save(
+        self, current: torch.Tensor, trainer: Trainer, monitor_candidates: dict[str, Any]
+    ) -> None:
+        """Enter ``current`` (a score that ranks) in the top k and save its file.
+
+        Lightning's name for this step, which subclasses override (calling it first)
+        to act on the file just written.
+
+        Args:
+            current: the monitored value, as a scalar tensor.
+            trainer: the running Trainer.
+            monitor_candidates: the values the file name is formatted with.
+        """
+        path = self._free_path(trainer, self.format_checkpoint_name(monitor_candidates))
+        self.current_score = current
+        self.best_k_models[path] = current
         evicted = self._evict()
         self._update_best()
         k = len(self.best_k_models) if self.save_top_k == -1 else self.save_top_k
         self._print(
             trainer,
-            candidates,
-            f"{self.monitor!r} reached {float(score):0.5f} (best "
-            f"{float(self.best_model_score or score):0.5f}), saving model to {path!r} as top {k}",
+            monitor_candidates,
+            f"{self.monitor!r} reached {float(current):0.5f} (best "
+            f"{float(self.best_model_score or current):0.5f}), saving model to {path!r} as "
+            f"top {k}",
         )
         self._write(trainer, path, evicted)
-        return path
+        self._written = path
 
     def _write(self, trainer: Trainer, path: str, evicted: list[str]) -> None:
-        if trainer.is_global_zero:
-            # Remove first: a crash between the two steps leaves k - 1 files, never k + 1.
-            for old in evicted:
-                if old != path:
-                    sharded.remove(old)
+        # Remove first: a crash between the two steps leaves k - 1 files, never k + 1.
+        for old in evicted:
+            if old != path:
+                self._remove_checkpoint(trainer, old)
+        self._save_checkpoint(trainer, path)
+
+    def _save_checkpoint(self, trainer: Trainer, filepath: str) -> None:
+        """Write the checkpoint file ``filepath`` (every process calls it).
+
+        Lightning's name for this step, which subclasses override to write elsewhere too.
+        """
         if self.save_weights_only:
             # The full state first: every callback's on_save_checkpoint runs (the
             # non-finite check reads the losses it holds, so no file has weights
             # trained on a NaN loss; the trainkit command records its config).
             weights = without_resume_state(trainer.dump_checkpoint())
-            trainer.strategy.save_checkpoint(weights, path)
+            trainer.strategy.save_checkpoint(weights, filepath)
         else:
-            trainer.save_checkpoint(path)
+            trainer.save_checkpoint(filepath)
+
+    def _remove_checkpoint(self, trainer: Trainer, filepath: str) -> None:
+        """Remove the checkpoint ``filepath`` that left the top k (rank 0 removes it).
+
+        Lightning's name for this step, which subclasses override to remove more.
+        """
+        if trainer.is_global_zero:
+            sharded.remove(filepath)
 
     def _save_last(self, trainer: Trainer, written: str | None, candidates: dict[str, Any]) -> None:
         if self.CHECKPOINT_NAME_LAST == LAST:
@@ -636,10 +668,10 @@ class ModelCheckpoint(Checkpoint):
             self._point_to(
                 last, os.path.join(self._root_dir, "checkpoints", os.path.basename(last))
             )
-        if previous and previous != last and trainer.is_global_zero:
+        if previous and previous != last:
             keep = set(self.best_k_models) | set(self._newest)
             if previous not in keep:
-                sharded.remove(previous)
+                self._remove_checkpoint(trainer, previous)
 
     def _point_to(self, last: str, pointer: str) -> None:
         """Make ``pointer`` a symbolic link to this run's ``last`` (where older trainkit kept it).
