@@ -189,22 +189,18 @@ class DataModule(DataHooks, HyperparametersMixin):
         Returns:
             The DataModule.
         """
-        from trainkit.checkpoint.files import DATAMODULE_PREFIX, load
-        from trainkit.checkpoint.weights import init_arguments
-        from trainkit.core.loading import build_saved, saved_hyperparameters
+        from trainkit.checkpoint.files import DATAMODULE_PREFIX
+        from trainkit.core.loading import build_saved, read_saved
 
-        trusted = weights_only is False
-        checkpoint = load(checkpoint_path, map_location, not trusted)
-        arguments = init_arguments(
-            cls.__init__,
-            checkpoint,
-            kwargs,
+        checkpoint, arguments, hparams = read_saved(
+            cls,
+            checkpoint_path,
+            map_location,
             hparams_file,
+            weights_only,
+            kwargs,
             DATAMODULE_PREFIX,
-            weights_only=not trusted,
-            path=checkpoint_path,
         )
-        hparams = saved_hyperparameters(checkpoint, DATAMODULE_PREFIX)
         datamodule = build_saved(cls, arguments, hparams, kwargs, hparams_file, checkpoint_path)
         saved = checkpoint.get(cls.__qualname__)
         if saved is None and checkpoint.get("format") is not None:

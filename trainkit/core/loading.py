@@ -37,6 +37,37 @@ INSTANTIATOR = "trainkit.core.loading.instantiate_module"
 KNOWN_INSTANTIATORS = (INSTANTIATOR, "lightning.pytorch.cli.instantiate_module")
 
 
+def read_saved(
+    cls: type[Any],
+    checkpoint_path: str | os.PathLike[str],
+    map_location: Any,
+    hparams_file: str | os.PathLike[str] | None,
+    weights_only: bool | None,
+    overrides: dict[str, Any],
+    prefix: str = "",
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """A checkpoint, and what rebuilds ``cls`` (a Module, or a DataModule) from it.
+
+    Args:
+        cls: the class to build.
+        checkpoint_path: a checkpoint file (trainkit's or Lightning's).
+        map_location: where to load the tensors, as for ``torch.load``.
+        hparams_file: a ``.yaml`` file whose hyperparameters replace the saved ones.
+        weights_only: as for ``torch.load`` (None: True); False unpickles objects.
+        overrides: ``__init__`` arguments that replace the saved ones.
+        prefix: ``"datamodule_"`` for a DataModule's hyperparameters.
+
+    Returns:
+        The checkpoint, the ``__init__`` arguments, and the saved hyperparameters.
+    """
+    safe = weights_only is not False
+    checkpoint = load(checkpoint_path, map_location, safe)
+    arguments = init_arguments(
+        cls.__init__, checkpoint, overrides, hparams_file, prefix, safe, checkpoint_path
+    )
+    return checkpoint, arguments, saved_hyperparameters(checkpoint, prefix)
+
+
 def load_from_checkpoint(
     cls: type[ModuleT],
     checkpoint_path: str | os.PathLike[str],
@@ -59,17 +90,9 @@ def load_from_checkpoint(
             file runs); False, for a file you trust, unpickles any object in it.
         overrides: ``__init__`` arguments that replace the saved ones.
     """
-    trusted = weights_only is False
-    checkpoint = load(checkpoint_path, map_location, not trusted)
-    arguments = init_arguments(
-        cls.__init__,
-        checkpoint,
-        overrides,
-        hparams_file,
-        weights_only=not trusted,
-        path=checkpoint_path,
+    checkpoint, arguments, saved = read_saved(
+        cls, checkpoint_path, map_location, hparams_file, weights_only, overrides
     )
-    saved = saved_hyperparameters(checkpoint)
     try:
         module = build_saved(cls, arguments, saved, overrides, hparams_file, checkpoint_path)
     except TypeError as error:
