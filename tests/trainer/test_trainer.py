@@ -355,6 +355,28 @@ def test_evaluation_runs_without_gradients_and_restores_train_modes() -> None:
     assert model.training and not model.frozen_norm.training
 
 
+def test_fit_trains_with_autograd_on_when_the_caller_left_it_off() -> None:
+    # A generator suspended inside torch.no_grad (an inference loop read in part)
+    # leaves autograd off for whatever runs next; fit trains anyway, as Lightning's
+    # does, and leaves it on.
+    def predictions() -> Any:
+        with torch.no_grad():
+            yield from range(3)
+
+    pending = predictions()
+    next(pending)
+    assert not torch.is_grad_enabled()
+    try:
+        model = Classifier()
+        before = [p.detach().clone() for p in model.parameters()]
+        trainkit.Trainer(max_epochs=1, **QUIET).fit(model, loader(blobs(64), 32))
+        assert torch.is_grad_enabled()
+        assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    finally:
+        torch.set_grad_enabled(True)
+        pending.close()
+
+
 def test_dict_output_and_extra_entries_reach_on_train_batch_end() -> None:
     outputs: list[Any] = []
 

@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import torch
+
 from trainkit.checkpoint.preemption import Preemption, StopVote
 from trainkit.core.data import epoch_batches, set_sampler_epoch
 from trainkit.loops.evaluate import run_evaluation, run_sanity_check
@@ -121,9 +123,8 @@ def run_fit(run: Run, fit: Fit) -> None:
     if state.num_training_batches == 0:
         return  # limit_train_batches=0: no training, and no epoch passes
     state.stage = RunningStage.TRAINING
-    if not run.module.training:
-        # Leave submodules the user put in eval mode (a frozen BatchNorm) alone;
-        # only a model entirely in eval mode is switched to training.
+    torch.set_grad_enabled(True)  # whatever the caller left; as Lightning, on after fit
+    if not run.module.training:  # leave submodules the user put in eval mode alone
         run.model.train()
     run.results.enter_training_start()
     run.hooks.call("on_train_start")
