@@ -3,7 +3,8 @@
 ``Trainer.save_checkpoint`` and ``dump_checkpoint`` (public, Lightning's names), and
 what ``validate``/``test``/``predict`` use to load ``ckpt_path``. The Trainer
 (``trainkit/trainer/trainer.py``) inherits them; the state itself is collected and
-restored by :mod:`trainkit.checkpoint.restore`.
+restored by :mod:`trainkit.checkpoint.restore`. The Trainer's ``warn`` and ``print``
+(from one process) are here too.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 
 class TrainerCheckpoints(TrainerViews):
-    """Saving and loading checkpoints, and the Trainer's warnings."""
+    """Saving and loading checkpoints, and the Trainer's warnings and prints."""
 
     # Set by the Trainer's constructor and its runs.
     ckpt_path: str | None
@@ -33,7 +34,7 @@ class TrainerCheckpoints(TrainerViews):
     #: The ``weights_only`` the running entry point passed (False: unpickle any object).
     _weights_only: bool = True
 
-    # ------------------------------------------------------------ warnings
+    # ------------------------------------------------------------ warnings, prints
     def warn(self, message: str) -> None:
         """Emit a warning from global rank 0 only.
 
@@ -42,6 +43,16 @@ class TrainerCheckpoints(TrainerViews):
         """
         if self.is_global_zero:
             warnings.warn(message, stacklevel=2)
+
+    def print(self, *args: Any, **kwargs: Any) -> None:
+        """``print`` from the first process of each machine only (local rank 0).
+
+        Args:
+            *args: passed to ``print``.
+            **kwargs: passed to ``print``.
+        """
+        if self.local_rank == 0:
+            print(*args, **kwargs)
 
     # ------------------------------------------------------------ checkpoints
     def save_checkpoint(

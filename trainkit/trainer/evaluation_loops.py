@@ -21,14 +21,28 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from trainkit.callbacks.prediction_writer import seen_batches
+from trainkit.trainer.data_source import DataSource
 
 if TYPE_CHECKING:
     from trainkit.loops.run import Predicting, Run
 
-__all__ = ["EvaluationLoop", "PredictionLoop", "evaluation_inference_mode", "evaluation_loops"]
+__all__ = [
+    "EvaluationLoop",
+    "FitValidationLoop",
+    "PredictionLoop",
+    "evaluation_inference_mode",
+    "evaluation_loops",
+]
 
 #: What each loop's Trainer method is, for the messages.
-_METHODS = {"validate": "trainer.validate", "test": "trainer.test", "predict": "trainer.predict"}
+_METHODS = {
+    "fit": "trainer.fit",
+    "validate": "trainer.validate",
+    "test": "trainer.test",
+    "predict": "trainer.predict",
+}
+#: The stage whose dataloaders each loop runs.
+_STAGES = {"fit": "val", "validate": "val", "test": "test", "predict": "predict"}
 
 
 class EvaluationLoop:
@@ -61,6 +75,17 @@ class EvaluationLoop:
     def inference_mode(self, value: bool) -> None:
         self._inference_mode = bool(value)
 
+    @property
+    def _path(self) -> str:
+        """How the messages name this view."""
+        return f"trainer.{self._fn}_loop"
+
+    @property
+    def _data_source(self) -> DataSource:
+        """Where this loop's dataloaders come from (Lightning's private name, read by
+        ported code: ``_data_source.is_defined()``)."""
+        return DataSource(self.trainer, _STAGES[self._fn])
+
     def _run(self) -> Run | None:
         """The Trainer's run, when it is (or was last) this loop's."""
         run = getattr(self.trainer, "_current", None)
@@ -71,7 +96,7 @@ class EvaluationLoop:
         if name.startswith("__"):
             raise AttributeError(name)
         raise AttributeError(
-            f"trainer.{self._fn}_loop has no {name!r}: trainkit's loops are functions over "
+            f"{self._path} has no {name!r}: trainkit's loops are functions over "
             f"a run, not Lightning's loop objects, so they cannot be driven by hand. Call "
             f"{_METHODS[self._fn]}(...) to run this loop; docs/porting.md lists what the loop "
             "views provide."
@@ -81,8 +106,8 @@ class EvaluationLoop:
         # A setting the loops would not read (trainer_fn, verbose...) is refused, not ignored.
         if name not in _SETTABLE:
             raise AttributeError(
-                f"trainer.{self._fn}_loop.{name} cannot be set: trainkit's {self._fn} loop "
-                f"reads only inference_mode from its view. Pass the setting to "
+                f"{self._path}.{name} cannot be set: trainkit's {self._fn} loop reads no "
+                "setting from its view but inference_mode. Pass the setting to "
                 f"{_METHODS[self._fn]}(...) or the Trainer instead; docs/porting.md lists "
                 "what the loop views provide."
             )
@@ -94,6 +119,34 @@ class EvaluationLoop:
 
 #: What may be set on a loop view (the rest is refused, see ``__setattr__``).
 _SETTABLE = frozenset({"trainer", "_fn", "_inference_mode", "inference_mode"})
+
+
+class FitValidationLoop(EvaluationLoop):
+    """Lightning's ``trainer.fit_loop.epoch_loop.val_loop``: the validation inside fit.
+
+    It validates under ``torch.no_grad``, as Lightning's does (``inference_mode`` is
+    False and cannot be set: a tensor made there may meet autograd in training).
+    """
+
+    def __init__(self, trainer: Any) -> None:
+        super().__init__(trainer, "fit")
+
+    @property
+    def _path(self) -> str:
+        return "trainer.fit_loop.epoch_loop.val_loop"
+
+    @property
+    def inference_mode(self) -> bool:
+        """False: fit validates under ``torch.no_grad``."""
+        return False
+
+    @inference_mode.setter
+    def inference_mode(self, value: bool) -> None:
+        raise AttributeError(
+            "trainer.fit_loop.epoch_loop.val_loop.inference_mode cannot be set: trainkit's "
+            "fit validates under torch.no_grad (Lightning's default there). "
+            "trainer.validate_loop.inference_mode sets it for trainer.validate."
+        )
 
 
 class PredictionLoop(EvaluationLoop):

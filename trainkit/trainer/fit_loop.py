@@ -15,8 +15,11 @@ and run state, so nothing here holds a value of its own. A limit set while
 (``max_epochs``, ``min_epochs``, ``min_steps``), and holds for later fits of
 the Trainer. The progress counters are read-only (``current`` and ``total``
 count the same batches and epochs: trainkit restores them exactly on a resume).
-What Lightning's loops do beyond this (``connect``, ``run``, ``advance``, their
-private methods) is not provided: docs/porting.md says what to use instead.
+Each loop's ``_data_source`` says where its dataloaders come from
+(``fit_loop.epoch_loop.val_loop._data_source.is_defined()``: whether fit has
+validation data; see ``trainkit/trainer/data_source.py``). What Lightning's
+loops do beyond this (``connect``, ``run``, ``advance``, their other private
+methods) is not provided: docs/porting.md says what to use instead.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from trainkit.loops.schedule import limits_reached, max_steps_reached, minimums_reached
+from trainkit.trainer.data_source import DataSource
+from trainkit.trainer.evaluation_loops import FitValidationLoop
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -115,6 +120,8 @@ class EpochLoop:
         self._loop = loop
         #: Batches of the epoch running (or last run): ``current``; of the whole run: ``total``.
         self.batch_progress = Progress(self._batches, self._all_batches)
+        #: The validation inside fit: where its dataloaders come from (``_data_source``).
+        self.val_loop = FitValidationLoop(loop.trainer)
 
     def _batches(self) -> Tracker:
         started, completed = _batch_counts(self._loop.state)
@@ -186,6 +193,11 @@ class FitLoop:
         #: Training epochs: started (``ready``, ``started``), their batches done
         #: (``processed``), ended (``completed``: ``trainer.current_epoch``).
         self.epoch_progress = Progress(self._epochs)
+
+    @property
+    def _data_source(self) -> DataSource:
+        """Where the training dataloader comes from (Lightning's private name)."""
+        return DataSource(self.trainer, "train")
 
     @property
     def state(self) -> RunState:

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from trainkit.loops.state import RunState
     from trainkit.loops.step import Optimization
     from trainkit.strategies import Strategy
+    from trainkit.trainer.data_source import AttachedData
     from trainkit.trainer.options import HardwareOptions, LoopOptions, OutputOptions, StepOptions
 
 T = TypeVar("T")
@@ -87,6 +88,8 @@ class TrainerViews:
     #: The context of the ``torch.compile(module)`` call whose result the last entry
     #: point was given (None: it was given a module), with which runs compile it.
     _compiled_with: CompileContext | None = None
+    #: What the last entry point was given (the loops' ``_data_source`` reads it).
+    _attached: AttachedData | None = None
 
     # ------------------------------------------------------------ launching
     def _launch(self, function: Callable[..., T], model: Any, *args: Any) -> T:

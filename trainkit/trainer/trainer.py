@@ -16,7 +16,7 @@ import contextlib
 import os
 import sys
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -45,6 +45,7 @@ from trainkit.loops.step import Optimization
 from trainkit.profilers import Profiler, build_profiler, is_active
 from trainkit.strategies import Strategy, build_strategy, plan_devices
 from trainkit.trainer.checkpointing import TrainerCheckpoints
+from trainkit.trainer.data_source import AttachedData
 from trainkit.trainer.lightning_parts import StrategyParts
 from trainkit.trainer.options import (
     HardwareOptions,
@@ -348,8 +349,12 @@ class Trainer(TrainerCheckpoints):
         model: Module,
         datamodule: DataModule | None,
         body: Callable[[Run], T],
+        loaders: Mapping[str, Any],
     ) -> T:
-        """Set a run up (data hooks, the strategy, the model), run ``body``, always tear down."""
+        """Set a run up (data hooks, the strategy, the model), run ``body``, always tear down.
+
+        ``loaders``: the dataloaders passed, by stage ("train", "val", ...).
+        """
         if not isinstance(model, Module):
             raise TypeError(
                 f"Trainer.{fn} expects a trainkit.Module, got {type(model).__name__}. "
@@ -358,7 +363,7 @@ class Trainer(TrainerCheckpoints):
         state = self.state
         state.fn, state.stage, state.status = TrainerFn(fn), None, TrainerStatus.RUNNING
         state.should_stop = False
-        self._module = model
+        self._module, self._attached = model, AttachedData(model, datamodule, loaders)
         model.trainer = self
         self._configure_callbacks(model)
         hooks = Hooks(self, model, self.callbacks, self.profiler)
@@ -468,6 +473,7 @@ class Trainer(TrainerCheckpoints):
             model,
             datamodule,
             lambda run: self._fit_run(run, train_dataloaders, val_dataloaders, ckpt_path),
+            {"train": train_dataloaders, "val": val_dataloaders},
         )
 
     def _fit_run(
@@ -588,7 +594,7 @@ class Trainer(TrainerCheckpoints):
                 print(table, flush=True)
             return results
 
-        return self._run(fn, model, datamodule, body)
+        return self._run(fn, model, datamodule, body, {kind: dataloaders})
 
     @contextlib.contextmanager
     def init_module(self, empty_init: bool | None = None) -> Iterator[None]:
@@ -607,16 +613,6 @@ class Trainer(TrainerCheckpoints):
         """
         with self.strategy.tensor_init_context(empty_init=empty_init):
             yield
-
-    def print(self, *args: Any, **kwargs: Any) -> None:
-        """``print`` from the first process of each machine only (local rank 0).
-
-        Args:
-            *args: passed to ``print``.
-            **kwargs: passed to ``print``.
-        """
-        if self.local_rank == 0:
-            print(*args, **kwargs)
 
     def _log_hyperparameters(self, run: Run) -> None:
         """Give the loggers the run's hyperparameters and the model, from global rank 0.

@@ -1,0 +1,102 @@
+"""The loops' ``_data_source``: where a stage's dataloaders come from, as Lightning names it.
+
+Each entry point (``fit``, ``validate``, ``test``, ``predict``) records what it
+was given: the Module, the DataModule and the dataloaders passed for its stages
+(:class:`AttachedData`, kept by the Trainer until the next entry point, as
+Lightning keeps its loops' sources). Ported code asks the loop views where a
+stage's dataloaders come from, most often to know whether fit validates::
+
+    source = trainer.fit_loop.epoch_loop.val_loop._data_source
+    monitor = "val_loss" if source.is_defined() else "train_loss"
+
+:class:`DataSource` answers from the record: the dataloaders passed for the
+stage, else the DataModule or the Module whose ``<stage>_dataloader`` method
+trainkit calls for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from trainkit.core.data import DataModule
+from trainkit.core.module import Module, overrides
+
+__all__ = ["AttachedData", "DataSource"]
+
+
+@dataclass(frozen=True)
+class AttachedData:
+    """What an entry point was given, recorded before its set-up hooks run."""
+
+    #: The Module the entry point runs.
+    module: Module
+    #: The DataModule it was given, if any.
+    datamodule: DataModule | None
+    #: The dataloaders passed, by stage ("train", "val", "test", "predict"); a stage
+    #: absent or None takes them from the DataModule or the Module.
+    loaders: Mapping[str, Any]
+
+
+class DataSource:
+    """Lightning's ``_data_source`` of a loop: the dataloaders of one stage, or their owner.
+
+    Args:
+        trainer: the Trainer whose last entry point this reads.
+        stage: "train", "val", "test" or "predict".
+
+    Example:
+        >>> import trainkit
+        >>> DataSource(trainkit.Trainer(logger=False), "val").is_defined()  # no run yet
+        False
+    """
+
+    def __init__(self, trainer: Any, stage: str) -> None:
+        self.trainer = trainer
+        self.stage = stage
+
+    @property
+    def name(self) -> str:
+        """The method that gives the stage's dataloaders (``"val_dataloader"``)."""
+        return f"{self.stage}_dataloader"
+
+    @property
+    def instance(self) -> Any:
+        """The dataloaders passed for the stage, else the DataModule or Module whose
+        method gives them; None before the Trainer's first entry point."""
+        attached: AttachedData | None = self.trainer._attached
+        if attached is None:
+            return None
+        given = attached.loaders.get(self.stage)
+        if given is not None:
+            return given
+        datamodule, module = attached.datamodule, attached.module
+        # The DataModule's method, unless only the Module defines one (trainkit calls
+        # the Module's then, see trainkit.core.data.find_dataloaders).
+        if datamodule is not None and (
+            overrides(datamodule, self.name, DataModule) or not overrides(module, self.name)
+        ):
+            return datamodule
+        return module
+
+    def is_module(self) -> bool:
+        """Whether the source is a Module or DataModule (whose method gives the dataloaders)."""
+        return isinstance(self.instance, (Module, DataModule))
+
+    def is_defined(self) -> bool:
+        """Whether the stage has dataloaders: passed, or a method of the source that gives them.
+
+        Limits (``limit_val_batches=0``) do not change the answer, as in Lightning.
+        False before the Trainer's first entry point (Lightning's answers True there,
+        with nothing attached).
+        """
+        instance = self.instance
+        if isinstance(instance, DataModule):
+            return overrides(instance, self.name, DataModule)
+        if isinstance(instance, Module):
+            return overrides(instance, self.name)
+        return instance is not None
+
+    def __repr__(self) -> str:
+        return f"DataSource(stage={self.stage!r}, defined={self.is_defined()})"
