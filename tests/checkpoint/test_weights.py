@@ -179,11 +179,20 @@ def test_one_config_object_comes_back_as_its_type_and_a_whole_override_replaces_
 
     from omegaconf import DictConfig, OmegaConf
 
-    class OneObject(Classifier):
+    class OneObject(trainkit.Module):
+        # Not a subclass of Classifier, whose save_hyperparameters() would record cfg
+        # itself as an argument too (a base class records its subclasses' arguments).
         def __init__(self, cfg: Any) -> None:
             super().__init__()
             self.save_hyperparameters(cfg)
             self.cfg = cfg
+            self.layer = torch.nn.Linear(8, 3)
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            return self.layer(batch[0]).square().mean()
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.1)
 
     path = _saved(tmp_path, OneObject(OmegaConf.create({"width": 4, "lr": 0.5})))
     loaded = OneObject.load_from_checkpoint(path)

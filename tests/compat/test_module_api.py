@@ -295,6 +295,56 @@ def test_remove_ignored_hparams_drops_a_base_class_s_hyperparameters(tmp_path: P
     assert Derived.load_from_checkpoint(path).hparams == {"width": 3}
 
 
+class Recording(trainkit.Module):
+    """A base class that records the hyperparameters for its subclasses."""
+
+    def __init__(self, inputs: int = 8, lr: float = 0.1, **kwargs: Any) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.lr = lr
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        return self(batch[0]).square().mean()
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=self.lr)
+
+
+class Wide(Recording):
+    def __init__(self, hidden: int = 4, lr: float = 0.2, **kwargs: Any) -> None:
+        super().__init__(lr=lr / 2, **kwargs)  # the base sees a value derived from lr
+        self.net = torch.nn.Sequential(torch.nn.Linear(8, hidden), torch.nn.Linear(hidden, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+def test_a_base_class_records_its_subclass_s_arguments_too(tmp_path: Path) -> None:
+    # The subclass's own (hidden) and the value it was given (lr=0.6, not the 0.3 it
+    # passed on) are recorded, as Lightning records them, so a reload has its shapes.
+    model = Wide(hidden=16, lr=0.6, extra="kept")
+    assert model.hparams == {"inputs": 8, "lr": 0.6, "extra": "kept", "hidden": 16}
+    trainer = trainkit.Trainer(max_steps=1, default_root_dir=tmp_path, **QUIET)
+    trainer.fit(model, loader(blobs(8)))
+    trainer.save_checkpoint(tmp_path / "wide.ckpt")
+    loaded = Wide.load_from_checkpoint(tmp_path / "wide.ckpt")
+    assert loaded.net[0].out_features == 16 and loaded.lr == 0.3
+
+    class Holder(trainkit.Module):
+        def __init__(self, width: int = 5) -> None:
+            super().__init__()
+            self.inner = Recording(inputs=2)  # built inside: takes none of width
+
+    assert Holder().inner.hparams == {"inputs": 2, "lr": 0.1}
+
+    class Narrow(Recording):
+        def __init__(self, hidden: int = 4, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.save_hyperparameters("lr", ignore=["hidden"])  # drops the base call's
+
+    assert Narrow(hidden=3, lr=0.5, extra=1).hparams == {"inputs": 8, "lr": 0.5, "extra": 1}
+
+
 def test_configure_callbacks_joins_and_replaces_the_trainers(tmp_path: Path) -> None:
     from trainkit.callbacks import EarlyStopping, ModelCheckpoint
 

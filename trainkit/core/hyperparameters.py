@@ -133,12 +133,14 @@ class HyperparametersMixin:
         Args:
             *names: record only these arguments (default: all of them); or one dict
                 (or ``argparse.Namespace``) to record as it is.
-            ignore: arguments not to record (for example a large model passed in).
+            ignore: arguments not to record (for example a large model passed in); a
+                base class's call that recorded them is undone for these names.
             frame: the ``__init__``'s frame to read the arguments from (default: the
                 caller's), for a helper that ``__init__`` calls to record them.
             logger: write them to the loggers when fit starts.
         """
         self._log_hyperparams = logger
+        ignored = {ignore} if isinstance(ignore, str) else set(ignore or ())
         if frame is None:
             here = inspect.currentframe()
             caller = here.f_back if here is not None else None
@@ -153,6 +155,7 @@ class HyperparametersMixin:
                     f"got {type(given).__name__}."
                 )
             self.hparams.update(values)
+            self.remove_ignored_hparams(sorted(ignored))
             self._hparams_initial = _copied(self.hparams)
             self._hparams_type = type(given).__name__
             # The __init__ argument that held them: load_from_checkpoint passes them back so.
@@ -166,14 +169,13 @@ class HyperparametersMixin:
                 "save_hyperparameters() must be called from your class's __init__ (or be given "
                 "frame=, the frame of that __init__)."
             )
-        # Read the arguments of the __init__ that called us (not type(self).__init__:
+        # The arguments of the __init__ that called us and of the subclasses' __init__s
+        # that called it through super().__init__ (not type(self).__init__'s signature:
         # a subclass may take other arguments, or none).
-        named, extra = init_call_arguments(caller)
-        ignored = {ignore} if isinstance(ignore, str) else set(ignore or ())
+        arguments = chained_init_arguments(caller, self)
         recorded = {
-            k: v for k, v in named.items() if k not in ignored and (not names or k in names)
+            k: v for k, v in arguments.items() if k not in ignored and (not names or k in names)
         }
-        recorded.update({k: v for k, v in extra.items() if k not in ignored})
         given = _GIVEN.get()
         if given is not None and type(self) is given[0]:
             _GIVEN.set(None)  # once: not again for a Module built inside this __init__
@@ -183,6 +185,8 @@ class HyperparametersMixin:
                 if k.startswith("_") or (k not in ignored and (not names or k in names))
             }
         self.hparams.update(recorded)
+        # A subclass's call drops what a base class's call recorded and it ignores.
+        self.remove_ignored_hparams(sorted(ignored))
         self._hparams_initial = _copied(self.hparams)
         _warn_about_weights(recorded)
 
@@ -205,6 +209,54 @@ def _warn_about_weights(recorded: Mapping[str, Any]) -> None:
             f"save_hyperparameters(ignore=[{name!r}]) and pass it to load_from_checkpoint.",
             stacklevel=3,
         )
+
+
+def chained_init_arguments(frame: FrameType, obj: object) -> dict[str, Any]:
+    """The arguments of the ``__init__`` running in ``frame`` and of those that called it.
+
+    A subclass's ``__init__`` calling ``super().__init__(...)`` runs in the frame
+    outside: its arguments (``hidden_size`` of a model whose base class records the
+    hyperparameters) are collected too, frame by frame while they are ``__init__``
+    methods of ``obj`` itself (a Module built inside another's ``__init__`` takes
+    none of the outer one's). Where a name appears twice, the outermost ``__init__``
+    (the most derived class, whose value the user passed) wins.
+
+    Args:
+        frame: the frame of the ``__init__`` that records them.
+        obj: the object being built.
+
+    Returns:
+        The named parameters and the keywords ``**kwargs`` caught, of every level.
+    """
+    levels: list[dict[str, Any]] = []
+    current: FrameType | None = frame
+    while current is not None and (current is frame or constructed_object(current) is obj):
+        named, extra = init_call_arguments(current)
+        levels.append({**named, **extra})
+        current = current.f_back
+    arguments: dict[str, Any] = {}
+    for level in levels:  # innermost first: the outer levels' values replace its own
+        arguments.update(level)
+    return arguments
+
+
+def constructed_object(frame: FrameType) -> Any:
+    """The object whose ``__init__`` runs in ``frame``; None if it is no class's ``__init__``."""
+    code = frame.f_code
+    if code.co_name != "__init__" or code.co_argcount == 0:
+        return None
+    local_vars = frame.f_locals
+    self_name = code.co_varnames[0]
+    if self_name not in local_vars:
+        return None
+    obj = local_vars[self_name]
+    # The code must be the __init__ of a class of the object (decorated ones unwrapped),
+    # so a function that merely has that name does not count.
+    for cls in type(obj).__mro__:
+        init = getattr(cls, "__init__", None)  # each class's own, or the one it inherits
+        if init is not None and getattr(inspect.unwrap(init), "__code__", None) is code:
+            return obj
+    return None
 
 
 def init_call_arguments(frame: FrameType) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -20,7 +20,7 @@ from collections.abc import MutableMapping
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from trainkit.core.hyperparameters import AttributeDict, init_call_arguments
+from trainkit.core.hyperparameters import AttributeDict, constructed_object, init_call_arguments
 from trainkit.lightning.utilities.rank_zero import rank_zero_warn
 from trainkit.tuner import values
 
@@ -154,7 +154,7 @@ def get_init_args(frame: FrameType | None) -> dict[str, Any]:
         >>> Net(4, "conv", "pool", activation="relu").init_args
         {'width': 4, 'depth': 2, 'activation': 'relu'}
     """
-    if frame is None or _constructed_object(frame) is None:
+    if frame is None or constructed_object(frame) is None:
         return {}
     named, extra = init_call_arguments(frame)
     return {**named, **extra}
@@ -197,7 +197,7 @@ def collect_init_args(
     """
     owner: Any = None  # the object whose constructors are being collected
     while frame is not None:
-        constructed = _constructed_object(frame)
+        constructed = constructed_object(frame)
         counts = constructed is not None and (not classes or isinstance(constructed, classes))
         # Only the same object's constructors belong to the chain: a Module built inside
         # another object's __init__ does not take that object's arguments.
@@ -209,25 +209,6 @@ def collect_init_args(
             break
         frame = frame.f_back
     return path_args
-
-
-def _constructed_object(frame: FrameType) -> Any:
-    """The object whose ``__init__`` runs in ``frame``; None if it is no class's ``__init__``."""
-    code = frame.f_code
-    if code.co_name != "__init__" or code.co_argcount == 0:
-        return None
-    local_vars = frame.f_locals
-    self_name = code.co_varnames[0]
-    if self_name not in local_vars:
-        return None
-    obj = local_vars[self_name]
-    # The code must be the __init__ of a class of the object (decorated ones unwrapped),
-    # so a function that merely has that name does not count.
-    for cls in type(obj).__mro__:
-        init = getattr(cls, "__init__", None)  # each class's own, or the one it inherits
-        if init is not None and getattr(inspect.unwrap(init), "__code__", None) is code:
-            return obj
-    return None
 
 
 def _datamodule(model: Module) -> Any:
