@@ -172,8 +172,8 @@ def test_more_devices_than_exist(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"max_epochs": 2.5}, TypeError, "max_epochs must be an integer"),
         ({"limit_train_batches": 1.5}, ValueError, r"limit_train_batches=1.5 is a fraction"),
         ({"limit_val_batches": -1}, ValueError, "limit_val_batches=-1 must be >= 0"),
-        ({"val_check_interval": 0}, ValueError, "val_check_interval=0 must be a positive"),
-        ({"val_check_interval": 1.5}, ValueError, r"must be a fraction in \(0, 1\]"),
+        ({"val_check_interval": -1}, ValueError, "val_check_interval=-1 must be a positive"),
+        ({"val_check_interval": 1.5}, ValueError, r"must be a fraction in \[0, 1\]"),
         ({"log_every_n_steps": 0}, ValueError, "log_every_n_steps=0 is invalid"),
         ({"gradient_clip_val": -1.0}, ValueError, r"gradient_clip_val=-1.0 must be a positive"),
         ({"fast_dev_run": -1}, ValueError, "fast_dev_run must be a bool"),
@@ -199,6 +199,22 @@ def test_gradient_clip_val_none_or_zero_clips_nothing(off: float | None) -> None
 def test_val_check_interval_larger_than_an_epoch() -> None:
     with pytest.raises(ValueError, match=r"val_check_interval=50 is larger than the 2 training"):
         trainkit.Trainer(max_epochs=1, val_check_interval=50, **QUIET).fit(
+            Classifier(), loader(blobs(64), 32), loader(blobs(64), 32)
+        )
+
+
+def test_val_check_interval_0_is_refused_only_by_a_fit_that_trains_with_validation() -> None:
+    # Accepted when built, as in Lightning: a fit with max_steps=0 never reads it
+    # (a project sets min(val_check_steps, max_steps)); Lightning fails with a
+    # ZeroDivisionError where a batch trains, trainkit says what to pass.
+    trainer = trainkit.Trainer(max_steps=0, val_check_interval=0, **QUIET)
+    trainer.fit(Classifier(), loader(blobs(64), 32), loader(blobs(64), 32))
+    assert trainer.global_step == 0
+    trainkit.Trainer(max_steps=2, val_check_interval=0, **QUIET).fit(
+        Classifier(), loader(blobs(64), 32)
+    )  # nothing to validate: nothing to refuse
+    with pytest.raises(ValueError, match=r"val_check_interval=0 is no number of batches"):
+        trainkit.Trainer(max_steps=2, val_check_interval=0, **QUIET).fit(
             Classifier(), loader(blobs(64), 32), loader(blobs(64), 32)
         )
 

@@ -194,8 +194,9 @@ def test_max_time_validates_once_before_training_ends() -> None:
 
 @pytest.mark.parametrize(
     ("interval", "expected_val_runs"),
-    # A fraction f validates every int(f * batches) batches: 0.25 of 10 is every 2.
-    [(1.0, 3), (0.5, 6), (0.25, 15), (4, 6), (10, 3)],
+    # A fraction f validates every int(f * batches) batches, at least 1: 0.25 of 10 is
+    # every 2, 0.0 every batch (as in Lightning).
+    [(1.0, 3), (0.5, 6), (0.25, 15), (0.0, 30), (4, 6), (10, 3)],
 )
 def test_val_check_interval(interval: float, expected_val_runs: int) -> None:
     runs: list[tuple[int, int]] = []

@@ -111,6 +111,12 @@ def val_check_batches(
         return None
     interval = options.val_check_interval
     if isinstance(interval, int):
+        if interval == 0:
+            raise ValueError(
+                "val_check_interval=0 is no number of batches to validate after, and this "
+                "fit trains with validation. Pass a positive number of batches, or a float "
+                "fraction of an epoch (0.0: after every batch, 1.0: at each epoch's end)."
+            )
         if every_n_epochs is not None and interval > total:
             raise ValueError(
                 f"val_check_interval={interval} is larger than the {int(total)} training "
@@ -129,8 +135,9 @@ def batches_between_checks(options: LoopOptions, total: float) -> int:
     """Training batches from one validation to the next, as ``val_check_interval`` says.
 
     The interval itself when it is an int; else that fraction of the epoch's
-    ``total`` batches, at least 1; 0 for an epoch of unknown length (validation
-    runs when the loader ends, see :func:`validation_due`).
+    ``total`` batches, at least 1 (so 0.0 is every batch, as in Lightning); 0 for
+    an epoch of unknown length (validation runs when the loader ends, see
+    :func:`validation_due`).
 
     Args:
         options: the loop options.

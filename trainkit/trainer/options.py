@@ -293,7 +293,7 @@ class LoopOptions:
     val_check_interval: int | float = option(
         1.0,
         "Validate every this many training batches (int), or this fraction of an epoch "
-        "(float; 1.0 validates at the end of each epoch).",
+        "(float; 1.0 validates at the end of each epoch, 0.0 after every batch).",
     )
     check_val_every_n_epoch: int | None = option(
         1, "Validate in every n-th epoch (None: count an int val_check_interval across epochs)."
@@ -358,15 +358,17 @@ class LoopOptions:
         interval = self.val_check_interval
         if isinstance(interval, bool) or not isinstance(interval, (int, float)):
             raise TypeError(f"val_check_interval must be an int or a float, got {interval!r}.")
-        if isinstance(interval, int) and interval < 1:
+        # 0 is accepted here, as in Lightning: a fit that trains no batch (max_steps=0)
+        # never reads it; one that validates while training refuses it (loops/schedule.py).
+        if isinstance(interval, int) and interval < 0:
             raise ValueError(
                 f"val_check_interval={interval} must be a positive number of batches, or a "
-                "float fraction of an epoch in (0, 1]."
+                "float fraction of an epoch in [0, 1]."
             )
-        if isinstance(interval, float) and not 0.0 < interval <= 1.0:
+        if isinstance(interval, float) and not 0.0 <= interval <= 1.0:
             raise ValueError(
-                f"val_check_interval={interval} must be a fraction in (0, 1] (or an int "
-                "number of batches)."
+                f"val_check_interval={interval} must be a fraction in [0, 1] (or an int "
+                "number of batches; 0.0 validates after every batch)."
             )
         if self.check_val_every_n_epoch is not None:
             _check_int(
