@@ -128,6 +128,11 @@ PORTED_LINES = {
     ),
     "log_level_pytorch_lightning = 10": "log_level_pytorch_lightning = 10",
     "lightning_fabric_version = None": "lightning_fabric_version = None",
+    # Another package's module named after Lightning stays (it is not Lightning's).
+    "from ray.tune.integration.pytorch_lightning import TuneReportCallback": (
+        "from ray.tune.integration.pytorch_lightning import TuneReportCallback"
+    ),
+    "import other.lightning_fabric": "import other.lightning_fabric",
     "  class_path: lightning.pytorch.callbacks.EarlyStopping": (
         "  class_path: trainkit.lightning.callbacks.EarlyStopping"
     ),
