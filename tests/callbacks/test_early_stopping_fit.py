@@ -10,6 +10,7 @@ import torch
 import trainkit
 from tests.helpers import QUIET, Classifier, blobs, loader
 from trainkit.callbacks import EarlyStopping
+from trainkit.callbacks.early_stopping import EarlyStoppingReason
 
 # The monitored value per epoch: improves twice, then stalls.
 SCORES = [1.0, 0.8, 0.6, 0.7, 0.65, 0.9, 0.5, 0.4]
@@ -50,7 +51,8 @@ def test_sanity_check_values_do_not_count() -> None:
     stopper = EarlyStopping(monitor="val/score", patience=5)
     trainer = trainkit.Trainer(max_epochs=2, callbacks=[stopper], **QUIET)
     trainer.fit(NanInSanity(), loader(blobs(64), 32), loader(blobs(32), 32))
-    assert trainer.current_epoch == 2 and stopper.stopped_epoch is None
+    assert trainer.current_epoch == 2 and stopper.stopped_epoch == 0  # no stop
+    assert stopper.stopping_reason_code is EarlyStoppingReason.NOT_STOPPED
 
 
 def test_monitoring_a_training_epoch_metric_at_epoch_end() -> None:

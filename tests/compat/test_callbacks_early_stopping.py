@@ -34,6 +34,15 @@ def _fit(stopper: EarlyStopping, values: list[float]) -> trainkit.Trainer:
     return trainer
 
 
+def test_stopped_epoch_is_0_until_a_stop_as_in_lightning() -> None:
+    # Ported code compares it with 0 (a refit's callback starts from there).
+    stopper = EarlyStopping(monitor="val_loss", patience=1)
+    assert stopper.stopped_epoch == 0 and stopper.wait_count == 0
+    legacy = {**stopper.state_dict(), "stopped_epoch": None}  # older trainkit files
+    stopper.load_state_dict(legacy)
+    assert stopper.stopped_epoch == 0
+
+
 def test_patience_counts_checks_without_improvement() -> None:
     stopper = EarlyStopping(monitor="val_loss", patience=2)
     trainer = _fit(stopper, [1.0, 0.9, 0.95, 0.91, 0.5, 0.4])
@@ -82,7 +91,8 @@ def test_check_finite_stops_on_nan() -> None:
 def test_check_finite_false_does_not_stop_on_inf() -> None:
     stopper = EarlyStopping(monitor="val_loss", patience=10, check_finite=False)
     trainer = _fit(stopper, [1.0, math.inf, 0.5])
-    assert stopper.stopped_epoch is None
+    assert stopper.stopped_epoch == 0  # as in Lightning: no stop
+    assert stopper.stopping_reason_code is EarlyStoppingReason.NOT_STOPPED
     assert trainer.current_epoch == 3
 
 

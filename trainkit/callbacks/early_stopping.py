@@ -68,7 +68,8 @@ class EarlyStopping(Callback):
     Attributes:
         wait_count: checks since the last improvement.
         best_score: the best value seen so far, a tensor (+inf / -inf before the first).
-        stopped_epoch: the epoch in which training was stopped, or None.
+        stopped_epoch: the epoch in which training was stopped; 0 until a stop, as in
+            Lightning (``stopping_reason_code`` tells a stop in epoch 0 from none).
         stopping_reason: why training was stopped (a message), or None.
         stopping_reason_message: the same message (Lightning's name for it).
         stopping_reason_code: the kind of reason, an :class:`EarlyStoppingReason`.
@@ -122,7 +123,7 @@ class EarlyStopping(Callback):
 
         self.wait_count = 0
         self.best_score = torch.tensor(math.inf if mode == "min" else -math.inf)
-        self.stopped_epoch: int | None = None
+        self.stopped_epoch = 0
         self.stopping_reason: str | None = None
         self.stopping_reason_code = EarlyStoppingReason.NOT_STOPPED
         self._fitting = True
@@ -164,8 +165,8 @@ class EarlyStopping(Callback):
         """
         self.wait_count = int(state_dict["wait_count"])
         self.best_score = torch.tensor(float(state_dict["best_score"]))
-        stopped = state_dict["stopped_epoch"]
-        self.stopped_epoch = None if stopped is None else int(stopped)
+        stopped = state_dict["stopped_epoch"]  # None in files of older trainkit versions
+        self.stopped_epoch = 0 if stopped is None else int(stopped)
         self.patience = int(state_dict["patience"])
         code = state_dict.get("stopping_reason", EarlyStoppingReason.NOT_STOPPED.value)
         self.stopping_reason_code = EarlyStoppingReason(code)
