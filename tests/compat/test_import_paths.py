@@ -19,7 +19,7 @@ import torch
 
 import trainkit
 from trainkit import callbacks, loggers, profilers
-from trainkit.cli.lightning_cli import LightningCLI, SaveConfigCallback
+from trainkit.cli.lightning_cli import SaveConfigCallback
 from trainkit.cli.lightning_parser import (
     LightningArgumentParser,
     LRSchedulerCallable,
@@ -33,6 +33,7 @@ from trainkit.lightning.callbacks import prediction_writer as lightning_writer
 from trainkit.lightning.callbacks import timer as lightning_timer
 from trainkit.lightning.callbacks.progress import progress_bar as lightning_progress_bar
 from trainkit.lightning.callbacks.progress import tqdm_progress
+from trainkit.lightning.cli import LightningCLI  # builds the ported Trainer
 from trainkit.lightning.core import optimizer as lightning_optimizer
 from trainkit.lightning.core import saving
 from trainkit.lightning.demos import lstm as demo_lstm
@@ -45,12 +46,13 @@ from trainkit.lightning.demos.boring_classes import (
     RandomDataset,
 )
 from trainkit.lightning.fabric.utilities import cloud_io
-from trainkit.lightning.loggers import csv_logs
+from trainkit.lightning.loggers import csv_logs, tensorboard
 from trainkit.lightning.loggers import logger as lightning_logger
 from trainkit.lightning.plugins import environments, layer_sync
 from trainkit.lightning.plugins import io as plugin_io
 from trainkit.lightning.plugins import precision as lightning_precision
 from trainkit.lightning.strategies.parallel import ParallelStrategy
+from trainkit.lightning.trainer.trainer import Trainer as PortedTrainer
 from trainkit.lightning.utilities import compile as lightning_compile
 from trainkit.lightning.utilities import data as lightning_data
 from trainkit.lightning.utilities import distributed as lightning_distributed
@@ -117,19 +119,20 @@ PATHS = [
     ("cli", "LRSchedulerCallable", LRSchedulerCallable),
     ("core.datamodule", "LightningDataModule", trainkit.DataModule),
     ("core.module", "LightningModule", trainkit.Module),
-    ("loggers.csv_logs", "CSVLogger", loggers.CSVLogger),
+    # Lightning's default folder, lightning_logs: subclasses of trainkit's.
+    ("loggers.csv_logs", "CSVLogger", csv_logs.CSVLogger),
     ("loggers.logger", "DummyLogger", loggers.DummyLogger),
     ("loggers.logger", "Logger", loggers.Logger),
     ("loggers.mlflow", "MLFlowLogger", loggers.MLflowLogger),
-    ("loggers.tensorboard", "TensorBoardLogger", loggers.TensorBoardLogger),
+    ("loggers.tensorboard", "TensorBoardLogger", tensorboard.TensorBoardLogger),
     ("loggers.wandb", "WandbLogger", loggers.WandbLogger),
     ("profilers.advanced", "AdvancedProfiler", profilers.AdvancedProfiler),
     ("profilers.base", "PassThroughProfiler", profilers.PassThroughProfiler),
     ("profilers.profiler", "Profiler", profilers.Profiler),
     ("profilers.pytorch", "PyTorchProfiler", profilers.PyTorchProfiler),
     ("profilers.simple", "SimpleProfiler", profilers.SimpleProfiler),
-    ("trainer", "Trainer", trainkit.Trainer),
-    ("trainer.trainer", "Trainer", trainkit.Trainer),
+    ("trainer", "Trainer", PortedTrainer),
+    ("trainer.trainer", "Trainer", PortedTrainer),
     ("trainer.states", "TrainerFn", state.TrainerFn),
     ("trainer.states", "RunningStage", state.RunningStage),
     ("tuner", "Tuner", Tuner),

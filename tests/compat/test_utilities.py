@@ -3,6 +3,7 @@ and the porting module ``trainkit.lightning``."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -137,8 +138,8 @@ def test_from_datasets_builds_the_class_with_its_own_arguments() -> None:
 
 
 # ---------------------------------------------------------- the porting module
-def test_the_porting_module_offers_lightnings_names() -> None:
-    assert L.LightningModule is trainkit.Module and L.Trainer is trainkit.Trainer
+def test_the_porting_module_offers_lightnings_names(tmp_path: Path) -> None:
+    assert L.LightningModule is trainkit.Module and issubclass(L.Trainer, trainkit.Trainer)
     assert L.LightningDataModule is trainkit.DataModule and L.Callback is trainkit.Callback
     assert L.seed_everything is trainkit.seed_everything
     from trainkit.lightning.callbacks import EarlyStopping, ModelCheckpoint
@@ -147,9 +148,15 @@ def test_the_porting_module_offers_lightnings_names() -> None:
 
     assert EarlyStopping is trainkit.callbacks.EarlyStopping
     assert ModelCheckpoint is L.callbacks.ModelCheckpoint
-    assert CSVLogger is trainkit.loggers.CSVLogger
-    assert TensorBoardLogger is trainkit.loggers.TensorBoardLogger
+    assert issubclass(CSVLogger, trainkit.loggers.CSVLogger)
+    assert issubclass(TensorBoardLogger, trainkit.loggers.TensorBoardLogger)
     assert ported is rank_zero_only
+    # The ported Trainer and loggers write where Lightning's do; trainkit's own to logs/.
+    root = str(tmp_path)
+    assert L.Trainer(default_root_dir=root).logger.log_dir == f"{root}/lightning_logs/version_0"
+    assert CSVLogger(root).log_dir == f"{root}/lightning_logs/version_1"
+    assert TensorBoardLogger(root, name="x").log_dir == f"{root}/x/version_0"
+    assert trainkit.Trainer(default_root_dir=root).logger.log_dir == f"{root}/logs/version_0"
     assert L.TrainerFn.FITTING == "fit" and L.RunningStage.VALIDATING == "validate"
 
 

@@ -10,8 +10,10 @@ Replace ``import lightning.pytorch as pl`` (or ``import lightning as L``) with
 
     trainer = L.Trainer(max_epochs=3, callbacks=[L.callbacks.EarlyStopping("val_loss")])
 
-The classes are trainkit's own (``L.LightningModule is trainkit.Module``); what
-trainkit does differently from Lightning is listed in docs/porting.md, and a
+The classes are trainkit's own (``L.LightningModule is trainkit.Module``), but for
+the Trainer and the TensorBoard and CSV loggers: subclasses that log to Lightning's
+``lightning_logs`` folder by default (trainkit's write to ``logs``). What trainkit
+does differently from Lightning is listed in docs/porting.md, and a
 Lightning name trainkit does not have fails on import with a message saying so.
 """
 
@@ -25,8 +27,8 @@ from trainkit.core.data import DataModule as LightningDataModule
 from trainkit.core.module import Module as LightningModule
 from trainkit.lightning import callbacks, loggers, profilers, tuner, utilities
 from trainkit.lightning._missing import submodule_or_missing
+from trainkit.lightning.trainer.trainer import Trainer
 from trainkit.loops.state import RunningStage, TrainerFn, TrainerStatus
-from trainkit.trainer.trainer import Trainer
 from trainkit.utilities.seed import seed_everything
 from trainkit.version import __version__
 

@@ -4,7 +4,10 @@ Built on jsonargparse, a dependency of trainkit; importing works without it, and
 constructing a LightningCLI then says what to install.
 """
 
-from trainkit.cli.lightning_cli import LightningCLI, SaveConfigCallback
+from typing import Any
+
+from trainkit.cli import lightning_cli
+from trainkit.cli.lightning_cli import SaveConfigCallback
 from trainkit.cli.lightning_parser import (
     LightningArgumentParser,
     LRSchedulerCallable,
@@ -12,6 +15,7 @@ from trainkit.cli.lightning_parser import (
     ReduceLROnPlateau,
 )
 from trainkit.cli.optimizers import instantiate_class
+from trainkit.lightning.trainer.trainer import Trainer
 
 __all__ = [
     "LRSchedulerCallable",
@@ -22,3 +26,16 @@ __all__ = [
     "SaveConfigCallback",
     "instantiate_class",
 ]
+
+
+class LightningCLI(lightning_cli.LightningCLI):
+    """trainkit's LightningCLI, building ``trainkit.lightning.Trainer`` unless told otherwise.
+
+    As with Lightning's, the default logger then writes to ``lightning_logs/``. The
+    arguments are those of :class:`trainkit.cli.lightning_cli.LightningCLI`.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if len(args) < 5:  # trainer_class is the fifth positional argument
+            kwargs.setdefault("trainer_class", Trainer)
+        super().__init__(*args, **kwargs)

@@ -28,7 +28,11 @@ __all__ = [
 
 
 def build_loggers(
-    logger: bool | Logger | list[Logger] | None, root_dir: str, *, dry_run: bool = False
+    logger: bool | Logger | list[Logger] | None,
+    root_dir: str,
+    *,
+    dry_run: bool = False,
+    name: str = "logs",
 ) -> list[Logger]:
     """The loggers ``Trainer(logger=...)`` asks for.
 
@@ -38,13 +42,14 @@ def build_loggers(
         root_dir: the Trainer's ``default_root_dir``.
         dry_run: a fast dev run: any loggers become one :class:`DummyLogger`, which
             writes nothing and accepts every call (as in Lightning).
+        name: the default logger's folder under ``root_dir``.
     """
     if logger is False or logger == []:
         return []
     if dry_run:
         return [DummyLogger()]
     if logger is True or logger is None:
-        return [TensorBoardLogger(root_dir)]
+        return [TensorBoardLogger(root_dir, name=name)]
     loggers = [logger] if isinstance(logger, Logger) else list(logger)
     for item in loggers:
         if not isinstance(item, Logger):

@@ -108,6 +108,9 @@ class Trainer(TrainerCheckpoints):
         1
     """
 
+    #: The default logger's folder (``trainkit.lightning.Trainer``'s: ``lightning_logs``).
+    _default_logger_name = "logs"
+
     def __init__(
         self,
         *,
@@ -206,7 +209,8 @@ class Trainer(TrainerCheckpoints):
         #: What the callbacks contribute to the training step (see trainkit.callbacks.slots).
         self.step_slots = step_slots(self.callbacks)
         root, dry_run = self.default_root_dir, bool(self.fast_dev_run)  # dry: a DummyLogger
-        self.loggers = [] if barebones else build_loggers(logger, root, dry_run=dry_run)
+        name = self._default_logger_name
+        self.loggers = [] if barebones else build_loggers(logger, root, dry_run=dry_run, name=name)
         #: Times the runs' hooks and steps (a PassThroughProfiler times nothing).
         self.profiler = build_profiler(profiler)
         #: Where the run is: counters, stage and status.

@@ -1,11 +1,17 @@
-"""Lightning's ``lightning.pytorch.loggers`` names, served by trainkit's loggers."""
+"""Lightning's ``lightning.pytorch.loggers`` names, served by trainkit's loggers.
+
+The TensorBoard and CSV loggers write to ``lightning_logs`` by default, as Lightning's do
+(trainkit's own: ``logs``).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from trainkit.lightning._missing import submodule_or_missing
-from trainkit.loggers import CSVLogger, Logger, MLflowLogger, TensorBoardLogger, WandbLogger
+from trainkit.lightning.loggers.csv_logs import CSVLogger
+from trainkit.lightning.loggers.tensorboard import TensorBoardLogger
+from trainkit.loggers import Logger, MLflowLogger, WandbLogger
 
 #: Lightning's spelling of the MLflow logger's name.
 MLFlowLogger = MLflowLogger

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainkit.lightning._missing import submodule_or_missing
-from trainkit.trainer.trainer import Trainer
+from trainkit.lightning.trainer.trainer import Trainer
 from trainkit.utilities.seed import seed_everything
 
 __all__ = ["Trainer", "seed_everything"]
