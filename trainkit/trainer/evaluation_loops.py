@@ -75,6 +75,9 @@ class EvaluationLoop:
     def inference_mode(self, value: bool) -> None:
         self._inference_mode = bool(value)
 
+    #: What the messages say may be set on this view.
+    _settable = " but inference_mode"
+
     @property
     def _path(self) -> str:
         """How the messages name this view."""
@@ -107,7 +110,7 @@ class EvaluationLoop:
         if name not in _SETTABLE:
             raise AttributeError(
                 f"{self._path}.{name} cannot be set: trainkit's {self._fn} loop reads no "
-                "setting from its view but inference_mode. Pass the setting to "
+                f"setting from this view{self._settable}. Pass the setting to "
                 f"{_METHODS[self._fn]}(...) or the Trainer instead; docs/porting.md lists "
                 "what the loop views provide."
             )
@@ -127,6 +130,8 @@ class FitValidationLoop(EvaluationLoop):
     It validates under ``torch.no_grad``, as Lightning's does (``inference_mode`` is
     False and cannot be set: a tensor made there may meet autograd in training).
     """
+
+    _settable = ""
 
     def __init__(self, trainer: Any) -> None:
         super().__init__(trainer, "fit")
