@@ -118,6 +118,33 @@ def test_same_name_twice_gets_a_version_suffix_for_foreign_files(tmp_path: Path)
     assert _names(folder) == ["fixed-v1.ckpt", "fixed.ckpt"]
 
 
+def test_a_second_run_keeps_the_first_runs_last_ckpt_and_last_resumes_the_newest(
+    tmp_path: Path,
+) -> None:
+    # Two fresh runs saving to one folder: the second writes last-v1.ckpt (as Lightning's
+    # version counter names it) instead of replacing the first run's only checkpoint,
+    # and ckpt_path="last" resumes the newest, which its resume then writes again.
+    folder = tmp_path / "shared"
+
+    def run(epochs: int, ckpt_path: str | None = None) -> trainkit.Trainer:
+        callback = ModelCheckpoint(dirpath=folder, save_top_k=0, save_last=True)
+        trainer = trainkit.Trainer(max_epochs=epochs, callbacks=[callback], **QUIET)
+        trainer.fit(Classifier(), loader(blobs(64), 32), ckpt_path=ckpt_path)
+        return trainer
+
+    run(2)
+    first = (folder / "last.ckpt").read_bytes()
+    run(1)
+    assert _names(folder) == ["last-v1.ckpt", "last.ckpt"]
+    assert (folder / "last.ckpt").read_bytes() == first
+    assert load(folder / "last-v1.ckpt")["global_step"] == 2
+    resumed = run(2, "last")
+    assert resumed.ckpt_path == str(folder / "last-v1.ckpt") and resumed.global_step == 4
+    assert _names(folder) == ["last-v1.ckpt", "last.ckpt"]
+    assert load(folder / "last-v1.ckpt")["global_step"] == 4
+    assert (folder / "last.ckpt").read_bytes() == first
+
+
 def test_missing_monitor_warns_and_still_saves_last(tmp_path: Path) -> None:
     callback = ModelCheckpoint(monitor="val/typo", save_last=True)
     with pytest.warns(UserWarning, match="found no value for it"):

@@ -34,6 +34,7 @@ the newest run's ``last.ckpt`` (never replacing a real file there), and
 from __future__ import annotations
 
 import contextlib
+import glob
 import math
 import os
 import re
@@ -465,7 +466,7 @@ class ModelCheckpoint(Checkpoint):
         if self.last_model_path and self.CHECKPOINT_NAME_LAST != LAST:
             return self.last_model_path
         if self.dirpath is not None:
-            return os.path.join(self.dirpath, name)
+            return self._newest_last(os.path.join(self.dirpath, name))
         legacy = os.path.join(default_root_dir, "checkpoints", name)
         if self._runs_root is None:
             return legacy
@@ -481,6 +482,27 @@ class ModelCheckpoint(Checkpoint):
         if not candidates:
             return os.path.join(self._runs_root, "*", "checkpoints", name)
         return max(candidates, key=sharded.saved_at)
+
+    def _newest_last(self, path: str) -> str:
+        """``path`` (``last.ckpt``), or the newest of its versions (``last-v1.ckpt``...) that
+        other runs saving to the same folder wrote; ``path`` if none exists."""
+        stem = path[: -len(self.FILE_EXTENSION)]
+        versions = glob.glob(
+            glob.escape(stem) + self.CHECKPOINT_JOIN_CHAR + "v*" + self.FILE_EXTENSION
+        )
+        found = [name for name in [path, *versions] if sharded.exists(name)]
+        return max(found, key=sharded.saved_at) if found else path
+
+    def run_last_path(self, trainer: Trainer) -> str:
+        """Where this run writes its ``last.ckpt``: ``last.ckpt``, or ``last-v1.ckpt``...
+        where another run's file has the name (it is never overwritten).
+
+        Args:
+            trainer: the running Trainer (its lineage tells its files from other runs').
+        """
+        if self.CHECKPOINT_NAME_LAST != LAST or self.dirpath is None:
+            return self.last_checkpoint_path(trainer.default_root_dir)
+        return self._free_path(trainer, os.path.join(self.dirpath, LAST + self.FILE_EXTENSION))
 
     def save(self, trainer: Trainer) -> None:
         """Save now: a scored file if it ranks in the top k, and ``last.ckpt``.
@@ -654,9 +676,10 @@ class ModelCheckpoint(Checkpoint):
 
     def _save_last(self, trainer: Trainer, written: str | None, candidates: dict[str, Any]) -> None:
         if self.CHECKPOINT_NAME_LAST == LAST:
-            last = self.last_checkpoint_path(trainer.default_root_dir)
+            last = self.run_last_path(trainer)
         else:
             last = self.format_checkpoint_name(candidates, filename=self.CHECKPOINT_NAME_LAST)
+            last = self._free_path(trainer, last)  # another run's file is never overwritten
         previous, self.last_model_path = self.last_model_path, last
         if written is not None:
             if trainer.is_global_zero:

@@ -14,7 +14,11 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainkit.callbacks.defaults import best_checkpoint_path, last_checkpoint_paths
+from trainkit.callbacks.defaults import (
+    best_checkpoint_path,
+    checkpoint_callbacks,
+    last_checkpoint_paths,
+)
 from trainkit.checkpoint import weights as checkpoint_io
 from trainkit.checkpoint.restore import collect_state
 from trainkit.trainer.properties import TrainerViews
@@ -103,6 +107,14 @@ class TrainerCheckpoints(TrainerViews):
 
     def _last_checkpoint_paths(self) -> list[Path]:
         return last_checkpoint_paths(self.callbacks, self.default_root_dir)
+
+    def _run_last_path(self) -> Path:
+        """Where a stop for a signal saves this run's ``last.ckpt``: the first
+        ModelCheckpoint's file for this run (never another run's), else the default."""
+        callbacks = checkpoint_callbacks(self.callbacks)
+        if callbacks:
+            return Path(callbacks[0].run_last_path(self))  # type: ignore[arg-type]
+        return self._last_checkpoint_paths()[0]
 
     def _read_checkpoint(self, path: str | os.PathLike[str]) -> dict[str, Any]:
         return self.strategy.load_checkpoint(path, self._weights_only)

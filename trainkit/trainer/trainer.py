@@ -531,7 +531,7 @@ class Trainer(TrainerCheckpoints):
             optimization=self._optimization,
             preemption=self.preemption,
             vote=StopVote(self.strategy.agree_max) if self.strategy.world_size > 1 else None,
-            save_last=lambda: self.save_checkpoint(self._last_checkpoint_paths()[0]),
+            save_last=lambda: self.save_checkpoint(self._run_last_path()),
             warn=self.warn,
             reload=load_dataloaders if options.reload_dataloaders_every_n_epochs else None,
         )
