@@ -145,6 +145,21 @@ def test_a_second_run_keeps_the_first_runs_last_ckpt_and_last_resumes_the_newest
     assert (folder / "last.ckpt").read_bytes() == first
 
 
+def test_validation_every_other_epoch_saves_after_validation_only(tmp_path: Path) -> None:
+    # As in Lightning: an epoch without validation would rank its weights by the value
+    # of the previous epoch's; the files are the validated epochs', each with its score.
+    callback = ModelCheckpoint(monitor="val/score", save_top_k=-1, filename="{epoch}")
+    _fit(tmp_path, callback, epochs=5, check_val_every_n_epoch=2)
+    assert _names(tmp_path / "checkpoints") == ["epoch=1.ckpt", "epoch=3.ckpt"]
+    scores = {os.path.basename(p): float(v) for p, v in callback.best_k_models.items()}
+    assert scores == pytest.approx({"epoch=1.ckpt": SCORES[1], "epoch=3.ckpt": SCORES[3]})
+    # Without validation data the epochs' ends are still where it saves.
+    plain = ModelCheckpoint(dirpath=tmp_path / "plain", save_top_k=-1, filename="{epoch}")
+    trainer = trainkit.Trainer(max_epochs=2, callbacks=[plain], check_val_every_n_epoch=2, **QUIET)
+    trainer.fit(Classifier(), loader(blobs(64), 32))
+    assert _names(tmp_path / "plain") == ["epoch=0.ckpt", "epoch=1.ckpt"]
+
+
 def test_missing_monitor_warns_and_still_saves_last(tmp_path: Path) -> None:
     callback = ModelCheckpoint(monitor="val/typo", save_last=True)
     with pytest.warns(UserWarning, match="found no value for it"):

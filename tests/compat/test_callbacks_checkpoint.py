@@ -363,3 +363,13 @@ def test_a_subclass_overriding_the_save_and_remove_steps_sees_every_file(tmp_pat
     removed = [name for kind, name in calls if kind == "remove"]
     assert len(removed) == len(saves) - 1  # top 1: every earlier best left, through the hook
     assert sorted(p.name for p in tmp_path.glob("epoch=*.ckpt")) == [saves[-1]]
+
+
+def test_enable_version_counter_false_says_it_changes_nothing() -> None:
+    # Lightning would then overwrite a same-named file; trainkit never overwrites
+    # another run's, so the option cannot do what it asks: it says so, once built.
+    with pytest.warns(UserWarning, match=r"enable_version_counter=False\) has no effect"):
+        ModelCheckpoint(enable_version_counter=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ModelCheckpoint(enable_version_counter=True)

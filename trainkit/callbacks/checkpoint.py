@@ -34,7 +34,6 @@ the newest run's ``last.ckpt`` (never replacing a real file there), and
 from __future__ import annotations
 
 import contextlib
-import glob
 import math
 import os
 import re
@@ -53,8 +52,10 @@ from trainkit.checkpoint.run_files import (
     experiment_runs,
     folders_to_clean,
     free_path,
+    newest_version,
     remove_future_files,
 )
+from trainkit.core.module import overrides
 from trainkit.distributed.control import rank_zero_floats
 from trainkit.loggers import run_folder
 from trainkit.utilities.io import (
@@ -70,6 +71,10 @@ if TYPE_CHECKING:
 # A template field: "{name}" or "{name:spec}"; names may hold "/" (val/loss).
 _FIELD = re.compile(r"\{([^{}:]+)(:[^{}]*)?\}")
 EXTENSION = ".ckpt"
+VERSION_COUNTER_NOTE = (
+    "ModelCheckpoint(enable_version_counter=False) has no effect: trainkit never overwrites "
+    "another run's file (this run's gets -v1, -v2...). Leave the option out to silence this."
+)
 LAST = "last"
 
 
@@ -114,9 +119,10 @@ class ModelCheckpoint(Checkpoint):
         every_n_epochs: save every n epochs (the default, n=1, when no other
             schedule is given; 0: never by epoch).
         save_on_train_epoch_end: check the epoch schedule at the end of the
-            training epoch (True or None) or after each validation run (False).
-        enable_version_counter: accepted for compatibility; trainkit always adds
-            ``-v1``, ``-v2``... instead of overwriting another run's file.
+            training epoch (True, or None unless validation skips epochs with
+            ``check_val_every_n_epoch`` > 1) or after each validation run (False).
+        enable_version_counter: accepted for compatibility (False warns): trainkit always
+            adds ``-v1``, ``-v2``... instead of overwriting another run's file.
         save_on_exception: must be False (trainkit saves only at resume points).
 
     Attributes:
@@ -233,6 +239,8 @@ class ModelCheckpoint(Checkpoint):
         self._train_time_interval = train_time_interval
         self._save_on_train_epoch_end = save_on_train_epoch_end
         self._enable_version_counter = enable_version_counter
+        if not enable_version_counter:
+            warnings.warn(VERSION_COUNTER_NOTE, stacklevel=2)
 
         #: Scored files this lineage keeps: path -> score.
         self.best_k_models: dict[str, torch.Tensor] = {}
@@ -378,10 +386,14 @@ class ModelCheckpoint(Checkpoint):
             self._due = True
 
     def _saves_on_train_epoch_end(self, trainer: Trainer) -> bool:
-        # None keeps trainkit's rule: the epoch schedule is checked at the epoch's end,
-        # also when validation runs within epochs (Lightning then checks after each
-        # validation run; pass save_on_train_epoch_end=False for that).
-        return self._save_on_train_epoch_end is not False
+        # None: at the epoch's end, also with validation within epochs (Lightning: after
+        # each; pass False for that); after validation where it skips epochs, as Lightning.
+        if self._save_on_train_epoch_end is not None:
+            return self._save_on_train_epoch_end
+        validates = sum(trainer.num_val_batches) > 0 and overrides(
+            trainer.module, "validation_step"
+        )
+        return trainer.check_val_every_n_epoch in (None, 1) or not validates
 
     # ---------------------------------------------------------------- names
     def format_checkpoint_name(
@@ -466,7 +478,7 @@ class ModelCheckpoint(Checkpoint):
         if self.last_model_path and self.CHECKPOINT_NAME_LAST != LAST:
             return self.last_model_path
         if self.dirpath is not None:
-            return self._newest_last(os.path.join(self.dirpath, name))
+            return newest_version(os.path.join(self.dirpath, name), self.CHECKPOINT_JOIN_CHAR)
         legacy = os.path.join(default_root_dir, "checkpoints", name)
         if self._runs_root is None:
             return legacy
@@ -482,16 +494,6 @@ class ModelCheckpoint(Checkpoint):
         if not candidates:
             return os.path.join(self._runs_root, "*", "checkpoints", name)
         return max(candidates, key=sharded.saved_at)
-
-    def _newest_last(self, path: str) -> str:
-        """``path`` (``last.ckpt``), or the newest of its versions (``last-v1.ckpt``...) that
-        other runs saving to the same folder wrote; ``path`` if none exists."""
-        stem = path[: -len(self.FILE_EXTENSION)]
-        versions = glob.glob(
-            glob.escape(stem) + self.CHECKPOINT_JOIN_CHAR + "v*" + self.FILE_EXTENSION
-        )
-        found = [name for name in [path, *versions] if sharded.exists(name)]
-        return max(found, key=sharded.saved_at) if found else path
 
     def run_last_path(self, trainer: Trainer) -> str:
         """Where this run writes its ``last.ckpt``: ``last.ckpt``, or ``last-v1.ckpt``...
@@ -718,10 +720,9 @@ class ModelCheckpoint(Checkpoint):
             if os.path.lexists(temporary):
                 os.remove(temporary)
             os.symlink(target, temporary)
-            # Atomic, but not fsynced: the link is a convenience (ckpt_path="last"
-            # reads the run folders' own files), and the next save re-points it, so
-            # a power loss costs at most a stale or missing link until then; its
-            # folder's fsync was ~0.3-0.4 ms of every fit's first save.
+            # Atomic, not fsynced: a convenience (ckpt_path="last" reads the run folders'
+            # files) the next save re-points; a power loss costs a stale link till then
+            # (its folder's fsync was ~0.3-0.4 ms of every fit's first save).
             os.replace(temporary, pointer)
 
     def _print(self, trainer: Trainer, candidates: dict[str, Any], what: str) -> None:

@@ -10,13 +10,20 @@ replaced or removed.
 
 from __future__ import annotations
 
+import glob
 import os
 from collections.abc import Callable, Iterable
 
 from trainkit.checkpoint import sharded
 from trainkit.checkpoint.weights import peek
 
-__all__ = ["experiment_runs", "folders_to_clean", "free_path", "remove_future_files"]
+__all__ = [
+    "experiment_runs",
+    "folders_to_clean",
+    "free_path",
+    "newest_version",
+    "remove_future_files",
+]
 
 
 def experiment_runs(root: str) -> list[os.DirEntry[str]]:
@@ -75,6 +82,22 @@ def free_path(
         version += 1
         candidate = versioned(version)
     return candidate
+
+
+def newest_version(path: str, join: str = "-") -> str:
+    """``path``, or the newest of the versions of it that other runs wrote beside it.
+
+    Args:
+        path: a checkpoint's name (``last.ckpt``).
+        join: what comes before a version (``last-v1.ckpt``: "-").
+
+    Returns:
+        The newest of ``path`` and its versions that exist; ``path`` if none does.
+    """
+    stem, extension = os.path.splitext(path)
+    versions = glob.glob(f"{glob.escape(stem)}{join}v*{extension}")
+    found = [name for name in [path, *versions] if sharded.exists(name)]
+    return max(found, key=sharded.saved_at) if found else path
 
 
 def remove_future_files(
