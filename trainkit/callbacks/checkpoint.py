@@ -829,7 +829,7 @@ class ModelCheckpoint(Checkpoint):
     def _remove_future_files(self, trainer: Trainer) -> None:
         if not trainer.is_global_zero or self.dirpath is None:
             return
-        last = self.last_checkpoint_path(trainer.default_root_dir)
+        last = self.run_last_path(trainer)  # this lineage's, whichever run's is newest
         keep = [last, *self.best_k_models, *self._newest]
         state = trainer.state
         remove_future_files(
