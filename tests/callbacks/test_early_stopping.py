@@ -25,12 +25,16 @@ class FakeTrainer:
     should_stop: bool = False
     is_global_zero: bool = True
     num_val_batches: list[float] = field(default_factory=lambda: [10.0])
+    val_check_interval: int | float = 1.0
+    check_val_every_n_epoch: int | None = 1
 
 
 def validate(stopper: EarlyStopping, trainer: FakeTrainer, value: float) -> None:
-    """One validation run that logged ``value`` under the monitored name."""
+    """One epoch whose validation logged ``value`` under the monitored name: the end
+    of validation, then of the epoch (one check, wherever the stopper checks)."""
     trainer.callback_metrics[stopper.monitor] = torch.tensor(value)
     stopper.on_validation_end(trainer, MODULE)
+    stopper.on_train_epoch_end(trainer, MODULE)
 
 
 def checks_until_stop(stopper: EarlyStopping, values: list[float]) -> int | None:
@@ -154,11 +158,44 @@ def test_check_on_train_epoch_end() -> None:
     assert trainer.should_stop
 
 
-def test_warns_when_run_has_no_validation() -> None:
+def test_none_checks_at_the_epoch_end_when_validation_ends_each_epoch() -> None:
+    # The defaults: validation once per epoch, at its end. As in Lightning, the
+    # check waits for the epoch's end, where training metrics are reduced too.
+    stopper = EarlyStopping("train/loss", patience=0)
+    trainer = FakeTrainer(callback_metrics={"train/loss": torch.tensor(1.0)})
+    stopper.setup(trainer, MODULE, "fit")
+    stopper.on_validation_end(trainer, MODULE)
+    assert stopper.best_score == math.inf  # not checked after validation
+    stopper.on_train_epoch_end(trainer, MODULE)
+    assert stopper.best_score == 1.0
+
+
+@pytest.mark.parametrize(
+    ("interval", "every"),
+    [(0.5, 1), (100, 1), (1, 1), (1.0, 2), (1.0, None)],
+    ids=["twice-an-epoch", "every-100-batches", "every-batch", "every-2-epochs", "across-epochs"],
+)
+def test_none_checks_after_each_validation_otherwise(interval: float, every: int | None) -> None:
+    stopper = EarlyStopping("val/loss", patience=0)
+    trainer = FakeTrainer(
+        callback_metrics={"val/loss": torch.tensor(1.0)},
+        val_check_interval=interval,
+        check_val_every_n_epoch=every,
+    )
+    stopper.setup(trainer, MODULE, "fit")
+    stopper.on_train_epoch_end(trainer, MODULE)
+    assert stopper.best_score == math.inf  # not checked at the epoch's end
+    stopper.on_validation_end(trainer, MODULE)
+    assert stopper.best_score == 1.0
+
+
+def test_no_validation_checks_at_the_epoch_end_and_explains_a_missing_metric() -> None:
     stopper = EarlyStopping("val/loss")
-    trainer = FakeTrainer(num_val_batches=[])
-    with pytest.warns(UserWarning, match="check_on_train_epoch_end=True"):
+    trainer = FakeTrainer(num_val_batches=[], callback_metrics={"loss": torch.tensor(1.0)})
+    stopper.setup(trainer, MODULE, "fit")
+    with pytest.raises(RuntimeError, match="no validation batches") as error:
         stopper.on_train_epoch_end(trainer, MODULE)
+    assert "at each training epoch's end" in str(error.value)
 
 
 def test_state_key_tells_two_callbacks_apart() -> None:

@@ -277,7 +277,7 @@ def test_a_lightning_file_without_loops_resumes_after_its_epoch(tmp_path: Path) 
 
 
 def test_lightning_callback_states_map_by_state_key(tmp_path: Path) -> None:
-    stopper = EarlyStopping(monitor="val/loss", patience=5)
+    stopper = EarlyStopping(monitor="train/loss", patience=5)
     path = tmp_path / "lightning.ckpt"
     lightning_state = {
         "wait_count": 2,

@@ -147,3 +147,57 @@ def test_state_key_names_monitor_and_mode() -> None:
 def test_monitor_op_follows_mode() -> None:
     assert EarlyStopping(monitor="val_loss").monitor_op is torch.lt
     assert EarlyStopping(monitor="val_loss", mode="max").monitor_op is torch.gt
+
+
+class WarmUp(EarlyStopping):
+    """Ignores its first ``warmup`` checks, as a Lightning subclass does it: by
+    overriding ``_evaluate_stopping_criteria`` and calling ``super()``."""
+
+    def __init__(self, warmup: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.warmup, self.calls, self.reason = warmup, 0, None
+
+    def _evaluate_stopping_criteria(self, current: torch.Tensor) -> tuple[bool, str | None]:
+        self.calls += 1
+        if self.calls <= self.warmup:
+            return False, "warming up"
+        should_stop, reason = super()._evaluate_stopping_criteria(current)
+        if should_stop:
+            self.reason = reason
+        return should_stop, reason
+
+
+def test_a_subclass_overriding_evaluate_stopping_criteria_decides() -> None:
+    stopper = WarmUp(3, monitor="val_loss", patience=1)
+    _fit(stopper, [1.0] * 8)  # never improves after the first value it sees
+    # Checks 1-3 warm up; check 4 sets the best, check 5 stops (as in Lightning).
+    assert stopper.calls == 5 and stopper.stopped_epoch == 4
+    assert stopper.reason is not None and "did not improve" in stopper.reason
+    assert stopper.stopping_reason_code is EarlyStoppingReason.PATIENCE_EXHAUSTED
+
+
+def test_a_subclass_overriding_should_skip_check_is_obeyed() -> None:
+    class AfterEpoch4(EarlyStopping):
+        def _should_skip_check(self, trainer: Any) -> bool:
+            return trainer.current_epoch < 4 or super()._should_skip_check(trainer)
+
+    stopper = AfterEpoch4(monitor="val_loss", patience=0)
+    _fit(stopper, [1.0] * 8)
+    assert stopper.stopped_epoch == 5
+
+
+def test_run_early_stopping_check_from_a_batch_hook_checks_every_step() -> None:
+    class EveryStep(EarlyStopping):
+        def on_train_batch_end(self, trainer: Any, module: Any, *args: Any) -> None:
+            self._run_early_stopping_check(trainer)
+
+    class StepScore(Classifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            self.log("step_score", 1.0)  # never improves after the first step
+            return super().training_step(batch, batch_idx)
+
+    stopper = EveryStep(monitor="step_score", patience=2, check_on_train_epoch_end=False)
+    trainer = trainkit.Trainer(max_epochs=3, callbacks=[stopper], **QUIET)
+    trainer.fit(StepScore(), loader(blobs(256), 16))  # 16 steps an epoch
+    assert trainer.global_step == 3 and stopper.wait_count == 2
+    assert trainer.current_epoch == 1 and stopper.stopped_epoch == 0

@@ -1,7 +1,7 @@
 """EarlyStopping: stop training when a monitored metric stops improving.
 
 Each check reads one value from ``trainer.callback_metrics`` (one host sync per
-validation run, never per step). Ranks must agree on stopping, or one rank would
+check, never per step). Ranks must agree on stopping, or one rank would
 leave the others waiting in a collective (promise 5 in DESIGN.md): metrics logged
 with ``sync_dist=True`` are the same on every rank, each check agrees across ranks
 (a stop any rank decides is every rank's, with its ``stopped_epoch``, as in
@@ -53,9 +53,12 @@ class EarlyStopping(Callback):
         mode: "min" when lower is better (a loss), "max" when higher is better.
         patience: checks without improvement tolerated before stopping.
         min_delta: the least change that counts as an improvement.
-        check_on_train_epoch_end: check at the end of each training epoch (for a
-            training metric) instead of after each validation run. None checks
-            after validation.
+        check_on_train_epoch_end: True checks at the end of each training epoch
+            (after that epoch's validation, and after its training metrics are
+            reduced), False after each validation run. None, as in Lightning,
+            checks at each training epoch's end when validation runs once per epoch
+            at its end (``val_check_interval=1.0`` and ``check_val_every_n_epoch=1``,
+            the defaults) or not at all, and after each validation run otherwise.
         strict: raise when ``monitor`` is missing from the logged metrics; when
             False, warn once and skip the check.
         verbose: print improvements and the reason for stopping (rank 0, or every
@@ -73,6 +76,10 @@ class EarlyStopping(Callback):
         stopping_reason: why training was stopped (a message), or None.
         stopping_reason_message: the same message (Lightning's name for it).
         stopping_reason_code: the kind of reason, an :class:`EarlyStoppingReason`.
+
+    Subclasses may override Lightning's ``_evaluate_stopping_criteria(current)``
+    (one check's decision) and ``_should_skip_check(trainer)``, and call
+    ``_run_early_stopping_check(trainer)`` from other hooks, as in Lightning.
 
     Example:
         >>> stopper = EarlyStopping(monitor="val/loss", mode="min", patience=5)
@@ -114,6 +121,8 @@ class EarlyStopping(Callback):
         self.patience = patience
         self.min_delta = float(min_delta)
         self.check_on_train_epoch_end = check_on_train_epoch_end
+        # Where this run checks: check_on_train_epoch_end, None resolved in setup.
+        self._check_on_train_epoch_end = bool(check_on_train_epoch_end)
         self.strict = strict
         self.verbose = verbose
         self.check_finite = check_finite
@@ -128,7 +137,6 @@ class EarlyStopping(Callback):
         self.stopping_reason_code = EarlyStoppingReason.NOT_STOPPED
         self._fitting = True
         self._warned_missing = False
-        self._warned_no_validation = False
 
     #: Lightning's comparison per mode (improvement when ``monitor_op(current, best)``).
     mode_dict = {"min": torch.lt, "max": torch.gt}
@@ -179,32 +187,35 @@ class EarlyStopping(Callback):
 
     # ---------------------------------------------------------------- hooks
     def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
-        """Remember whether this run trains: a stand-alone validate must not count."""
+        """Remember whether this run trains (a stand-alone validate must not count),
+        and decide where ``check_on_train_epoch_end=None`` checks in it."""
         self._fitting = stage == "fit"
+        chosen = self.check_on_train_epoch_end
+        if chosen is None:
+            # Validation once per epoch, at its end (or none): the epoch's end, where
+            # the epoch's training metrics are also ready. Validation within epochs
+            # or across several: after each validation run. As Lightning decides.
+            interval = getattr(trainer, "val_check_interval", 1.0)
+            every = getattr(trainer, "check_val_every_n_epoch", 1)
+            chosen = isinstance(interval, float) and interval == 1.0 and every == 1
+        self._check_on_train_epoch_end = chosen
 
     def on_validation_end(self, trainer: Trainer, module: Module) -> None:
-        """Check after each real validation run (not the sanity check)."""
-        if self.check_on_train_epoch_end or trainer.sanity_checking or not self._fitting:
+        """Check after each validation run (not the sanity check), unless this run
+        checks at each training epoch's end."""
+        if self._check_on_train_epoch_end or self._should_skip_check(trainer):
             return
-        self._check(trainer)
+        self._run_early_stopping_check(trainer)
 
     def on_train_epoch_end(self, trainer: Trainer, module: Module) -> None:
-        """Check here when ``check_on_train_epoch_end`` is True."""
-        if self.check_on_train_epoch_end:
-            self._check(trainer)
-        elif (
-            self.check_on_train_epoch_end is None
-            and not self._warned_no_validation
-            and sum(trainer.num_val_batches) == 0
-        ):
-            self._warned_no_validation = True
-            warnings.warn(
-                f"EarlyStopping(monitor={self.monitor!r}) checks after validation, "
-                "but this run has no validation batches, so it never stops training. "
-                "Give the Trainer validation data, or pass "
-                "check_on_train_epoch_end=True to watch a training metric.",
-                stacklevel=2,
-            )
+        """Check here when this run checks at each training epoch's end."""
+        if not self._check_on_train_epoch_end or self._should_skip_check(trainer):
+            return
+        self._run_early_stopping_check(trainer)
+
+    def _should_skip_check(self, trainer: Trainer) -> bool:
+        """Whether a check is skipped now: outside fit, and during the sanity check."""
+        return not self._fitting or bool(trainer.sanity_checking)
 
     # ---------------------------------------------------------------- logic
     def _improved(self, current: float) -> bool:
@@ -215,73 +226,84 @@ class EarlyStopping(Callback):
     def _better_or_equal(self, current: float, threshold: float) -> bool:
         return current < threshold if self.mode == "min" else current > threshold
 
-    def _check(self, trainer: Trainer) -> None:
+    def _run_early_stopping_check(self, trainer: Trainer) -> None:
+        """One check: read the monitored value, decide, agree across processes, stop."""
         if getattr(trainer, "fast_dev_run", False):
             return
-        stop = self._evaluate(trainer)
+        value = trainer.callback_metrics.get(self.monitor)
+        if value is None:
+            self._missing(trainer)
+            return
+        should_stop, reason = self._evaluate_stopping_criteria(torch.as_tensor(value).squeeze())
         if getattr(trainer, "world_size", 1) > 1:
             # As Lightning's: a stop any process decides (on its own value, logged
             # without sync_dist) is every process's, with its stopped_epoch.
             decided = trainer.strategy.reduce_boolean_decision(
-                stop is not None, all=False, point=f"EarlyStopping({self.monitor!r})'s check"
+                should_stop, all=False, point=f"EarlyStopping({self.monitor!r})'s check"
             )
-            if decided and stop is None:
+            if decided and not should_stop:
                 trainer.should_stop = True
                 self.stopped_epoch = trainer.current_epoch
-        if stop is not None:
-            self._stop(trainer, *stop)
+        if should_stop:
+            trainer.should_stop = True
+            self.stopped_epoch = trainer.current_epoch
+            self.stopping_reason = reason
+        if reason is not None:
+            self._info(trainer, f"EarlyStopping: {reason}")
 
-    def _evaluate(self, trainer: Trainer) -> tuple[EarlyStoppingReason, str] | None:
-        """This process's decision: why it stops (None: go on); the counters move."""
-        value = trainer.callback_metrics.get(self.monitor)
-        if value is None:
-            self._missing(trainer)
-            return None
-        current = float(value)
-        order = "<" if self.mode == "min" else ">"
-        if self.check_finite and not math.isfinite(current):
-            return (
-                EarlyStoppingReason.NON_FINITE_METRIC,
-                f"Monitored metric {self.monitor} = {current} is not finite. "
-                f"Previous best score: {float(self.best_score):.6g}. Stopping training.",
+    def _evaluate_stopping_criteria(self, current: torch.Tensor) -> tuple[bool, str | None]:
+        """One check's decision on the monitored value; the counters move.
+
+        Lightning's hook: a subclass may override it (a warm-up, a record of the
+        reason) and call ``super()``.
+
+        Args:
+            current: the monitored value, a tensor of one element.
+
+        Returns:
+            Whether to stop, and why (on an improvement: what improved; else None).
+        """
+        value = float(current)
+        order = self.order_dict[self.mode]
+        code: EarlyStoppingReason | None = None
+        if self.check_finite and not math.isfinite(value):
+            code = EarlyStoppingReason.NON_FINITE_METRIC
+            reason = (
+                f"Monitored metric {self.monitor} = {value} is not finite. "
+                f"Previous best score: {float(self.best_score):.6g}. Stopping training."
             )
-        if self.stopping_threshold is not None and self._better_or_equal(
-            current, self.stopping_threshold
+        elif self.stopping_threshold is not None and self._better_or_equal(
+            value, self.stopping_threshold
         ):
-            return (
-                EarlyStoppingReason.STOPPING_THRESHOLD,
-                f"Stopping threshold reached: {self.monitor} = {current} {order} "
-                f"{self.stopping_threshold}. Stopping training.",
+            code = EarlyStoppingReason.STOPPING_THRESHOLD
+            reason = (
+                f"Stopping threshold reached: {self.monitor} = {value} {order} "
+                f"{self.stopping_threshold}. Stopping training."
             )
-        if self.divergence_threshold is not None and self._better_or_equal(
-            -current, -self.divergence_threshold
+        elif self.divergence_threshold is not None and self._better_or_equal(
+            -value, -self.divergence_threshold
         ):
-            return (
-                EarlyStoppingReason.DIVERGENCE_THRESHOLD,
-                f"Divergence threshold reached: {self.monitor} = {current} {order} "
-                f"{self.divergence_threshold}. Stopping training.",
+            code = EarlyStoppingReason.DIVERGENCE_THRESHOLD
+            reason = (
+                f"Divergence threshold reached: {self.monitor} = {value} {order} "
+                f"{self.divergence_threshold}. Stopping training."
             )
-        if self._improved(current):
-            self._info(trainer, f"EarlyStopping: {self.monitor} improved to {current:.6g}.")
-            self.best_score = torch.tensor(current)
+        elif self._improved(value):
+            self.best_score = torch.tensor(value)
             self.wait_count = 0
-            return None
-        self.wait_count += 1
-        if self.wait_count >= self.patience:
-            return (
-                EarlyStoppingReason.PATIENCE_EXHAUSTED,
+            return False, f"{self.monitor} improved to {value:.6g}."
+        else:
+            self.wait_count += 1
+            if self.wait_count < self.patience:
+                return False, None
+            code = EarlyStoppingReason.PATIENCE_EXHAUSTED
+            reason = (
                 f"Monitored metric {self.monitor} did not improve in the last "
                 f"{self.wait_count} checks. Best score: {float(self.best_score):.6g}. "
-                "Stopping training.",
+                "Stopping training."
             )
-        return None
-
-    def _stop(self, trainer: Trainer, code: EarlyStoppingReason, reason: str) -> None:
-        trainer.should_stop = True
-        self.stopped_epoch = trainer.current_epoch
-        self.stopping_reason = reason
         self.stopping_reason_code = code
-        self._info(trainer, f"EarlyStopping: {reason}")
+        return True, reason
 
     def _info(self, trainer: Trainer, message: str) -> None:
         if not self.verbose:
@@ -296,13 +318,19 @@ class EarlyStopping(Callback):
         available = sorted(trainer.callback_metrics)
         hint = did_you_mean(self.monitor, available)
         listing = ", ".join(repr(name) for name in available) or "none"
+        when = "each training epoch's end" if self._check_on_train_epoch_end else "validation"
         message = (
             f"Early stopping conditioned on metric `{self.monitor}` which is not available. "
             f"EarlyStopping could not find the monitored metric {self.monitor!r} in "
-            f"trainer.callback_metrics.{hint} Available metrics: {listing}. Log it with "
-            f"self.log({self.monitor!r}, value) in your Module (in validation_step for a "
-            "check after validation), or fix the monitor name."
+            f"trainer.callback_metrics at {when}.{hint} Available metrics: {listing}. Log it "
+            f"with self.log({self.monitor!r}, value) in your Module before then, or fix the "
+            "monitor name."
         )
+        if sum(getattr(trainer, "num_val_batches", ())) == 0:
+            message += (
+                " This run has no validation batches, so no validation metric appears: give "
+                "the Trainer validation data, or monitor a metric that training logs."
+            )
         if self.strict:
             raise RuntimeError(message + " Pass strict=False to skip checks when it is missing.")
         if not self._warned_missing:
