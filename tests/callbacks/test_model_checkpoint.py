@@ -160,6 +160,40 @@ def test_validation_every_other_epoch_saves_after_validation_only(tmp_path: Path
     assert _names(tmp_path / "plain") == ["epoch=0.ckpt", "epoch=1.ckpt"]
 
 
+class ScoredPerRun(Classifier):
+    """Logs a scripted val/score per validation run; remembers the weights each scored."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.validated: list[dict[str, torch.Tensor]] = []
+
+    def on_validation_epoch_end(self) -> None:
+        if not self.trainer.sanity_checking:
+            self.log("val/score", SCORES[len(self.validated)])
+            self.validated.append({k: v.clone() for k, v in self.state_dict().items()})
+
+
+def test_validation_within_epochs_saves_after_each_validation(tmp_path: Path) -> None:
+    # As in Lightning: validation 4 times an epoch (every 2 of 8 steps); each save holds
+    # the weights its score was measured on, so the best file is the best validated model.
+    callback = ModelCheckpoint(monitor="val/score", save_top_k=2, filename="{step}")
+    module = ScoredPerRun()
+    trainer = trainkit.Trainer(
+        max_epochs=1,
+        callbacks=[callback],
+        default_root_dir=tmp_path,
+        num_sanity_val_steps=0,
+        val_check_interval=0.25,
+        **QUIET,
+    )
+    trainer.fit(module, loader(blobs(256), 32), loader(blobs(32), 32))
+    # Scores 0.5, 0.3, 0.9, 0.1 at steps 2, 4, 6, 8: the two lowest are kept.
+    assert _names(tmp_path / "checkpoints") == ["step=4.ckpt", "step=8.ckpt"]
+    assert float(callback.best_model_score) == pytest.approx(0.1)  # type: ignore[arg-type]
+    second = load(tmp_path / "checkpoints" / "step=4.ckpt")["state_dict"]
+    assert all(torch.equal(second[k], v) for k, v in module.validated[1].items())
+
+
 def test_missing_monitor_warns_and_still_saves_last(tmp_path: Path) -> None:
     callback = ModelCheckpoint(monitor="val/typo", save_last=True)
     with pytest.warns(UserWarning, match="found no value for it"):

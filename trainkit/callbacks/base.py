@@ -450,3 +450,21 @@ def calls_hook(callback: object, name: str) -> bool:
     if not isinstance(callback, Callback):
         return name not in _TRAINKIT_ONLY_HOOKS
     return bool(base_method(callback, "uses_hook")(callback, name))
+
+
+def validates_once_per_epoch(trainer: Trainer) -> bool:
+    """Whether validation, when it runs, runs once per epoch, at its end.
+
+    That is the Trainer's defaults, ``val_check_interval=1.0`` (a float: an integer
+    counts batches) and ``check_val_every_n_epoch=1``. Then a callback that acts on
+    what validation logged (EarlyStopping, ModelCheckpoint) may act at the training
+    epoch's end, where the epoch's training metrics are also ready; otherwise it
+    acts after each validation run, on the model that was validated. This is the
+    choice Lightning makes for their ``None`` settings.
+
+    Args:
+        trainer: the Trainer the callback runs in.
+    """
+    interval = getattr(trainer, "val_check_interval", 1.0)
+    every = getattr(trainer, "check_val_every_n_epoch", 1)
+    return isinstance(interval, float) and interval == 1.0 and every == 1

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
-from trainkit.callbacks.base import Checkpoint
+from trainkit.callbacks.base import Checkpoint, validates_once_per_epoch
 from trainkit.checkpoint import sharded
 from trainkit.checkpoint.files import link_atomic
 from trainkit.checkpoint.restore import without_resume_state
@@ -118,9 +118,9 @@ class ModelCheckpoint(Checkpoint):
             has passed since the last save.
         every_n_epochs: save every n epochs (the default, n=1, when no other
             schedule is given; 0: never by epoch).
-        save_on_train_epoch_end: check the epoch schedule at the end of the
-            training epoch (True, or None unless validation skips epochs with
-            ``check_val_every_n_epoch`` > 1) or after each validation run (False).
+        save_on_train_epoch_end: check the epoch schedule at the training epoch's
+            end (True) or after each validation run (False). None: at the epoch's end
+            if validation runs only there (the defaults) or not at all, else after each.
         enable_version_counter: accepted for compatibility (False warns): trainkit always
             adds ``-v1``, ``-v2``... instead of overwriting another run's file.
         save_on_exception: must be False (trainkit saves only at resume points).
@@ -386,14 +386,14 @@ class ModelCheckpoint(Checkpoint):
             self._due = True
 
     def _saves_on_train_epoch_end(self, trainer: Trainer) -> bool:
-        # None: at the epoch's end, also with validation within epochs (Lightning: after
-        # each; pass False for that); after validation where it skips epochs, as Lightning.
+        # None: after each validation run (so a file holds the model its score was measured
+        # on), unless validation runs once per epoch at its end, as Lightning; or none runs.
         if self._save_on_train_epoch_end is not None:
             return self._save_on_train_epoch_end
         validates = sum(trainer.num_val_batches) > 0 and overrides(
             trainer.module, "validation_step"
         )
-        return trainer.check_val_every_n_epoch in (None, 1) or not validates
+        return not validates or validates_once_per_epoch(trainer)
 
     # ---------------------------------------------------------------- names
     def format_checkpoint_name(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trainkit.callbacks.base import Callback
+from trainkit.callbacks.base import Callback, validates_once_per_epoch
 from trainkit.utilities.messages import did_you_mean
 
 if TYPE_CHECKING:
@@ -191,14 +191,9 @@ class EarlyStopping(Callback):
         and decide where ``check_on_train_epoch_end=None`` checks in it."""
         self._fitting = stage == "fit"
         chosen = self.check_on_train_epoch_end
-        if chosen is None:
-            # Validation once per epoch, at its end (or none): the epoch's end, where
-            # the epoch's training metrics are also ready. Validation within epochs
-            # or across several: after each validation run. As Lightning decides.
-            interval = getattr(trainer, "val_check_interval", 1.0)
-            every = getattr(trainer, "check_val_every_n_epoch", 1)
-            chosen = isinstance(interval, float) and interval == 1.0 and every == 1
-        self._check_on_train_epoch_end = chosen
+        self._check_on_train_epoch_end = (
+            validates_once_per_epoch(trainer) if chosen is None else chosen
+        )
 
     def on_validation_end(self, trainer: Trainer, module: Module) -> None:
         """Check after each validation run (not the sanity check), unless this run
