@@ -91,11 +91,9 @@ def test_step_scheduler_logs_every_n_steps() -> None:
     trainer = FakeTrainer([optimizer], [SchedulerConfig(scheduler, interval="step")])
     monitor = LearningRateMonitor()
     train(monitor, trainer, epochs=1, steps_per_epoch=5)
-    assert trainer.loggers[0].calls == [
-        ({"lr-SGD": 1.0}, 0),
-        ({"lr-SGD": 0.25}, 2),
-        ({"lr-SGD": 0.0625}, 4),
-    ]
+    # Every 2 steps, before the batch whose step's metrics the loggers get (steps 1
+    # and 3, as Lightning): after 1 and 3 halvings.
+    assert trainer.loggers[0].calls == [({"lr-SGD": 0.5}, 1), ({"lr-SGD": 0.125}, 3)]
 
 
 def test_logging_interval_epoch_overrides_step_scheduler() -> None:
@@ -108,7 +106,7 @@ def test_logging_interval_epoch_overrides_step_scheduler() -> None:
 
 
 def test_accumulated_batches_sharing_a_step_log_once() -> None:
-    trainer = FakeTrainer([sgd()])
+    trainer = FakeTrainer([sgd()], log_every_n_steps=1)
     monitor = LearningRateMonitor(logging_interval="step")
     monitor.on_train_start(trainer, MODULE)
     for batch_idx in range(4):  # four micro-batches, global_step still 0

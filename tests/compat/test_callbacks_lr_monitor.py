@@ -138,3 +138,31 @@ def test_training_without_a_logger_is_an_error() -> None:
         ),
     ):
         trainer.fit(Classifier(), loader(blobs(32), 32))
+
+
+def test_a_warm_up_without_a_scheduler_is_logged_as_it_changes(tmp_path: Path) -> None:
+    # Lightning's documented warm-up sets the learning rate in optimizer_step, with no
+    # scheduler: the monitor logs it at the training metrics' steps and at each epoch's
+    # start, as Lightning's does, so the warm-up shows in the logs.
+    class WarmUp(Classifier):
+        def optimizer_step(self, epoch: int, batch_idx: int, optimizer: Any, closure: Any) -> None:
+            for group in optimizer.param_groups:
+                group["lr"] = 0.1 * min(1.0, (self.trainer.global_step + 1) / 4)
+            optimizer.step(closure=closure)
+
+        def configure_optimizers(self) -> Any:
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    monitor = LearningRateMonitor()
+    logger = CSVLogger(tmp_path)
+    options = {**QUIET, "logger": logger}
+    trainer = trainkit.Trainer(max_epochs=2, log_every_n_steps=2, callbacks=[monitor], **options)
+    trainer.fit(WarmUp(), loader(blobs(128), 32))  # 4 steps an epoch
+    # Epoch 0's start (0.1, before any step), steps 1 and 3 (the rates steps 0 and 2
+    # set), epoch 1's start, steps 5 and 7 (warm-up over).
+    assert monitor.lrs["lr-SGD"] == pytest.approx([0.1, 0.025, 0.075, 0.1, 0.1, 0.1])
+    rows = (Path(logger.log_dir) / "metrics.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    steps = [row.split(",")[header.index("step")] for row in rows[1:]]
+    lrs = [row.split(",")[header.index("lr-SGD")] for row in rows[1:]]
+    assert [s for s, lr in zip(steps, lrs, strict=True) if lr] == ["0", "1", "3", "4", "5", "7"]

@@ -39,7 +39,8 @@ def test_unnamed_param_groups_are_pg1_pg2(tmp_path: Path) -> None:
 
     monitor = LearningRateMonitor(log_momentum=True, log_weight_decay=True)
     _fit(tmp_path, TwoGroups(), monitor)
-    assert monitor.lrs == {"lr-SGD/pg1": [0.1, 0.1], "lr-SGD/pg2": [0.01, 0.01]}
+    # No scheduler: logged at both epochs' starts and every step (log_every_n_steps=1).
+    assert monitor.lrs == {"lr-SGD/pg1": [0.1] * 6, "lr-SGD/pg2": [0.01] * 6}
     assert set(monitor.last_momentum_values) == {"lr-SGD/pg1-momentum", "lr-SGD/pg2-momentum"}
     assert set(monitor.last_weight_decay_values) == {
         "lr-SGD/pg1-weight_decay",
@@ -70,7 +71,7 @@ def test_two_optimizers_of_one_class_are_lr_sgd_and_lr_sgd_1(tmp_path: Path) -> 
     monitor = LearningRateMonitor()
     _fit(tmp_path, TwoOptimizers(), monitor)
     assert list(monitor.lrs) == ["lr-SGD", "lr-SGD-1"]
-    assert monitor.lrs["lr-SGD-1"] == [0.2, 0.2]
+    assert monitor.lrs["lr-SGD-1"] == [0.2] * 6
 
 
 def test_step_interval_counts_batches_not_optimizer_steps(tmp_path: Path) -> None:

@@ -48,7 +48,7 @@ class _Tracked:
 
     optimizer: torch.optim.Optimizer
     base: str
-    interval: str  # "step" or "epoch"
+    interval: str  # "step", "epoch", or "any" (no scheduler: both)
     group_count: int = -1
     lr_names: list[str] = field(default_factory=list)
 
@@ -86,9 +86,11 @@ class LearningRateMonitor(Callback):
     """Log learning rates (and optionally momentum) to every logger; rank 0 only.
 
     Args:
-        logging_interval: "step" logs every ``trainer.log_every_n_steps`` steps,
-            "epoch" at the start of each epoch; None follows each scheduler's own
-            interval and logs optimizers without a scheduler at epoch start.
+        logging_interval: "step" logs every ``trainer.log_every_n_steps`` steps
+            (at the steps the training metrics are written at), "epoch" at the start
+            of each epoch; None follows each scheduler's own interval and logs
+            optimizers without a scheduler at both (a learning rate the Module sets
+            itself, a warm-up in ``optimizer_step``, is seen as it changes).
         log_momentum: also log ``momentum`` (or Adam's ``betas[0]``) as
             ``<name>-momentum``.
         log_weight_decay: also log each group's ``weight_decay`` as
@@ -161,12 +163,16 @@ class LearningRateMonitor(Callback):
             self._warn_without_momentum(entries)
         for entry in entries:
             interval = self.logging_interval or entry.interval
-            (self._step_entries if interval == "step" else self._epoch_entries).append(entry)
+            if interval in ("step", "any"):
+                self._step_entries.append(entry)
+            if interval in ("epoch", "any"):
+                self._epoch_entries.append(entry)
         # Work the names out now: a clash is an error before the first step, not in it.
         self._check_distinct(entries)
 
     def on_train_batch_start(self, trainer: Trainer, *_: Any) -> None:
-        """Log step-interval learning rates every ``log_every_n_steps`` steps."""
+        """Log step-interval learning rates every ``log_every_n_steps`` steps: before the
+        batch whose step's metrics the loggers get (steps n-1, 2n-1, ...), as Lightning."""
         if not self._step_entries:
             return
         # Count batches that stepped: with gradient accumulation several batches
@@ -177,7 +183,7 @@ class LearningRateMonitor(Callback):
             self._seen_step = step
             self._stepped_batches += 1
         count = self._stepped_batches
-        if count % trainer.log_every_n_steps != 0 or count == self._last_logged:
+        if (count + 1) % trainer.log_every_n_steps != 0 or count == self._last_logged:
             return
         self._last_logged = count
         self._log(trainer, self._step_entries)
@@ -258,7 +264,7 @@ class LearningRateMonitor(Callback):
             entries.append(_Tracked(optimizers[index], base, config.interval))
         for index in range(len(optimizers)):
             if index not in scheduled:
-                entries.append(_Tracked(optimizers[index], default_name(index), "epoch"))
+                entries.append(_Tracked(optimizers[index], default_name(index), "any"))
         return entries
 
     def _check_distinct(self, entries: list[_Tracked]) -> None:
