@@ -194,6 +194,32 @@ def test_validation_within_epochs_saves_after_each_validation(tmp_path: Path) ->
     assert all(torch.equal(second[k], v) for k, v in module.validated[1].items())
 
 
+def test_unscored_files_also_save_at_the_epoch_end_with_validation_within_it(
+    tmp_path: Path,
+) -> None:
+    # Without a monitor nothing is ranked: after each validation (steps 3 and 6, as in
+    # Lightning) and at the epoch's end (step 8), so the newest state is kept.
+    saved: list[int] = []
+
+    class Record(ModelCheckpoint):
+        def _save_checkpoint(self, trainer: Any, filepath: str) -> None:
+            saved.append(trainer.global_step)
+            super()._save_checkpoint(trainer, filepath)
+
+    callback = Record(filename="{step}")
+    trainer = trainkit.Trainer(
+        max_epochs=1,
+        callbacks=[callback],
+        default_root_dir=tmp_path,
+        num_sanity_val_steps=0,
+        val_check_interval=3,
+        **QUIET,
+    )
+    trainer.fit(Scored(), loader(blobs(256), 32), loader(blobs(32), 32))
+    assert saved == [3, 6, 8]
+    assert _names(tmp_path / "checkpoints") == ["step=8.ckpt"]
+
+
 def test_missing_monitor_warns_and_still_saves_last(tmp_path: Path) -> None:
     callback = ModelCheckpoint(monitor="val/typo", save_last=True)
     with pytest.warns(UserWarning, match="found no value for it"):

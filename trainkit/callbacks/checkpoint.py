@@ -120,7 +120,8 @@ class ModelCheckpoint(Checkpoint):
             schedule is given; 0: never by epoch).
         save_on_train_epoch_end: check the epoch schedule at the training epoch's
             end (True) or after each validation run (False). None: at the epoch's end
-            if validation runs only there (the defaults) or not at all, else after each.
+            if validation runs only there (the defaults) or not at all, else after each
+            (and with ``monitor=None`` at the epoch's end too: the newest state is kept).
         enable_version_counter: accepted for compatibility (False warns): trainkit always
             adds ``-v1``, ``-v2``... instead of overwriting another run's file.
         save_on_exception: must be False (trainkit saves only at resume points).
@@ -336,15 +337,14 @@ class ModelCheckpoint(Checkpoint):
 
     def on_train_epoch_end(self, trainer: Trainer, module: Module) -> None:
         """Note an epoch-based save; it happens at the resume point after the epoch."""
-        if self._saves_on_train_epoch_end(trainer):
+        if self._save_points(trainer)[0]:
             self._epoch_due(trainer)
 
     def on_validation_end(self, trainer: Trainer, module: Module) -> None:
         """Note an epoch-based save after validation when that is where it is checked."""
         fitting = getattr(getattr(trainer, "state", None), "fn", "fit") == "fit"
-        if trainer.sanity_checking or not fitting or self._saves_on_train_epoch_end(trainer):
-            return
-        self._epoch_due(trainer)
+        if not trainer.sanity_checking and fitting and self._save_points(trainer)[1]:
+            self._epoch_due(trainer)
 
     def on_resume_point(self, trainer: Trainer, module: Module) -> None:
         """Save if a save is due (once per global step)."""
@@ -385,15 +385,15 @@ class ModelCheckpoint(Checkpoint):
         if every and (trainer.current_epoch + 1) % every == 0:
             self._due = True
 
-    def _saves_on_train_epoch_end(self, trainer: Trainer) -> bool:
-        # None: after each validation run (so a file holds the model its score was measured
-        # on), unless validation runs once per epoch at its end, as Lightning; or none runs.
+    def _save_points(self, trainer: Trainer) -> tuple[bool, bool]:
+        # (At the training epoch's end, after each validation run.) None: after each (a file
+        # holds the model its score was measured on) unless validation runs once per epoch at
+        # its end, as Lightning; or none runs. Unscored files also at the end: the newest state.
         if self._save_on_train_epoch_end is not None:
-            return self._save_on_train_epoch_end
-        validates = sum(trainer.num_val_batches) > 0 and overrides(
-            trainer.module, "validation_step"
-        )
-        return not validates or validates_once_per_epoch(trainer)
+            return self._save_on_train_epoch_end, not self._save_on_train_epoch_end
+        after = not validates_once_per_epoch(trainer) and sum(trainer.num_val_batches) > 0
+        after = after and overrides(trainer.module, "validation_step")
+        return not after or self.monitor is None, after
 
     # ---------------------------------------------------------------- names
     def format_checkpoint_name(
