@@ -686,3 +686,27 @@ def test_load_from_checkpoint_builds_the_class_it_is_called_on(tmp_path: Path) -
     # As Lightning: the class called, with the saved arguments (not the saved subclass).
     assert type(base) is TinyModel and type(own) is OwnOptimizerModel
     assert base.hparams.lr == own.hparams.lr == 0.2
+
+
+def test_a_model_its_package_re_exports_is_recorded_and_rebuilt_from_ckpt_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A project's config names its classes where its package exports them
+    # (zoo.Zebra for zoo.impl.Zebra); the checkpoint records that path, and
+    # `test --ckpt_path` rebuilds the model from it, as with Lightning.
+    package = tmp_path / "zoo"
+    package.mkdir()
+    (package / "impl.py").write_text(
+        "from tests.cli.lightning_main import OwnOptimizerModel\n\n\n"
+        "class Zebra(OwnOptimizerModel):\n    pass\n"
+    )
+    (package / "__init__.py").write_text("from zoo.impl import Zebra\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fit = ["fit", "--model=zoo.Zebra", "--model.lr=0.3", "--trainer.max_epochs=1", *QUIET]
+    LightningCLI(datamodule_class=TinyData, args=fit)
+    path = str(tmp_path / "checkpoints" / "last.ckpt")
+    assert load(path)["hyper_parameters"]["_class_path"] == "zoo.Zebra"
+    test = ["test", "--model=zoo.Zebra", "--ckpt_path", path, *QUIET]
+    tested = LightningCLI(datamodule_class=TinyData, args=test)
+    assert type(tested.model).__qualname__ == "Zebra"
+    assert tested.model.hparams.lr == 0.3  # the checkpoint's, not the default 0.1

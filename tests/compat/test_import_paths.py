@@ -19,7 +19,7 @@ import torch
 
 import trainkit
 from trainkit import callbacks, loggers, profilers
-from trainkit.cli.lightning_cli import SaveConfigCallback
+from trainkit.cli.lightning_cli import ArgsType, SaveConfigCallback
 from trainkit.cli.lightning_parser import (
     LightningArgumentParser,
     LRSchedulerCallable,
@@ -117,6 +117,7 @@ PATHS = [
     ("cli", "LightningArgumentParser", LightningArgumentParser),
     ("cli", "OptimizerCallable", OptimizerCallable),
     ("cli", "LRSchedulerCallable", LRSchedulerCallable),
+    ("cli", "ArgsType", ArgsType),
     ("core.datamodule", "LightningDataModule", trainkit.DataModule),
     ("core.module", "LightningModule", trainkit.Module),
     # Lightning's default folder, lightning_logs: subclasses of trainkit's.

@@ -671,3 +671,33 @@ def test_weights_only_false_loads_a_trusted_checkpoint_that_stores_objects(
         # The next call without it is safe again: the choice is per call.
         with pytest.raises(trainkit.CheckpointError):
             resumed.test(SmoothedClassifier(), loader(blobs(32)), ckpt_path=path, verbose=False)
+
+
+def test_stage_flags_can_be_set_as_in_lightning() -> None:
+    # Code that drives a DataModule's or Module's hooks by hand sets the stage the way
+    # Lightning's setters do: True makes it the running stage, False clears it if it was.
+    trainer = trainkit.Trainer(**QUIET)
+    flags = ("training", "sanity_checking", "validating", "testing", "predicting")
+    for flag in flags:
+        setattr(trainer, flag, True)
+        assert [getattr(trainer, other) for other in flags] == [f == flag for f in flags]
+        assert isinstance(trainer.state.stage, RunningStage)
+    trainer.training = False  # not the running stage: nothing changes
+    assert trainer.predicting
+    trainer.predicting = False
+    assert trainer.state.stage is None and not any(getattr(trainer, f) for f in flags)
+    trainer.validating = True
+    assert trainer.evaluating
+
+
+def test_a_datamodule_hook_reads_a_stage_set_by_hand() -> None:
+    class Augmenting(trainkit.DataModule):
+        def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+            return "augmented" if self.trainer.training else batch
+
+    data = Augmenting()
+    data.trainer = trainkit.Trainer(**QUIET)
+    data.trainer.training = True
+    assert data.on_after_batch_transfer("batch", 0) == "augmented"
+    data.trainer.training = False
+    assert data.on_after_batch_transfer("batch", 0) == "batch"

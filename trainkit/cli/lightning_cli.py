@@ -23,7 +23,7 @@ import functools
 import os
 from collections.abc import Callable
 from types import MethodType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Union
 
 from torch.optim import Optimizer
 
@@ -38,6 +38,10 @@ if TYPE_CHECKING:
     from jsonargparse import Namespace
 
     from trainkit.cli.lightning_parser import LightningArgumentParser
+
+#: What ``LightningCLI(args=...)`` takes (Lightning's name): command-line arguments, a
+#: dict of values or a jsonargparse ``Namespace``; None reads ``sys.argv``.
+ArgsType = Union[list[str], dict[str, Any], "Namespace", None]
 
 #: Each subcommand's Trainer method arguments that LightningCLI fills itself.
 SUBCOMMANDS: dict[str, set[str]] = {
@@ -171,7 +175,7 @@ class LightningCLI:
         parser_class: type[LightningArgumentParser] | None = None,
         subclass_mode_model: bool = False,
         subclass_mode_data: bool = False,
-        args: list[str] | dict[str, Any] | Namespace | None = None,
+        args: ArgsType = None,
         run: bool = True,
         auto_configure_optimizers: bool = True,
         load_from_checkpoint_support: bool = True,
@@ -344,9 +348,7 @@ class LightningCLI:
     def _parser(self, subcommand: str | None) -> LightningArgumentParser:
         return self.parser if subcommand is None else self._subcommand_parsers[subcommand]
 
-    def parse_arguments(
-        self, parser: LightningArgumentParser, args: list[str] | dict[str, Any] | Namespace | None
-    ) -> None:
+    def parse_arguments(self, parser: LightningArgumentParser, args: ArgsType) -> None:
         """Parse ``args`` (None: sys.argv) into ``self.config``.
 
         Args:
@@ -415,7 +417,7 @@ class LightningCLI:
         config (``load_from_checkpoint_support``; see ``trainkit.cli.rebuild``)."""
         import yaml
 
-        from trainkit.cli.rebuild import build_recording, class_path
+        from trainkit.cli.rebuild import build_recording, names_class
 
         parser = self._parser(self.subcommand)
         config = self.config.get(str(self.subcommand), self.config)
@@ -436,7 +438,7 @@ class LightningCLI:
         ) -> Any:
             for key, base in (("model", Module), ("data", DataModule)):
                 path, init_args = sections.get(key, ("", {}))
-                if issubclass(class_type, base) and path in (None, class_path(class_type)):
+                if issubclass(class_type, base) and (path is None or names_class(path, class_type)):
                     del sections[key]  # once: a Module built inside it records its own
                     # Values linked in at instantiation are not in the parsed config.
                     for target, value in (applied_instantiation_links or {}).items():

@@ -14,6 +14,7 @@ LightningCLI records them. ``Module.load_from_checkpoint`` sees
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +25,26 @@ from trainkit.core.loading import INSTANTIATOR
 def class_path(cls: type) -> str:
     """``package.module.Class`` of ``cls``."""
     return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def names_class(path: str, cls: type) -> bool:
+    """Whether the config's ``path`` names ``cls``: the path of the module defining it, or
+    of a package that re-exports it (``package.Class`` for ``package.module.Class``).
+
+    Example:
+        >>> from collections import OrderedDict
+        >>> names_class("collections.OrderedDict", OrderedDict)
+        True
+        >>> names_class("collections.abc.Mapping", OrderedDict)
+        False
+    """
+    if path == class_path(cls):
+        return True
+    module, _, name = path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name, None) is cls
+    except (ImportError, ValueError):  # not a module path
+        return False
 
 
 def build_recording(

@@ -7,7 +7,7 @@ constructing a LightningCLI then says what to install.
 from typing import Any
 
 from trainkit.cli import lightning_cli
-from trainkit.cli.lightning_cli import SaveConfigCallback
+from trainkit.cli.lightning_cli import ArgsType, SaveConfigCallback
 from trainkit.cli.lightning_parser import (
     LightningArgumentParser,
     LRSchedulerCallable,
@@ -18,6 +18,7 @@ from trainkit.cli.optimizers import instantiate_class
 from trainkit.lightning.trainer.trainer import Trainer
 
 __all__ = [
+    "ArgsType",
     "LRSchedulerCallable",
     "LightningArgumentParser",
     "LightningCLI",

@@ -31,7 +31,7 @@ from trainkit.callbacks.slots import clip_settings
 from trainkit.checkpoint.callback_state import callback_state, load_callback_state
 from trainkit.launch.outcome import RankZeroReport
 from trainkit.loops.schedule import batches_between_checks, sanity_batches
-from trainkit.loops.state import TrainerStatus
+from trainkit.loops.state import RunningStage, TrainerStatus
 from trainkit.trainer import lightning_parts
 from trainkit.trainer.accelerators import Accelerator, accelerator_for
 from trainkit.trainer.evaluation_loops import (
@@ -181,30 +181,58 @@ class TrainerViews:
         """Whether the last run ended by an exception or Ctrl-C."""
         return self.state.status == "interrupted"
 
+    def _set_stage(self, stage: RunningStage, value: bool) -> None:
+        # Lightning's setters of the stage flags: True makes ``stage`` the one running now
+        # (code that drives hooks by hand, a test), False clears it if it was.
+        if value:
+            self.state.stage = stage
+        elif self.state.stage == stage:
+            self.state.stage = None
+
     @property
     def training(self) -> bool:
         """Whether training batches run now."""
         return self.state.stage == "train"
+
+    @training.setter
+    def training(self, value: bool) -> None:
+        self._set_stage(RunningStage.TRAINING, value)
 
     @property
     def sanity_checking(self) -> bool:
         """True while the pre-training validation sanity check runs."""
         return self.state.stage == "sanity_check"
 
+    @sanity_checking.setter
+    def sanity_checking(self, value: bool) -> None:
+        self._set_stage(RunningStage.SANITY_CHECKING, value)
+
     @property
     def validating(self) -> bool:
         """Whether validation runs now (inside fit or from ``validate``)."""
         return self.state.stage == "validate"
+
+    @validating.setter
+    def validating(self, value: bool) -> None:
+        self._set_stage(RunningStage.VALIDATING, value)
 
     @property
     def testing(self) -> bool:
         """Whether ``test`` runs now."""
         return self.state.stage == "test"
 
+    @testing.setter
+    def testing(self, value: bool) -> None:
+        self._set_stage(RunningStage.TESTING, value)
+
     @property
     def predicting(self) -> bool:
         """Whether ``predict`` runs now."""
         return self.state.stage == "predict"
+
+    @predicting.setter
+    def predicting(self, value: bool) -> None:
+        self._set_stage(RunningStage.PREDICTING, value)
 
     @property
     def evaluating(self) -> bool:
