@@ -112,6 +112,12 @@ PORTED_LINES = {
         "from trainkit.lightning import LightningModule, Trainer"
     ),
     "import lightning as L": "import trainkit.lightning as L",
+    "from lightning import pytorch as pl": "from trainkit.lightning import pytorch as pl",
+    "import lightning": "import trainkit.lightning, trainkit.lightning as lightning",
+    "    import lightning  # for its version": (
+        "    import trainkit.lightning, trainkit.lightning as lightning  # for its version"
+    ),
+    "import lightning_utilities": "import lightning_utilities",
     "import pytorch_lightning": "import trainkit.lightning",
     "from pytorch_lightning.callbacks import ModelCheckpoint": (
         "from trainkit.lightning.callbacks import ModelCheckpoint"

@@ -356,3 +356,24 @@ def test_a_submodule_that_cannot_load_is_an_attribute_error_saying_why(
         submodule_or_missing("porting_probe", "needs_extra", [])
     with pytest.raises(AttributeError, match="does not provide Lightning's absent"):
         submodule_or_missing("porting_probe", "absent", [])
+
+
+def test_version_checks_take_the_lightning_2_6_code_paths() -> None:
+    # Lightning projects gate code on the version they import; trainkit.lightning
+    # follows Lightning 2.6's API, so such gates choose the 2.6 paths.
+    from packaging.version import Version
+
+    import trainkit.lightning as lightning
+    from trainkit.lightning import fabric
+
+    assert Version(lightning.__version__) >= Version("2.6")
+    assert fabric.__version__ == lightning.__version__
+    assert trainkit.__version__ != lightning.__version__  # trainkit's own stays its own
+
+
+def test_lightning_pytorch_reached_from_the_top_package_is_the_same_package() -> None:
+    # `from lightning import pytorch as pl` and `L.pytorch.Trainer`, after porting.
+    import trainkit.lightning as L
+    from trainkit.lightning import pytorch as pl
+
+    assert pl is L and L.pytorch.Trainer is L.Trainer

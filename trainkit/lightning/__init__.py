@@ -2,7 +2,8 @@
 
 Replace ``import lightning.pytorch as pl`` (or ``import lightning as L``) with
 ``import trainkit.lightning as pl`` and ``from lightning.pytorch.callbacks import
-...`` with ``from trainkit.lightning.callbacks import ...``::
+...`` with ``from trainkit.lightning.callbacks import ...`` (``pl.pytorch`` is this
+package again, for ``from lightning import pytorch as pl`` and ``L.pytorch``)::
 
     import trainkit.lightning as L
 
@@ -26,11 +27,15 @@ from trainkit.callbacks.base import Callback
 from trainkit.core.data import DataModule as LightningDataModule
 from trainkit.core.module import Module as LightningModule
 from trainkit.lightning import callbacks, loggers, profilers, tuner, utilities
-from trainkit.lightning._missing import submodule_or_missing
+from trainkit.lightning._missing import LIGHTNING_API_VERSION, submodule_or_missing
 from trainkit.lightning.trainer.trainer import Trainer
 from trainkit.loops.state import RunningStage, TrainerFn, TrainerStatus
 from trainkit.utilities.seed import seed_everything
-from trainkit.version import __version__
+from trainkit.version import __version__ as trainkit_version
+
+#: The Lightning release whose API this package follows (version checks in Lightning
+#: projects take its code paths); trainkit's own version is ``trainkit.__version__``.
+__version__ = LIGHTNING_API_VERSION
 
 __all__ = [
     "Callback",
@@ -54,7 +59,7 @@ __all__ = [
 
 def cli_lightning_logo() -> None:
     """Print trainkit's name and version (Lightning's examples print a logo first)."""
-    print(f"\ntrainkit {__version__}\n")
+    print(f"\ntrainkit {trainkit_version}\n")
 
 
 def __getattr__(name: str) -> Any:
@@ -63,4 +68,6 @@ def __getattr__(name: str) -> Any:
     # are reached as attributes, as after ``import lightning.pytorch``.
     if name == "strategies":
         return importlib.import_module("trainkit.lightning.strategies")
+    if name == "pytorch":  # `from lightning import pytorch as pl`, `L.pytorch.Trainer`
+        return importlib.import_module(__name__)
     return submodule_or_missing(__name__, name, __all__)

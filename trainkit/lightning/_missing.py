@@ -1,11 +1,16 @@
-"""The error for a Lightning name that trainkit does not provide, and Lightning's submodules
-reached as attributes."""
+"""The error for a Lightning name that trainkit does not provide, Lightning's submodules
+reached as attributes, and the Lightning version the porting packages follow."""
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
 from types import ModuleType
+
+#: The Lightning release whose API ``trainkit.lightning`` follows, its ``__version__``:
+#: Lightning projects compare ``pl.__version__`` with a release to choose a code path, and
+#: must take the one for this API. trainkit's own version is ``trainkit.__version__``.
+LIGHTNING_API_VERSION = "2.6.0"
 
 
 def missing(module: str, name: str, known: list[str]) -> AttributeError:

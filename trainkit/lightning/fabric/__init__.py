@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainkit.lightning._missing import submodule_or_missing
+from trainkit.lightning._missing import LIGHTNING_API_VERSION, submodule_or_missing
 from trainkit.utilities.seed import seed_everything
 
-__all__ = ["seed_everything"]
+__all__ = ["__version__", "seed_everything"]
+
+#: The Lightning release whose API this package follows, as ``trainkit.lightning``'s.
+__version__ = LIGHTNING_API_VERSION
 
 
 def __getattr__(name: str) -> Any:
