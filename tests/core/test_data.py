@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import namedtuple
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 import pytest
@@ -58,6 +58,31 @@ def test_nested_containers_keep_their_types_and_move_every_tensor() -> None:
     assert moved["text"] == "hello" and moved["tuple"][1] is None
     assert moved["obj"] is movable and movable.moved_to == META
     assert batch["pair"].x.device.type == "cpu"  # the original is untouched
+
+
+@dataclass
+class Graph:
+    """A dataclass batch with an InitVar and its own in-place ``to`` (returning None),
+    as a molecular-graph batch class is written."""
+
+    parts: InitVar[list[torch.Tensor]]
+    V: torch.Tensor = field(init=False)
+
+    def __post_init__(self, parts: list[torch.Tensor]) -> None:
+        self.V = torch.cat(parts)
+
+    def to(self, device: torch.device) -> None:
+        self.V = self.V.to(device)
+
+
+def test_an_objects_own_to_moves_it_even_a_dataclass_and_in_place() -> None:
+    # As in Lightning: an object whose class has `to` is moved by it (not rebuilt
+    # field by field, which an InitVar forbids), and a `to` that returns None
+    # moved the object in place, which is kept.
+    graph = Graph([torch.ones(2), torch.zeros(1)])
+    moved = move_data_to_device((graph, torch.ones(1)), META)
+    assert moved[0] is graph and graph.V.device == META and graph.V.shape == (3,)
+    assert moved[1].device == META
 
 
 def test_batches_already_on_the_device_are_returned_as_they_are() -> None:

@@ -18,9 +18,11 @@ T = TypeVar("T")
 def move_data_to_device(batch: T, device: torch.device | str) -> T:
     """Return ``batch`` with every tensor moved to ``device``.
 
-    Containers (tuple, list, dict, namedtuple, dataclass instances) are rebuilt
-    with the same type; objects with a ``to(device)`` method are moved with it;
-    anything else is returned as it is.
+    Objects with a ``to(device)`` method are moved with it, containers among them
+    (a dataclass with its own ``to``, a ``BatchEncoding``): as in Lightning, the
+    object's own method decides, and one that moves in place and returns None is
+    kept. Other containers (tuple, list, dict, namedtuple, dataclass instances) are
+    rebuilt with the same type; anything else is returned as it is.
 
     Args:
         batch: the batch.
@@ -56,9 +58,12 @@ def move_data_to_device(batch: T, device: torch.device | str) -> T:
 
     def move_object(obj: Any) -> Any:
         to = getattr(obj, "to", None)
-        return to(device) if callable(to) else obj
+        if not callable(to):
+            return obj
+        moved = to(device)
+        return obj if moved is None else moved  # None: it moved itself in place
 
-    return _map_tensors(batch, move, move_object)  # type: ignore[no-any-return]
+    return _map_tensors(batch, move, move_object, own_to=True)  # type: ignore[no-any-return]
 
 
 def convert_floating(batch: T, dtype: torch.dtype) -> T:
@@ -109,26 +114,34 @@ def _map_tensors(
     obj: Any,
     on_tensor: Callable[[torch.Tensor], Any],
     on_other: Callable[[Any], Any],
+    own_to: bool = False,
 ) -> Any:
     """``obj`` with ``on_tensor`` applied to each nested tensor and ``on_other`` to each
-    object that is neither a tensor, a container nor a plain value."""
+    object that is neither a tensor, a container nor a plain value (with ``own_to``,
+    also to each object whose class has a ``to`` method, containers included)."""
     if isinstance(obj, torch.Tensor):
         return on_tensor(obj)
     if isinstance(obj, (str, bytes, int, float, bool)) or obj is None:
         return obj
+    if own_to and callable(getattr(type(obj), "to", None)):
+        return on_other(obj)
+
+    def inner(item: Any) -> Any:
+        return _map_tensors(item, on_tensor, on_other, own_to)
+
     if isinstance(obj, tuple):
-        items = [_map_tensors(item, on_tensor, on_other) for item in obj]
+        items = [inner(item) for item in obj]
         if hasattr(obj, "_fields"):  # namedtuple
             return type(obj)(*items)
         return type(obj)(items) if type(obj) is not tuple else tuple(items)
     if isinstance(obj, list):
-        return [_map_tensors(item, on_tensor, on_other) for item in obj]
+        return [inner(item) for item in obj]
     if isinstance(obj, Mapping):
-        mapped = {key: _map_tensors(value, on_tensor, on_other) for key, value in obj.items()}
+        mapped = {key: inner(value) for key, value in obj.items()}
         return mapped if type(obj) is dict else _rebuild_mapping(obj, mapped)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         changes = {
-            field.name: _map_tensors(getattr(obj, field.name), on_tensor, on_other)
+            field.name: inner(getattr(obj, field.name))
             for field in dataclasses.fields(obj)
             if field.init
         }
