@@ -173,6 +173,38 @@ def test_bit_flips_in_a_stored_weight_are_caught_by_every_load(tmp_path: Path) -
         )
 
 
+def test_a_checkpoint_a_program_edited_and_saved_again_loads_with_a_warning(
+    tmp_path: Path,
+) -> None:
+    # As Lightning users edit checkpoints (load, rename or add keys, torch.save): the
+    # stale digest no longer matches, but the file is whole, so it loads as edited.
+    _, model, path = _trained(tmp_path)
+    edited = torch.load(path, weights_only=True)
+    edited["state_dict"]["extra.weight"] = torch.ones(2)
+    torch.save(edited, tmp_path / "edited.ckpt")
+    with pytest.warns(UserWarning, match=r"was changed after trainkit wrote it"):
+        loaded = load(tmp_path / "edited.ckpt")
+    assert torch.equal(loaded["state_dict"]["extra.weight"], torch.ones(2))
+    assert torch.equal(loaded["state_dict"]["net.0.weight"], model.net[0].weight)
+    # Damage to that file is still an error: its bytes break their checksums.
+    _flip_bytes_inside(tmp_path / "edited.ckpt", model.net[0].weight)
+    with pytest.raises(CheckpointError, match="is corrupt"):
+        load(tmp_path / "edited.ckpt")
+
+
+def test_a_checkpoint_in_a_file_object_loads_as_from_its_path(tmp_path: Path) -> None:
+    import io
+
+    _, model, path = _trained(tmp_path)
+    buffer = io.BytesIO(path.read_bytes())
+    assert torch.equal(load(buffer)["state_dict"]["net.0.weight"], model.net[0].weight)
+    with path.open("rb") as file:
+        loaded = Classifier.load_from_checkpoint(file)
+    assert torch.equal(loaded.net[0].weight, model.net[0].weight)
+    with pytest.raises(CheckpointError, match=r"<file object> \(9 bytes\) cannot be read"):
+        load(io.BytesIO(b"not a zip"))
+
+
 def test_a_file_without_a_digest_still_loads_and_resumes(tmp_path: Path) -> None:
     # As an older trainkit (or a script re-saving the dict with torch.save) wrote it.
     _, model, path = _trained(tmp_path)

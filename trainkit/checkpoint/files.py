@@ -41,7 +41,7 @@ import zipfile
 from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import torch
 
@@ -249,8 +249,14 @@ def _plain_bytes(value: Any) -> bytes:
     return f"<{type(value).__name__} {value!r}>".encode()
 
 
-def _check_integrity(file: Path, checkpoint: dict[str, Any]) -> None:
-    """Compare the file's stored digest with its contents; remove the entry."""
+def _check_integrity(file: Path, checkpoint: dict[str, Any], source: Any, start: int) -> None:
+    """Compare the file's stored digest with its contents; remove the entry.
+
+    Contents that differ from the digest in a file that is itself whole (every record
+    matches the CRC the zip format stores with it) were changed by a program that
+    loaded the checkpoint and saved it again, as Lightning users edit checkpoints:
+    loaded with a warning. Damage on disk breaks a record's CRC: an error.
+    """
     integrity = checkpoint.pop(INTEGRITY_KEY, None)
     if not isinstance(integrity, Mapping):
         return  # written without one (Lightning, an older trainkit): nothing to check
@@ -263,12 +269,33 @@ def _check_integrity(file: Path, checkpoint: dict[str, Any]) -> None:
         )
         return
     if payload_digest(checkpoint, algorithm) != integrity.get("digest"):
+        if _intact_zip(source, start):
+            warnings.warn(
+                f"Checkpoint {file} was changed after trainkit wrote it: its contents do not "
+                f"match the digest stored in it, and the file itself is whole (as when a "
+                "program loads a checkpoint, edits it and saves it again). It is loaded as "
+                f"edited; delete its '{INTEGRITY_KEY}' entry when you save it to silence this.",
+                stacklevel=4,
+            )
+            return
         raise CheckpointError(
             f"Checkpoint {file} is corrupt: its contents do not match the {algorithm} digest "
-            "trainkit stored when it wrote the file (damaged on disk or in a copy, or edited "
-            "afterwards); use another checkpoint, such as the previous one in its folder (if "
-            f"you edited it on purpose, delete its '{INTEGRITY_KEY}' entry and save it again)."
+            "trainkit stored when it wrote the file, and its bytes no longer match their "
+            "checksums (damaged on disk or in a copy); use another checkpoint, such as the "
+            "previous one in its folder."
         )
+
+
+def _intact_zip(source: Any, start: int) -> bool:
+    """Whether the zip file ``source`` (a path, or a file object read from ``start``) reads
+    back whole: every record's bytes match the CRC stored with it."""
+    try:
+        if not isinstance(source, Path):
+            source.seek(start)
+        with zipfile.ZipFile(source) as archive:
+            return archive.testzip() is None
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError):
+        return False
 
 
 def link_atomic(source: str | os.PathLike[str], path: str | os.PathLike[str]) -> None:
@@ -299,7 +326,7 @@ def link_atomic(source: str | os.PathLike[str], path: str | os.PathLike[str]) ->
 
 
 def load(
-    path: str | os.PathLike[str], map_location: Any = "cpu", weights_only: bool = True
+    path: str | os.PathLike[str] | IO[bytes], map_location: Any = "cpu", weights_only: bool = True
 ) -> dict[str, Any]:
     """Load a trainkit or Lightning checkpoint, safely (``weights_only=True``) by default.
 
@@ -310,7 +337,8 @@ def load(
     file would hold.
 
     Args:
-        path: the checkpoint file (or folder).
+        path: the checkpoint file (or folder), or a binary file object open on one (as
+            Lightning takes: a checkpoint held in memory, ``io.BytesIO``).
         map_location: where tensors are loaded (CPU by default; the Trainer moves
             the state to the right devices when it restores it).
         weights_only: as for ``torch.load``: True reads tensors and plain values
@@ -326,17 +354,20 @@ def load(
             Lightning checkpoint. The message names the file and the problem.
     """
     sharded.settle()  # a save of it may still be under way in the background
-    file = Path(path)
-    if sharded.is_folder(file):
+    opened = not isinstance(path, (str, os.PathLike))
+    file = Path(getattr(path, "name", "<file object>") if opened else path)  # type: ignore[arg-type]
+    if not opened and sharded.is_folder(file):
         meta = load_folder_meta(file)
         check_shards(file, meta[sharded.SHARDED_KEY]["digests"])
         return sharded.join(meta, sharded.read_tensors(file))
-    if not file.is_file():
+    if not opened and not file.is_file():
         raise CheckpointError(f"Checkpoint {file} does not exist (or is not a file).")
+    source: Any = path if opened else file
+    start = source.tell() if opened else 0
     try:
-        checkpoint = torch.load(file, map_location=map_location, weights_only=weights_only)
+        checkpoint = torch.load(source, map_location=map_location, weights_only=weights_only)
     except _READ_ERRORS as error:
-        size = file.stat().st_size
+        size = f"{source.seek(0, os.SEEK_END) - start}" if opened else file.stat().st_size
         reason = first_line(error).rstrip(".")
         if "WeightsUnpickler error" in reason:
             # Lightning files may hold hyperparameters that are objects (a Namespace, ...).
@@ -353,7 +384,7 @@ def load(
             "checkpoint; use another checkpoint, such as the previous one in its folder."
         ) from error
     if isinstance(checkpoint, dict):
-        _check_integrity(file, checkpoint)
+        _check_integrity(file, checkpoint, source, start)
     if is_lightning_checkpoint(checkpoint):
         if not isinstance(checkpoint.get("state_dict"), Mapping):
             raise CheckpointError(

@@ -20,7 +20,7 @@ import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from itertools import chain, islice, repeat
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import torch
 from torch.utils.data import DataLoader, IterableDataset, RandomSampler, Sampler, SequentialSampler
@@ -164,7 +164,7 @@ class DataModule(DataHooks, HyperparametersMixin):
     @classmethod
     def load_from_checkpoint(
         cls: type[DataModuleT],
-        checkpoint_path: str | os.PathLike[str],
+        checkpoint_path: str | os.PathLike[str] | IO[bytes],
         map_location: Any = "cpu",
         hparams_file: str | os.PathLike[str] | None = None,
         weights_only: bool | None = None,
@@ -178,7 +178,8 @@ class DataModule(DataHooks, HyperparametersMixin):
         under the class's name, if any, goes to :meth:`load_state_dict`.
 
         Args:
-            checkpoint_path: a checkpoint file (trainkit's or Lightning's).
+            checkpoint_path: a checkpoint file (trainkit's or Lightning's), or a binary
+                file object open on one.
             map_location: where to load tensors (CPU by default), as for ``torch.load``.
             hparams_file: a ``.yaml`` file whose hyperparameters replace the saved ones.
             weights_only: as for ``torch.load`` (None: True, no code stored in the file

@@ -10,7 +10,7 @@ import os
 import warnings
 from argparse import Namespace
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import torch
 
@@ -39,7 +39,7 @@ KNOWN_INSTANTIATORS = (INSTANTIATOR, "lightning.pytorch.cli.instantiate_module")
 
 def read_saved(
     cls: type[Any],
-    checkpoint_path: str | os.PathLike[str],
+    checkpoint_path: str | os.PathLike[str] | IO[bytes],
     map_location: Any,
     hparams_file: str | os.PathLike[str] | None,
     weights_only: bool | None,
@@ -70,7 +70,7 @@ def read_saved(
 
 def load_from_checkpoint(
     cls: type[ModuleT],
-    checkpoint_path: str | os.PathLike[str],
+    checkpoint_path: str | os.PathLike[str] | IO[bytes],
     map_location: Any,
     hparams_file: str | os.PathLike[str] | None,
     strict: bool | None,
@@ -143,7 +143,7 @@ def build_saved(
     saved: dict[str, Any],
     overrides: dict[str, Any],
     hparams_file: str | os.PathLike[str] | None,
-    path: str | os.PathLike[str],
+    path: object,
 ) -> T:
     """Build ``cls`` from a checkpoint's hyperparameters (a Module's or a DataModule's).
 
@@ -158,7 +158,7 @@ def build_saved(
         saved: the checkpoint's hyperparameters as saved.
         overrides: keyword arguments that replace saved values.
         hparams_file: a YAML file that replaces the saved hyperparameters, if given.
-        path: the checkpoint, for messages.
+        path: the checkpoint (a path or a file object), for messages.
     """
     if hparams_file is not None:
         saved = load_hparams_file(hparams_file)

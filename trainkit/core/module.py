@@ -14,7 +14,7 @@ import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -281,7 +281,7 @@ class Module(DataHooks, HyperparametersMixin, ModuleHooks, nn.Module):
     @classmethod
     def load_from_checkpoint(
         cls: type[ModuleT],
-        checkpoint_path: str | os.PathLike[str],
+        checkpoint_path: str | os.PathLike[str] | IO[bytes],
         map_location: Any = "cpu",
         hparams_file: str | os.PathLike[str] | None = None,
         strict: bool | None = None,
@@ -296,7 +296,8 @@ class Module(DataHooks, HyperparametersMixin, ModuleHooks, nn.Module):
         weights are loaded. Unlike Lightning, the module is returned in eval mode.
 
         Args:
-            checkpoint_path: a checkpoint file (trainkit's or Lightning's).
+            checkpoint_path: a checkpoint file (trainkit's or Lightning's), or a binary
+                file object open on one.
             map_location: where to load the tensors (CPU by default): a device,
                 a string, a dict or a function, as for ``torch.load``. The module
                 is moved to the device its weights are loaded on.
