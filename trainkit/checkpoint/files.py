@@ -355,7 +355,7 @@ def load(
     """
     sharded.settle()  # a save of it may still be under way in the background
     opened = not isinstance(path, (str, os.PathLike))
-    file = Path(getattr(path, "name", "<file object>") if opened else path)  # type: ignore[arg-type]
+    file = Path(str(getattr(path, "name", "<file object>")) if opened else path)  # type: ignore[arg-type]
     if not opened and sharded.is_folder(file):
         meta = load_folder_meta(file)
         check_shards(file, meta[sharded.SHARDED_KEY]["digests"])
