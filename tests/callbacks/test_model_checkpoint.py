@@ -173,20 +173,27 @@ class ScoredPerRun(Classifier):
             self.validated.append({k: v.clone() for k, v in self.state_dict().items()})
 
 
-def test_validation_within_epochs_saves_after_each_validation(tmp_path: Path) -> None:
-    # As in Lightning: validation 4 times an epoch (every 2 of 8 steps); each save holds
-    # the weights its score was measured on, so the best file is the best validated model.
-    callback = ModelCheckpoint(monitor="val/score", save_top_k=2, filename="{step}")
-    module = ScoredPerRun()
+def _fit_8_steps(
+    tmp_path: Path, callback: ModelCheckpoint, module: trainkit.Module, val_check_interval: float
+) -> None:
+    # One epoch of 8 steps, validated every val_check_interval.
     trainer = trainkit.Trainer(
         max_epochs=1,
         callbacks=[callback],
         default_root_dir=tmp_path,
         num_sanity_val_steps=0,
-        val_check_interval=0.25,
+        val_check_interval=val_check_interval,
         **QUIET,
     )
     trainer.fit(module, loader(blobs(256), 32), loader(blobs(32), 32))
+
+
+def test_validation_within_epochs_saves_after_each_validation(tmp_path: Path) -> None:
+    # As in Lightning: validation 4 times an epoch (every 2 of 8 steps); each save holds
+    # the weights its score was measured on, so the best file is the best validated model.
+    callback = ModelCheckpoint(monitor="val/score", save_top_k=2, filename="{step}")
+    module = ScoredPerRun()
+    _fit_8_steps(tmp_path, callback, module, val_check_interval=0.25)
     # Scores 0.5, 0.3, 0.9, 0.1 at steps 2, 4, 6, 8: the two lowest are kept.
     assert _names(tmp_path / "checkpoints") == ["step=4.ckpt", "step=8.ckpt"]
     assert float(callback.best_model_score) == pytest.approx(0.1)  # type: ignore[arg-type]
@@ -206,16 +213,7 @@ def test_unscored_files_also_save_at_the_epoch_end_with_validation_within_it(
             saved.append(trainer.global_step)
             super()._save_checkpoint(trainer, filepath)
 
-    callback = Record(filename="{step}")
-    trainer = trainkit.Trainer(
-        max_epochs=1,
-        callbacks=[callback],
-        default_root_dir=tmp_path,
-        num_sanity_val_steps=0,
-        val_check_interval=3,
-        **QUIET,
-    )
-    trainer.fit(Scored(), loader(blobs(256), 32), loader(blobs(32), 32))
+    _fit_8_steps(tmp_path, Record(filename="{step}"), Scored(), val_check_interval=3)
     assert saved == [3, 6, 8]
     assert _names(tmp_path / "checkpoints") == ["step=8.ckpt"]
 
