@@ -710,3 +710,26 @@ def test_a_model_its_package_re_exports_is_recorded_and_rebuilt_from_ckpt_path(
     tested = LightningCLI(datamodule_class=TinyData, args=test)
     assert type(tested.model).__qualname__ == "Zebra"
     assert tested.model.hparams.lr == 0.3  # the checkpoint's, not the default 0.1
+
+
+@pytest.mark.parametrize("name", ["CSVLogger", "TensorBoardLogger"])
+def test_a_loggers_short_name_means_the_ported_class_as_in_lightning(name: str) -> None:
+    # trainkit's own logger has the same name; the ported Trainer's CLI takes the
+    # ported one (writing to lightning_logs), and a full class path still picks either.
+    from trainkit import loggers
+
+    ported = LightningCLI(
+        TinyModel,
+        TinyData,
+        run=False,
+        args=[f"--trainer.logger={name}", "--trainer.logger.save_dir=out"],
+    )
+    assert type(ported.trainer.logger).__module__.startswith("trainkit.lightning.loggers")
+    assert ported.trainer.logger.log_dir.endswith("lightning_logs/version_0")
+    own = LightningCLI(
+        TinyModel,
+        TinyData,
+        run=False,
+        args=[f"--trainer.logger=trainkit.loggers.{name}", "--trainer.logger.save_dir=out"],
+    )
+    assert type(own.trainer.logger) is getattr(loggers, name)

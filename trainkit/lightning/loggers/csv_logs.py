@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 
+from trainkit.lightning.loggers._folder import _LightningLogs
 from trainkit.loggers import csv
 from trainkit.loggers.csv import ExperimentWriter
 
 __all__ = ["CSVLogger", "ExperimentWriter"]
 
 
-class CSVLogger(csv.CSVLogger):
+class CSVLogger(csv.CSVLogger, _LightningLogs):
     """trainkit's :class:`~trainkit.loggers.CSVLogger`, named ``lightning_logs`` by default
     as Lightning's is (``<save_dir>/lightning_logs/version_N``); the arguments are the same.
 

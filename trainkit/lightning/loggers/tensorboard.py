@@ -6,12 +6,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from trainkit.lightning.loggers._folder import _LightningLogs
 from trainkit.loggers import tensorboard
 
 __all__ = ["TensorBoardLogger"]
 
 
-class TensorBoardLogger(tensorboard.TensorBoardLogger):
+class TensorBoardLogger(tensorboard.TensorBoardLogger, _LightningLogs):
     """trainkit's :class:`~trainkit.loggers.TensorBoardLogger`, named ``lightning_logs`` by
     default as Lightning's is (``<save_dir>/lightning_logs/version_N``); the arguments are
     the same.

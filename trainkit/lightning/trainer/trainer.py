@@ -9,6 +9,11 @@ Everything else is the same class.
 
 from __future__ import annotations
 
+import inspect
+import typing
+from typing import TYPE_CHECKING, Any, Union
+
+from trainkit.lightning.loggers._folder import _LightningLogs
 from trainkit.trainer.trainer import Trainer as _Trainer
 
 __all__ = ["Trainer"]
@@ -25,3 +30,33 @@ class Trainer(_Trainer):
     """
 
     _default_logger_name = "lightning_logs"
+
+    if not TYPE_CHECKING:  # type checkers see trainkit's Trainer's own, typed __init__
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+
+
+def _ported_signature() -> inspect.Signature | None:
+    """trainkit's Trainer signature, with the loggers ported to ``lightning_logs`` first
+    among ``logger``'s types: a config's ``logger: CSVLogger`` (or ``TensorBoardLogger``)
+    then means the ported class, as in Lightning, where trainkit's own has the same name.
+    """
+    try:
+        hints = typing.get_type_hints(_Trainer.__init__)
+    except Exception:  # an annotation that cannot be resolved: keep the inherited one
+        return None
+    signature = inspect.signature(_Trainer.__init__)
+    parameters = [
+        parameter.replace(annotation=hints.get(parameter.name, parameter.annotation))
+        for parameter in signature.parameters.values()
+    ]
+    for index, parameter in enumerate(parameters):
+        if parameter.name == "logger":
+            preferred = typing.cast(Any, Union)[_LightningLogs, parameter.annotation]
+            parameters[index] = parameter.replace(annotation=preferred)
+    return signature.replace(parameters=parameters, return_annotation=None)
+
+
+if not TYPE_CHECKING:
+    Trainer.__init__.__signature__ = _ported_signature()
