@@ -125,23 +125,21 @@ def _map_tensors(
         return obj
     if own_to and callable(getattr(type(obj), "to", None)):
         return on_other(obj)
-
-    def inner(item: Any) -> Any:
-        return _map_tensors(item, on_tensor, on_other, own_to)
-
     if isinstance(obj, tuple):
-        items = [inner(item) for item in obj]
+        items = [_map_tensors(item, on_tensor, on_other, own_to) for item in obj]
         if hasattr(obj, "_fields"):  # namedtuple
             return type(obj)(*items)
         return type(obj)(items) if type(obj) is not tuple else tuple(items)
     if isinstance(obj, list):
-        return [inner(item) for item in obj]
+        return [_map_tensors(item, on_tensor, on_other, own_to) for item in obj]
     if isinstance(obj, Mapping):
-        mapped = {key: inner(value) for key, value in obj.items()}
+        mapped = {
+            key: _map_tensors(value, on_tensor, on_other, own_to) for key, value in obj.items()
+        }
         return mapped if type(obj) is dict else _rebuild_mapping(obj, mapped)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         changes = {
-            field.name: inner(getattr(obj, field.name))
+            field.name: _map_tensors(getattr(obj, field.name), on_tensor, on_other, own_to)
             for field in dataclasses.fields(obj)
             if field.init
         }

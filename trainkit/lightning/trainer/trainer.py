@@ -46,15 +46,13 @@ def _ported_signature() -> inspect.Signature | None:
         hints = typing.get_type_hints(_Trainer.__init__)
     except Exception:  # an annotation that cannot be resolved: keep the inherited one
         return None
+
+    def annotation(parameter: inspect.Parameter) -> Any:
+        hint = hints.get(parameter.name, parameter.annotation)
+        return typing.cast(Any, Union)[_LightningLogs, hint] if parameter.name == "logger" else hint
+
     signature = inspect.signature(_Trainer.__init__)
-    parameters = [
-        parameter.replace(annotation=hints.get(parameter.name, parameter.annotation))
-        for parameter in signature.parameters.values()
-    ]
-    for index, parameter in enumerate(parameters):
-        if parameter.name == "logger":
-            preferred = typing.cast(Any, Union)[_LightningLogs, parameter.annotation]
-            parameters[index] = parameter.replace(annotation=preferred)
+    parameters = [p.replace(annotation=annotation(p)) for p in signature.parameters.values()]
     return signature.replace(parameters=parameters, return_annotation=None)
 
 
