@@ -337,9 +337,55 @@ def test_a_weights_only_lightning_file_cannot_resume_fit(tmp_path: Path) -> None
         )
 
 
-def test_a_lightning_file_that_needs_code_is_refused(tmp_path: Path) -> None:
+class _Loss(torch.nn.Module):
+    """A hyperparameter that is an object of the user's own class."""
+
+    built = 0
+
+    def __init__(self) -> None:
+        super().__init__()
+        _Loss.built += 1
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        _Loss.built += 1
+        super().__setstate__(state)
+
+
+def test_a_lightning_file_with_objects_in_its_hparams_resumes_without_running_them(
+    tmp_path: Path,
+) -> None:
+    # Lightning pickles hyperparameters as they are: a safe load reads stand-ins for
+    # them (nothing of their class runs), and the run resumes from the file.
     path = tmp_path / "lightning.ckpt"
-    _lightning_file(path, hyper_parameters={"lr": Path("x")})
+    hparams = {"features": 8, "classes": 3, "lr": 0.2, "loss": _Loss(), "root": Path("x")}
+    _lightning_file(path, hyper_parameters=hparams)
+    built = _Loss.built
+    checkpoint = load(path)
+    assert _Loss.built == built
+    assert "not loaded: weights_only=True" in repr(checkpoint["hyper_parameters"]["loss"])
+    assert checkpoint["hyper_parameters"]["root"] == Path("x")  # a harmless class, built
+    model = Momentum(lr=0.2)
+    trainer = trainkit.Trainer(max_epochs=3, **QUIET)
+    trainer.fit(model, loader(blobs(64), 32), ckpt_path=path)
+    assert trainer.global_step == 6
+    assert _Loss.built == built
+    with pytest.raises(CheckpointError, match=r"loss=.*weights_only=False; or pass them"):
+        _WithLoss.load_from_checkpoint(path)
+    assert _Loss.built == built
+    with pytest.warns(UserWarning, match="eval mode"):
+        trusted = _WithLoss.load_from_checkpoint(path, weights_only=False)
+    assert isinstance(trusted.hparams.loss, _Loss)
+
+
+class _WithLoss(Momentum):
+    def __init__(self, lr: float = 0.1, loss: torch.nn.Module | None = None) -> None:
+        super().__init__(lr=lr)
+        self.save_hyperparameters()
+
+
+def test_a_lightning_file_with_objects_outside_its_hparams_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "lightning.ckpt"
+    _lightning_file(path, callbacks={"Custom": {"state": _Loss()}})
     with pytest.raises(CheckpointError, match="Unsupported global"):
         load(path)
 
@@ -468,15 +514,26 @@ def test_a_weights_only_trainkit_checkpoint_keeps_what_lightning_keeps(tmp_path:
         )
 
 
-def test_a_lightning_file_with_object_hparams_names_the_safe_way_to_load_it(tmp_path: Path) -> None:
+def test_a_lightning_file_with_namespace_hparams_loads_safely(tmp_path: Path) -> None:
     from argparse import Namespace
 
     path = tmp_path / "lightning.ckpt"
     _lightning_file(path, hyper_parameters=Namespace(features=8, classes=3, lr=0.4))
+    assert Momentum.load_from_checkpoint(path).hparams.lr == 0.4
+
+
+def test_a_lightning_file_with_an_unknown_dict_subclass_names_the_safe_way_to_load_it(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "lightning.ckpt"
+    _lightning_file(path, hyper_parameters=_Settings(features=8, classes=3, lr=0.4))
     with pytest.raises(CheckpointError, match=r"add_safe_globals"):
         Momentum.load_from_checkpoint(path)
-    with torch.serialization.safe_globals([Namespace]):
-        assert Momentum.load_from_checkpoint(path).hparams.lr == 0.4
+    assert Momentum.load_from_checkpoint(path, weights_only=False).hparams.lr == 0.4
+
+
+class _Settings(dict[str, Any]):
+    """A dict subclass of the user's own: a safe load cannot fill a stand-in for it."""
 
 
 class SizedData(BlobData):

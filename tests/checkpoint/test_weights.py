@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -59,10 +60,18 @@ def _load(path: Path, **options: Any) -> WithObjects:
 def test_objects_are_rebuilt_with_weights_only_false_and_refused_without(tmp_path: Path) -> None:
     path = _saved(tmp_path, WithObjects(loss=nn.CrossEntropyLoss(label_smoothing=0.1)))
 
-    # A safe read of the file still works: the objects are bytes in a tensor.
-    checkpoint = torch.load(path, weights_only=True)
-    assert checkpoint["hyper_parameters"]["loss"] == "CrossEntropyLoss()"  # what YAML readers see
+    # As in Lightning's files, the objects are pickled as they are: a project's own
+    # trusted read gets them back, and torch's safe read refuses the file.
+    trusted_read = torch.load(path, weights_only=False)["hyper_parameters"]
+    assert isinstance(trusted_read["loss"], nn.CrossEntropyLoss)
+    assert trusted_read["schedule"] is halve and trusted_read["kernel"] == [3, 3]
+    with pytest.raises(pickle.UnpicklingError, match="Unsupported global"):
+        torch.load(path, weights_only=True)
+    # trainkit's safe read puts inert stand-ins in their place; nothing of them runs.
+    checkpoint = load(path)
+    assert "CrossEntropyLoss object (not loaded" in repr(checkpoint["hyper_parameters"]["loss"])
     assert set(checkpoint[OBJECT_HYPER_PARAMS_KEY]) == {"loss", "schedule"}  # not the tuple
+    assert checkpoint[OBJECT_HYPER_PARAMS_KEY]["loss"] == {"object": "CrossEntropyLoss()"}
 
     with pytest.raises(CheckpointError) as refused:
         _load(path)

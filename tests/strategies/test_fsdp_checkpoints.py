@@ -131,3 +131,27 @@ def test_the_command_consolidates_a_folder_into_one_file(
     assert error.startswith("trainkit: error:") and "exists already" in error
     assert error.count("\n") == 1
     assert main(["consolidate", str(folder), str(output), "--overwrite"]) == 0
+
+
+def test_consolidating_hyperparameters_that_are_objects_needs_trust(
+    tmp_path: Path, reference: tuple[Path, dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from trainkit.checkpoint.files import INTEGRITY_KEY, payload_digest
+    from trainkit.cli.main import main
+
+    folder = shutil.copytree(reference[0] / "checkpoints" / "last.ckpt", tmp_path / "objects")
+    meta_file = folder / sharded.META_FILE
+    meta = torch.load(meta_file, weights_only=False)
+    meta["hyper_parameters"] = {"lr": 0.1, "loss": torch.nn.SmoothL1Loss(beta=0.5)}
+    meta[INTEGRITY_KEY] = {"algorithm": "sha256", "digest": payload_digest(meta)}
+    torch.save(meta, meta_file)
+    output = tmp_path / "one.ckpt"
+    # A safe read holds a stand-in for the loss: writing it again would lose it.
+    capsys.readouterr()
+    assert main(["consolidate", str(folder), str(output)]) == 2
+    error = capsys.readouterr().err
+    assert "hyperparameters hyper_parameters['loss'] are objects" in error
+    assert "--trusted" in error and error.count("\n") == 1 and not output.exists()
+    assert main(["consolidate", str(folder), str(output), "--trusted"]) == 0
+    loss = torch.load(output, weights_only=False)["hyper_parameters"]["loss"]
+    assert isinstance(loss, torch.nn.SmoothL1Loss) and loss.beta == 0.5

@@ -1,9 +1,11 @@
 """Checkpoint files: atomic writes, safe loads, and clear errors.
 
 A checkpoint is a dict of tensors and plain containers (see
-:meth:`trainkit.Trainer.save_checkpoint` for its keys), so it loads with
-``torch.load(weights_only=True)``: loading a checkpoint never runs code from it
-(unless the caller passes ``weights_only=False`` for a file it trusts).
+:meth:`trainkit.Trainer.save_checkpoint` for its keys), but for hyperparameters
+that are objects, pickled as Lightning stores them. :func:`load` reads it with
+``weights_only=True``, those objects as inert stand-ins
+(:mod:`trainkit.checkpoint.stand_ins`): loading a checkpoint never runs code from
+it (unless the caller passes ``weights_only=False`` for a file it trusts).
 
 The file is also a Lightning 2.x checkpoint: its top-level keys include
 Lightning's (``epoch``, ``global_step``, ``pytorch-lightning_version``,
@@ -41,15 +43,13 @@ import zipfile
 from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 import torch
 
 from trainkit.checkpoint import sharded
+from trainkit.checkpoint.stand_ins import HPARAMS_ENTRIES, holds_stand_in, load_with_stand_ins
 from trainkit.utilities.io import atomic_write, fsync_folder, no_space_error, temporary_prefix
-
-if TYPE_CHECKING:
-    pass
 
 #: Marks a dict as a trainkit checkpoint; bumped when the layout changes.
 FORMAT = "trainkit-checkpoint"
@@ -166,8 +166,11 @@ def payload_digest(payload: Mapping[str, Any], algorithm: str = DIGEST_ALGORITHM
     shape and bytes are hashed in order, so the digest is the same for the dict
     that was saved and the dict ``torch.load`` returns from an intact file, and
     differs when any stored value changed. Objects that are not tensors, plain
-    values or containers count by their type only. The ``integrity`` entry
-    itself is left out.
+    values or containers count by their type only; in the hyperparameter
+    entries, a value that is not plain (:func:`is_plain`) counts as an object
+    whatever its type, so that the digest is the same whether a load builds it
+    or puts a stand-in in its place (see :mod:`trainkit.checkpoint.stand_ins`).
+    The ``integrity`` entry itself is left out.
 
     Args:
         payload: a checkpoint dict.
@@ -184,8 +187,40 @@ def payload_digest(payload: Mapping[str, Any], algorithm: str = DIGEST_ALGORITHM
         False
     """
     hasher = hashlib.new(algorithm)
-    _feed(hasher, {key: value for key, value in payload.items() if key != INTEGRITY_KEY})
+    _feed(
+        hasher,
+        {
+            key: _digested_hparams(value) if key in HPARAMS_ENTRIES else value
+            for key, value in payload.items()
+            if key != INTEGRITY_KEY
+        },
+    )
     return hasher.hexdigest()
+
+
+def _digested_hparams(hparams: Any) -> Any:
+    if not isinstance(hparams, Mapping):
+        return hparams if is_plain(hparams) else "<object>"
+    return {key: value if is_plain(value) else "<object>" for key, value in hparams.items()}
+
+
+def is_plain(value: Any) -> bool:
+    """Whether ``value`` is None, a bool, number or string, or a dict, list or tuple of them.
+
+    Such values load with ``weights_only=True`` as they were saved (up to the
+    dict and list types); hyperparameters that are not plain are stored as objects.
+
+    Example:
+        >>> is_plain({"lr": 0.1, "sizes": [64, 32]}), is_plain({"loss": object()})
+        (True, False)
+    """
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, dict):
+        return all(is_plain(item) for item in value.values())
+    if isinstance(value, (list, tuple)):
+        return all(is_plain(item) for item in value)
+    return False
 
 
 def _feed(hasher: Any, value: Any) -> None:
@@ -357,7 +392,7 @@ def load(
     opened = not isinstance(path, (str, os.PathLike))
     file = Path(str(getattr(path, "name", "<file object>")) if opened else path)  # type: ignore[arg-type]
     if not opened and sharded.is_folder(file):
-        meta = load_folder_meta(file)
+        meta = load_folder_meta(file, weights_only)
         check_shards(file, meta[sharded.SHARDED_KEY]["digests"])
         return sharded.join(meta, sharded.read_tensors(file))
     if not opened and not file.is_file():
@@ -365,15 +400,20 @@ def load(
     source: Any = path if opened else file
     start = source.tell() if opened else 0
     try:
-        checkpoint = torch.load(source, map_location=map_location, weights_only=weights_only)
+        checkpoint = (
+            load_with_stand_ins(source, map_location)
+            if weights_only
+            else torch.load(source, map_location=map_location, weights_only=False)
+        )
     except _READ_ERRORS as error:
         size = f"{source.seek(0, os.SEEK_END) - start}" if opened else file.stat().st_size
         reason = first_line(error).rstrip(".")
         if "WeightsUnpickler error" in reason:
-            # Lightning files may hold hyperparameters that are objects (a Namespace, ...).
+            # Objects outside the hyperparameters, or of a kind no stand-in can take.
             raise CheckpointError(
                 f"Checkpoint {file} ({size} bytes) cannot be read: {reason}. It stores "
-                "Python objects, and checkpoints load with weights_only=True unless asked "
+                "Python objects outside its hyperparameters (or a dict subclass of its own), "
+                "and checkpoints load with weights_only=True unless asked "
                 "otherwise, so that no code from the file runs. If you trust the file, pass "
                 "weights_only=False, or allow the class it names with "
                 "torch.serialization.add_safe_globals([...]) before loading."
@@ -410,11 +450,12 @@ def load(
     return checkpoint
 
 
-def load_folder_meta(folder: Path) -> dict[str, Any]:
+def load_folder_meta(folder: Path, weights_only: bool = True) -> dict[str, Any]:
     """The :data:`~trainkit.checkpoint.sharded.META_FILE` of a sharded folder (digest checked).
 
     Args:
         folder: a sharded checkpoint folder.
+        weights_only: as for :func:`load`.
 
     Raises:
         CheckpointError: the folder's save never completed, or it is not trainkit's.
@@ -427,7 +468,7 @@ def load_folder_meta(folder: Path) -> dict[str, Any]:
             "was interrupted, or it is another tool's folder); use another checkpoint, such as "
             "the previous one in its folder."
         )
-    meta = load(meta_file)
+    meta = load(meta_file, weights_only=weights_only)
     if sharded.SHARDED_KEY not in meta:
         raise CheckpointError(
             f"{meta_file} is not the index of a sharded checkpoint (no '{sharded.SHARDED_KEY}' "
@@ -454,7 +495,10 @@ def check_shards(folder: Path, digests: Mapping[str, str]) -> None:
 
 
 def consolidate_checkpoint(
-    folder: str | os.PathLike[str], output: str | os.PathLike[str], overwrite: bool = False
+    folder: str | os.PathLike[str],
+    output: str | os.PathLike[str],
+    overwrite: bool = False,
+    weights_only: bool = True,
 ) -> Path:
     """Write a sharded checkpoint folder as one ordinary checkpoint file.
 
@@ -469,13 +513,17 @@ def consolidate_checkpoint(
         output: the file to write.
         overwrite: replace ``output`` if it exists (by default an existing file is
             never replaced).
+        weights_only: as for :func:`load`. Hyperparameters that are objects are
+            written again as they are, so they must be unpickled: pass False
+            (``--trusted`` on the command line) for a folder you trust.
 
     Returns:
         The written file.
 
     Raises:
         CheckpointError: ``folder`` is not a complete, intact sharded checkpoint,
-            or ``output`` exists and ``overwrite`` is False.
+            ``output`` exists and ``overwrite`` is False, or hyperparameters that
+            are objects would be lost (``weights_only`` True).
     """
     source, target = Path(folder), Path(output)
     if not sharded.is_folder(source):
@@ -488,7 +536,22 @@ def consolidate_checkpoint(
             f"{target} exists already; choose another output file, or pass overwrite=True "
             "(--overwrite on the command line) to replace it."
         )
-    save_atomic(load(source), target)
+    checkpoint = load(source, weights_only=weights_only)
+    objects = sorted(
+        f"{key}[{name!r}]"
+        for key in HPARAMS_ENTRIES
+        if isinstance(checkpoint.get(key), Mapping)
+        for name, value in checkpoint[key].items()
+        if holds_stand_in(value)
+    )
+    if objects:
+        raise CheckpointError(
+            f"{source}'s hyperparameters {', '.join(objects)} are objects, read as stand-ins "
+            "(weights_only=True runs no code from the folder); a file written from them would "
+            "lose them. If you trust the folder, pass weights_only=False (--trusted on the "
+            "command line) to write them again as they are."
+        )
+    save_atomic(checkpoint, target)
     return target
 
 

@@ -47,6 +47,7 @@ from trainkit.checkpoint.weights import (
     plain_hparams,
     plain_value,
     restore_datamodule,
+    saved_hparams_plain,
 )
 from trainkit.utilities.seed import capture_rng_states, restore_rng_states
 from trainkit.version import __version__
@@ -162,8 +163,8 @@ def _put_hparams_type(checkpoint: dict[str, Any], prefix: str, owner: Any) -> No
 
 
 def _put_hparams(checkpoint: dict[str, Any], prefix: str, hparams: Mapping[str, Any]) -> None:
-    # Plain values (objects as their repr, so that a safe load reads the file), and
-    # how to rebuild the objects (load_from_checkpoint).
+    # The values (objects pickled as they are, as Lightning stores them), and how each
+    # object was kept (see hparams_entries).
     plain, objects = hparams_entries(hparams)
     checkpoint[prefix + CHECKPOINT_HYPER_PARAMS_KEY] = plain
     if objects:
@@ -296,8 +297,8 @@ def _check_settings(run: Run, checkpoint: dict[str, Any], source: str) -> None:
         source,
         run_settings(
             saved_options,
-            checkpoint.get(CHECKPOINT_HYPER_PARAMS_KEY),
-            checkpoint.get(DATAMODULE_PREFIX + CHECKPOINT_HYPER_PARAMS_KEY),
+            saved_hparams_plain(checkpoint),
+            saved_hparams_plain(checkpoint, DATAMODULE_PREFIX),
         ),
         run_settings(
             trainer_options(run),

@@ -25,7 +25,9 @@ from trainkit.checkpoint.files import (
     OBJECT_HYPER_PARAMS_KEY,
     CheckpointError,
     clip_keys,
+    is_plain,
 )
+from trainkit.checkpoint.stand_ins import holds_stand_in, load_with_stand_ins
 from trainkit.utilities.rank_zero import rank_zero_print
 
 if TYPE_CHECKING:
@@ -86,7 +88,7 @@ def peek(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     if sharded.is_folder(path):
         path = Path(path) / sharded.META_FILE
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        checkpoint = load_with_stand_ins(path, "cpu", mmap=True)
     except Exception:  # any unreadable file is simply "not one of ours"
         return None
     if not isinstance(checkpoint, dict) or checkpoint.get("format") != FORMAT:
@@ -189,18 +191,6 @@ def plain_value(value: Any) -> Any:
     return repr(value)
 
 
-def _is_plain(value: Any) -> bool:
-    # Whether plain_value keeps ``value`` (up to dict and list types) without writing
-    # any part of it as its repr.
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return True
-    if isinstance(value, dict):
-        return all(_is_plain(item) for item in value.values())
-    if isinstance(value, (list, tuple)):
-        return all(_is_plain(item) for item in value)
-    return False
-
-
 def _omegaconf_kind(value: Any) -> str | None:
     # "DictConfig" or "ListConfig" for an OmegaConf container (omegaconf is optional).
     kind = type(value)
@@ -213,42 +203,87 @@ def _omegaconf_kind(value: Any) -> str | None:
 
 
 def hparams_entries(hparams: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A checkpoint's two hyperparameter entries: plain values, and what rebuilds the others.
+    """A checkpoint's two hyperparameter entries: the values, and how the objects were kept.
 
-    The first (``hyper_parameters``) holds numbers, strings, booleans, None and
-    containers of them, so a load with ``weights_only=True`` reads it; an object
-    there is its ``repr``. The second (``OBJECT_HYPER_PARAMS_KEY``) says, by name,
-    how to get back each value the first does not hold as it was:
+    The first (``hyper_parameters``) holds plain values (:func:`is_plain`) as
+    plain dicts and lists, and any other value as it is: pickled with the file,
+    as Lightning stores it, so that ``torch.load(path, weights_only=False)`` gives
+    the objects back. A safe load reads a stand-in for each (see
+    :mod:`trainkit.checkpoint.stand_ins`). The second (``OBJECT_HYPER_PARAMS_KEY``)
+    says, by name, how each value that is not plain was kept:
 
+    - ``{"object": <its plain_value>}``: pickled as it is, in the first entry; the
+      plain form is what a resume compares the run's value with;
     - ``{"omegaconf": "DictConfig"}`` (or ``"ListConfig"``): an OmegaConf
       container, stored as plain data in the first entry and rebuilt from it by
       any load (no code from the file runs);
-    - ``{"pickled": <uint8 tensor>}``: any other object, pickled, which only
-      ``load_from_checkpoint(..., weights_only=False)`` unpickles;
-    - ``{"pickled": None}``: an object that could not be pickled (a lambda).
+    - ``{"pickled": None}``: an object that could not be pickled (a lambda): the
+      first entry holds its ``repr``.
+
+    Files an earlier trainkit wrote may hold ``{"pickled": <uint8 tensor>}``: the
+    object pickled apart, with its ``repr`` in the first entry.
 
     Args:
         hparams: the module's (or DataModule's) hyperparameters.
     """
-    plain = plain_hparams(hparams)
+    values: dict[str, Any] = {}
     objects: dict[str, Any] = {}
     for name, value in hparams.items():
+        key = str(name)
         kind = _omegaconf_kind(value)
         if kind is not None:
             from omegaconf import OmegaConf  # installed: the value is one of its containers
 
-            plain[str(name)] = plain_value(OmegaConf.to_container(value, resolve=True))
-            objects[str(name)] = {"omegaconf": kind}
-            continue
-        if _is_plain(value):
-            continue
-        try:
-            data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception:  # whatever pickling raises, the value stays a repr
-            objects[str(name)] = {"pickled": None}
-            continue
-        objects[str(name)] = {"pickled": torch.frombuffer(bytearray(data), dtype=torch.uint8)}
-    return plain, objects
+            values[key] = plain_value(OmegaConf.to_container(value, resolve=True))
+            objects[key] = {"omegaconf": kind}
+        elif is_plain(value):
+            values[key] = plain_value(value)
+        elif _picklable(value):
+            values[key] = value
+            objects[key] = {"object": plain_value(value)}
+        else:
+            values[key] = plain_value(value)
+            objects[key] = {"pickled": None}
+    return values, objects
+
+
+class _Probe(pickle.Pickler):
+    # Pickles into nothing, with tensors by reference (torch.save stores them apart).
+    def persistent_id(self, obj: Any) -> Any:
+        if isinstance(obj, (torch.Tensor, torch.UntypedStorage, torch.TypedStorage)):
+            return id(obj)
+        return None
+
+
+class _Nowhere:
+    def write(self, data: bytes) -> int:
+        return len(data)
+
+
+def _picklable(value: Any) -> bool:
+    # Whether torch.save can store ``value`` (a lambda or an open file it cannot).
+    try:
+        _Probe(_Nowhere(), protocol=2).dump(value)
+    except Exception:  # whatever pickling raises, the value is kept as its repr
+        return False
+    return True
+
+
+def saved_hparams_plain(checkpoint: Mapping[str, Any], prefix: str = "") -> Any:
+    """A checkpoint's hyperparameters with each object as its plain form, for comparing.
+
+    Args:
+        checkpoint: a loaded checkpoint.
+        prefix: ``"datamodule_"`` for a DataModule's.
+    """
+    saved = checkpoint.get(prefix + CHECKPOINT_HYPER_PARAMS_KEY)
+    entries = checkpoint.get(prefix + OBJECT_HYPER_PARAMS_KEY) or {}
+    if not isinstance(saved, Mapping):
+        return saved
+    return {
+        key: entries[key]["object"] if "object" in entries.get(key, ()) else value
+        for key, value in saved.items()
+    }
 
 
 def _saved_objects(
@@ -258,13 +293,15 @@ def _saved_objects(
     weights_only: bool,
     path: object,
 ) -> dict[str, Any]:
-    # The hyperparameters saved as objects that __init__ receives and no override
-    # replaces (see hparams_entries): OmegaConf containers rebuilt from their data;
-    # the others unpickled when the caller trusts the file, else an error saying how.
+    # The hyperparameters that __init__ receives, no override replaces, and the
+    # checkpoint's entry does not hold as they were: OmegaConf containers rebuilt from
+    # their data; objects a safe load read as stand-ins, or an older trainkit pickled
+    # apart, an error saying how to get them (or, trusted, unpickled).
     entries = checkpoint.get(prefix + OBJECT_HYPER_PARAMS_KEY) or {}
     saved = checkpoint.get(prefix + CHECKPOINT_HYPER_PARAMS_KEY) or {}
+    saved = vars(saved) if isinstance(saved, Namespace) else saved
     rebuilt: dict[str, Any] = {}
-    needed: dict[str, torch.Tensor | None] = {}
+    pickled: dict[str, torch.Tensor | None] = {}
     for name, entry in entries.items():
         if not wanted(name):
             continue
@@ -272,17 +309,21 @@ def _saved_objects(
             from omegaconf import OmegaConf  # a DictConfig was saved: it is installed
 
             rebuilt[name] = OmegaConf.create(saved.get(name))
-        else:
-            needed[name] = entry.get("pickled")
+        elif "pickled" in entry:
+            pickled[name] = entry["pickled"]
+    unloaded = [name for name, value in saved.items() if wanted(name) and holds_stand_in(value)]
+    needed = sorted({*pickled, *unloaded})
     if not needed:
         return rebuilt
-    shown = ", ".join(f"{name}={saved.get(name, '?')}" for name in sorted(needed))
+    shown = ", ".join(
+        f"{name}={entries.get(name, {}).get('object', saved.get(name, '?'))}" for name in needed
+    )
     shown = (
         f"hyperparameters {shown} as objects"
         if len(needed) > 1
         else f"hyperparameter {shown} as an object"
     )
-    lost = sorted(name for name, data in needed.items() if data is None)
+    lost = sorted(name for name, data in pickled.items() if data is None)
     if lost:
         raise CheckpointError(
             f"The checkpoint {path} saved the {shown}, and "
@@ -294,9 +335,9 @@ def _saved_objects(
             f"The checkpoint {path} saved the {shown}, and "
             "loading with weights_only=True (the default) runs no code from the file, so "
             "they cannot be rebuilt. If you trust the file, pass weights_only=False; or "
-            f"pass them yourself: load_from_checkpoint(path, {min(needed)}=...)."
+            f"pass them yourself: load_from_checkpoint(path, {needed[0]}=...)."
         )
-    for name, data in needed.items():
+    for name, data in pickled.items():
         assert data is not None  # the lost ones raised above
         rebuilt[name] = pickle.loads(data.numpy().tobytes())  # the caller trusts the file
     return rebuilt

@@ -135,6 +135,12 @@ def _parser(help_for: str | None = None) -> argparse.ArgumentParser:
     consolidate.add_argument("folder", help="the sharded checkpoint folder")
     consolidate.add_argument("output", help="the checkpoint file to write")
     consolidate.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
+    consolidate.add_argument(
+        "--trusted",
+        action="store_true",
+        help="the folder is trusted: unpickle hyperparameters that are objects, to write "
+        "them again (by default nothing from the folder runs, and such a folder is refused)",
+    )
     consolidate.add_argument("--traceback", action="store_true", help="show tracebacks")
     return parser
 
@@ -187,7 +193,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "consolidate":
             from trainkit.checkpoint.files import consolidate_checkpoint
 
-            written = consolidate_checkpoint(args.folder, args.output, args.overwrite)
+            written = consolidate_checkpoint(
+                args.folder, args.output, args.overwrite, weights_only=not args.trusted
+            )
             print(f"trainkit: wrote {written}")
             return 0
         # Recipes and user code are imported by class_path from the working directory.

@@ -1,0 +1,138 @@
+"""Hyperparameters pickled as objects, as Lightning stores them, and read safely as stand-ins."""
+
+from __future__ import annotations
+
+import io
+import sys
+import types
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+import trainkit
+from tests.helpers import QUIET, Classifier, blobs, loader
+from trainkit.checkpoint.files import load
+from trainkit.checkpoint.stand_ins import StandIn
+from trainkit.checkpoint.weights import peek
+
+
+class Block(trainkit.Module):
+    """A submodule whose own hyperparameters (an AttributeDict holding a class) the model saves."""
+
+    def __init__(self, depth: int = 2, activation: type[nn.Module] = nn.ReLU) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+
+
+class Composed(Classifier):
+    """Saves a submodule's hyperparameters and a loss object among its own."""
+
+    def __init__(self, block: Any = None, loss: nn.Module | None = None) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+
+
+def _fit(tmp_path: Path, model: trainkit.Module, **options: Any) -> trainkit.Trainer:
+    trainer = trainkit.Trainer(
+        max_epochs=options.pop("max_epochs", 1),
+        default_root_dir=str(tmp_path),
+        **{**QUIET, "enable_checkpointing": True},
+    )
+    trainer.fit(model, loader(blobs(64), 32), **options)
+    return trainer
+
+
+@pytest.fixture
+def saved(tmp_path: Path) -> Path:
+    model = Composed(block=Block(depth=3).hparams, loss=nn.SmoothL1Loss(beta=0.5))
+    return Path(_fit(tmp_path, model).checkpoint_callback.last_model_path)  # type: ignore[union-attr]
+
+
+def test_a_trusted_read_gets_the_objects_back_as_from_lightnings_files(saved: Path) -> None:
+    # What a project's own loading code (torch.load with weights_only=False) relies on.
+    hparams = torch.load(saved, weights_only=False)["hyper_parameters"]
+    assert hparams["block"] == {"depth": 3, "activation": nn.ReLU}
+    assert hparams["block"].activation is nn.ReLU  # an AttributeDict, as saved
+    assert isinstance(hparams["loss"], nn.SmoothL1Loss) and hparams["loss"].beta == 0.5
+    built = hparams["block"].pop("activation")(**{})
+    assert isinstance(built, nn.ReLU)
+
+
+def test_a_safe_read_runs_nothing_and_its_digest_holds(saved: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "changed after trainkit wrote it"
+        hparams = load(saved)["hyper_parameters"]
+        from_memory = load(io.BytesIO(saved.read_bytes()))["hyper_parameters"]
+    assert type(hparams["block"]) is dict and hparams["block"]["depth"] == 3
+    activation = hparams["block"]["activation"]
+    assert issubclass(activation, StandIn) and activation is not nn.ReLU
+    assert repr(activation) == (
+        "<class torch.nn.modules.activation.ReLU (not loaded: weights_only=True)>"
+    )
+    loss = hparams["loss"]
+    assert isinstance(loss, StandIn) and not isinstance(loss, nn.Module)
+    assert loss.state["beta"] == 0.5  # the stored state, as data
+    assert repr(from_memory["loss"]) == repr(loss)
+
+
+def test_a_file_with_objects_resumes_and_compares_them_by_their_text(
+    saved: Path, tmp_path: Path
+) -> None:
+    assert (peek(saved) or {}).get("global_step") == 2  # found by ckpt_path="last"
+    model = Composed(block=Block(depth=3).hparams, loss=nn.L1Loss())
+    with pytest.warns(UserWarning, match=r"model\.init_args\.loss: 'SmoothL1Loss\(\)' -> 'L1Loss"):
+        trainer = _fit(tmp_path, model, max_epochs=2, ckpt_path=saved)
+    assert trainer.global_step == 4
+
+
+def test_an_edited_object_is_not_damage(saved: Path) -> None:
+    # The digest counts a hyperparameter object as one, whatever it holds: a file
+    # whose objects a program replaced and saved again is edited, not corrupt.
+    checkpoint = torch.load(saved, weights_only=False)
+    checkpoint["hyper_parameters"]["loss"] = nn.MSELoss()
+    torch.save(checkpoint, saved)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert isinstance(load(saved, weights_only=False)["hyper_parameters"]["loss"], nn.MSELoss)
+
+
+@pytest.fixture
+def lightning_attribute_dict() -> Iterator[type]:
+    # Lightning's AttributeDict, importable while the file is written and gone when it
+    # is read: a project's old checkpoints, read where only trainkit is installed.
+    names = ["lightning", "lightning.fabric", "lightning.fabric.utilities"]
+    module = types.ModuleType("lightning.fabric.utilities.data")
+    kind = type("AttributeDict", (dict,), {"__module__": module.__name__})
+    module.AttributeDict = kind  # type: ignore[attr-defined]
+    added = {name: types.ModuleType(name) for name in names if name not in sys.modules}
+    sys.modules.update(added)
+    sys.modules[module.__name__] = module
+    try:
+        yield kind
+    finally:
+        for name in [*added, module.__name__]:
+            sys.modules.pop(name, None)
+
+
+def test_lightnings_attribute_dicts_read_as_dicts(
+    tmp_path: Path, lightning_attribute_dict: type
+) -> None:
+    path = tmp_path / "lightning.ckpt"
+    model = Classifier()
+    torch.save(
+        {
+            "pytorch-lightning_version": "2.6.0",
+            "epoch": 0,
+            "global_step": 0,
+            "state_dict": model.state_dict(),
+            "hyper_parameters": {"lr": 0.3, "optim": lightning_attribute_dict(momentum=0.9)},
+        },
+        path,
+    )
+    sys.modules.pop("lightning.fabric.utilities.data")
+    assert load(path)["hyper_parameters"] == {"lr": 0.3, "optim": {"momentum": 0.9}}
