@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import struct
 import sys
 import types
 import warnings
@@ -136,3 +137,17 @@ def test_lightnings_attribute_dicts_read_as_dicts(
     )
     sys.modules.pop("lightning.fabric.utilities.data")
     assert load(path)["hyper_parameters"] == {"lr": 0.3, "optim": {"momentum": 0.9}}
+
+
+def test_damage_inside_a_hyperparameter_object_is_caught(saved: Path) -> None:
+    # The digest counts the object as one; the CRC of the record pickling it covers it.
+    data = bytearray(saved.read_bytes())
+    beta = b"G" + struct.pack(">d", 0.5)  # pickle's BINFLOAT of SmoothL1Loss(beta=0.5)
+    at = data.find(beta)
+    assert at > 0 and data.find(beta, at + 1) == -1
+    data[at + 3] ^= 0x01  # 0.5 becomes another float: the file still unpickles
+    saved.write_bytes(bytes(data))
+    assert torch.load(saved, weights_only=False)["hyper_parameters"]["loss"].beta != 0.5
+    for weights_only in (True, False):
+        with pytest.raises(trainkit.CheckpointError, match="is corrupt"):
+            load(saved, weights_only=weights_only)

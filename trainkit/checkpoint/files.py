@@ -303,32 +303,53 @@ def _check_integrity(file: Path, checkpoint: dict[str, Any], source: Any, start:
             stacklevel=3,
         )
         return
-    if payload_digest(checkpoint, algorithm) != integrity.get("digest"):
-        if _intact_zip(source, start):
-            warnings.warn(
-                f"Checkpoint {file} was changed after trainkit wrote it: its contents do not "
-                f"match the digest stored in it, and the file itself is whole (as when a "
-                "program loads a checkpoint, edits it and saves it again). It is loaded as "
-                f"edited; delete its '{INTEGRITY_KEY}' entry when you save it to silence this.",
-                stacklevel=4,
-            )
+    matches = payload_digest(checkpoint, algorithm) == integrity.get("digest")
+    if matches:
+        # The digest counts a hyperparameter object as one, whatever it holds: the CRC
+        # of the record that pickles it (data.pkl) covers what it holds.
+        if not _holds_objects(checkpoint) or _intact_zip(source, start, "data.pkl"):
             return
-        raise CheckpointError(
-            f"Checkpoint {file} is corrupt: its contents do not match the {algorithm} digest "
-            "trainkit stored when it wrote the file, and its bytes no longer match their "
-            "checksums (damaged on disk or in a copy); use another checkpoint, such as the "
-            "previous one in its folder."
+    elif _intact_zip(source, start):
+        warnings.warn(
+            f"Checkpoint {file} was changed after trainkit wrote it: its contents do not "
+            f"match the digest stored in it, and the file itself is whole (as when a "
+            "program loads a checkpoint, edits it and saves it again). It is loaded as "
+            f"edited; delete its '{INTEGRITY_KEY}' entry when you save it to silence this.",
+            stacklevel=4,
         )
+        return
+    raise CheckpointError(
+        f"Checkpoint {file} is corrupt: its contents do not match the {algorithm} digest "
+        "trainkit stored when it wrote the file, or its bytes no longer match their "
+        "checksums (damaged on disk or in a copy); use another checkpoint, such as the "
+        "previous one in its folder."
+    )
 
 
-def _intact_zip(source: Any, start: int) -> bool:
+def _holds_objects(checkpoint: Mapping[str, Any]) -> bool:
+    # Whether a hyperparameter entry holds a value that is not plain (an object).
+    return any(
+        not is_plain(value)
+        for key in HPARAMS_ENTRIES
+        if isinstance(checkpoint.get(key), Mapping)
+        for value in checkpoint[key].values()
+    )
+
+
+def _intact_zip(source: Any, start: int, record: str = "") -> bool:
     """Whether the zip file ``source`` (a path, or a file object read from ``start``) reads
-    back whole: every record's bytes match the CRC stored with it."""
+    back whole: every record's bytes (or those of the records whose names end with
+    ``record``) match the CRC stored with them."""
     try:
         if not isinstance(source, Path):
             source.seek(start)
         with zipfile.ZipFile(source) as archive:
-            return archive.testzip() is None
+            if not record:
+                return archive.testzip() is None
+            for name in archive.namelist():
+                if name.endswith(record):
+                    archive.read(name)  # raises BadZipFile on a CRC mismatch
+            return True
     except (OSError, zipfile.BadZipFile, ValueError, EOFError):
         return False
 
