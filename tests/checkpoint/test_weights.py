@@ -64,7 +64,7 @@ def test_objects_are_rebuilt_with_weights_only_false_and_refused_without(tmp_pat
     # trusted read gets them back, and torch's safe read refuses the file.
     trusted_read = torch.load(path, weights_only=False)["hyper_parameters"]
     assert isinstance(trusted_read["loss"], nn.CrossEntropyLoss)
-    assert trusted_read["schedule"] is halve and trusted_read["kernel"] == [3, 3]
+    assert trusted_read["schedule"] is halve and trusted_read["kernel"] == (3, 3)
     with pytest.raises(pickle.UnpicklingError, match="Unsupported global"):
         torch.load(path, weights_only=True)
     # trainkit's safe read puts inert stand-ins in their place; nothing of them runs.
@@ -84,6 +84,8 @@ def test_objects_are_rebuilt_with_weights_only_false_and_refused_without(tmp_pat
     assert trusted.hparams.loss.label_smoothing == 0.1
     assert trusted.hparams.schedule is halve
     assert trusted.loss is trusted.hparams.loss  # __init__ received the object itself
+    assert trusted.hparams.kernel == (3, 3)  # a tuple stays a tuple, as in Lightning
+    assert checkpoint["hyper_parameters"]["kernel"] == (3, 3)  # in a safe load too
 
 
 def test_an_override_replaces_an_object_without_unpickling_anything(tmp_path: Path) -> None:

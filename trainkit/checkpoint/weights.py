@@ -206,7 +206,7 @@ def hparams_entries(hparams: Mapping[str, Any]) -> tuple[dict[str, Any], dict[st
     """A checkpoint's two hyperparameter entries: the values, and how the objects were kept.
 
     The first (``hyper_parameters``) holds plain values (:func:`is_plain`) as
-    plain dicts and lists, and any other value as it is: pickled with the file,
+    they are (a dict subclass as a dict), and any other value as it is too: pickled with the file,
     as Lightning stores it, so that ``torch.load(path, weights_only=False)`` gives
     the objects back. A safe load reads a stand-in for each (see
     :mod:`trainkit.checkpoint.stand_ins`). The second (``OBJECT_HYPER_PARAMS_KEY``)
@@ -237,7 +237,7 @@ def hparams_entries(hparams: Mapping[str, Any]) -> tuple[dict[str, Any], dict[st
             values[key] = plain_value(OmegaConf.to_container(value, resolve=True))
             objects[key] = {"omegaconf": kind}
         elif is_plain(value):
-            values[key] = plain_value(value)
+            values[key] = _stored_plain(value)
         elif _picklable(value):
             values[key] = value
             objects[key] = {"object": plain_value(value)}
@@ -245,6 +245,18 @@ def hparams_entries(hparams: Mapping[str, Any]) -> tuple[dict[str, Any], dict[st
             values[key] = plain_value(value)
             objects[key] = {"pickled": None}
     return values, objects
+
+
+def _stored_plain(value: Any) -> Any:
+    # A plain value as the checkpoint stores it: as it is (a tuple stays a tuple, as in
+    # Lightning's files), but for dict subclasses (an AttributeDict), stored as dicts
+    # so that a safe load reads them without stand-ins.
+    if isinstance(value, dict):
+        return {key: _stored_plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        items = [_stored_plain(item) for item in value]
+        return items if isinstance(value, list) else tuple(items)
+    return value
 
 
 class _Probe(pickle.Pickler):
@@ -281,7 +293,7 @@ def saved_hparams_plain(checkpoint: Mapping[str, Any], prefix: str = "") -> Any:
     if not isinstance(saved, Mapping):
         return saved
     return {
-        key: entries[key]["object"] if "object" in entries.get(key, ()) else value
+        key: entries[key]["object"] if "object" in entries.get(key, ()) else plain_value(value)
         for key, value in saved.items()
     }
 
