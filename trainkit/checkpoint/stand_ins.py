@@ -159,7 +159,7 @@ def load_with_stand_ins(
             raise
         first = error
     find = getattr(torch.serialization, "get_unsafe_globals_in_checkpoint", None)
-    if find is None:  # torch before 2.5 cannot say which objects a file holds
+    if find is None:  # an older torch cannot say which objects a file holds
         raise first
     if opened:
         source.seek(start)  # type: ignore[union-attr]
