@@ -260,11 +260,15 @@ def _stored_plain(value: Any) -> Any:
 
 
 class _Probe(pickle.Pickler):
-    # Pickles into nothing, with tensors by reference (torch.save stores them apart).
+    # Pickles into nothing, with plain tensors by reference (torch.save stores their
+    # data apart); tensor subclasses are pickled through, as their own code may fail.
     def persistent_id(self, obj: Any) -> Any:
-        if isinstance(obj, (torch.Tensor, torch.UntypedStorage, torch.TypedStorage)):
+        if type(obj) in _PLAIN_TENSORS or isinstance(obj, torch.UntypedStorage):
             return id(obj)
         return None
+
+
+_PLAIN_TENSORS = (torch.Tensor, nn.Parameter)
 
 
 class _Nowhere:
