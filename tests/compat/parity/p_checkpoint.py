@@ -91,4 +91,41 @@ record["resumed"] = {
     "w": resumed.net.layer.weight,
     "ckpt_path": relative(trainer.ckpt_path),
 }
+
+
+class Block(L.LightningModule):  # type: ignore[name-defined,misc]
+    """A submodule whose hyperparameters (holding a class) another module saves."""
+
+    def __init__(self, depth: int = 2, activation: Any = torch.nn.ReLU) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+
+
+class WithObjects(L.LightningModule):  # type: ignore[name-defined,misc]
+    """Hyperparameters that are objects, a tuple and another module's hyperparameters."""
+
+    def __init__(self, loss: Any = None, kernel: Any = (3, 3), block: Any = None) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.layer = torch.nn.Linear(4, 1)
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        return self.hparams.loss(self.layer(batch[0]), batch[1])  # type: ignore[no-any-return]
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+# What a project that rebuilds its model by hand reads back from the file.
+objects = WithObjects(loss=torch.nn.SmoothL1Loss(beta=0.5), block=Block(depth=3).hparams)
+stored_by = L.Trainer(max_steps=1, default_root_dir="objects", **QUIET)
+stored_by.fit(objects, train)
+stored = torch.load(stored_by.checkpoint_callback.best_model_path, weights_only=False)
+stored = stored["hyper_parameters"]
+record["object_hparams"] = {
+    "types": {key: type(value).__name__ for key, value in stored.items()},
+    "loss_beta": stored["loss"].beta,
+    "kernel": repr(stored["kernel"]),
+    "block": [stored["block"].depth, stored["block"].pop("activation") is torch.nn.ReLU],
+}
 record.emit()
