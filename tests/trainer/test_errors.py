@@ -80,8 +80,18 @@ def test_training_step_dict_without_loss_and_detached_loss() -> None:
         def training_step(self, batch: Any, batch_idx: int) -> Any:
             return super().training_step(batch, batch_idx).detach()
 
-    with pytest.raises(ValueError, match="does not require grad"):
+    with pytest.raises(ValueError, match="does not require grad") as raised:
         _fit(Detached())
+    # Also the RuntimeError torch's backward raises, which code written for Lightning catches.
+    assert isinstance(raised.value, RuntimeError)
+
+    class Unreduced(Classifier):
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            x, y = batch
+            return torch.nn.functional.cross_entropy(self(x), y, reduction="none")
+
+    with pytest.raises(RuntimeError, match=r"loss of shape \(\d+,\).*Reduce it"):
+        _fit(Unreduced())
 
 
 @pytest.mark.parametrize(

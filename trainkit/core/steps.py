@@ -67,6 +67,15 @@ def _parameters(method: Callable[..., Any]) -> list[inspect.Parameter]:
     return list(inspect.signature(method).parameters.values())
 
 
+class LossError(ValueError, RuntimeError):
+    """A loss that backward cannot run on (not a scalar, or not connected to a parameter).
+
+    A ``ValueError``, as trainkit raises for a value that cannot be used, and also a
+    ``RuntimeError``: what ``loss.backward()`` raises for it, which code written for
+    Lightning (which lets backward fail) catches.
+    """
+
+
 def loss_from_output(output: Any, step_index: int) -> torch.Tensor:
     """Return the loss from what ``training_step`` returned, or explain what is wrong.
 
@@ -95,12 +104,12 @@ def loss_from_output(output: Any, step_index: int) -> torch.Tensor:
             f"{step_index}. Return the tensor itself, not `loss.item()`."
         )
     if loss.numel() != 1:
-        raise ValueError(
+        raise LossError(
             f"training_step returned a loss of shape {tuple(loss.shape)} at step {step_index}; "
             "the loss must be a scalar. Reduce it, e.g. `loss.mean()`."
         )
     if not loss.requires_grad:
-        raise ValueError(
+        raise LossError(
             f"training_step returned a loss that does not require grad at step {step_index}: "
             "it is not connected to any trainable parameter (was it computed under "
             "torch.no_grad(), detached, or are all parameters frozen?)."
