@@ -151,3 +151,33 @@ def test_damage_inside_a_hyperparameter_object_is_caught(saved: Path) -> None:
     for weights_only in (True, False):
         with pytest.raises(trainkit.CheckpointError, match="is corrupt"):
             load(saved, weights_only=weights_only)
+
+
+class Normalizer:
+    """An object of the user's own that a Module stores in its checkpoints."""
+
+    def __init__(self) -> None:
+        self.center = 1.0
+
+
+class Counts(dict[str, int]):
+    """A dict subclass of the user's own, stored the same way."""
+
+
+class StoresObjects(Classifier):
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["dataset_parameters"] = {"normalizer": Normalizer(), "counts": Counts(a=1)}
+
+
+def test_objects_a_module_stores_do_not_hide_a_files_run(tmp_path: Path) -> None:
+    # A run tells its own files from another run's by their lineage: objects elsewhere
+    # in the file must not make its own last.ckpt look foreign (renamed to last-v1.ckpt).
+    trainer = _fit(tmp_path, StoresObjects(), max_epochs=3)
+    folder = Path(trainer.checkpoint_callback.dirpath)  # type: ignore[union-attr]
+    assert sorted(path.name for path in folder.iterdir()) == ["epoch=2-step=6.ckpt", "last.ckpt"]
+    assert (peek(folder / "last.ckpt") or {}).get("lineage") is not None
+    # Resuming needs those objects (on_load_checkpoint reads them): refused unless trusted.
+    with pytest.raises(trainkit.CheckpointError, match="weights_only=False"):
+        load(folder / "last.ckpt")
+    stored = load(folder / "last.ckpt", weights_only=False)["dataset_parameters"]
+    assert stored["normalizer"].center == 1.0 and stored["counts"] == {"a": 1}

@@ -25,6 +25,7 @@ import argparse
 import datetime
 import os
 import pathlib
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import IO, Any, ClassVar
 
@@ -100,11 +101,20 @@ class _DictMaker:
         return {}
 
 
-def _stand_in(name: str) -> Any:
+class _Skeleton:
+    # Stands for any class where only a file's plain entries are read: its objects are
+    # OrderedDicts, which the safe unpickler lets fill with items and attributes alike.
+    def __new__(cls, *args: Any) -> OrderedDict[Any, Any]:  # type: ignore[misc]
+        return OrderedDict()
+
+
+def _stand_in(name: str, anywhere: bool = False) -> Any:
     if name in _HARMLESS:
         return _HARMLESS[name]
     if name in _DICT_CLASSES:
         return type("AttributeDict", (_DictMaker,), {})
+    if anywhere:
+        return type(name.rsplit(".", 1)[-1], (_Skeleton,), {})
     return _StandInType(name.rsplit(".", 1)[-1], (StandIn,), {"stored_name": name})
 
 
@@ -131,7 +141,10 @@ def holds_stand_in(value: Any, kinds: tuple[type, ...] = (StandIn, _StandInType)
 
 
 def load_with_stand_ins(
-    source: str | os.PathLike[str] | IO[bytes], map_location: Any, **kwargs: Any
+    source: str | os.PathLike[str] | IO[bytes],
+    map_location: Any,
+    anywhere: bool = False,
+    **kwargs: Any,
 ) -> Any:
     """``torch.load(source, weights_only=True)``, with stand-ins for stored objects.
 
@@ -139,11 +152,14 @@ def load_with_stand_ins(
         source: a checkpoint file, or a binary file object open on one (read from
             its current position).
         map_location: as for ``torch.load``.
+        anywhere: for a caller that reads only plain entries (a file's lineage and
+            step): objects anywhere, of any class (a Module's ``on_save_checkpoint``
+            may store its own), are read as ``OrderedDict`` skeletons of their state.
         **kwargs: passed to ``torch.load`` (``mmap``).
 
     Returns:
         What ``torch.load`` returns; a dict whose only stand-ins are in its
-        hyperparameter entries.
+        hyperparameter entries, unless ``anywhere``.
 
     Raises:
         pickle.UnpicklingError: the file stores objects this cannot stand in for
@@ -164,7 +180,7 @@ def load_with_stand_ins(
     if opened:
         source.seek(start)  # type: ignore[union-attr]
     names: Iterable[str] = find(source)
-    allowed: list[tuple[Any, str]] = [(_stand_in(name), name) for name in names]
+    allowed: list[tuple[Any, str]] = [(_stand_in(name, anywhere), name) for name in names]
     if opened:
         source.seek(start)  # type: ignore[union-attr]
     try:
@@ -175,6 +191,8 @@ def load_with_stand_ins(
     # Only the hyperparameters may hold what the stand-ins admitted (harmless classes
     # included): a resume reads the rest, which a trainkit file holds as plain data.
     admitted = (StandIn, _StandInType, *(kind for kind, _ in allowed if kind in _BUILT))
+    if anywhere:
+        return loaded
     if not isinstance(loaded, dict) or any(
         holds_stand_in(value, admitted)
         for key, value in loaded.items()

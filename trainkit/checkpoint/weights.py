@@ -88,7 +88,7 @@ def peek(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     if sharded.is_folder(path):
         path = Path(path) / sharded.META_FILE
     try:
-        checkpoint = load_with_stand_ins(path, "cpu", mmap=True)
+        checkpoint = load_with_stand_ins(path, "cpu", anywhere=True, mmap=True)
     except Exception:  # any unreadable file is simply "not one of ours"
         return None
     if not isinstance(checkpoint, dict) or checkpoint.get("format") != FORMAT:
