@@ -207,8 +207,8 @@ def _digested_hparams(hparams: Any) -> Any:
 def is_plain(value: Any) -> bool:
     """Whether ``value`` is None, a bool, number or string, or a dict, list or tuple of them.
 
-    Such values load with ``weights_only=True`` as they were saved (up to the
-    dict and list types); hyperparameters that are not plain are stored as objects.
+    Such values load with ``weights_only=True`` as they were saved (a dict subclass
+    as a dict); hyperparameters that are not plain are stored as objects.
 
     Example:
         >>> is_plain({"lr": 0.1, "sizes": [64, 32]}), is_plain({"loss": object()})

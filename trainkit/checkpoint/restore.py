@@ -165,8 +165,8 @@ def _put_hparams_type(checkpoint: dict[str, Any], prefix: str, owner: Any) -> No
 def _put_hparams(checkpoint: dict[str, Any], prefix: str, hparams: Mapping[str, Any]) -> None:
     # The values (objects pickled as they are, as Lightning stores them), and how each
     # object was kept (see hparams_entries).
-    plain, objects = hparams_entries(hparams)
-    checkpoint[prefix + CHECKPOINT_HYPER_PARAMS_KEY] = plain
+    values, objects = hparams_entries(hparams)
+    checkpoint[prefix + CHECKPOINT_HYPER_PARAMS_KEY] = values
     if objects:
         checkpoint[prefix + OBJECT_HYPER_PARAMS_KEY] = objects
 
