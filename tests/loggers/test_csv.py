@@ -131,6 +131,17 @@ def test_hyperparams_yaml(tmp_path: Path) -> None:
         assert yaml.safe_load(file) == {"optim": {"lr": 0.1}, "seed": 7, "batch_size": 32}
 
 
+def test_hyperparams_yaml_keeps_omegaconf_lists_as_lists(tmp_path: Path) -> None:
+    # save_hyperparameters(DictConfig) leaves its lists as ListConfigs among the values.
+    from omegaconf import OmegaConf
+
+    config = OmegaConf.create({"target": ["price"], "embedding_dims": [[5, 3]], "lr": 0.1})
+    logger = CSVLogger(tmp_path)
+    logger.log_hyperparams(dict(config.items()))
+    with open(os.path.join(logger.log_dir, "hparams.yaml")) as file:
+        assert yaml.safe_load(file) == {"target": ["price"], "embedding_dims": [[5, 3]], "lr": 0.1}
+
+
 def test_rows_logged_without_a_step_are_numbered_as_lightning_numbers_them(tmp_path: Path) -> None:
     logger = CSVLogger(tmp_path)
     logger.log_metrics({"test/acc": 0.5})

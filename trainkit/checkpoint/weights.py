@@ -9,7 +9,7 @@ import os
 import pickle
 import warnings
 from argparse import Namespace
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -186,7 +186,9 @@ def plain_value(value: Any) -> Any:
         return value
     if isinstance(value, Mapping):
         return {str(k): plain_value(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple)) or (
+        isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray))
+    ):  # an OmegaConf ListConfig is a Sequence too
         return [plain_value(v) for v in value]
     return repr(value)
 
