@@ -137,6 +137,21 @@ def test_missing_file_and_bad_class_paths(capsys: pytest.CaptureFixture[str]) ->
     assert "trainer.callbacks[0]: class_path 'nope' must be a full import path" in err
 
 
+def test_a_short_class_name_two_imported_classes_have_names_both(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from trainkit.lightning.loggers import CSVLogger  # subclasses trainkit's, same name
+
+    assert issubclass(CSVLogger, trainkit.loggers.CSVLogger)
+    err = _error(capsys, "fit", CONFIG, "trainer.logger={class_path: CSVLogger}")
+    assert err.count("\n") == 1
+    assert (
+        "trainer.logger: class_path 'CSVLogger' names more than one imported class "
+        "(trainkit.loggers.CSVLogger, trainkit.lightning.loggers.CSVLogger); write the full "
+        "import path of the one you mean, e.g. trainkit.loggers.CSVLogger." in err
+    )
+
+
 def test_errors_come_before_any_training(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -409,6 +409,12 @@ _NO_ATTRIBUTE = re.compile(r"module '(?P<module>[^']+)' has no attribute '(?P<na
 _NO_MODULE = re.compile(r"No module named '(?P<module>[^']+)'")
 _MISSING = re.compile(r"the following arguments are required: (?P<names>.*)")
 _NO_IMPORT_PATH = re.compile(r"Expected a dot import path string: (?P<path>.*)")
+#: A short class name that more than one imported class has (one of them a subclass).
+_AMBIGUOUS = re.compile(
+    r"Multiple subclasses with name (?P<name>\w+)\. Give the full class path to avoid "
+    r"ambiguity: (?P<paths>[\w., ]+?)\.?$",
+    re.M,
+)
 _SUBTYPES = re.compile(r"^\s*Subtypes: \[(?P<types>.*)\]\s*$", re.M)
 _SIMPLE = re.compile(r"Expected a (?P<type>.+?)\. Got value: (?P<value>.*)$", re.M)
 _GIVEN = re.compile(r"^\s*Given value: (?P<value>.*)$", re.M)
@@ -477,6 +483,13 @@ def explain(message: str) -> str:
 
 def _key_problem(key: str, rest: str) -> str:
     """What is wrong with ``key``: its class (when a class_path was given), or its type."""
+    if found := _AMBIGUOUS.search(rest):
+        paths = [path.strip() for path in found.group("paths").split(",")]
+        return (
+            f"{key}: class_path {found.group('name')!r} names more than one imported class "
+            f"({', '.join(paths)}); write the full import path of the one you mean, e.g. "
+            f"{paths[0]}."
+        )
     given = _GIVEN.search(rest)
     given_value = given.group("value") if given else ""
     lines = rest.splitlines()
