@@ -203,6 +203,22 @@ def test_model_to_device_and_remove_checkpoint(tmp_path: Path) -> None:
     assert not saved.exists()
 
 
+def test_connect_keeps_an_untrained_module_that_a_prediction_then_runs() -> None:
+    # As projects do for a model that needs no training: connect it, then predict.
+    class Predicting(Net):
+        def predict_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            return self.layer(batch[0])  # type: ignore[no-any-return]
+
+    trainer = L.Trainer(**QUIET)
+    module = Predicting()
+    trainer.strategy.connect(module)
+    assert trainer.strategy.lightning_module is module and trainer.strategy.model is module
+    state = trainer.strategy.lightning_module_state_dict()
+    assert torch.equal(state["layer.weight"], module.layer.weight)
+    predictions = trainer.predict(module, _loader())
+    assert predictions is not None and len(predictions) == 2
+
+
 def test_a_strategy_without_a_trainer_answers_for_one_process() -> None:
     strategy = SingleDeviceStrategy()
     assert strategy.accelerator is None

@@ -146,6 +146,16 @@ class LightningAttributes:
             return [device] * len(indices)
         return [torch.device(device.type, index) for index in indices]
 
+    def connect(self, model: nn.Module) -> None:
+        """Keep ``model`` as :attr:`lightning_module` and :attr:`model`, as Lightning's
+        ``Strategy.connect`` does: no device move or wrapping (each run sets it up).
+
+        Args:
+            model: the user's Module (projects connect one they predict with untrained).
+        """
+        self.lightning_module = model
+        self.model = model
+
     def model_to_device(self) -> None:
         """Move :attr:`model` to :attr:`root_device` (set up already moves it)."""
         if self.model is None:
