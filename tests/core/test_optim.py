@@ -83,3 +83,17 @@ def test_two_list_form_and_list_of_optimizers() -> None:
     trainer = trainkit.Trainer(max_epochs=2, **QUIET)
     trainer.fit(model, loader(blobs(32), 32))
     assert trainer.optimizers[0].param_groups[0]["lr"] == 0.25
+
+
+@pytest.mark.parametrize("as_dict", [False, True])
+def test_a_list_of_optimizers_with_one_scheduler_beside_it(as_dict: bool) -> None:
+    # Lightning's form ([optimizer], scheduler) and ([optimizer], {"scheduler": ...}).
+    class OneScheduler(Classifier):
+        def configure_optimizers(self) -> Any:
+            optimizer = torch.optim.SGD(self.parameters(), lr=1.0)
+            scheduler = halve(optimizer)
+            return [optimizer], {"scheduler": scheduler} if as_dict else scheduler
+
+    trainer = trainkit.Trainer(max_epochs=2, **QUIET)
+    trainer.fit(OneScheduler(), loader(blobs(32), 32))
+    assert trainer.optimizers[0].param_groups[0]["lr"] == 0.25

@@ -11,7 +11,7 @@ from typing import Any, cast
 import torch
 
 _FORMS = (
-    "an optimizer; a list of optimizers; ([optimizers], [schedulers]); "
+    "an optimizer; a list of optimizers; ([optimizers], [schedulers] or one scheduler); "
     '{"optimizer": opt, "lr_scheduler": scheduler or {"scheduler": s, "interval": '
     '"step"|"epoch", "frequency": n, "monitor": "val/loss"}}; or a list of such dicts'
 )
@@ -96,10 +96,14 @@ def parse_optimizers(
     if (
         isinstance(returned, (list, tuple))
         and len(returned) == 2
-        and all(isinstance(part, (list, tuple)) for part in returned)
+        and isinstance(returned[0], (list, tuple))
+        and (isinstance(returned[1], (list, tuple, Mapping)) or hasattr(returned[1], "step"))
     ):
+        # ([optimizers], [schedulers]); as in Lightning, one scheduler (or its dict) may
+        # stand alone in the second place.
         optimizers = _check_optimizers(returned[0])
-        configs = [_scheduler_config(item, optimizers) for item in returned[1]]
+        schedulers = returned[1] if isinstance(returned[1], (list, tuple)) else [returned[1]]
+        configs = [_scheduler_config(item, optimizers) for item in schedulers]
         return optimizers, configs
     if isinstance(returned, (list, tuple)) and returned:
         if all(isinstance(item, Mapping) for item in returned):
