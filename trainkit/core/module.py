@@ -10,6 +10,7 @@ other code imports from here are re-exported.
 
 from __future__ import annotations
 
+import itertools
 import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -100,6 +101,7 @@ class Module(DataHooks, HyperparametersMixin, ModuleHooks, nn.Module):
         "device",
         "on_gpu",
         "dtype",
+        "_dtype",
         "global_step",
         "current_epoch",
         "hparams",
@@ -199,11 +201,11 @@ class Module(DataHooks, HyperparametersMixin, ModuleHooks, nn.Module):
 
     @property
     def dtype(self) -> torch.dtype:
-        """The floating-point type of the module's parameters (float32 without any)."""
-        for parameter in self.parameters():
-            if parameter.is_floating_point():
-                return parameter.dtype
-        return torch.float32
+        """The floating-point type of the module's parameters (float32 without any); also
+        ``_dtype``, Lightning's private name for it, which projects read."""
+        return next((p.dtype for p in self.parameters() if p.is_floating_point()), torch.float32)
+
+    _dtype = dtype
 
     def all_gather(self, data: Any, group: Any = None, sync_grads: bool = False) -> Any:
         """Gather ``data`` (a tensor, a number, or tensors in lists/dicts) from every process.
@@ -262,11 +264,8 @@ class Module(DataHooks, HyperparametersMixin, ModuleHooks, nn.Module):
         """The device the module's parameters are on (the strategy's device when attached)."""
         if self._trainer is not None:
             return self._trainer.strategy.root_device
-        for parameter in self.parameters():
-            return parameter.device
-        for buffer in self.buffers():
-            return buffer.device
-        return torch.device("cpu")
+        tensors = itertools.chain(self.parameters(), self.buffers())
+        return next((tensor.device for tensor in tensors), torch.device("cpu"))
 
     @property
     def global_step(self) -> int:

@@ -74,6 +74,9 @@ record["attributes"] = [
     model.local_rank,
     model.automatic_optimization,
 ]
+# Lightning's private name for the dtype, which projects read (darts).
+record["private_dtype"] = [str(model._dtype), str(model.double()._dtype)]
+model.float()
 record.probe("trainer_alone", lambda: model.trainer)
 record.probe("optimizers_alone", lambda: model.optimizers())
 model.freeze()
