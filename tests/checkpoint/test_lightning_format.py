@@ -9,6 +9,7 @@ not a dependency): ``epoch``, ``global_step``, ``pytorch-lightning_version``,
 from __future__ import annotations
 
 import copy
+import pickle
 import warnings
 from pathlib import Path
 from typing import Any
@@ -386,8 +387,10 @@ class _WithLoss(Momentum):
 def test_a_lightning_file_with_objects_outside_its_hparams_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "lightning.ckpt"
     _lightning_file(path, callbacks={"Custom": {"state": _Loss()}})
-    with pytest.raises(CheckpointError, match="Unsupported global"):
+    with pytest.raises(CheckpointError, match="Unsupported global") as refused:
         load(path)
+    # Also the error torch.load raises, which ported code catches to load it trusted.
+    assert isinstance(refused.value, pickle.UnpicklingError)
 
 
 # ------------------------------------------------- trainkit's files, Lightning's keys

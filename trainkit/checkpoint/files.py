@@ -96,6 +96,12 @@ class CheckpointError(RuntimeError):
     """
 
 
+class _RefusedObjects(CheckpointError, pickle.UnpicklingError):
+    # A safe load refused the objects a file stores: also the error torch.load raises
+    # for it, which code written for Lightning catches to load again, trusted.
+    pass
+
+
 def save_atomic(checkpoint: Mapping[str, Any], path: str | os.PathLike[str]) -> None:
     """Write ``checkpoint`` to ``path`` so that a crash never leaves a broken file there.
 
@@ -431,7 +437,7 @@ def load(
         reason = first_line(error).rstrip(".")
         if "WeightsUnpickler error" in reason:
             # Objects outside the hyperparameters, or of a kind no stand-in can take.
-            raise CheckpointError(
+            raise _RefusedObjects(
                 f"Checkpoint {file} ({size} bytes) cannot be read: {reason}. It stores "
                 "Python objects outside its hyperparameters (or a dict subclass of its own), "
                 "and checkpoints load with weights_only=True unless asked "
