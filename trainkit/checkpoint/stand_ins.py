@@ -17,6 +17,9 @@ What the stand-ins keep:
   dates, ``frozenset``);
 - any other class is a :class:`StandIn` subclass named after it, and an object
   of it a :class:`StandIn` holding its pickled state; nothing of the class runs.
+
+A caller that reads only a file's plain entries (its lineage and step) may accept
+objects anywhere (``anywhere=True``): they are then ``OrderedDict`` skeletons.
 """
 
 from __future__ import annotations
