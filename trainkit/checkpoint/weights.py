@@ -287,6 +287,17 @@ def _picklable(value: Any) -> bool:
     return True
 
 
+def saved_hyperparameters(checkpoint: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """The hyperparameters a checkpoint saved (a dict or an ``argparse.Namespace``), as a dict.
+
+    Args:
+        checkpoint: a loaded checkpoint.
+        prefix: ``"datamodule_"`` for a DataModule's.
+    """
+    found = checkpoint.get(prefix + CHECKPOINT_HYPER_PARAMS_KEY) or {}
+    return dict(vars(found) if isinstance(found, Namespace) else found)
+
+
 def saved_hparams_plain(checkpoint: Mapping[str, Any], prefix: str = "") -> Any:
     """A checkpoint's hyperparameters with each object as its plain form, for comparing.
 
@@ -316,8 +327,7 @@ def _saved_objects(
     # their data; objects a safe load read as stand-ins, or an older trainkit pickled
     # apart, an error saying how to get them (or, trusted, unpickled).
     entries = checkpoint.get(prefix + OBJECT_HYPER_PARAMS_KEY) or {}
-    saved = checkpoint.get(prefix + CHECKPOINT_HYPER_PARAMS_KEY) or {}
-    saved = vars(saved) if isinstance(saved, Namespace) else saved
+    saved = saved_hyperparameters(checkpoint, prefix)
     rebuilt: dict[str, Any] = {}
     pickled: dict[str, torch.Tensor | None] = {}
     for name, entry in entries.items():

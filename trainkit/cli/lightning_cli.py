@@ -371,7 +371,7 @@ class LightningCLI:
         if not ckpt_path or not os.path.isfile(ckpt_path):
             return
         from trainkit.checkpoint.files import load
-        from trainkit.core.loading import saved_hyperparameters
+        from trainkit.checkpoint.weights import saved_hyperparameters
 
         saved = saved_hyperparameters(load(ckpt_path, map_location="cpu"))
         saved.pop("_instantiator", None)

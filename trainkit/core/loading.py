@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import os
 import warnings
-from argparse import Namespace
-from collections.abc import Mapping
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import torch
 
-from trainkit.checkpoint.files import CHECKPOINT_HYPER_PARAMS_KEY, load
+from trainkit.checkpoint.files import load
 from trainkit.checkpoint.weights import (
     init_arguments,
     load_hparams_file,
     load_module_state,
+    saved_hyperparameters,
 )
 from trainkit.utilities.messages import UsageError
 
@@ -124,17 +123,6 @@ def load_from_checkpoint(
         stacklevel=3,
     )
     return module.eval()
-
-
-def saved_hyperparameters(checkpoint: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """The hyperparameters a checkpoint saved (a dict or an ``argparse.Namespace``), as a dict.
-
-    Args:
-        checkpoint: a loaded checkpoint.
-        prefix: ``"datamodule_"`` for a DataModule's.
-    """
-    found = checkpoint.get(prefix + CHECKPOINT_HYPER_PARAMS_KEY) or {}
-    return dict(vars(found) if isinstance(found, Namespace) else found)
 
 
 def build_saved(
