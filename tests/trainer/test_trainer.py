@@ -539,3 +539,38 @@ def test_on_validation_model_zero_grad_runs_before_validation_outside_an_accumul
     )
     trainer.fit(Recording(), datamodule=BlobData())
     assert calls == ["train 0", "train 1", "zero_grad", "train 2", "train 3", "zero_grad"]
+
+
+def test_trainer_datamodule_is_the_one_each_entry_point_was_given() -> None:
+    # As Lightning's: a step reads the DataModule of the run it is in (a predict_step
+    # reading its predict dataset's statistics, say), and it stays after the run.
+    class Seen(Classifier):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: dict[str, Any] = {}
+
+        def _record(self, stage: str) -> None:
+            self.seen[stage] = self.trainer.datamodule
+
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            self._record("validate")
+
+        def test_step(self, batch: Any, batch_idx: int) -> None:
+            self._record("test")
+
+        def predict_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            self._record("predict")
+            return super().predict_step(batch, batch_idx)
+
+    fitted, validated, tested, predicted = BlobData(), BlobData(), BlobData(), BlobData()
+    model = Seen()
+    trainer = trainkit.Trainer(max_epochs=1, limit_train_batches=2, **QUIET)
+    trainer.predict(model, datamodule=predicted)
+    assert model.seen["predict"] is predicted and trainer.datamodule is predicted
+    trainer.fit(model, datamodule=fitted)
+    trainer.validate(model, datamodule=validated, verbose=False)
+    trainer.test(model, datamodule=tested, verbose=False)
+    assert (model.seen["validate"], model.seen["test"]) == (validated, tested)
+    assert trainer.datamodule is tested and tested.trainer is trainer
+    trainer.predict(model, loader(blobs(64)))  # no DataModule given: the last one stays
+    assert trainer.datamodule is tested

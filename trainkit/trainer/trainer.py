@@ -219,7 +219,7 @@ class Trainer(TrainerCheckpoints):
         self.results = Results(self.strategy, self.loggers, extract_batch_size)
         self.optimizers: list[torch.optim.Optimizer] = []
         self.lr_scheduler_configs: list[LRSchedulerConfig] = []
-        #: The DataModule of the current run, if it has one.
+        #: The DataModule last passed to fit, validate, test or predict (None: none yet).
         self.datamodule: DataModule | None = None
         self.preemption = Preemption()
         #: The dataloaders of the current (or last) run, as the strategy prepared them.
@@ -261,7 +261,6 @@ class Trainer(TrainerCheckpoints):
         self._weights_only = weights_only is not False
         if isinstance(train_dataloaders, DataModule):
             train_dataloaders, datamodule = None, train_dataloaders
-        self.datamodule = datamodule
         self._launch(self._fit, model, train_dataloaders, val_dataloaders, datamodule, ckpt_path)
         if self.state.preempted:  # a checkpoint was saved; the scheduler may restart the job
             self.preemption.finish_fit(self._last_checkpoint_paths()[0], self.is_global_zero)
@@ -382,8 +381,8 @@ class Trainer(TrainerCheckpoints):
         try:
             self.strategy.setup_environment()
             rank_zero_only.rank = self.strategy.global_rank  # lightning_utilities' too
-            if datamodule is not None:
-                datamodule.trainer = self
+            if datamodule is not None:  # kept after the run, as Lightning keeps it
+                self.datamodule, datamodule.trainer = datamodule, self
             prepare_data(self.strategy, self.node_rank, model, datamodule)
             if datamodule is not None:
                 datamodule.setup(stage=fn)
