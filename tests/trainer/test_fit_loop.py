@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import trainkit
-from tests.helpers import QUIET, Classifier, blobs, loader
+from tests.helpers import QUIET, Classifier, MemoryLogger, blobs, loader
 
 
 def _counts(trainer: trainkit.Trainer) -> tuple[Any, ...]:
@@ -153,6 +153,76 @@ def test_limits_set_while_fit_runs_hold_at_the_next_batch_or_epoch() -> None:
     with pytest.warns(UserWarning, match=r"a stop was requested, but min_epochs=3"):
         trainer.fit(Classifier(), loader(blobs(96)))
     assert trainer.current_epoch == 3 and trainer.fit_loop.min_epochs == 3
+
+
+class CountValidation(trainkit.Callback):
+    def __init__(self) -> None:
+        self.runs: list[int] = []  # the global step of each validation inside fit
+
+    def on_validation_start(self, trainer: Any, module: Any) -> None:
+        if not trainer.sanity_checking:
+            self.runs.append(trainer.global_step)
+
+
+def test_loop_options_assigned_on_the_trainer_hold_for_the_next_run() -> None:
+    # Lightning keeps them as plain attributes; ported code sets them before fit.
+    counter = CountValidation()
+    trainer = trainkit.Trainer(max_epochs=2, callbacks=[counter], **QUIET)
+    trainer.limit_train_batches = 2
+    trainer.limit_val_batches = 1
+    trainer.num_sanity_val_steps = 0
+    trainer.check_val_every_n_epoch = 2
+    trainer.fit(Classifier(), loader(blobs(96)), loader(blobs(64)))
+    assert (trainer.global_step, counter.runs, trainer.num_val_batches) == (4, [4], [1])
+    trainer.limit_test_batches = 1
+    assert trainer.test(Classifier(), loader(blobs(64)), verbose=False)
+    assert trainer.num_test_batches == [1]
+    trainer.limit_val_batches = 0  # no validation at all: nothing to validate on
+    assert trainer.validate(Classifier(), loader(blobs(64)), verbose=False) == []
+    assert trainer.enable_validation is False
+    with pytest.raises(ValueError, match=r"limit_val_batches"):
+        trainer.limit_val_batches = -1  # checked as Trainer(...) checks it
+    with pytest.raises(ValueError, match=r"log_every_n_steps"):
+        trainer.log_every_n_steps = 0
+    assert (trainer.limit_val_batches, trainer.log_every_n_steps) == (0, 50)
+
+
+def test_limit_val_batches_0_while_fit_runs_ends_its_validation_even_at_a_stop() -> None:
+    # A stop validates first (the run ends with metrics of its final weights); a
+    # project stopping from outside sets limit_val_batches = 0 to skip that, as in Lightning.
+    class StopWithoutValidating(trainkit.Callback):
+        def on_train_batch_end(self, trainer: Any, *args: Any) -> None:
+            if trainer.global_step == 4:  # epoch 1, its second batch of three
+                trainer.should_stop = True
+                trainer.limit_val_batches = 0
+
+    counter = CountValidation()
+    callbacks = [counter, StopWithoutValidating()]
+    trainer = trainkit.Trainer(max_epochs=5, callbacks=callbacks, **QUIET)
+    trainer.fit(Classifier(), loader(blobs(96)), loader(blobs(64)))
+    assert (trainer.global_step, counter.runs) == (4, [3])  # epoch 0's only
+
+    class Pause(trainkit.Callback):  # validation off for epoch 1, on again after it
+        def on_train_epoch_start(self, trainer: Any, module: Any) -> None:
+            trainer.limit_val_batches = 0 if trainer.current_epoch == 1 else 1.0
+
+    counter = CountValidation()
+    trainer = trainkit.Trainer(max_epochs=3, callbacks=[counter, Pause()], **QUIET)
+    trainer.fit(Classifier(), loader(blobs(96)), loader(blobs(64)))
+    assert counter.runs == [3, 9]
+
+
+def test_log_every_n_steps_assigned_while_fit_runs_holds_from_the_next_step() -> None:
+    class Often(trainkit.Callback):
+        def on_train_batch_end(self, trainer: Any, *args: Any) -> None:
+            if trainer.global_step == 3:
+                trainer.log_every_n_steps = 2
+
+    logger = MemoryLogger()
+    trainer = trainkit.Trainer(max_steps=8, callbacks=[Often()], **{**QUIET, "logger": logger})
+    with pytest.warns(UserWarning, match=r"fewer than the logging interval"):
+        trainer.fit(Classifier(), loader(blobs(96)))  # the warning reads the option at the start
+    assert len(logger.values("train/loss")) == 3  # steps 4, 6 and 8; none of 1-3 at 50
 
 
 def test_wrong_values_and_writes_to_progress_are_errors_that_say_what_to_do() -> None:

@@ -21,11 +21,12 @@ from trainkit.core.data import (
     unshuffled,
     with_worker_seeding,
 )
+from trainkit.core.module import overrides
 
 if TYPE_CHECKING:
     from trainkit.loops.run import Run
 
-__all__ = ["fit_loaders", "stage_loaders"]
+__all__ = ["fit_loaders", "fit_validates", "stage_loaders"]
 
 
 def stage_loaders(run: Run, kind: str, given: Any, required: bool) -> list[Iterable[Any]]:
@@ -74,3 +75,10 @@ def fit_loaders(
     state.num_training_batches = training_batches(train, options.limit_train_batches)
     state.num_val_batches = batch_totals(val, options.limit_val_batches, "limit_val_batches")
     return train, val
+
+
+def fit_validates(run: Run) -> bool:
+    """Whether fit validates: the loaders :func:`fit_loaders` prepared have batches to
+    run (after ``limit_val_batches``), and the Module has a ``validation_step``."""
+    totals = run.state.num_val_batches
+    return any(total > 0 for total in totals) and overrides(run.module, "validation_step")

@@ -70,15 +70,10 @@ class Fit:
     def __post_init__(self) -> None:
         self.set_limits()
 
-    def set_limits(self, **limits: int | None) -> None:
-        """Change ``max_epochs``, ``min_epochs``, ``max_steps`` or ``min_steps`` while the
-        loop runs (``trainer.fit_loop``): the loop checks them at the next batch or epoch.
-
-        Args:
-            limits: the new values (checked as the Trainer's options are).
-        """
+    def set_limits(self, **limits: Any) -> None:
+        """Change options while the loop runs (``trainkit.trainer.fit_loop.change_options``)."""
         if limits:
-            self.options = replace(self.options, **limits)  # type: ignore[arg-type]
+            self.options = replace(self.options, **limits)
         steps = self.options.max_steps
         self.max_steps = math.inf if steps == -1 else float(steps)
 
@@ -163,7 +158,6 @@ def _train_epoch(run: Run, fit: Fit) -> None:
     state, results, hooks, options = run.state, run.results, run.hooks, fit.options
     loader, total = fit.train_loader, state.num_training_batches
     set_sampler_epoch(loader, state.epoch)
-    val_every = val_check_batches(options, state.epoch, total, fit.validates)
     optimization = fit.optimization
     to_device = run.batch_to_device
     on_batch_start = hooks.optional("on_train_batch_start")
@@ -176,6 +170,7 @@ def _train_epoch(run: Run, fit: Fit) -> None:
     # A resumed epoch counts the batches it skips as run.
     state.epoch_first_batch, state.epoch_phase = state.batches_seen - state.batch_idx, 1
     hooks.call("on_train_epoch_start")
+    val_every = val_check_batches(fit.options, state.epoch, total, fit.validates)  # after the hook
     optimization.start_epoch(state.epoch, total, batch_end_hooks=on_batch_end is not None)
     step = hooks.profiled("run_training_batch", optimization.batch_step())
     epoch, state.epoch_start_rng = epoch_batches(
@@ -286,6 +281,8 @@ def _resume_point(run: Run, fit: Fit, on_resume_point: Callable[[], Any] | None)
 # ----------------------------------------------------------------- validation
 def _validate(run: Run, fit: Fit) -> None:
     """A validation run inside fit; its metrics go to the loggers."""
+    if not fit.validates:  # trainer.limit_val_batches = 0 since the epoch started
+        return
     state = run.state
     if fit.optimization.stepped:  # gradients of an open accumulation window are kept
         run.module.on_validation_model_zero_grad()  # as Lightning: frees them for validation

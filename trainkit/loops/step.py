@@ -106,7 +106,8 @@ class Optimization:
         self._stepper = (
             run.module.lr_scheduler_step if overrides(run.module, "lr_scheduler_step") else None
         )
-        self._log_every = log_every_n_steps
+        #: Step values go to the loggers every this many steps (the Trainer may change it).
+        self.log_every_n_steps = log_every_n_steps
         #: The global step whose values are due to the loggers (None: none), written by
         #: :meth:`write_pending_log` once the batch-end hooks have run.
         self.pending_log_step: int | None = None
@@ -300,7 +301,7 @@ class Optimization:
             self._end_window()
         optimizer.zero_grad(set_to_none=True)
         state.global_step += 1
-        every = self._log_every
+        every = self.log_every_n_steps
         if self._schedulers or (every and state.global_step % every == 0):
             self._after_step(state.global_step)
         return {"loss": output}
@@ -385,7 +386,7 @@ class Optimization:
         for config in self._schedulers:
             if config.interval == "step" and steps_done % config.frequency == 0:
                 self._step_scheduler(config)
-        if self._log_every and steps_done % self._log_every == 0:
+        if self.log_every_n_steps and steps_done % self.log_every_n_steps == 0:
             self._log_due(steps_done - 1)
 
     def _log_due(self, step: int) -> None:
@@ -451,7 +452,7 @@ class Optimization:
         with run.step_context():
             outputs = self._training_step(batch, batch_idx)
         stepped = state.global_step != before
-        if stepped and self._log_every and state.global_step % self._log_every == 0:
+        if stepped and self.log_every_n_steps and state.global_step % self.log_every_n_steps == 0:
             self._log_due(before)
         return outputs
 

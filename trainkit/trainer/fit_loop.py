@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from trainkit.loops.dataloaders import fit_validates
 from trainkit.loops.schedule import limits_reached, max_steps_reached, minimums_reached
 from trainkit.trainer.data_source import DataSource
 from trainkit.trainer.evaluation_loops import FitValidationLoop
@@ -172,6 +173,40 @@ class EpochLoop:
         return max_steps_reached(self.global_step, self._loop.trainer.options)
 
 
+def change_options(trainer: Any, **changes: Any) -> None:
+    """Change the Trainer's loop options, for the fit running now (if any) and later runs.
+
+    Lightning keeps these options as plain Trainer attributes that code assigns
+    (``trainer.limit_val_batches = 0``, ``trainer.fit_loop.max_epochs = 5``). A
+    running fit reads ``max_steps`` at the next batch; ``max_epochs``,
+    ``min_epochs``, ``min_steps``, ``check_val_every_n_epoch`` and
+    ``val_check_interval`` at the next epoch; ``log_every_n_steps`` at the next
+    step; and ``limit_val_batches=0`` ends its validation at once (with
+    ``should_stop``, the epoch then stops without validating, as in Lightning).
+    The other limits, and ``num_sanity_val_steps``, hold from the next run (or,
+    for the training and validation limits, the next reload of the dataloaders).
+
+    Args:
+        trainer: the Trainer.
+        changes: the options' new values.
+
+    Raises:
+        ValueError, TypeError: a value ``Trainer(...)`` would refuse for that option.
+    """
+    trainer.options = replace(trainer.options, **changes)  # checked as Trainer(...) checks
+    run = getattr(trainer, "_current", None)
+    if run is None:
+        return
+    run.options = replace(run.options, **changes)
+    fit = run.fit
+    if fit is not None:
+        fit.set_limits(**changes)
+        if "limit_val_batches" in changes:  # 0: no more validation in this fit
+            fit.validates = changes["limit_val_batches"] != 0 and fit_validates(run)
+        if "log_every_n_steps" in changes:
+            fit.optimization.log_every_n_steps = changes["log_every_n_steps"]
+
+
 class FitLoop:
     """Lightning's ``trainer.fit_loop``: the fit's limits (settable) and its progress.
 
@@ -216,11 +251,7 @@ class FitLoop:
         Raises:
             ValueError: a value the Trainer would refuse for that option.
         """
-        trainer = self.trainer
-        trainer.options = replace(trainer.options, **limits)  # checked as Trainer(...) checks
-        run = getattr(trainer, "_current", None)
-        if run is not None and run.fit is not None:
-            run.fit.set_limits(**limits)
+        change_options(self.trainer, **limits)
 
     @property
     def max_epochs(self) -> int | None:

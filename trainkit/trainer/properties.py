@@ -40,7 +40,7 @@ from trainkit.trainer.evaluation_loops import (
     evaluation_inference_mode,
     evaluation_loops,
 )
-from trainkit.trainer.fit_loop import FitLoop
+from trainkit.trainer.fit_loop import FitLoop, change_options
 from trainkit.trainer.options import DEFAULT_MAX_EPOCHS
 from trainkit.utilities.compile import CompileContext, compiled_parts
 
@@ -476,6 +476,9 @@ class TrainerViews:
         return self.loggers[0] if self.loggers else None
 
     # ------------------------------------------------------------ options
+    # The loop options Lightning keeps as plain Trainer attributes are settable here
+    # too (trainer.limit_val_batches = 0); change_options says when a running fit
+    # reads each.
     @property
     def max_epochs(self) -> int:
         """The epoch limit, as Lightning reports it: the option, else -1 when
@@ -539,20 +542,36 @@ class TrainerViews:
         """The ``limit_train_batches`` option (after ``overfit_batches``)."""
         return self.options.limit_train_batches
 
+    @limit_train_batches.setter
+    def limit_train_batches(self, value: int | float) -> None:
+        change_options(self, limit_train_batches=value)
+
     @property
     def limit_val_batches(self) -> int | float:
         """The ``limit_val_batches`` option (after ``overfit_batches``)."""
         return self.options.limit_val_batches
+
+    @limit_val_batches.setter
+    def limit_val_batches(self, value: int | float) -> None:
+        change_options(self, limit_val_batches=value)
 
     @property
     def limit_test_batches(self) -> int | float:
         """The ``limit_test_batches`` option."""
         return self.options.limit_test_batches
 
+    @limit_test_batches.setter
+    def limit_test_batches(self, value: int | float) -> None:
+        change_options(self, limit_test_batches=value)
+
     @property
     def limit_predict_batches(self) -> int | float:
         """The ``limit_predict_batches`` option."""
         return self.options.limit_predict_batches
+
+    @limit_predict_batches.setter
+    def limit_predict_batches(self, value: int | float) -> None:
+        change_options(self, limit_predict_batches=value)
 
     @property
     def overfit_batches(self) -> int | float:
@@ -564,20 +583,36 @@ class TrainerViews:
         """The ``val_check_interval`` option."""
         return self.options.val_check_interval
 
+    @val_check_interval.setter
+    def val_check_interval(self, value: int | float) -> None:
+        change_options(self, val_check_interval=value)
+
     @property
     def check_val_every_n_epoch(self) -> int | None:
         """The ``check_val_every_n_epoch`` option."""
         return self.options.check_val_every_n_epoch
+
+    @check_val_every_n_epoch.setter
+    def check_val_every_n_epoch(self, value: int | None) -> None:
+        change_options(self, check_val_every_n_epoch=value)
 
     @property
     def num_sanity_val_steps(self) -> int:
         """The ``num_sanity_val_steps`` option."""
         return self.options.num_sanity_val_steps
 
+    @num_sanity_val_steps.setter
+    def num_sanity_val_steps(self, value: int) -> None:
+        change_options(self, num_sanity_val_steps=value)
+
     @property
     def log_every_n_steps(self) -> int:
         """Step metrics are written to loggers every this many optimizer steps."""
         return self.options.log_every_n_steps
+
+    @log_every_n_steps.setter
+    def log_every_n_steps(self, value: int) -> None:
+        change_options(self, log_every_n_steps=value)
 
     @property
     def barebones(self) -> bool:
@@ -593,6 +628,10 @@ class TrainerViews:
     def reload_dataloaders_every_n_epochs(self) -> int:
         """The ``reload_dataloaders_every_n_epochs`` option."""
         return self.options.reload_dataloaders_every_n_epochs
+
+    @reload_dataloaders_every_n_epochs.setter
+    def reload_dataloaders_every_n_epochs(self, value: int) -> None:
+        change_options(self, reload_dataloaders_every_n_epochs=value)
 
     @property
     def accumulate_grad_batches(self) -> int | dict[int, int]:

@@ -34,7 +34,7 @@ from trainkit.distributed.wrapping import convert_sync_batchnorm
 from trainkit.launch import Launcher, launcher_for, select_launcher
 from trainkit.launch.environment import resume_on_restart
 from trainkit.loggers import Logger, build_loggers, run_hyperparameters
-from trainkit.loops.dataloaders import fit_loaders, stage_loaders
+from trainkit.loops.dataloaders import fit_loaders, fit_validates, stage_loaders
 from trainkit.loops.evaluate import format_results, run_evaluation, run_predict
 from trainkit.loops.fit import Fit, run_fit
 from trainkit.loops.hooks import Hooks, batch_transfer, overrides, prepare_data
@@ -504,9 +504,7 @@ class Trainer(TrainerCheckpoints):
             return loaders
 
         train_loader, val_loaders = load_dataloaders()
-        validates = any(total > 0 for total in state.num_val_batches) and overrides(
-            model, "validation_step"
-        )
+        validates = fit_validates(run)
         optimizers, configs = configured_optimizers(model)
         run.optimizers = self.optimizers = self.strategy.setup_optimizers(optimizers)
         run.lr_scheduler_configs = self.lr_scheduler_configs = configs
