@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -574,3 +575,36 @@ def test_trainer_datamodule_is_the_one_each_entry_point_was_given() -> None:
     assert trainer.datamodule is tested and tested.trainer is trainer
     trainer.predict(model, loader(blobs(64)))  # no DataModule given: the last one stays
     assert trainer.datamodule is tested
+
+
+def test_loggers_assigned_on_the_trainer_are_the_ones_written_to(tmp_path: Path) -> None:
+    # As Lightning's setters: trainer.loggers = [...] and trainer.logger = x / None.
+    from trainkit.loggers import CSVLogger
+
+    def fit(trainer: trainkit.Trainer) -> None:
+        trainer.fit(Classifier(), loader(blobs(64)))
+
+    quiet = {name: value for name, value in QUIET.items() if name != "logger"}
+    options = {**quiet, "max_epochs": 1, "log_every_n_steps": 1}
+    trainer = trainkit.Trainer(logger=CSVLogger(tmp_path, name="given"), **options)
+    trainer.loggers = [CSVLogger(tmp_path, name="assigned")]
+    fit(trainer)
+    trainer = trainkit.Trainer(logger=CSVLogger(tmp_path, name="removed"), **options)
+    trainer.logger = None
+    assert trainer.loggers == [] and trainer.logger is None
+    fit(trainer)
+    trainer = trainkit.Trainer(logger=False, **options)
+    trainer.logger = CSVLogger(tmp_path, name="added")
+    fit(trainer)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["added", "assigned"]
+    assert (tmp_path / "assigned" / "version_0" / "metrics.csv").read_text().count("\n") > 2
+
+    class Swap(trainkit.Callback):  # while fit runs: written to from the next value on
+        def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+            if trainer.current_epoch == 0:
+                trainer.loggers = [CSVLogger(tmp_path, name="swapped")]
+
+    trainer = trainkit.Trainer(logger=False, callbacks=[Swap()], **{**options, "max_epochs": 2})
+    fit(trainer)
+    rows = (tmp_path / "swapped" / "version_0" / "metrics.csv").read_text().splitlines()
+    assert rows[0] == "epoch,step,train/loss" and {row.split(",")[0] for row in rows[1:]} == {"1"}

@@ -78,7 +78,6 @@ class TrainerViews:
     results: Results
     strategy: Strategy
     callbacks: list[Callback]
-    loggers: list[Logger]
     launcher: Launcher | None
     preemption: Preemption
     step_slots: StepSlots
@@ -90,6 +89,7 @@ class TrainerViews:
     _compiled_with: CompileContext | None = None
     #: What the last entry point was given (the loops' ``_data_source`` reads it).
     _attached: AttachedData | None = None
+    _loggers: list[Logger]
 
     # ------------------------------------------------------------ launching
     def _launch(self, function: Callable[..., T], model: Any, *args: Any) -> T:
@@ -471,9 +471,28 @@ class TrainerViews:
 
     # ------------------------------------------------------------ loggers
     @property
+    def loggers(self) -> list[Logger]:
+        """The loggers, written from global rank 0; settable, as in Lightning (an empty
+        list or None: no logger), from the next value written on."""
+        return self._loggers
+
+    @loggers.setter
+    def loggers(self, loggers: list[Logger] | None) -> None:
+        self._loggers = loggers if loggers else []
+        # Everything that writes holds the same list (the results, the run in progress).
+        if (results := getattr(self, "results", None)) is not None:
+            results.loggers = self._loggers
+        if (run := getattr(self, "_current", None)) is not None:
+            run.loggers = self._loggers
+
+    @property
     def logger(self) -> Logger | None:
-        """The first logger, or None."""
+        """The first logger, or None; setting it replaces every logger (None: no logger)."""
         return self.loggers[0] if self.loggers else None
+
+    @logger.setter
+    def logger(self, logger: Logger | None) -> None:
+        self.loggers = [] if logger is None else [logger]
 
     # ------------------------------------------------------------ options
     # The loop options Lightning keeps as plain Trainer attributes are settable here
