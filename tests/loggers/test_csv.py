@@ -152,11 +152,11 @@ def test_rows_logged_without_a_step_are_numbered_as_lightning_numbers_them(tmp_p
 
 def test_prefix_goes_in_front_of_every_metric_name(tmp_path: Path) -> None:
     logger = CSVLogger(tmp_path, prefix="train")
-    logger.log_metrics({"loss": 1.0, "epoch": 0}, step=0)
+    logger.log_metrics({"loss": 1.0, "epoch": 0}, step=0)  # an int stays one, as in Lightning
     logger.save()
     assert _read(logger) == (
         ["step", "train-epoch", "train-loss"],
-        [{"step": "0", "train-loss": "1.0", "train-epoch": "0.0"}],
+        [{"step": "0", "train-loss": "1.0", "train-epoch": "0"}],
     )
 
 

@@ -90,14 +90,23 @@ def prefixed(row: Mapping[str, T], prefix: str, join: str) -> dict[str, T]:
 
 
 def with_prefix(metrics: Mapping[str, float], prefix: str, join: str) -> dict[str, float]:
-    """:func:`prefixed`, with the values as floats (what the loggers write as metrics).
+    """:func:`prefixed`, with the values as numbers (what the loggers write as metrics).
+
+    Tensors and other numbers become floats; an int stays an int (the ``epoch`` the
+    Trainer writes beside the values: ``metrics.csv`` has ``0``, not ``0.0``, there).
 
     Args:
         metrics: metric name to value.
         prefix: the logger's prefix; empty for none.
         join: what joins them, the logger's ``LOGGER_JOIN_CHAR``.
+
+    Example:
+        >>> with_prefix({"loss": 0.5, "epoch": 2}, "train", "-")
+        {'train-loss': 0.5, 'train-epoch': 2}
     """
-    values = {name: float(value) for name, value in metrics.items()}
+    values = {
+        name: value if type(value) is int else float(value) for name, value in metrics.items()
+    }
     return prefixed(values, prefix, join) if prefix else values
 
 

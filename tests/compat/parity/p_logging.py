@@ -105,7 +105,9 @@ for name, options in SETUPS.items():
     if os.path.exists(path):
         with open(path) as file:
             rows = [
-                {k: (float(v) if v else "") for k, v in row.items()} for row in csv.DictReader(file)
+                # "epoch" as written (an int in Lightning's file); the values as numbers.
+                {k: (v if k == "epoch" else float(v) if v else "") for k, v in row.items()}
+                for row in csv.DictReader(file)
             ]
     record[name] = {**snapshot.seen, "csv": rows}
 record.emit()
