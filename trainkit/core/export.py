@@ -65,7 +65,7 @@ def to_onnx(
             "to_onnx needs an input: pass input_sample=... or set self.example_input_array."
         )
     with exporting(module):
-        torch.onnx.export(module, sample, os.fspath(file_path), **kwargs)  # type: ignore[arg-type]
+        torch.onnx.export(module, sample, os.fspath(file_path), **kwargs)
 
 
 @contextmanager

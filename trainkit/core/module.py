@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING, Any
@@ -94,6 +93,9 @@ class Module(DataHooks, HyperparametersMixin, ModuleHooks, nn.Module):
     __jit_ignored_attributes__: list[str] = ["example_input_array"]
     __jit_unused_properties__: list[str] = [
         "trainer",
+        "automatic_optimization",
+        "stage_split",
+        "example_input_array",
         "logger",
         "loggers",
         "global_rank",
@@ -116,14 +118,41 @@ class Module(DataHooks, HyperparametersMixin, ModuleHooks, nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
+        # Only underscored names on the instance, as Lightning's: projects build a
+        # model's config from the public entries of vars(self).
         self._trainer: Trainer | None = None
-        #: Set to False to step optimizers yourself in ``training_step``.
-        self.automatic_optimization: bool = True
+        self._automatic_optimization = True
         self._strict_loading: bool | None = None  # None: not set (True)
         self._toggled: dict[int, bool] | None = None
-        #: How the default forward runs the layers of configure_stages() (a strategy may
-        #: split them).
-        self.stage_split = StageSplit()
+        self._stage_split = StageSplit()
+        self._example_input_array: Any = None
+
+    @property
+    def automatic_optimization(self) -> bool:
+        """True (the default): the Trainer steps the optimizers. Set it to False in
+        ``__init__`` to step them yourself in ``training_step``."""
+        return self._automatic_optimization
+
+    @automatic_optimization.setter
+    def automatic_optimization(self, automatic: bool) -> None:
+        self._automatic_optimization = automatic
+
+    @property
+    def example_input_array(self) -> Any:
+        """One input for ``forward`` (a tensor, tuple or dict; None: none): the model
+        summary runs it for sizes and FLOPs, loggers for the graph, ``to_onnx`` to
+        export, and ``HybridStrategy(balance="time")`` to time each layer."""
+        return self._example_input_array
+
+    @example_input_array.setter
+    def example_input_array(self, example: Any) -> None:
+        self._example_input_array = example
+
+    @property
+    def stage_split(self) -> StageSplit:
+        """How the default forward runs the layers of configure_stages() (a strategy
+        may split them)."""
+        return self._stage_split
 
     # --------------------------------------------------------------- context
     @property
@@ -516,10 +545,6 @@ class Module(DataHooks, HyperparametersMixin, ModuleHooks, nn.Module):
         )
 
     # ------------------------------------------------------ model parallelism
-    #: One input batch for the model (``self(example_input_array)`` must run), used
-    #: by ``HybridStrategy(balance="time")`` to time each layer.
-    example_input_array: torch.Tensor | None = None
-
     def configure_model(self) -> None:
         """Build layers late, on every rank, before the strategy sets the model up.
 
@@ -869,30 +894,3 @@ def overrides(obj: object, name: str, base: type = Module, follow_wrapped: bool 
             return True  # set on the instance (DataModule.from_datasets)
         return getattr(wrapped, "__func__", wrapped) is not getattr(base, name, None)
     return getattr(type(obj), name, None) is not getattr(base, name, None)
-
-
-def layer_builder(module: Module) -> Callable[[], None] | None:
-    """The hook that builds ``module``'s late layers: its ``configure_model``, or the
-    older ``configure_sharded_model`` (with a warning); None when it overrides neither.
-
-    Args:
-        module: the user's Module.
-
-    Raises:
-        RuntimeError: it overrides both.
-    """
-    legacy = overrides(module, "configure_sharded_model")
-    if not legacy:
-        return module.configure_model if overrides(module, "configure_model") else None
-    name = type(module).__name__
-    if overrides(module, "configure_model"):
-        raise RuntimeError(
-            f"{name} overrides both configure_model and configure_sharded_model, the older "
-            "name of the same hook; move the second's code into configure_model."
-        )
-    warnings.warn(
-        f"{name}.configure_sharded_model is the older name of configure_model; trainkit calls "
-        "it where it calls configure_model (on the run's device and dtype). Rename it.",
-        stacklevel=3,
-    )
-    return module.configure_model  # whose default calls configure_sharded_model

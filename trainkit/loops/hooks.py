@@ -9,6 +9,7 @@ batch-transfer hooks.
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
 from typing import Any, TypeVar
@@ -332,3 +333,30 @@ def prepare_data(
         if strategy.local_rank == 0 and (per_node or node_rank == 0):
             owner.prepare_data()
         strategy.barrier("prepare_data")
+
+
+def layer_builder(module: Module) -> Callable[[], None] | None:
+    """The hook that builds ``module``'s late layers: its ``configure_model``, or the
+    older ``configure_sharded_model`` (with a warning); None when it overrides neither.
+
+    Args:
+        module: the user's Module.
+
+    Raises:
+        RuntimeError: it overrides both.
+    """
+    legacy = overrides(module, "configure_sharded_model")
+    if not legacy:
+        return module.configure_model if overrides(module, "configure_model") else None
+    name = type(module).__name__
+    if overrides(module, "configure_model"):
+        raise RuntimeError(
+            f"{name} overrides both configure_model and configure_sharded_model, the older "
+            "name of the same hook; move the second's code into configure_model."
+        )
+    warnings.warn(
+        f"{name}.configure_sharded_model is the older name of configure_model; trainkit calls "
+        "it where it calls configure_model (on the run's device and dtype). Rename it.",
+        stacklevel=3,
+    )
+    return module.configure_model  # whose default calls configure_sharded_model

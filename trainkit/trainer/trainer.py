@@ -28,7 +28,7 @@ from trainkit.checkpoint import weights as checkpoint_io
 from trainkit.checkpoint.preemption import Preemption, StopVote
 from trainkit.checkpoint.restore import restore_state
 from trainkit.core.data import DataModule, batch_totals, extract_batch_size, one_or_list
-from trainkit.core.module import Module, layer_builder
+from trainkit.core.module import Module
 from trainkit.core.optim import LRSchedulerConfig, configured_optimizers
 from trainkit.distributed.wrapping import convert_sync_batchnorm
 from trainkit.launch import Launcher, launcher_for, select_launcher
@@ -37,7 +37,7 @@ from trainkit.loggers import Logger, build_loggers, run_hyperparameters
 from trainkit.loops.dataloaders import fit_loaders, fit_validates, stage_loaders
 from trainkit.loops.evaluate import format_results, run_evaluation, run_predict
 from trainkit.loops.fit import Fit, run_fit
-from trainkit.loops.hooks import Hooks, batch_transfer, overrides, prepare_data
+from trainkit.loops.hooks import Hooks, batch_transfer, layer_builder, overrides, prepare_data
 from trainkit.loops.results import Results
 from trainkit.loops.run import Run
 from trainkit.loops.state import RunState, TrainerFn, TrainerStatus

@@ -74,6 +74,13 @@ record["attributes"] = [
     model.local_rank,
     model.automatic_optimization,
 ]
+# The public entries of vars(model): projects build a model's config from them (srai).
+# (Lightning also puts its two DataHooks flags on each instance; trainkit's
+# prepare_data_per_node is a class attribute, read the same way.)
+flags = ("prepare_data_per_node", "allow_zero_length_dataloader_with_multiple_devices")
+record["public_instance_entries"] = sorted(
+    name for name in vars(model) if not name.startswith("_") and name not in flags
+)
 # Lightning's private name for the dtype, which projects read (darts).
 record["private_dtype"] = [str(model._dtype), str(model.double()._dtype)]
 model.float()
