@@ -183,8 +183,9 @@ def change_options(trainer: Any, **changes: Any) -> None:
     ``val_check_interval`` at the next epoch; ``log_every_n_steps`` at the next
     step; and ``limit_val_batches=0`` ends its validation at once (with
     ``should_stop``, the epoch then stops without validating, as in Lightning).
-    The other limits, and ``num_sanity_val_steps``, hold from the next run (or,
-    for the training and validation limits, the next reload of the dataloaders).
+    The others (the other limits, ``num_sanity_val_steps``,
+    ``reload_dataloaders_every_n_epochs``) hold from the next run; the training and
+    validation limits also from the running fit's next reload of its dataloaders.
 
     Args:
         trainer: the Trainer.
