@@ -82,3 +82,27 @@ def test_a_mock_callback_records_lightnings_hooks_and_no_trainkit_only_one(tmp_p
 def test_what_is_not_a_callback_is_named(wrong: Any) -> None:
     with pytest.raises(TypeError, match="not a callback: pass instances"):
         trainkit.Trainer(callbacks=[wrong], **QUIET)
+
+
+def test_checkpointing_callbacks_run_last_whatever_the_order_given(tmp_path: Path) -> None:
+    # As Lightning documents: a checkpoint sees what every other callback logged at the
+    # same hook, and ported code reads the user's ModelCheckpoint as callbacks[-1].
+    from trainkit.callbacks import ModelCheckpoint
+
+    order: list[str] = []
+
+    class Logs(trainkit.Callback):
+        def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+            order.append("logs")
+            module.log("late", 1.0)
+
+    class Saves(ModelCheckpoint):
+        def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+            order.append(f"saves: late={float(trainer.callback_metrics['late'])}")
+            super().on_train_epoch_end(trainer, module)
+
+    saves = Saves(dirpath=tmp_path)
+    trainer = trainkit.Trainer(max_epochs=1, callbacks=[saves, Logs()], logger=False)
+    assert trainer.callbacks[-1] is saves
+    trainer.fit(Classifier(), loader(blobs(64)))
+    assert order == ["logs", "saves: late=1.0"]

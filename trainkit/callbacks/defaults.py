@@ -49,9 +49,10 @@ def assemble_callbacks(
     """The Trainer's callbacks, in the order their hooks run.
 
     Step-shaping callbacks first (so that, say, a bfloat16 cast happens before
-    other callbacks see the model), then the user's, then checkpointing (after
-    the user's epoch-end hooks), the progress bar and the run summary (whose
-    ``teardown`` prints after the bars are closed).
+    other callbacks see the model), then the user's, the progress bar and the run
+    summary (whose ``teardown`` prints after the bars are closed), and every
+    checkpointing callback last (after the others' epoch-end hooks), as Lightning
+    orders them.
 
     Args:
         callbacks: what the user passed as ``callbacks``.
@@ -106,7 +107,7 @@ def assemble_callbacks(
         # The summary prints with the Trainer's own bar: a user who passes a bar, or
         # turns it off, has chosen what the console shows (and may add RunSummary()).
         built.append(RunSummary(verbose=own_bar))
-    return built
+    return _checkpoints_last(built)
 
 
 def merge_configured(
@@ -128,9 +129,14 @@ def merge_configured(
         return callbacks
     kinds = {type(callback) for callback in configured}
     kept = [callback for callback in callbacks if type(callback) not in kinds]
-    merged = kept + list(configured)
-    checkpoints = _of_type(merged, Checkpoint)
-    return [c for c in merged if c not in checkpoints] + checkpoints
+    return _checkpoints_last(kept + list(configured))
+
+
+def _checkpoints_last(callbacks: list[Callback]) -> list[Callback]:
+    # Checkpointing callbacks (every Checkpoint) run last, as Lightning documents,
+    # so that they see what the others logged; the others keep their order.
+    checkpoints = _of_type(callbacks, Checkpoint)
+    return [c for c in callbacks if c not in checkpoints] + checkpoints
 
 
 def step_slots(callbacks: list[Callback]) -> StepSlots:
