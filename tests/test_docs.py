@@ -142,6 +142,11 @@ PORTED_LINES = {
     "  class_path: lightning.pytorch.callbacks.EarlyStopping": (
         "  class_path: trainkit.lightning.callbacks.EarlyStopping"
     ),
+    # Classes reached through the top-level package (Hydra configs, mock.patch strings).
+    "  _target_: lightning.Trainer": "  _target_: trainkit.lightning.Trainer",
+    'patch("lightning.LightningModule.log")': 'patch("trainkit.lightning.LightningModule.log")',
+    "lightning.seed_everything(0)": "trainkit.lightning.seed_everything(0)",
+    'config_name = "lightning.yaml"': 'config_name = "lightning.yaml"',
 }
 
 
