@@ -313,3 +313,23 @@ def test_plateau_without_a_monitor_uses_lightnings_wording() -> None:
 
 
 # ---------------------------------------------------- configure_optimizers
+
+
+def test_without_an_optimizer_self_optimizers_is_lightnings_mock_optimizer() -> None:
+    # Projects test for Lightning's private _MockOptimizer to tell "no optimizer" apart.
+    import trainkit.lightning as L
+    from trainkit.lightning.core.optimizer import _MockOptimizer
+
+    seen: list[bool] = []
+
+    class NoOptimizer(Classifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            seen.append(isinstance(self.optimizers(), L.pytorch.core.optimizer._MockOptimizer))
+            return super().training_step(batch, batch_idx)
+
+        def configure_optimizers(self) -> None:
+            return None
+
+    with pytest.warns(UserWarning):
+        trainkit.Trainer(max_epochs=1, **QUIET).fit(NoOptimizer(), loader(blobs(64)))
+    assert seen == [True, True] and _MockOptimizer is L.core.optimizer._MockOptimizer
