@@ -160,6 +160,13 @@ def test_prefix_goes_in_front_of_every_metric_name(tmp_path: Path) -> None:
     )
 
 
+def test_a_string_value_is_written_as_it_is(tmp_path: Path) -> None:
+    logger = CSVLogger(tmp_path)  # as Lightning's: the file holds any value
+    logger.log_metrics({"loss": 1.0, "tag": "blue"}, step=0)
+    logger.save()
+    assert _read(logger) == (["loss", "step", "tag"], [{"loss": "1.0", "step": "0", "tag": "blue"}])
+
+
 def test_rows_reach_the_file_every_flush_logs_every_n_steps(tmp_path: Path) -> None:
     logger = CSVLogger(tmp_path, flush_logs_every_n_steps=2)
     logger.log_metrics({"loss": 1.0}, step=0)

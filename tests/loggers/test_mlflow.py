@@ -73,6 +73,15 @@ def test_metrics_logged_without_a_step_are_at_step_0_as_lightning_writes_them(
     assert _history(client, logger.run_id, "test/acc") == [(0, 0.5)]
 
 
+def test_string_values_are_discarded_with_a_warning_as_lightning_does(tmp_path: Path) -> None:
+    logger = MLflowLogger(experiment_name="blobs", save_dir=tmp_path / "mlruns")
+    with pytest.warns(UserWarning, match=r"discards the metrics whose values are strings \(tag\)"):
+        logger.log_metrics({"loss": 0.5, "tag": "blue"}, step=1)
+    client = MlflowClient(tracking_uri=logger.tracking_uri)
+    assert _history(client, logger.run_id, "loss") == [(1, 0.5)]
+    assert _history(client, logger.run_id, "tag") == []
+
+
 def test_nested_hyperparameters_and_prefix(tmp_path: Path) -> None:
     logger = MLflowLogger(save_dir=tmp_path, prefix="blobs")
     logger.log_hyperparams({"optim": {"lr": 0.1, "betas": [0.9, 0.99]}, "act": None})

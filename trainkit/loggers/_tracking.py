@@ -93,7 +93,9 @@ def with_prefix(metrics: Mapping[str, float], prefix: str, join: str) -> dict[st
     """:func:`prefixed`, with the values as numbers (what the loggers write as metrics).
 
     Tensors and other numbers become floats; an int stays an int (the ``epoch`` the
-    Trainer writes beside the values: ``metrics.csv`` has ``0``, not ``0.0``, there).
+    Trainer writes beside the values: ``metrics.csv`` has ``0``, not ``0.0``, there),
+    and so does a string (``metrics.csv`` writes it as it is, as Lightning's does; a
+    logger that takes only numbers refuses it).
 
     Args:
         metrics: metric name to value.
@@ -101,11 +103,12 @@ def with_prefix(metrics: Mapping[str, float], prefix: str, join: str) -> dict[st
         join: what joins them, the logger's ``LOGGER_JOIN_CHAR``.
 
     Example:
-        >>> with_prefix({"loss": 0.5, "epoch": 2}, "train", "-")
-        {'train-loss': 0.5, 'train-epoch': 2}
+        >>> with_prefix({"loss": 0.5, "epoch": 2, "note": "ok"}, "train", "-")
+        {'train-loss': 0.5, 'train-epoch': 2, 'train-note': 'ok'}
     """
     values = {
-        name: value if type(value) is int else float(value) for name, value in metrics.items()
+        name: value if type(value) in (int, str) else float(value)
+        for name, value in metrics.items()
     }
     return prefixed(values, prefix, join) if prefix else values
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from argparse import Namespace
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
@@ -239,9 +240,17 @@ class MLflowLogger(Logger):
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
+        named = with_prefix(metrics, self._prefix, self.LOGGER_JOIN_CHAR)
+        if texts := sorted(key for key, value in named.items() if isinstance(value, str)):
+            warnings.warn(
+                f"MLFlowLogger discards the metrics whose values are strings ({', '.join(texts)}),"
+                " as Lightning's does: MLflow metrics are numbers. Log text with log_hyperparams.",
+                stacklevel=2,
+            )
         values = [
             Metric(key, value, now, step or 0)
-            for key, value in with_prefix(metrics, self._prefix, self.LOGGER_JOIN_CHAR).items()
+            for key, value in named.items()
+            if not isinstance(value, str)
         ]
         for start in range(0, len(values), _METRICS_PER_BATCH):
             self._log_batch(metrics=values[start : start + _METRICS_PER_BATCH])
