@@ -9,12 +9,18 @@ the user passed their own (any ProgressBar, a RichProgressBar say, is their
 bar). Every run (but a barebones one) gets a RunSummary, which warns when the
 run is too short to log a step; it prints the end-of-run summary when the
 Trainer adds its own progress bar too (the user's RunSummary
-decides for itself).
+decides for itself). Installed packages may add callbacks to every Trainer
+through an entry-point group (:data:`CALLBACKS_FACTORY`, as Lightning's
+``lightning.pytorch.callbacks_factory``): they count as the user's.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
+import sys
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -37,6 +43,47 @@ if TYPE_CHECKING:
     import torch
 
 
+#: The entry-point group whose factories add callbacks to every ``trainkit.Trainer``
+#: (a factory returns a callback or a list of them); the ported Trainer of
+#: ``trainkit.lightning`` also reads Lightning's groups.
+CALLBACKS_FACTORY = "trainkit.callbacks_factory"
+
+
+def external_callbacks(groups: Sequence[str]) -> list[Callback]:
+    """The callbacks the installed packages' factories give, group by group, as
+    Lightning adds those of ``lightning.pytorch.callbacks_factory``.
+
+    A factory that cannot be imported (one written for a framework that is not
+    installed, say) is skipped with a warning that names it.
+
+    Args:
+        groups: the entry-point groups to read.
+    """
+    found: list[Callback] = []
+    for group in groups:
+        for entry in _entry_points(group, tuple(sys.path)):
+            try:
+                factory = entry.load()
+            except ImportError as error:
+                warnings.warn(
+                    f"The callbacks factory {entry.name} = {entry.value} (entry-point group "
+                    f"{group}) cannot be imported ({error}); its callbacks are not added. "
+                    "Install what it needs, or uninstall the package that registers it.",
+                    stacklevel=4,
+                )
+                continue
+            made = factory()
+            found.extend(made if isinstance(made, list) else [] if made is None else [made])
+    return found
+
+
+@functools.lru_cache(maxsize=16)
+def _entry_points(group: str, path: tuple[str, ...]) -> tuple[importlib.metadata.EntryPoint, ...]:
+    # Scanning the installed packages takes milliseconds: once per group and sys.path.
+    del path  # part of the cache's key only
+    return tuple(importlib.metadata.entry_points(group=group))
+
+
 def assemble_callbacks(
     callbacks: Callback | list[Callback] | None,
     step: StepOptions,
@@ -45,6 +92,7 @@ def assemble_callbacks(
     fast_dev_run: bool,
     barebones: bool = False,
     scaler: torch.amp.GradScaler | None = None,
+    groups: Sequence[str] = (CALLBACKS_FACTORY,),
 ) -> list[Callback]:
     """The Trainer's callbacks, in the order their hooks run.
 
@@ -60,10 +108,11 @@ def assemble_callbacks(
         output: which default callbacks are enabled.
         fast_dev_run: a fast dev run adds no model summary and no checkpointing.
         barebones: add no model summary, checkpointing or progress bar.
+        groups: the entry-point groups whose factories add callbacks after the user's.
     """
     if callbacks is not None and not isinstance(callbacks, (list, tuple)):
         callbacks = [callbacks]
-    user = list(callbacks or [])
+    user = list(callbacks or []) + external_callbacks(groups)
     for callback in user:
         _check_callback(callback)
         _refuse_old_step_hooks(callback)

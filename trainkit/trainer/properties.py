@@ -90,6 +90,8 @@ class TrainerViews:
     #: What the last entry point was given (the loops' ``_data_source`` reads it).
     _attached: AttachedData | None = None
     _loggers: list[Logger]
+    #: The entry-point groups whose callbacks factories add to every Trainer.
+    _callback_groups: tuple[str, ...] = (defaults.CALLBACKS_FACTORY,)
 
     # ------------------------------------------------------------ launching
     def _launch(self, function: Callable[..., T], model: Any, *args: Any) -> T:

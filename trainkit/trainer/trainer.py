@@ -205,6 +205,7 @@ class Trainer(TrainerCheckpoints):
             fast_dev_run=bool(self.fast_dev_run),
             barebones=barebones,
             scaler=scaler,  # a precision plugin's own GradScaler
+            groups=self._callback_groups,  # installed packages' callbacks factories
         )
         #: What the callbacks contribute to the training step (see trainkit.callbacks.slots).
         self.step_slots = step_slots(self.callbacks)

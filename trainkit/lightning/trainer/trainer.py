@@ -13,6 +13,7 @@ import inspect
 import typing
 from typing import TYPE_CHECKING, Any, Union
 
+from trainkit.callbacks.defaults import CALLBACKS_FACTORY
 from trainkit.lightning.loggers._folder import _LightningLogs
 from trainkit.trainer.trainer import Trainer as _Trainer
 
@@ -30,6 +31,12 @@ class Trainer(_Trainer):
     """
 
     _default_logger_name = "lightning_logs"
+    # Lightning's groups too (and the older package's): a ported project's callbacks.
+    _callback_groups = (
+        CALLBACKS_FACTORY,
+        "lightning.pytorch.callbacks_factory",
+        "pytorch_lightning.callbacks_factory",
+    )
 
     if not TYPE_CHECKING:  # type checkers see trainkit's Trainer's own, typed __init__
 
