@@ -38,6 +38,7 @@ RECIPE_YAML = sorted((ROOT / "recipes").rglob("*.yaml"))
 NOT_PATHS = {
     "trainkit.ckpt": "the name of a sharded checkpoint's metadata file",
     "trainkit.lightning.X.Y": "porting.md's placeholder for any Lightning module path",
+    "trainkit.callbacks_factory": "the name of an entry-point group (callbacks/defaults.py)",
 }
 
 DOTTED = re.compile(r"(?<![\w./-])trainkit(?:\.[A-Za-z_]\w*)+")
