@@ -176,6 +176,40 @@ def test_manual_optimization_goes_through_the_same_pieces() -> None:
     assert trainer.global_step == 1
 
 
+class StepsOutsideTrainingStep(trainkit.Callback):
+    """Steps the Module's optimizer after each batch, recording ``global_step``."""
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+
+    def on_train_batch_end(self, trainer: Any, module: Any, *args: Any) -> None:
+        module.optimizers().step()
+        self.seen.append(trainer.global_step)
+
+
+class StepsUncounted(ManualRecorder):
+    """Steps once counted, then once with the step's counting hooks swapped out."""
+
+    def training_step(self, batch: Any, batch_idx: int) -> None:
+        super().training_step(batch, batch_idx)
+        optimizer = self.optimizers()
+        saved = optimizer._on_before_step, optimizer._on_after_step
+        optimizer._on_before_step = optimizer._on_after_step = lambda: None
+        try:
+            optimizer.step()
+        finally:
+            optimizer._on_before_step, optimizer._on_after_step = saved
+
+
+def test_manual_steps_count_inside_training_step_unless_their_hooks_are_swapped() -> None:
+    callback = StepsOutsideTrainingStep()
+    trainer = trainkit.Trainer(max_epochs=1, callbacks=[callback], **QUIET)
+    trainer.fit(StepsUncounted([]), loader(blobs(96), 32))
+    # One counted step a batch: neither the swapped-hook step nor the callback's counts.
+    assert callback.seen == [1, 2, 3]
+    assert trainer.global_step == 3
+
+
 def test_manual_optimization_refuses_accumulation() -> None:
     trainer = trainkit.Trainer(max_steps=1, accumulate_grad_batches=2, **QUIET)
     with pytest.raises(ValueError, match="works with automatic optimization only"):

@@ -287,7 +287,11 @@ class ManagedOptimizer(torch.optim.Optimizer):
     In a manual ``training_step``, ``opt.step()`` unscales float16 gradients, runs
     ``on_before_optimizer_step``, clips, and lets the gradient scaler take the
     step, exactly as automatic optimization does (see ``trainkit.loops.step``); each
-    call counts one step of ``trainer.global_step``.
+    call inside ``training_step`` counts one step of ``trainer.global_step``.
+    Around every step it calls ``_on_before_step()`` and ``_on_after_step()``
+    (Lightning's names): the Trainer sets the latter to count the step while a
+    manual ``training_step`` runs; code that swaps them for no-ops while it
+    steps an optimizer of its own keeps that step out of ``global_step``.
 
     Constructing one returns an instance of a subclass of both this class and
     the wrapped optimizer's class (made once per optimizer class), so
@@ -335,6 +339,8 @@ class ManagedOptimizer(torch.optim.Optimizer):
         self._run_step = step
         self._run_zero_grad = zero_grad
         self._toggle = toggle
+        self._on_before_step: Callable[[], None] = do_nothing
+        self._on_after_step: Callable[[], None] = do_nothing
 
     @property
     def optimizer(self) -> torch.optim.Optimizer:
@@ -379,11 +385,16 @@ class ManagedOptimizer(torch.optim.Optimizer):
             What the wrapped optimizer's ``step`` returned (the closure's
             result, for optimizers that take one); None for a skipped step.
         """
+        self._on_before_step()
         if self._run_step is None:
             if closure is None:
-                return self._optimizer.step(**kwargs)
-            return self._optimizer.step(closure, **kwargs)
-        return self._run_step(self._optimizer, closure, **kwargs)
+                result = self._optimizer.step(**kwargs)
+            else:
+                result = self._optimizer.step(closure, **kwargs)
+        else:
+            result = self._run_step(self._optimizer, closure, **kwargs)
+        self._on_after_step()
+        return result
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Run ``on_before_zero_grad`` hooks, then clear the gradients.
@@ -503,6 +514,10 @@ class ManagedOptimizer(torch.optim.Optimizer):
     def __repr__(self) -> str:
         """The wrapped optimizer's repr, under this class's name."""
         return f"{type(self).__name__}({self._optimizer!r})"
+
+
+def do_nothing() -> None:
+    """What a :class:`ManagedOptimizer` calls around its step when nothing is to be counted."""
 
 
 def clip_value(configured: float | None, given: float | None) -> float | None:

@@ -51,7 +51,7 @@ import torch
 from trainkit.callbacks.nonfinite import NonFiniteLoss
 from trainkit.callbacks.slots import clip_settings
 from trainkit.core.module import overrides
-from trainkit.core.optim import LRSchedulerConfig, ManagedOptimizer, step_scheduler
+from trainkit.core.optim import LRSchedulerConfig, ManagedOptimizer, do_nothing, step_scheduler
 from trainkit.core.steps import fit_step_arguments, loss_from_output
 from trainkit.distributed.control import rank_zero_floats
 from trainkit.loops.run import Run
@@ -159,9 +159,10 @@ class Optimization:
             module.optimizer_zero_grad if overrides(module, "optimizer_zero_grad") else None
         )
         self._user_backward = module.backward if overrides(module, "backward") else None
-        # In manual optimization each opt.step() counts one global step (as in
-        # Lightning, every optimizer's, counted by call, whatever the torch
-        # optimizer's step does); automatic optimization counts its own steps.
+        # In manual optimization each opt.step() inside training_step counts one
+        # global step (as in Lightning, every optimizer's, counted by call, whatever
+        # the torch optimizer's step does; see manual()); automatic optimization
+        # counts its own steps.
         manual = not module.automatic_optimization
         if manual and self._fused is not None:
             raise ValueError(
@@ -169,10 +170,9 @@ class Optimization:
                 "gradients (training_step does not run), so manual optimization cannot work "
                 "with it: set automatic_optimization = True."
             )
-        step = self._manual_step if manual else self.step_optimizer
         #: What ``Module.optimizers()`` returns (and a Module's ``optimizer_step`` receives).
         self.managed_optimizers = [
-            ManagedOptimizer(optimizer, step, self.zero_grad, self.toggle_model)
+            ManagedOptimizer(optimizer, self.step_optimizer, self.zero_grad, self.toggle_model)
             for optimizer in optimizers
         ]
         #: Whether the last batch ended with an optimizer step (resume points need it).
@@ -449,8 +449,16 @@ class Optimization:
         """
         run, state = self.run, self.run.state
         before = state.global_step
-        with run.step_context():
-            outputs = self._training_step(batch, batch_idx)
+        # Steps count while training_step runs, not in other hooks (as in Lightning).
+        optimizers = self.managed_optimizers
+        for optimizer in optimizers:
+            optimizer._on_after_step = self._count_step
+        try:
+            with run.step_context():
+                outputs = self._training_step(batch, batch_idx)
+        finally:
+            for optimizer in optimizers:
+                optimizer._on_after_step = do_nothing
         stepped = state.global_step != before
         if stepped and self.log_every_n_steps and state.global_step % self.log_every_n_steps == 0:
             self._log_due(before)
@@ -459,17 +467,10 @@ class Optimization:
     def _module_clipping(self, optimizer: torch.optim.Optimizer, module: Any) -> None:
         module.configure_gradient_clipping(optimizer, *self._clip_settings)
 
-    def _manual_step(
-        self,
-        optimizer: torch.optim.Optimizer,
-        closure: Callable[[], Any] | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        # opt.step() in a manual training_step: one global step per call, counted
-        # after the step (the closure still sees the step before it).
-        result = self.step_optimizer(optimizer, closure, **kwargs)
+    def _count_step(self) -> None:
+        # After each opt.step() in a manual training_step (the closure still sees
+        # the step before it).
         self.run.state.global_step += 1
-        return result
 
     @contextmanager
     def toggle_model(

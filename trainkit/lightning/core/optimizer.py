@@ -11,16 +11,13 @@ from typing import Any
 
 from trainkit.core.optim import ManagedOptimizer as LightningOptimizer
 from trainkit.core.optim import NoOptimizer as _MockOptimizer
+from trainkit.core.optim import do_nothing as do_nothing_closure
 from trainkit.lightning._missing import missing
 
 __all__ = ["LightningOptimizer", "do_nothing_closure"]
 # Private in Lightning, but projects test for it: the optimizer of a fit whose
 # configure_optimizers returned None (self.optimizers() is an instance of it).
 __all__ += ["_MockOptimizer"]
-
-
-def do_nothing_closure() -> None:
-    """A closure for ``optimizer.step(closure)`` that computes nothing (the loss is computed)."""
 
 
 def __getattr__(name: str) -> Any:
