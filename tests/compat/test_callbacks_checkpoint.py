@@ -373,3 +373,27 @@ def test_enable_version_counter_false_says_it_changes_nothing() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ModelCheckpoint(enable_version_counter=True)
+
+
+@pytest.mark.parametrize("where", ["dirpath", "logger", "no logger"])
+def test_the_private_resolve_ckpt_dir_names_the_folder_fit_saves_to(
+    tmp_path: Path, where: str
+) -> None:
+    # Lightning's name-mangled ModelCheckpoint.__resolve_ckpt_dir, which projects
+    # call before fit to learn where the checkpoints will go.
+    callback = ModelCheckpoint(dirpath=tmp_path / "given" if where == "dirpath" else None)
+    options = {**QUIET, "enable_checkpointing": True}
+    if where == "logger":
+        options["logger"] = trainkit.loggers.CSVLogger(tmp_path / "logs", name="run")
+    trainer = trainkit.Trainer(
+        max_epochs=1, default_root_dir=tmp_path, callbacks=[callback], **options
+    )
+    before = callback._ModelCheckpoint__resolve_ckpt_dir(trainer)  # type: ignore[attr-defined]
+    trainer.fit(Classifier(), loader(blobs(64)))
+    expected = {
+        "dirpath": tmp_path / "given",
+        "logger": tmp_path / "logs" / "run" / "version_0" / "checkpoints",
+        "no logger": tmp_path / "checkpoints",
+    }[where]
+    assert Path(before) == Path(callback.dirpath) == expected
+    assert Path(callback.best_model_path).parent == expected

@@ -309,10 +309,7 @@ class ModelCheckpoint(Checkpoint):
         if self.dirpath is None:
             # The logger's folder, now that a resume has restored its version. Only
             # rank 0 reads it (elsewhere reading it would claim a folder).
-            folder = ""
-            if trainer.is_global_zero:
-                run = run_folder(trainer.loggers, trainer.default_root_dir)
-                folder = os.path.join(run, "checkpoints")
+            folder = self.__resolve_ckpt_dir(trainer) if trainer.is_global_zero else ""
             self.dirpath = trainer.strategy.broadcast(folder)
         if self._pending_state is not None:
             pending, self._pending_state = self._pending_state, None
@@ -323,6 +320,14 @@ class ModelCheckpoint(Checkpoint):
         if trainer.global_step > 0 or trainer.current_epoch > 0:
             self._remove_future_files(trainer)
         self._fit_start_step = trainer.global_step
+
+    def __resolve_ckpt_dir(self, trainer: Trainer) -> str:
+        # The folder the files go to (Lightning's private name, which projects call):
+        # dirpath, else the run's folder's "checkpoints". Reading a logger's folder
+        # before fit starts claims its version.
+        if self.dirpath is not None:
+            return self.dirpath
+        return os.path.join(run_folder(trainer.loggers, trainer.default_root_dir), "checkpoints")
 
     def on_train_batch_end(
         self, trainer: Trainer, module: Module, outputs: Any, batch: Any, batch_idx: int
@@ -482,15 +487,8 @@ class ModelCheckpoint(Checkpoint):
         legacy = os.path.join(default_root_dir, "checkpoints", name)
         if self._runs_root is None:
             return legacy
-        candidates = [
-            path
-            for path in [
-                os.path.join(run.path, "checkpoints", name)
-                for run in experiment_runs(self._runs_root)
-            ]
-            + [legacy]
-            if sharded.exists(path) and not os.path.islink(path)
-        ]
+        runs = [os.path.join(r.path, "checkpoints", name) for r in experiment_runs(self._runs_root)]
+        candidates = [p for p in [*runs, legacy] if sharded.exists(p) and not os.path.islink(p)]
         if not candidates:
             return os.path.join(self._runs_root, "*", "checkpoints", name)
         return max(candidates, key=sharded.saved_at)
