@@ -43,6 +43,7 @@ NAMES = [
     ("utilities.rank_zero", "rank_zero_debug"),
     ("utilities.rank_zero", "rank_zero_deprecation"),
     ("utilities.rank_zero", "rank_prefixed_message"),
+    ("utilities.rank_zero", "_get_rank"),
     ("utilities.warnings", "PossibleUserWarning"),
     ("utilities.data", "AttributeDict"),
     ("utilities.types", "_PATH"),
@@ -74,6 +75,28 @@ def test_the_fabric_class_is_refused_saying_what_there_is() -> None:
 
     with pytest.raises(AttributeError, match="does not provide Lightning's Fabric"):
         fabric.Fabric  # noqa: B018
+
+
+@pytest.mark.parametrize(
+    ("variables", "rank"),
+    [
+        ({}, None),
+        ({"JSM_NAMESPACE_RANK": "9"}, 9),
+        ({"JSM_NAMESPACE_RANK": "9", "SLURM_PROCID": "7"}, 7),
+        ({"SLURM_PROCID": "7", "LOCAL_RANK": "5"}, 5),
+        ({"SLURM_PROCID": "7", "LOCAL_RANK": "5", "RANK": "1"}, 1),
+    ],
+)
+def test_get_rank_reads_lightnings_variables_in_its_order(
+    monkeypatch: pytest.MonkeyPatch, variables: dict[str, str], rank: int | None
+) -> None:
+    from trainkit.lightning.fabric.utilities.rank_zero import _get_rank
+
+    for key in ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in variables.items():
+        monkeypatch.setenv(key, value)
+    assert _get_rank() == rank
 
 
 def test_reset_seed_seeds_again_with_the_last_seed(monkeypatch: pytest.MonkeyPatch) -> None:
