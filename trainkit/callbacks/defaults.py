@@ -131,17 +131,10 @@ def assemble_callbacks(
     if step.canonical_precision != "32-true":
         front.append(MixedPrecision(step.canonical_precision, scaler=scaler))
     front += _take(user, GradientAccumulation)
-    if step.accumulate_grad_batches != 1:
-        front.append(GradientAccumulation(step.accumulate_grad_batches))
     back: list[Callback] = _take(user, GradientClipping)
-    if step.gradient_clip_val:  # None and 0 mean no clipping (as in Lightning)
-        by_norm = step.gradient_clip_algorithm == "norm"
-        back.append(
-            GradientClipping(
-                max_norm=step.gradient_clip_val if by_norm else None,
-                max_value=None if by_norm else step.gradient_clip_val,
-            )
-        )
+    for slot, part in (("accumulation", front), ("clipping", back)):
+        if (made := option_callback(slot, step)) is not None:
+            part.append(made)
     if output.enable_model_summary and not quiet and not _has(user, ModelSummary):
         front.append(ModelSummary())
     if output.enable_checkpointing and not quiet and not _has(user, ModelCheckpoint):
@@ -157,6 +150,51 @@ def assemble_callbacks(
         # turns it off, has chosen what the console shows (and may add RunSummary()).
         built.append(RunSummary(verbose=own_bar))
     return _checkpoints_last(built)
+
+
+def option_callback(slot: str, step: StepOptions) -> Callback | None:
+    """The callback the Trainer makes from its step options for ``slot``, if they ask for one.
+
+    Args:
+        slot: "accumulation" (``accumulate_grad_batches``) or "clipping"
+            (``gradient_clip_val``, ``gradient_clip_algorithm``).
+        step: the step options.
+
+    Example:
+        >>> option_callback("clipping", StepOptions(gradient_clip_val=0.5)).max_norm
+        0.5
+        >>> option_callback("accumulation", StepOptions()) is None
+        True
+    """
+    if slot == "accumulation":
+        k = step.accumulate_grad_batches
+        return GradientAccumulation(k) if k != 1 else None
+    value = step.gradient_clip_val
+    if not value:  # None and 0 mean no clipping (as in Lightning)
+        return None
+    if step.gradient_clip_algorithm == "norm":
+        return GradientClipping(max_norm=value)
+    return GradientClipping(max_value=value)
+
+
+def swap_callback(callbacks: list[Callback], old: Callback | None, new: Callback | None) -> None:
+    """Put ``new`` where ``old`` is in ``callbacks`` (in place); either may be None.
+
+    A new callback without an old one goes before the checkpointing callbacks,
+    which run last.
+
+    Args:
+        callbacks: the list to change.
+        old: the callback to take out (None, or one not in the list: none).
+        new: the callback to put in (None: none).
+    """
+    at = next((i for i, callback in enumerate(callbacks) if callback is old), None)
+    if at is not None:
+        del callbacks[at]
+    else:
+        at = next((i for i, c in enumerate(callbacks) if isinstance(c, Checkpoint)), len(callbacks))
+    if new is not None:
+        callbacks.insert(at, new)
 
 
 def merge_configured(

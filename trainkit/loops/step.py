@@ -130,16 +130,10 @@ class Optimization:
         self._forward_backward: Callable[[Any, int], tuple[Any, torch.Tensor | None]] = (
             self._separate_forward_backward if self._fused is None else self._fused_forward_backward
         )
-        # The slots, read once.
+        # The slots, read once (clipping and accumulation again when they change: reshape).
         precision = slots.precision
         self._forward_context = precision.forward_context if precision is not None else None
         self._scaler = precision.scaler if precision is not None else None
-        self._clip = slots.clipping.clip if slots.clipping is not None else None
-        if overrides(module, "configure_gradient_clipping"):
-            # The Module's hook replaces the slot's clipping, and receives its settings.
-            self._clip_settings = clip_settings(slots.clipping)
-            self._clip = self._module_clipping
-        self._accumulation = slots.accumulation
         nonfinite = slots.nonfinite
         self._observe = nonfinite.observe if nonfinite is not None else None
         self._veto = nonfinite if nonfinite is not None and nonfinite.vetoes_steps else None
@@ -177,16 +171,46 @@ class Optimization:
         ]
         #: Whether the last batch ended with an optimizer step (resume points need it).
         self.stepped = True
+        self._window = 1  # micro-batches per step in this epoch
+        self._batches = 0.0  # batches in this epoch
+        self._divisor = 1  # what this micro-batch's loss is divided by
+        self._next_slots: StepSlots | None = None  # slots to shape the next epoch by
+        self._shape(slots)
+
+    def reshape(self, slots: StepSlots) -> None:
+        """Take the clipping and accumulation of ``slots`` from the next epoch's start on.
+
+        Args:
+            slots: the step's slots after the Trainer's step options changed.
+
+        Raises:
+            ValueError: what the strategy or manual optimization cannot honour
+                (refused now, not when the epoch starts).
+        """
+        self.run.strategy.fused_backward(slots)  # refuses what its pass cannot honour
+        self._refuse_manual_accumulation(slots)
+        self._next_slots = slots
+
+    def _shape(self, slots: StepSlots) -> None:
+        # What the clipping and accumulation slots make of the step.
+        self._refuse_manual_accumulation(slots)
+        module = self.run.module
+        self._clip = slots.clipping.clip if slots.clipping is not None else None
+        if overrides(module, "configure_gradient_clipping"):
+            # The Module's hook replaces the slot's clipping, and receives its settings.
+            self._clip_settings = clip_settings(slots.clipping)
+            self._clip = self._module_clipping
+        self._accumulation = slots.accumulation
         # Nothing shapes the step but the non-finite check: ``plain`` runs it (per
         # epoch, also no accumulation window: see batch_step).
         self._plain = (
-            not manual
+            module.automatic_optimization
             and self._fused is None
             and self._forward_context is None
             and self._scaler is None
             and self._clip is None
             and self._veto is None
-            and len(optimizers) == 1
+            and len(self.optimizers) == 1
             and self._on_before_backward is None
             and self._on_after_backward is None
             and self._on_before_optimizer_step is None
@@ -195,10 +219,9 @@ class Optimization:
             and self._user_zero_grad is None
             and self._user_backward is None
         )
-        self._window = 1  # micro-batches per step in this epoch
-        self._batches = 0.0  # batches in this epoch
-        self._divisor = 1  # what this micro-batch's loss is divided by
-        if manual and self._accumulation is not None and self._accumulation.accumulates:
+
+    def _refuse_manual_accumulation(self, slots: StepSlots) -> None:
+        if not self.run.module.automatic_optimization and slots.accumulates:
             raise ValueError(
                 "Gradient accumulation (accumulate_grad_batches / GradientAccumulation) "
                 "works with automatic optimization only: in manual optimization you "
@@ -220,6 +243,9 @@ class Optimization:
                 that what they log is written with them; else they are written at once.
         """
         self._defer_log = batch_end_hooks
+        if self._next_slots is not None:  # the Trainer's step options changed
+            self._shape(self._next_slots)
+            self._next_slots = None
         accumulation = self._accumulation
         self._window = accumulation.batches_for_epoch(epoch) if accumulation is not None else 1
         self._batches = batches

@@ -42,6 +42,7 @@ from trainkit.trainer.evaluation_loops import (
 )
 from trainkit.trainer.fit_loop import FitLoop, change_options
 from trainkit.trainer.options import DEFAULT_MAX_EPOCHS
+from trainkit.trainer.step_settings import change_step_options
 from trainkit.utilities.compile import CompileContext, compiled_parts
 
 if TYPE_CHECKING:
@@ -655,21 +656,43 @@ class TrainerViews:
         change_options(self, reload_dataloaders_every_n_epochs=value)
 
     @property
-    def accumulate_grad_batches(self) -> int | dict[int, int]:
-        """The ``accumulate_grad_batches`` option."""
-        return self.step_options.accumulate_grad_batches
+    def accumulate_grad_batches(self) -> int:
+        """Batches per optimizer step in the current epoch (from the option or a callback).
+
+        Settable, as Lightning's attribute (an int, or trainkit's schedule
+        ``{first_epoch: k}``): see ``trainkit/trainer/step_settings.py``.
+        """
+        accumulation = self.step_slots.accumulation
+        return 1 if accumulation is None else accumulation.batches_for_epoch(self.current_epoch)
+
+    @accumulate_grad_batches.setter
+    def accumulate_grad_batches(self, value: int | dict[int, int]) -> None:
+        change_step_options(self, accumulate_grad_batches=value)
 
     @property
     def gradient_clip_val(self) -> float | None:
-        """The clipping threshold: ``gradient_clip_val``, or a GradientClipping callback's."""
+        """The clipping threshold: ``gradient_clip_val``, or a GradientClipping callback's.
+
+        Settable, as Lightning's attribute: see ``trainkit/trainer/step_settings.py``.
+        """
         if self.step_slots.clipping is None:
             return self.step_options.gradient_clip_val  # None, or 0 (no clipping either)
         return clip_settings(self.step_slots.clipping)[0]
 
+    @gradient_clip_val.setter
+    def gradient_clip_val(self, value: float | None) -> None:
+        change_step_options(self, gradient_clip_val=value)
+
     @property
     def gradient_clip_algorithm(self) -> str:
-        """``"norm"`` or ``"value"``: the option's, or a GradientClipping callback's."""
+        """``"norm"`` or ``"value"``: the option's, or a GradientClipping callback's; settable."""
+        if self.step_slots.clipping is None:
+            return self.step_options.gradient_clip_algorithm
         return clip_settings(self.step_slots.clipping)[1]
+
+    @gradient_clip_algorithm.setter
+    def gradient_clip_algorithm(self, value: str | None) -> None:
+        change_step_options(self, gradient_clip_algorithm="norm" if value is None else value)
 
     @property
     def precision(self) -> str:
