@@ -245,6 +245,24 @@ def test_no_checkpoint_is_written_after_a_nan(tmp_path: Path) -> None:
     assert not (tmp_path / "checkpoints").exists()
 
 
+@pytest.mark.parametrize("at_once", [True, False])
+def test_warn_mode_trains_on_and_says_so_once(
+    monkeypatch: pytest.MonkeyPatch, at_once: bool
+) -> None:
+    # at_once=False: the accelerator's path, which reads the losses every 50 steps.
+    monkeypatch.setattr(trainkit.callbacks.nonfinite, "READ_CPU_LOSSES_AT_ONCE", at_once)
+    watcher = NonFiniteLoss("warn")
+    trainer = trainkit.Trainer(max_epochs=2, callbacks=[watcher], **QUIET)
+    model = NanAtStep7()
+    with pytest.warns(UserWarning, match="nan at step 7 \\(the last finite loss was") as caught:
+        trainer.fit(model, loader(blobs(320), 32))
+    assert sum("training goes on" in str(w.message) for w in caught) == 1
+    assert trainer.global_step == 20
+    # The NaN step updated the weights: every later loss is NaN too, and listed.
+    assert watcher.nonfinite_steps == list(range(7, 20))
+    assert not all(torch.isfinite(p).all() for p in model.parameters())
+
+
 @pytest.mark.parametrize("precision", ["32-true", "16-mixed"])
 def test_skip_mode_skips_the_step_and_finishes_with_finite_parameters(precision: str) -> None:
     watcher = NonFiniteLoss("skip")

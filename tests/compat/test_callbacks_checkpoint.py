@@ -166,6 +166,28 @@ def test_every_n_train_steps(tmp_path: Path) -> None:
     assert _names(tmp_path / "checkpoints") == ["epoch=1-step=3.ckpt", "epoch=2-step=6.ckpt"]
 
 
+class SetsTheStepSchedule(trainkit.Callback):
+    """Sets the checkpoint's private step schedule before training, as projects do."""
+
+    def on_fit_start(self, trainer: Any, module: Any) -> None:
+        callback = trainer.checkpoint_callback
+        assert callback._every_n_train_steps == 0
+        callback._every_n_train_steps = 3
+
+
+def test_every_n_train_steps_under_lightnings_private_name(tmp_path: Path) -> None:
+    callback = ModelCheckpoint(save_top_k=-1, save_last=False, every_n_epochs=0)
+    trainer = trainkit.Trainer(
+        max_epochs=3,
+        callbacks=[SetsTheStepSchedule(), callback],
+        default_root_dir=tmp_path,
+        **QUIET,
+    )
+    trainer.fit(Scored(), loader(blobs(64), 32), loader(blobs(32), 32))
+    assert callback.every_n_train_steps == 3
+    assert _names(tmp_path / "checkpoints") == ["epoch=1-step=3.ckpt", "epoch=2-step=6.ckpt"]
+
+
 def test_train_time_interval_accepts_a_timedelta(tmp_path: Path) -> None:
     callback = ModelCheckpoint(
         train_time_interval=timedelta(microseconds=1), save_top_k=-1, save_last=False

@@ -54,6 +54,7 @@ from trainkit.checkpoint.run_files import (
     free_path,
     newest_version,
     remove_future_files,
+    write_scores,
 )
 from trainkit.core.module import overrides
 from trainkit.distributed.control import rank_zero_floats
@@ -234,7 +235,7 @@ class ModelCheckpoint(Checkpoint):
         self.save_last: bool | Literal["link"] = save_last or False
         self.save_weights_only = save_weights_only
         self.auto_insert_metric_name = auto_insert_metric_name
-        self.every_n_train_steps = every_n_train_steps or 0
+        self._every_n_train_steps = every_n_train_steps or 0  # Lightning's name: projects set it
         self._every_n_epochs = every_n_epochs or 0
         self.train_time_interval = seconds
         self._train_time_interval = train_time_interval
@@ -261,6 +262,11 @@ class ModelCheckpoint(Checkpoint):
         self._warned: set[str] = set()
 
     @property
+    def every_n_train_steps(self) -> int:
+        """Save every this many optimizer steps (0: not by steps)."""
+        return self._every_n_train_steps
+
+    @property
     def every_n_epochs(self) -> int:
         """Save every this many epochs; 0 when the schedule is by steps or time (or off).
 
@@ -275,7 +281,7 @@ class ModelCheckpoint(Checkpoint):
         arguments = {
             "monitor": self.monitor,
             "mode": self.mode,
-            "every_n_train_steps": self.every_n_train_steps,
+            "every_n_train_steps": self._every_n_train_steps,
             "every_n_epochs": self.every_n_epochs,
             "train_time_interval": self._train_time_interval,
         }
@@ -285,7 +291,7 @@ class ModelCheckpoint(Checkpoint):
     def uses_hook(self, name: str) -> bool:
         # Only a step or time schedule needs to look at every batch.
         if name == "on_train_batch_end":
-            return bool(self.every_n_train_steps) or self.train_time_interval is not None
+            return bool(self._every_n_train_steps) or self.train_time_interval is not None
         return True
 
     def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
@@ -334,7 +340,7 @@ class ModelCheckpoint(Checkpoint):
     ) -> None:
         """Note a step- or time-based save; it happens at the next resume point."""
         step = trainer.global_step
-        if self.every_n_train_steps and step % self.every_n_train_steps == 0:
+        if self._every_n_train_steps and step % self._every_n_train_steps == 0:
             self._due = self._due or step != self._last_saved_step
         interval = self.train_time_interval
         if interval is not None and time.monotonic() - self._last_save_time >= interval:
@@ -767,8 +773,6 @@ class ModelCheckpoint(Checkpoint):
         Args:
             filepath: where; default ``<dirpath>/best_k_models.yaml``.
         """
-        import yaml  # only this method needs it
-
         if filepath is None:
             if self.dirpath is None:
                 raise ValueError(
@@ -776,9 +780,7 @@ class ModelCheckpoint(Checkpoint):
                     "(pass dirpath=..., or call it after fit starts)."
                 )
             filepath = os.path.join(self.dirpath, "best_k_models.yaml")
-        scores = {path: float(value) for path, value in self.best_k_models.items()}
-        with open(filepath, "w") as handle:
-            yaml.dump(scores, handle)
+        write_scores(self.best_k_models, filepath)
 
     def _ranks(self, score: torch.Tensor) -> bool:
         if self.save_top_k == -1 or len(self.best_k_models) < self.save_top_k:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
     from trainkit.core.module import Module
     from trainkit.trainer.trainer import Trainer
 
-ACTIONS = ("raise", "skip")
+ACTIONS = ("raise", "skip", "warn")
 #: Check each CPU loss at once (reading it costs no synchronisation). The device
 #: tests set it False to run the accelerator's path, which reads no loss between
 #: checks, on the CPU.
@@ -44,18 +45,26 @@ class NonFiniteLoss(Callback):
     gradient reduction has carried that loss's NaN into every process's
     gradients.
 
+    ``"warn"`` trains on, as a framework without this check does: the first
+    non-finite loss of a fit is reported in a warning (its step, the last finite
+    loss), and every such step is listed in :attr:`nonfinite_steps`; the weights
+    may then hold NaN, and so may the checkpoints written after it. It reads the
+    losses as ``"raise"`` does.
+
     Steps that a float16 gradient scaler skips (its gradients overflowed while the
     loss was finite) are normal and not reported.
 
     Args:
-        action: "raise" or "skip".
+        action: "raise", "skip" or "warn".
     """
 
     def __init__(self, action: str = "raise") -> None:
         if action not in ACTIONS:
-            raise ValueError(f"NonFiniteLoss(action={action!r}) must be 'raise' or 'skip'.")
+            raise ValueError(f"NonFiniteLoss(action={action!r}) must be 'raise', 'skip' or 'warn'.")
         self.action = action
         self.skipped_steps: list[int] = []
+        #: With "warn": the steps whose loss was not finite, in this fit.
+        self.nonfinite_steps: list[int] = []
         self._pending: list[tuple[int, torch.Tensor]] = []
         self._last_finite: tuple[int, float] | None = None
         self._window_finite = True
@@ -73,6 +82,7 @@ class NonFiniteLoss(Callback):
 
     def on_train_start(self, trainer: Trainer, module: Module) -> None:
         self._pending.clear()
+        self.nonfinite_steps = []
         self._window_finite = True
         self._check_every = trainer.log_every_n_steps
         several = trainer.world_size > 1
@@ -98,7 +108,8 @@ class NonFiniteLoss(Callback):
                 self._last_finite = (global_step, value)
                 return
             self._pending.append((global_step, loss.data))
-            self.check()  # raises, naming this step
+            self.check()  # raises (or warns), naming this step
+            return
         # Without its autograd graph: holding the loss itself would keep the graph
         # alive until the check, which slowed DDP steps of a tiny model by ~5-10%.
         # (.data, not .detach(): the check only reads the value, and .data skips
@@ -137,7 +148,7 @@ class NonFiniteLoss(Callback):
         self.check()  # never write a checkpoint trained on a NaN loss
 
     def check(self) -> None:
-        """Read the losses seen since the last check; raise on the first non-finite one."""
+        """Read the losses seen since the last check; raise (or warn) at the first non-finite."""
         if not self._pending:
             return
         steps = [step for step, _ in self._pending]
@@ -154,12 +165,28 @@ class NonFiniteLoss(Callback):
             if self._last_finite is not None
             else "no finite loss was seen before it"
         )
+        if self.action == "warn":
+            first = not self.nonfinite_steps
+            self.nonfinite_steps += [
+                s for s, v in zip(steps, losses, strict=True) if not math.isfinite(v)
+            ]
+            if first:
+                warnings.warn(
+                    f"The training loss is {losses[bad]} at step {steps[bad]} ({last}); "
+                    "training goes on (NonFiniteLoss('warn')), and the weights may hold NaN "
+                    "from here. Later non-finite steps are listed in nonfinite_steps.",
+                    stacklevel=2,
+                )
+            finite = [(s, v) for s, v in zip(steps, losses, strict=True) if math.isfinite(v)]
+            self._last_finite = finite[-1] if finite else self._last_finite
+            return
         raise NonFiniteLossError(
             f"The training loss is {losses[bad]} at step {steps[bad]} ({last}). "
             "Common causes: a learning rate too high (lower it, or warm it up), exploding "
             "gradients (Trainer(gradient_clip_val=1.0)), NaN or inf in the inputs, or "
             "float16 overflow (use precision='bf16-mixed'). To skip such steps instead, "
-            "pass callbacks=[NonFiniteLoss('skip')]."
+            "pass callbacks=[NonFiniteLoss('skip')]; to train on with a warning, "
+            "NonFiniteLoss('warn')."
         )
 
 

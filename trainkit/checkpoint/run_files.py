@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from trainkit.checkpoint import sharded
 from trainkit.checkpoint.weights import peek
@@ -23,6 +24,7 @@ __all__ = [
     "free_path",
     "newest_version",
     "remove_future_files",
+    "write_scores",
 ]
 
 
@@ -126,3 +128,16 @@ def remove_future_files(
         info = peek(path)
         if info is not None and info["lineage"] == lineage and info["global_step"] > global_step:
             sharded.remove(path)
+
+
+def write_scores(scores: Mapping[str, Any], filepath: str | os.PathLike[str]) -> None:
+    """Write checkpoint paths and their scores (tensors or numbers) to a YAML file.
+
+    Args:
+        scores: path -> score, as ``ModelCheckpoint.best_k_models`` holds them.
+        filepath: the file to write.
+    """
+    import yaml  # only this needs it
+
+    with open(filepath, "w") as handle:
+        yaml.dump({path: float(value) for path, value in scores.items()}, handle)
