@@ -191,3 +191,26 @@ def test_a_training_iterable_without_length_that_yields_nothing_is_an_error() ->
     trainer = _quiet_trainer()
     with pytest.raises(ValueError, match="yielded no batches in epoch 0"):
         trainer.fit(Classifier(), DataLoader(Nothing(), batch_size=4))
+
+
+def test_no_persistent_dataloader_worker_outlives_a_run() -> None:
+    import multiprocessing
+
+    from tests.helpers import QUIET, Classifier, blobs
+
+    def persistent() -> DataLoader[Any]:
+        return DataLoader(blobs(64), batch_size=32, num_workers=1, persistent_workers=True)
+
+    before = len(multiprocessing.active_children())
+    train, val, test = persistent(), persistent(), persistent()
+    trainer = trainkit.Trainer(max_epochs=2, num_sanity_val_steps=0, **QUIET)
+    model = Classifier()
+    trainer.fit(model, train, val)
+    assert train._iterator is None and val._iterator is None
+    assert len(multiprocessing.active_children()) == before
+    trainer.test(model, test, verbose=False)
+    assert test._iterator is None
+    assert len(multiprocessing.active_children()) == before
+    trainer.fit_loop.max_epochs = 3  # the loaders start their workers again
+    trainer.fit(model, train, val)
+    assert trainer.current_epoch == 3 and len(multiprocessing.active_children()) == before

@@ -403,6 +403,32 @@ def each_loader(loader: Any, change: Callable[[Any], Any]) -> Any:
     return change(loader)
 
 
+def shut_down_workers(loaders: Any) -> None:
+    """End the worker processes that dataloaders keep between epochs (``persistent_workers``).
+
+    Called when a run ends, so that no worker outlives ``fit``, ``validate``,
+    ``test`` or ``predict`` (left to garbage collection, each takes seconds to
+    join); the next run starts its workers again.
+
+    Args:
+        loaders: a dataloader, combined loaders, or a list, tuple or dict of them.
+    """
+    if isinstance(loaders, DataLoader):
+        iterator, loaders._iterator = loaders._iterator, None
+        shutdown = getattr(iterator, "_shutdown_workers", None)
+        if shutdown is not None:
+            shutdown()
+    elif isinstance(loaders, CombinedBatches):
+        shut_down_workers(loaders.loaders)
+    elif isinstance(loaders, CombinedLoader):
+        shut_down_workers(loaders.flattened)
+    elif isinstance(loaders, Mapping):
+        shut_down_workers(list(loaders.values()))
+    elif isinstance(loaders, (list, tuple)):
+        for loader in loaders:
+            shut_down_workers(loader)
+
+
 def _loaders(loader: Any) -> list[Any]:
     return loader.loaders if isinstance(loader, CombinedBatches) else [loader]
 

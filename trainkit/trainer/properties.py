@@ -29,6 +29,7 @@ from trainkit import loggers
 from trainkit.callbacks import defaults
 from trainkit.callbacks.slots import clip_settings
 from trainkit.checkpoint.callback_state import callback_state, load_callback_state
+from trainkit.core.data import shut_down_workers
 from trainkit.launch.outcome import RankZeroReport
 from trainkit.loops.schedule import batches_between_checks, sanity_batches
 from trainkit.loops.state import RunningStage, TrainerStatus
@@ -91,6 +92,10 @@ class TrainerViews:
     #: What the last entry point was given (the loops' ``_data_source`` reads it).
     _attached: AttachedData | None = None
     _loggers: list[Logger]
+    train_dataloader: Any
+    val_dataloaders: Any
+    test_dataloaders: Any
+    predict_dataloaders: Any
     #: The entry-point groups whose callbacks factories add to every Trainer.
     _callback_groups: tuple[str, ...] = (defaults.CALLBACKS_FACTORY,)
 
@@ -654,6 +659,12 @@ class TrainerViews:
     @reload_dataloaders_every_n_epochs.setter
     def reload_dataloaders_every_n_epochs(self, value: int) -> None:
         change_options(self, reload_dataloaders_every_n_epochs=value)
+
+    def _end_dataloader_workers(self) -> None:
+        # When a run ends: no dataloader worker outlives it (persistent_workers=True
+        # keeps them between epochs), as Lightning ends them when its loops end.
+        loaders = [self.train_dataloader, self.val_dataloaders, self.test_dataloaders]
+        shut_down_workers([*loaders, self.predict_dataloaders])
 
     @property
     def accumulate_grad_batches(self) -> int:

@@ -448,6 +448,7 @@ class Trainer(TrainerCheckpoints):
                 for logger in self.loggers:
                     logger.finalize(ending)
             uncompile()
+            self._end_dataloader_workers()
             self.strategy.end_run()
             if self._optimization is not None:
                 self._optimization.close()
