@@ -96,11 +96,10 @@ def assemble_callbacks(
 ) -> list[Callback]:
     """The Trainer's callbacks, in the order their hooks run.
 
-    Step-shaping callbacks first (so that, say, a bfloat16 cast happens before
-    other callbacks see the model), then the user's, the progress bar and the run
-    summary (whose ``teardown`` prints after the bars are closed), and every
-    checkpointing callback last (after the others' epoch-end hooks), as Lightning
-    orders them.
+    As Lightning orders them: the user's first, as given, then the Trainer's own
+    (the step callbacks its arguments ask for, the progress bar, the model
+    summary, the run summary, whose ``teardown`` prints after the bar is closed),
+    and every checkpointing callback last (after the others' epoch-end hooks).
 
     Args:
         callbacks: what the user passed as ``callbacks``.
@@ -108,6 +107,7 @@ def assemble_callbacks(
         output: which default callbacks are enabled.
         fast_dev_run: a fast dev run adds no model summary and no checkpointing.
         barebones: add no model summary, checkpointing or progress bar.
+        scaler: a precision plugin's own float16 gradient scaler.
         groups: the entry-point groups whose factories add callbacks after the user's.
     """
     if callbacks is not None and not isinstance(callbacks, (list, tuple)):
@@ -124,31 +124,28 @@ def assemble_callbacks(
             stacklevel=3,
         )
     quiet = fast_dev_run or barebones
+    built = list(user)
     # Every run watches the loss for NaN, unless a user's callback already does.
-    watched = step_slots(user).nonfinite is not None
-    front: list[Callback] = _take(user, NonFiniteLoss) or ([] if watched else [NonFiniteLoss()])
-    front += _take(user, MixedPrecision)
+    if step_slots(user).nonfinite is None:
+        built.append(NonFiniteLoss())
     if step.canonical_precision != "32-true":
-        front.append(MixedPrecision(step.canonical_precision, scaler=scaler))
-    front += _take(user, GradientAccumulation)
-    back: list[Callback] = _take(user, GradientClipping)
-    for slot, part in (("accumulation", front), ("clipping", back)):
-        if (made := option_callback(slot, step)) is not None:
-            part.append(made)
-    if output.enable_model_summary and not quiet and not _has(user, ModelSummary):
-        front.append(ModelSummary())
-    if output.enable_checkpointing and not quiet and not _has(user, ModelCheckpoint):
-        # trainkit's own default keeps last.ckpt: ckpt_path="last" resumes any run.
-        back.append(ModelCheckpoint(save_last=True))
-    built = front + user + back
+        built.append(MixedPrecision(step.canonical_precision, scaler=scaler))
+    built += [
+        made for slot in ("accumulation", "clipping") if (made := option_callback(slot, step))
+    ]
     own_bar = output.enable_progress_bar and not barebones and not _has(user, ProgressBar)
     if own_bar:
         # The Trainer's bar is the one whose log lines carry timing (see TQDMProgressBar).
         built.append(TQDMProgressBar(timing=True))
+    if output.enable_model_summary and not quiet and not _has(user, ModelSummary):
+        built.append(ModelSummary())
     if not barebones and not _has(user, RunSummary):
         # The summary prints with the Trainer's own bar: a user who passes a bar, or
         # turns it off, has chosen what the console shows (and may add RunSummary()).
         built.append(RunSummary(verbose=own_bar))
+    if output.enable_checkpointing and not quiet and not _has(user, ModelCheckpoint):
+        # trainkit's own default keeps last.ckpt: ckpt_path="last" resumes any run.
+        built.append(ModelCheckpoint(save_last=True))
     return _checkpoints_last(built)
 
 
@@ -363,14 +360,6 @@ def _refuse_old_step_hooks(callback: Callback) -> None:
             "slots in configure_step(slots) (precision, clipping, accumulation, nonfinite); "
             "see docs/callbacks.md, 'Writing your own'."
         )
-
-
-def _take(user: list[Callback], kind: type[Callback]) -> list[Callback]:
-    # Step callbacks move to the front, keeping the order among them.
-    found = _of_type(user, kind)
-    for callback in found:
-        user.remove(callback)
-    return found
 
 
 def _has(callbacks: list[Callback], kind: type[Callback]) -> bool:
