@@ -117,6 +117,8 @@ PORTED_LINES = {
     "    import lightning  # for its version": (
         "    import trainkit.lightning, trainkit.lightning as lightning  # for its version"
     ),
+    # A doctest's import too.
+    ">>> import lightning": ">>> import trainkit.lightning, trainkit.lightning as lightning",
     "import lightning_utilities": "import lightning_utilities",
     "import pytorch_lightning": "import trainkit.lightning",
     "from pytorch_lightning.callbacks import ModelCheckpoint": (

@@ -876,3 +876,26 @@ def test_callback_metrics_writes_are_numbers_kept_as_tensors_and_saved(tmp_path:
     with pytest.raises(TypeError, match=r"callback_metrics\['note'\] = 'text'"):
         trainer.callback_metrics["note"] = "text"  # type: ignore[assignment]
     assert "note" not in trainer.callback_metrics
+
+
+def test_callback_metrics_copy_and_pickle_as_a_plain_dict_of_their_values() -> None:
+    import copy
+    import pickle
+
+    seen: list[Any] = []
+
+    class Copies(trainkit.Callback):
+        def on_validation_end(self, trainer: Any, module: Any) -> None:
+            seen.append(copy.deepcopy(trainer.callback_metrics))  # as projects keep history
+
+    trainer = trainkit.Trainer(max_epochs=2, callbacks=[Copies()], **QUIET)
+    trainer.fit(
+        helpers.Classifier(), helpers.loader(helpers.blobs(32)), helpers.loader(helpers.blobs(32))
+    )
+    assert len(seen) >= 2 and all(type(copied) is dict for copied in seen)
+    assert set(seen[-1]) == set(trainer.callback_metrics)
+    assert all(torch.equal(seen[-1][k], v) for k, v in trainer.callback_metrics.items())
+    seen[-1]["val/loss"] = torch.tensor(-1.0)  # the copy is the user's own
+    assert float(trainer.callback_metrics["val/loss"]) > 0
+    assert pickle.loads(pickle.dumps(trainer.callback_metrics)) == dict(trainer.callback_metrics)
+    assert type(copy.copy(trainer.callback_metrics)) is dict

@@ -79,6 +79,31 @@ def test_a_dict_of_training_loaders_gives_dict_batches_until_the_longest_ends() 
     assert trainer.train_dataloader == loaders  # Lightning's shape: the collection
 
 
+class TwoDatasets:
+    """An iterable of dict batches from two datasets, whose batch_size is a list (one each)."""
+
+    batch_size = [2, 2]
+
+    def __len__(self) -> int:
+        return 2
+
+    def __iter__(self) -> Any:
+        for i in range(2):
+            yield {"a": [torch.full((2, 1), float(i))], "b": [torch.full((2, 1), 10.0 + i)]}
+
+
+def test_an_iterable_whose_batch_size_is_not_a_number_trains_and_reports(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The end-of-fit summary counts samples/s only when each step's samples are known.
+    options = {**QUIET, "enable_progress_bar": True}
+    trainer = trainkit.Trainer(max_epochs=1, **options)
+    trainer.fit(Recording(), TwoDatasets())
+    assert trainer.global_step == 2 and trainer.state.samples_per_step is None
+    out = capsys.readouterr().out
+    assert "fit: finished" in out and "2 batches at" in out and "samples/s" not in out
+
+
 def test_a_list_of_training_loaders_gives_list_batches() -> None:
     module, loaders = Recording(), _pair()
     trainkit.Trainer(max_epochs=1, **QUIET).fit(module, [loaders["b"], loaders["a"]])

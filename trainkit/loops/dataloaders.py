@@ -58,7 +58,8 @@ def stage_loaders(run: Run, kind: str, given: Any, required: bool) -> list[Itera
 def fit_loaders(
     run: Run, train_given: Any, val_given: Any
 ) -> tuple[Iterable[Any], list[Iterable[Any]]]:
-    """Fit's training and validation loaders; the run's state records their batch counts.
+    """Fit's training and validation loaders; the run's state records their batch counts
+    (and the samples a step takes, when the training loader has one batch size).
 
     Args:
         run: the run being fitted.
@@ -73,6 +74,9 @@ def fit_loaders(
     if options.overfit_batches:
         train = each_loader(train, lambda one: unshuffled(one, run.warn))
     state.num_training_batches = training_batches(train, options.limit_train_batches)
+    size = getattr(train, "batch_size", None)  # any iterable's: a list, say, or None
+    fixed = size if isinstance(size, int) and size > 0 else 0
+    state.samples_per_step = fixed * run.strategy.data_parallel_size or None
     state.num_val_batches = batch_totals(val, options.limit_val_batches, "limit_val_batches")
     return train, val
 

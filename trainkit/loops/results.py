@@ -11,6 +11,7 @@ records, and how it reduces, is that module's business).
 
 from __future__ import annotations
 
+import copy
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -725,6 +726,15 @@ class CallbackMetrics(dict[str, torch.Tensor]):
     def __delitem__(self, name: str) -> None:
         super().__delitem__(name)
         self._results.forget_metric(name)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, torch.Tensor]:
+        # A copy is of the values only: a plain dict, as Lightning's callback_metrics is
+        # (the run's results it writes through are not copied).
+        return copy.deepcopy(dict(self), memo)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled (copy.copy, sent to another process) as a plain dict of the values.
+        return (dict, (dict(self),))
 
     def pop(self, name: str, *default: Any) -> Any:
         """Remove ``name`` (and drop it from the kept values); as ``dict.pop``."""

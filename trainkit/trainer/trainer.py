@@ -501,8 +501,6 @@ class Trainer(TrainerCheckpoints):
             loaders = fit_loaders(run, train_dataloaders, val_dataloaders)
             self.train_dataloader = as_given(loaders[0])  # combined: the collection given
             self.val_dataloaders = one_or_list(loaders[1])
-            size = getattr(loaders[0], "batch_size", None)
-            state.samples_per_step = size * self.strategy.data_parallel_size if size else None
             return loaders
 
         train_loader, val_loaders = load_dataloaders()
