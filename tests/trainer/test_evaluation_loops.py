@@ -117,3 +117,36 @@ def test_loop_machinery_is_refused_with_what_to_call_instead() -> None:
     assert not hasattr(trainer.predict_loop, "setup_data")
     with pytest.raises(AttributeError, match=r"test_loop\.trainer_fn cannot be set"):
         trainer.test_loop.trainer_fn = "fit"
+
+
+def test_a_loop_subclass_set_as_the_test_loop_prints_the_results_its_way(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Projects subclass Lightning's private _EvaluationLoop to print their own table.
+    from trainkit.lightning.loops.evaluation_loop import _EvaluationLoop
+    from trainkit.lightning.trainer.states import RunningStage, TrainerFn
+
+    printed: list[tuple[list[str], str]] = []
+
+    class OwnTable(_EvaluationLoop):
+        @staticmethod
+        def _print_results(results: list[dict[str, Any]], stage: str) -> None:
+            printed.append(([name for result in results for name in result], stage))
+
+    trainer = trainkit.Trainer(**QUIET)
+    model = Classifier()
+    trainer.test(model, loader(blobs(32)))
+    assert "Test metric" in capsys.readouterr().out  # trainkit's own table
+    trainer.test_loop = OwnTable(
+        trainer, TrainerFn.TESTING, RunningStage.TESTING, inference_mode=False
+    )
+    assert not trainer.test_loop.inference_mode
+    results = trainer.test(model, loader(blobs(32)))
+    assert printed == [(list(results[0]), "test")]
+    assert "Test metric" not in capsys.readouterr().out
+    trainer.test(model, loader(blobs(32)), verbose=False)
+    assert len(printed) == 1
+    trainer.validate(model, loader(blobs(32)))  # the validate loop is still trainkit's
+    assert "Validate metric" in capsys.readouterr().out
+    with pytest.raises(TypeError, match="made for validate"):
+        trainer.validate_loop = trainer.test_loop

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from trainkit.callbacks.prediction_writer import seen_batches
+from trainkit.loops.evaluate import format_results
 from trainkit.trainer.data_source import DataSource
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ __all__ = [
     "PredictionLoop",
     "evaluation_inference_mode",
     "evaluation_loops",
+    "set_evaluation_loop",
 ]
 
 #: What each loop's Trainer method is, for the messages.
@@ -77,6 +79,21 @@ class EvaluationLoop:
 
     #: What the messages say may be set on this view.
     _settable = " but inference_mode"
+
+    @staticmethod
+    def _print_results(results: list[dict[str, Any]], stage: str) -> None:
+        """Print the table of a run's results (``validate`` or ``test`` with ``verbose=True``).
+
+        Lightning's private name: a loop of the ported ``_EvaluationLoop`` class set as
+        ``trainer.test_loop`` or ``validate_loop`` overrides it to print its own.
+
+        Args:
+            results: what the run returns, one dict per dataloader.
+            stage: "validate" or "test".
+        """
+        table = format_results(results, stage)
+        if table:
+            print(table, flush=True)
 
     @property
     def _path(self) -> str:
@@ -230,6 +247,27 @@ def evaluation_loops(trainer: Any) -> dict[str, EvaluationLoop]:
         "test": EvaluationLoop(trainer, "test"),
         "predict": PredictionLoop(trainer),
     }
+
+
+def set_evaluation_loop(loops: dict[str, EvaluationLoop], fn: str, loop: Any) -> None:
+    """Make ``loop`` the Trainer's ``validate_loop`` or ``test_loop`` (Lightning allows it).
+
+    Args:
+        loops: the Trainer's views (:func:`evaluation_loops`).
+        fn: "validate" or "test".
+        loop: a loop made for that function, e.g. of a subclass of the ported
+            ``_EvaluationLoop`` that prints the results its own way.
+
+    Raises:
+        TypeError: ``loop`` is not an evaluation loop for ``fn``.
+    """
+    if not isinstance(loop, EvaluationLoop) or getattr(loop, "_fn", None) != fn:
+        raise TypeError(
+            f"trainer.{fn}_loop can only be set to an evaluation loop made for {fn} (e.g. a "
+            f"subclass of trainkit.lightning.loops.evaluation_loop._EvaluationLoop built with "
+            f"the trainer and TrainerFn for {fn}), not {loop!r}."
+        )
+    loops[fn] = loop
 
 
 def evaluation_inference_mode(loops: dict[str, EvaluationLoop], options: Any, fn: str) -> bool:

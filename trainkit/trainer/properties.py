@@ -40,6 +40,7 @@ from trainkit.trainer.evaluation_loops import (
     PredictionLoop,
     evaluation_inference_mode,
     evaluation_loops,
+    set_evaluation_loop,
 )
 from trainkit.trainer.fit_loop import FitLoop, change_options
 from trainkit.trainer.options import DEFAULT_MAX_EPOCHS
@@ -532,10 +533,19 @@ class TrainerViews:
         """Lightning's ``trainer.validate_loop``: its ``inference_mode`` (settable)."""
         return self._evaluation_loops["validate"]
 
+    @validate_loop.setter
+    def validate_loop(self, loop: EvaluationLoop) -> None:
+        set_evaluation_loop(self._evaluation_loops, "validate", loop)
+
     @property
     def test_loop(self) -> EvaluationLoop:
-        """Lightning's ``trainer.test_loop``: its ``inference_mode`` (settable)."""
+        """Lightning's ``trainer.test_loop``: its ``inference_mode`` (settable); the loop
+        itself may be replaced by one printing the results its own way."""
         return self._evaluation_loops["test"]
+
+    @test_loop.setter
+    def test_loop(self, loop: EvaluationLoop) -> None:
+        set_evaluation_loop(self._evaluation_loops, "test", loop)
 
     @property
     def predict_loop(self) -> PredictionLoop:

@@ -35,7 +35,7 @@ from trainkit.launch import Launcher, launcher_for, select_launcher
 from trainkit.launch.environment import resume_on_restart
 from trainkit.loggers import Logger, build_loggers, run_hyperparameters
 from trainkit.loops.dataloaders import fit_loaders, fit_validates, stage_loaders
-from trainkit.loops.evaluate import format_results, run_evaluation, run_predict
+from trainkit.loops.evaluate import run_evaluation, run_predict
 from trainkit.loops.fit import Fit, run_fit
 from trainkit.loops.hooks import Hooks, batch_transfer, layer_builder, overrides, prepare_data
 from trainkit.loops.results import Results
@@ -590,9 +590,8 @@ class Trainer(TrainerCheckpoints):
                 self.state.num_test_batches = totals
             results = run_evaluation(run, loaders, totals, "validation" if kind == "val" else fn)
             self.results.write_evaluation(step=self.global_step, epoch=self.current_epoch)
-            table = format_results(results, fn) if verbose and self.is_global_zero else ""
-            if table:
-                print(table, flush=True)
+            if verbose and self.is_global_zero:  # the loop's table (a ported loop's own)
+                self._evaluation_loops[fn]._print_results(results, fn)
             return results
 
         return self._run(fn, model, datamodule, body, {kind: dataloaders})
