@@ -131,6 +131,7 @@ def test_a_loop_subclass_set_as_the_test_loop_prints_the_results_its_way(
     class OwnTable(_EvaluationLoop):
         @staticmethod
         def _print_results(results: list[dict[str, Any]], stage: str) -> None:
+            assert all(v.ndim == 0 for result in results for v in result.values())  # tensors
             printed.append(([name for result in results for name in result], stage))
 
     trainer = trainkit.Trainer(**QUIET)

@@ -261,14 +261,14 @@ def check_dataloader_idx(step: Callable[..., Any], name: str, several: bool) -> 
         pass
 
 
-def format_results(outputs: list[dict[str, float]], stage: str) -> str:
+def format_results(outputs: list[dict[str, Any]], stage: str) -> str:
     """The table ``validate(verbose=True)``/``test(verbose=True)`` prints.
 
     One row per metric (sorted by name), one column per dataloader; a metric a
     dataloader did not log is left blank there.
 
     Args:
-        outputs: what the run returns, one dict per dataloader.
+        outputs: what the run returns, one dict per dataloader (numbers or 0-d tensors).
         stage: "validate" or "test" (the first column's title).
 
     Returns:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from trainkit.callbacks.prediction_writer import seen_batches
 from trainkit.loops.evaluate import format_results
 from trainkit.trainer.data_source import DataSource
@@ -80,15 +82,24 @@ class EvaluationLoop:
     #: What the messages say may be set on this view.
     _settable = " but inference_mode"
 
-    @staticmethod
-    def _print_results(results: list[dict[str, Any]], stage: str) -> None:
+    def print_results(self, results: list[dict[str, float]], stage: str) -> None:
         """Print the table of a run's results (``validate`` or ``test`` with ``verbose=True``).
 
-        Lightning's private name: a loop of the ported ``_EvaluationLoop`` class set as
-        ``trainer.test_loop`` or ``validate_loop`` overrides it to print its own.
+        Through :meth:`_print_results`, which a loop of the ported ``_EvaluationLoop``
+        class set as ``trainer.test_loop`` or ``validate_loop`` overrides.
 
         Args:
             results: what the run returns, one dict per dataloader.
+            stage: "validate" or "test".
+        """
+        self._print_results([{k: torch.tensor(v) for k, v in r.items()} for r in results], stage)
+
+    @staticmethod
+    def _print_results(results: list[dict[str, torch.Tensor]], stage: str) -> None:
+        """Print the results, each value a 0-d tensor (Lightning's private name and types).
+
+        Args:
+            results: one dict per dataloader.
             stage: "validate" or "test".
         """
         table = format_results(results, stage)

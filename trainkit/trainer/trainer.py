@@ -591,7 +591,7 @@ class Trainer(TrainerCheckpoints):
             results = run_evaluation(run, loaders, totals, "validation" if kind == "val" else fn)
             self.results.write_evaluation(step=self.global_step, epoch=self.current_epoch)
             if verbose and self.is_global_zero:  # the loop's table (a ported loop's own)
-                self._evaluation_loops[fn]._print_results(results, fn)
+                self._evaluation_loops[fn].print_results(results, fn)
             return results
 
         return self._run(fn, model, datamodule, body, {kind: dataloaders})
