@@ -701,3 +701,29 @@ def test_a_datamodule_hook_reads_a_stage_set_by_hand() -> None:
     assert data.on_after_batch_transfer("batch", 0) == "augmented"
     data.trainer.training = False
     assert data.on_after_batch_transfer("batch", 0) == "batch"
+
+
+class NanFromStep2(Classifier):
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        loss = super().training_step(batch, batch_idx)
+        return loss * float("nan") if self.global_step >= 2 else loss
+
+
+def test_the_ported_trainer_trains_on_through_a_nan_loss_with_one_warning() -> None:
+    import trainkit.lightning as L
+    from trainkit.callbacks import NonFiniteLoss, NonFiniteLossError
+
+    trainer = L.Trainer(max_epochs=1, **QUIET)
+    with pytest.warns(UserWarning, match="nan at step 2") as caught:
+        trainer.fit(NanFromStep2(), loader(blobs(128), 32))
+    assert trainer.global_step == 4  # as Lightning: every step taken
+    assert sum("training goes on" in str(w.message) for w in caught) == 1
+    (watcher,) = [c for c in trainer.callbacks if isinstance(c, NonFiniteLoss)]
+    assert watcher.action == "warn" and watcher.nonfinite_steps == [2, 3]
+    # trainkit's own Trainer stops; so does the ported one given NonFiniteLoss().
+    for stopping in (
+        trainkit.Trainer(max_epochs=1, **QUIET),
+        L.Trainer(max_epochs=1, callbacks=[NonFiniteLoss()], **QUIET),
+    ):
+        with pytest.raises(NonFiniteLossError, match="at step 2"):
+            stopping.fit(NanFromStep2(), loader(blobs(128), 32))

@@ -93,6 +93,7 @@ def assemble_callbacks(
     barebones: bool = False,
     scaler: torch.amp.GradScaler | None = None,
     groups: Sequence[str] = (CALLBACKS_FACTORY,),
+    nonfinite: str = "raise",
 ) -> list[Callback]:
     """The Trainer's callbacks, in the order their hooks run.
 
@@ -109,6 +110,8 @@ def assemble_callbacks(
         barebones: add no model summary, checkpointing or progress bar.
         scaler: a precision plugin's own float16 gradient scaler.
         groups: the entry-point groups whose factories add callbacks after the user's.
+        nonfinite: the action of the default ``NonFiniteLoss`` ("raise"; the ported
+            Trainer's "warn" trains on, as Lightning does).
     """
     if callbacks is not None and not isinstance(callbacks, (list, tuple)):
         callbacks = [callbacks]
@@ -127,7 +130,7 @@ def assemble_callbacks(
     built = list(user)
     # Every run watches the loss for NaN, unless a user's callback already does.
     if step_slots(user).nonfinite is None:
-        built.append(NonFiniteLoss())
+        built.append(NonFiniteLoss(nonfinite))
     if step.canonical_precision != "32-true":
         built.append(MixedPrecision(step.canonical_precision, scaler=scaler))
     built += [

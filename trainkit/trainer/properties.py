@@ -99,6 +99,8 @@ class TrainerViews:
     predict_dataloaders: Any
     #: The entry-point groups whose callbacks factories add to every Trainer.
     _callback_groups: tuple[str, ...] = (defaults.CALLBACKS_FACTORY,)
+    #: What the default NonFiniteLoss does at a NaN or infinite loss.
+    _nonfinite_action = "raise"
 
     # ------------------------------------------------------------ launching
     def _launch(self, function: Callable[..., T], model: Any, *args: Any) -> T:

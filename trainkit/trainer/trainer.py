@@ -206,6 +206,7 @@ class Trainer(TrainerCheckpoints):
             barebones=barebones,
             scaler=scaler,  # a precision plugin's own GradScaler
             groups=self._callback_groups,  # installed packages' callbacks factories
+            nonfinite=self._nonfinite_action,
         )
         #: What the callbacks contribute to the training step (see trainkit.callbacks.slots).
         self.step_slots = step_slots(self.callbacks)

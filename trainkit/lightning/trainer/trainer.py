@@ -1,10 +1,13 @@
 """Lightning's ``lightning.pytorch.trainer.trainer``: the Trainer ported code builds.
 
-``trainkit.lightning.Trainer`` is trainkit's :class:`~trainkit.Trainer` with one
-default of Lightning's: its default logger writes to ``lightning_logs/version_N``
-under ``default_root_dir`` (``trainkit.Trainer`` writes to ``logs/version_N``), so
-a ported project finds its logs and checkpoints where its code and tests look.
-Everything else is the same class.
+``trainkit.lightning.Trainer`` is trainkit's :class:`~trainkit.Trainer` with
+Lightning's defaults where the two differ: its default logger writes to
+``lightning_logs/version_N`` under ``default_root_dir`` (``trainkit.Trainer``
+writes to ``logs/version_N``), so a ported project finds its logs and
+checkpoints where its code and tests look; it reads Lightning's entry-point
+groups for callbacks; and a NaN or infinite training loss trains on, as under
+Lightning, with one warning naming the step (``NonFiniteLoss("warn")``, where
+``trainkit.Trainer`` stops). Everything else is the same class.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ class Trainer(_Trainer):
     """
 
     _default_logger_name = "lightning_logs"
+    # Lightning trains on through a non-finite loss; the ported Trainer says so once.
+    _nonfinite_action = "warn"
     # Lightning's groups too (and the older package's): a ported project's callbacks.
     _callback_groups = (
         CALLBACKS_FACTORY,
