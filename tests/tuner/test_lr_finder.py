@@ -63,6 +63,52 @@ def test_results_hold_one_point_per_step_with_the_learning_rate_used(tmp_path: P
     assert all(math.isfinite(loss) for loss in result.results["loss"])
 
 
+class ManualOneCycle(Classifier):
+    """Steps its optimizer and its own one-cycle schedule in training_step (sized to the fit)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+        self.seen: list[tuple[str, int, float]] = []
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        optimizer, schedule = self.optimizers(), self.lr_schedulers()
+        lr = optimizer.param_groups[0]["lr"]
+        optimizer.zero_grad()
+        loss = super().training_step(batch, batch_idx)
+        self.manual_backward(loss)
+        optimizer.step()
+        self.seen.append((type(schedule).__name__, self.trainer.global_step, lr))
+        schedule.step()
+        return loss  # the finder records it
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+        total = int(self.trainer.estimated_stepping_batches)
+        schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, total_steps=total)
+        return {"optimizer": optimizer, "lr_scheduler": schedule}
+
+
+def test_manual_optimization_counts_its_steps_and_steps_the_finders_schedule(
+    tmp_path: Path,
+) -> None:
+    model = ManualOneCycle()
+    trainer = _trainer(tmp_path)
+    result = Tuner(trainer).lr_find(
+        model, loader(blobs(64), 16), num_training=6, early_stop_threshold=None, update_attr=False
+    )
+    assert result is not None and len(result.results["lr"]) == 6
+    expected = learning_rates("exponential", 1e-8, 1.0, 6)
+    # The search's steps count, and lr_schedulers() is its sweep (the Module's
+    # one-cycle schedule of 4 steps would fail if stepped 6 times).
+    assert [(name, step) for name, step, _ in model.seen] == [("_SweepLR", s) for s in range(1, 7)]
+    assert [lr for *_, lr in model.seen] == pytest.approx(expected)
+    assert trainer.global_step == 0 and model.lr_schedulers().last_epoch == 0
+    model.seen.clear()
+    trainer.fit(model, loader(blobs(64), 16))  # then the fit runs the Module's own schedule
+    assert [name for name, *_ in model.seen] == ["OneCycleLR"] * 4
+
+
 def test_suggestion_is_the_steepest_descent() -> None:
     finder = LRFinder("linear", 0.1, 0.8, 8)
     finder.results = {

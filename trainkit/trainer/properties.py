@@ -15,11 +15,12 @@ points and the set-up.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     from trainkit.callbacks.slots import StepSlots
     from trainkit.checkpoint.preemption import Preemption
     from trainkit.core.module import Module
+    from trainkit.core.optim import LRSchedulerConfig
     from trainkit.launch import Launcher
     from trainkit.loggers import Logger
     from trainkit.loops.results import Results
@@ -93,6 +95,7 @@ class TrainerViews:
     #: What the last entry point was given (the loops' ``_data_source`` reads it).
     _attached: AttachedData | None = None
     _loggers: list[Logger]
+    lr_scheduler_configs: list[LRSchedulerConfig]
     train_dataloader: Any
     val_dataloaders: Any
     test_dataloaders: Any
@@ -671,6 +674,22 @@ class TrainerViews:
     @reload_dataloaders_every_n_epochs.setter
     def reload_dataloaders_every_n_epochs(self, value: int) -> None:
         change_options(self, reload_dataloaders_every_n_epochs=value)
+
+    @contextlib.contextmanager
+    def _in_trial(
+        self, optimization: Optimization, lr_scheduler_configs: list[LRSchedulerConfig] | None
+    ) -> Iterator[None]:
+        # While a tuner's trial trains: self.optimizers() is the trial's (so its manual
+        # steps count), and lr_schedulers() the trial's when given (the learning rate
+        # finder's sweep, as Lightning swaps its own in).
+        saved = self._optimization, self.lr_scheduler_configs
+        self._optimization = optimization
+        if lr_scheduler_configs is not None:
+            self.lr_scheduler_configs = lr_scheduler_configs
+        try:
+            yield
+        finally:
+            self._optimization, self.lr_scheduler_configs = saved
 
     def _end_dataloader_workers(self) -> None:
         # When a run ends: no dataloader worker outlives it (persistent_workers=True

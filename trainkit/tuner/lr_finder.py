@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainkit.callbacks.base import Callback
+from trainkit.core.optim import LRSchedulerConfig
 from trainkit.core.steps import loss_from_output
 from trainkit.tuner.trial import Snapshot, should_skip, train_trial
 from trainkit.tuner.values import find_attribute, set_attribute
@@ -184,6 +185,24 @@ class LRFinder:
 _LRFinder = LRFinder
 
 
+class _SweepLR(torch.optim.lr_scheduler.LRScheduler):
+    """The learning rates the finder tries, as a scheduler: what ``lr_schedulers()`` gives
+    while it runs (a manual step steps it instead of the Module's own schedule).
+
+    Args:
+        optimizer: the optimizer searched.
+        lrs: the learning rates, one per step.
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, lrs: list[float]) -> None:
+        self.lrs = lrs
+        super().__init__(optimizer)
+
+    def get_lr(self) -> list[float]:  # type: ignore[override]
+        lr = self.lrs[min(self.last_epoch, len(self.lrs) - 1)]
+        return [lr for _ in self.optimizer.param_groups]
+
+
 class _Recorder(Callback):
     """Sets each step's learning rate; records its smoothed loss; stops when it diverges."""
 
@@ -272,7 +291,8 @@ def lr_find(
     snapshot = Snapshot(trainer)
     try:
         batches = training_iterable(trainer.train_dataloader or [])
-        train_trial(trainer, module, num_training, batches, [recorder])
+        sweep = [LRSchedulerConfig(_SweepLR(trainer.optimizers[0], lrs), interval="step")]
+        train_trial(trainer, module, num_training, batches, [recorder], lr_scheduler_configs=sweep)
     finally:
         snapshot.restore(trainer)
     if len(finder.results["lr"]) < num_training:

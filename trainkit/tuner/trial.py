@@ -39,6 +39,7 @@ from trainkit.utilities.seed import capture_rng_states, isolated_rng, restore_rn
 
 if TYPE_CHECKING:
     from trainkit.core.module import Module
+    from trainkit.core.optim import LRSchedulerConfig
     from trainkit.trainer.trainer import Trainer
 
 #: A search: runs on the set-up fit of a Trainer and its Module.
@@ -187,6 +188,7 @@ def train_trial(
     train_loader: Iterable[Any],
     callbacks: list[Callback],
     val_loaders: list[Iterable[Any]] | None = None,
+    lr_scheduler_configs: list[LRSchedulerConfig] | None = None,
 ) -> None:
     """Train ``steps`` optimizer steps from where the run is, then validate once if asked.
 
@@ -202,6 +204,8 @@ def train_trial(
         callbacks: the only callbacks whose hooks run.
         val_loaders: prepared validation dataloaders to run ``steps`` batches of
             each after training (None or empty: no validation).
+        lr_scheduler_configs: what ``Module.lr_schedulers()`` returns during the trial
+            (None: the run's; the trial steps none of them itself).
     """
     real = trainer.optimization.run
     run = replace(real, hooks=Hooks(trainer, module, callbacks, trainer.profiler))
@@ -228,7 +232,7 @@ def train_trial(
         save_last=_nothing,
         warn=trainer.warn,
     )
-    with trainer.results.capture(_discard):
+    with trainer.results.capture(_discard), trainer._in_trial(optimization, lr_scheduler_configs):
         run_fit(run, fit)
         if val_loaders and state.num_training_batches:
             totals = [min(float(steps), total) for total in state.num_val_batches]
