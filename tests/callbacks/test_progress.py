@@ -188,6 +188,29 @@ def test_leave_keeps_one_bar_per_epoch(capsys: pytest.CaptureFixture[str]) -> No
     assert bar._train_bar is None  # closed, left on screen
 
 
+def test_the_training_bar_exists_from_on_train_start(capsys: pytest.CaptureFixture[str]) -> None:
+    # A subclass's on_train_epoch_start that reads it without calling ours (a per-epoch bar).
+    class EpochBar(TQDMProgressBar):
+        def on_train_epoch_start(self, trainer: Any, *_: Any) -> None:
+            self.train_progress_bar.reset(total=3)
+            self.train_progress_bar.set_description(f"Epoch {trainer.current_epoch + 1}")
+
+        def on_train_batch_end(self, *_: Any) -> None:
+            pass
+
+    for rank_zero in (True, False):
+        bar = EpochBar(plain=False)
+        trainer = FakeTrainer(is_global_zero=rank_zero)
+        bar.setup(trainer, MODULE, "fit")
+        bar.on_train_start(trainer, MODULE)
+        assert (bar._train_bar is not None) is rank_zero  # the other ranks show none
+        if rank_zero:
+            bar.on_train_epoch_start(trainer, MODULE)
+            assert bar.train_progress_bar.total == 3
+        bar.on_train_end(trainer, MODULE)
+    assert "Epoch 1" in capsys.readouterr().out
+
+
 def test_format_metrics_puts_loss_first_with_four_digits() -> None:
     assert format_metrics({"acc": 0.912345, "loss": 12.3456}) == {"loss": "12.35", "acc": "0.9123"}
 

@@ -660,6 +660,15 @@ class TQDMProgressBar(ProgressBar):
         self._close_train_bar()
 
     # ----------------------------------------------------------- training
+    def on_train_start(self, trainer: Trainer, *_: Any) -> None:
+        """Create the training bar (where this process shows one), as Lightning's does here.
+
+        A subclass whose ``on_train_epoch_start`` reads ``train_progress_bar``
+        without calling this class's finds it made.
+        """
+        if trainer.is_global_zero and self.is_enabled and self._train_bar is None:
+            self._train_bar = self.init_train_tqdm()
+
     def on_train_epoch_start(self, trainer: Trainer, *_: Any) -> None:
         """Start (or reset) the training bar for this epoch."""
         if not self._start_train(trainer):
