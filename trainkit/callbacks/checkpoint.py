@@ -36,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import re
 import time
 import warnings
 from datetime import timedelta
@@ -54,6 +53,7 @@ from trainkit.checkpoint.run_files import (
     free_path,
     newest_version,
     remove_future_files,
+    render_filename,
     write_scores,
 )
 from trainkit.core.module import overrides
@@ -70,7 +70,6 @@ if TYPE_CHECKING:
     from trainkit.trainer.trainer import Trainer
 
 # A template field: "{name}" or "{name:spec}"; names may hold "/" (val/loss).
-_FIELD = re.compile(r"\{([^{}:]+)(:[^{}]*)?\}")
 EXTENSION = ".ckpt"
 VERSION_COUNTER_NOTE = (
     "ModelCheckpoint(enable_version_counter=False) has no effect: trainkit never overwrites "
@@ -440,33 +439,12 @@ class ModelCheckpoint(Checkpoint):
         return os.path.join(self.dirpath, name) if self.dirpath else name
 
     def _render(self, template: str | None, metrics: dict[str, Any]) -> str:
-        template = template or self.CHECKPOINT_JOIN_CHAR.join(["{epoch}", "{step}"])
-
-        def render(match: re.Match[str]) -> str:
-            name, spec = match.group(1).strip(), (match.group(2) or "")[1:]
-            value = metrics.get(name)
-            if value is None:
-                self._warn_once(
-                    name,
-                    f"ModelCheckpoint filename {template!r} uses {name!r}, which was not "
-                    f"logged (logged: {sorted(metrics)}); it is written as 0.",
-                )
-                value = 0
-            shown = format(value, spec)
-            if self.auto_insert_metric_name:
-                return f"{name}{self.CHECKPOINT_EQUALS_CHAR}{shown}"
-            return shown
-
-        name = _FIELD.sub(render, template)
-        if "/" in name:
-            # A "/" would put the file in a subfolder of dirpath (as Lightning does);
-            # trainkit keeps every file in dirpath, where top-k and last can manage it.
-            self._warn_once(
-                "/",
-                f"ModelCheckpoint writes {name!r} as {name.replace('/', '_')!r}: trainkit "
-                "keeps every checkpoint in dirpath, so '/' in a file name becomes '_'.",
-            )
-        return name.replace("/", "_")
+        return render_filename(
+            template or self.CHECKPOINT_JOIN_CHAR.join(["{epoch}", "{step}"]),
+            metrics,
+            self.CHECKPOINT_EQUALS_CHAR if self.auto_insert_metric_name else None,
+            self._warn_once,
+        )
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:

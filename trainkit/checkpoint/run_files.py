@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -24,6 +25,7 @@ __all__ = [
     "free_path",
     "newest_version",
     "remove_future_files",
+    "render_filename",
     "write_scores",
 ]
 
@@ -141,3 +143,58 @@ def write_scores(scores: Mapping[str, Any], filepath: str | os.PathLike[str]) ->
 
     with open(filepath, "w") as handle:
         yaml.dump({path: float(value) for path, value in scores.items()}, handle)
+
+
+# A field of a file-name template: {name} or {name:format}.
+_FIELD = re.compile(r"\{([^{}:]+)(:[^{}]*)?\}")
+
+
+def render_filename(
+    template: str,
+    metrics: Mapping[str, Any],
+    equals: str | None,
+    warn: Callable[[str, str], None],
+) -> str:
+    """A checkpoint's file name (without extension) from a ``{name:format}`` template.
+
+    A field not among ``metrics`` is written as 0, with a warning; a "/" becomes "_"
+    (every file stays in the checkpoint folder, where top-k and last can manage it),
+    with a warning.
+
+    Args:
+        template: e.g. ``"{epoch}-{val_loss:.2f}"``.
+        metrics: the values of the fields.
+        equals: put ``name<equals>`` before each value (None: the value alone).
+        warn: ``warn(key, message)``, called once per key by the caller's choice.
+
+    Example:
+        >>> warned = []
+        >>> def warn(key, message):
+        ...     warned.append(key)
+        >>> render_filename("{epoch}-{val/loss:.2f}", {"epoch": 3, "val/loss": 0.5}, "=", warn)
+        'epoch=3-val_loss=0.50'
+        >>> render_filename("{epoch}-{acc}", {"epoch": 3}, None, warn), warned
+        ('3-0', ['/', 'acc'])
+    """
+
+    def render(match: re.Match[str]) -> str:
+        name, spec = match.group(1).strip(), (match.group(2) or "")[1:]
+        value = metrics.get(name)
+        if value is None:
+            warn(
+                name,
+                f"ModelCheckpoint filename {template!r} uses {name!r}, which was not "
+                f"logged (logged: {sorted(metrics)}); it is written as 0.",
+            )
+            value = 0
+        shown = format(value, spec)
+        return f"{name}{equals}{shown}" if equals is not None else shown
+
+    name = _FIELD.sub(render, template)
+    if "/" in name:
+        warn(
+            "/",
+            f"ModelCheckpoint writes {name!r} as {name.replace('/', '_')!r}: trainkit "
+            "keeps every checkpoint in dirpath, so '/' in a file name becomes '_'.",
+        )
+    return name.replace("/", "_")
