@@ -215,3 +215,32 @@ def test_one_config_object_comes_back_as_its_type_and_a_whole_override_replaces_
     path = _saved(tmp_path / "ns", OneObject(Namespace(width=3)))
     restored = OneObject.load_from_checkpoint(path).cfg
     assert isinstance(restored, Namespace) and restored.width == 3
+
+
+class MetaScale(nn.Module):
+    """A module whose repr reads a tensor on the meta device, which has no data."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("scale", torch.ones(2, device="meta"))
+
+    def extra_repr(self) -> str:
+        return f"scale={self.scale.tolist()}"
+
+
+class RecordsAFlow(Classifier):
+    """Records a module as a hyperparameter (it builds its layers from it later)."""
+
+    def __init__(self, flow: nn.Module) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+
+
+def test_an_object_whose_repr_fails_is_saved_and_rebuilt(tmp_path: Path) -> None:
+    with pytest.raises(NotImplementedError):
+        repr(MetaScale())
+    path = _saved(tmp_path, RecordsAFlow(MetaScale()))
+    saved = torch.load(path, weights_only=False)
+    assert "MetaScale" in str(saved[OBJECT_HYPER_PARAMS_KEY]["flow"])  # named by its class
+    rebuilt = saved["hyper_parameters"]["flow"]
+    assert isinstance(rebuilt, MetaScale) and rebuilt.scale.is_meta

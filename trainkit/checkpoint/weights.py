@@ -190,7 +190,10 @@ def plain_value(value: Any) -> Any:
         isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray))
     ):  # an OmegaConf ListConfig is a Sequence too
         return [plain_value(v) for v in value]
-    return repr(value)
+    try:
+        return repr(value)
+    except Exception:  # a repr that cannot run (a module with meta-device tensors, say)
+        return f"<{type(value).__module__}.{type(value).__qualname__} object>"
 
 
 def _omegaconf_kind(value: Any) -> str | None:
