@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -243,3 +244,24 @@ def test_a_barrier_one_process_alone_reaches_is_named_on_every_process() -> None
         assert 'process 1 at the barrier "rank one\'s own"' in message
         assert "Every process must reach a barrier" in message and "rank_zero_only" not in message
     assert time.monotonic() - started < 100
+
+
+class CountingStream(torch.utils.data.IterableDataset[int]):
+    """An iterable dataset: it gives its own order (and would split it by rank itself)."""
+
+    def __iter__(self) -> Any:
+        return iter(range(8))
+
+
+def test_a_loader_over_an_iterable_dataset_gets_no_sampler() -> None:
+    # torch refuses a sampler with an iterable dataset; each process iterates it as given.
+    from torch.utils.data import DataLoader
+
+    from trainkit.strategies.ddp import DDPStrategy
+
+    strategy = DDPStrategy()
+    stream = DataLoader(CountingStream(), batch_size=2)
+    for training in (True, False):
+        assert strategy.prepare_dataloader(stream, training=training) is stream
+    mapped = strategy.prepare_dataloader(DataLoader(list(range(8)), batch_size=2), training=False)
+    assert type(mapped.sampler).__name__ == "EvenSplitSampler"  # a map-style one is split

@@ -98,3 +98,26 @@ def test_captured_states_restore_every_generator_also_from_the_older_list_form()
     states["python"]["state"] = states["python"]["state"].tolist()
     restore_rng_states(states)
     assert draw() == expected
+
+
+class IterableDraws(torch.utils.data.IterableDataset[torch.Tensor]):
+    """Four draws from the generator of the worker that iterates it."""
+
+    def __iter__(self) -> Any:
+        return (torch.rand(1) for _ in range(4))
+
+
+def test_a_loader_over_an_iterable_dataset_is_seeded_too() -> None:
+    # It takes no sampler: the loader is rebuilt with its batch size and the seeding alone.
+    from trainkit.core.data import with_worker_seeding
+    from trainkit.utilities.seed import seed_worker
+
+    def draws() -> list[float]:
+        trainkit.seed_everything(0, workers=True)
+        loader = with_worker_seeding(DataLoader(IterableDraws(), batch_size=2, num_workers=2))
+        assert loader.worker_init_fn is seed_worker and loader.batch_size == 2
+        return [value for batch in loader for value in batch.flatten().tolist()]
+
+    first = draws()
+    assert len(first) == 8 and len(set(first)) == 8  # each worker its own stream
+    assert draws() == first  # reproducible

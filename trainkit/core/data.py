@@ -449,6 +449,19 @@ def unshuffled(loader: Iterable[Any], warn: Callable[[str], None]) -> Iterable[A
     return rebuild_dataloader(loader, sampler=SequentialSampler(loader.dataset))  # type: ignore[arg-type]
 
 
+def takes_sampler(loader: Any) -> bool:
+    """Whether ``loader`` is a DataLoader whose order a sampler gives (not an iterable dataset's).
+
+    Args:
+        loader: any iterable of batches.
+
+    Example:
+        >>> takes_sampler(DataLoader(range(4))), takes_sampler([1, 2])
+        (True, False)
+    """
+    return isinstance(loader, DataLoader) and not isinstance(loader.dataset, IterableDataset)
+
+
 def rebuild_dataloader(
     loader: DataLoader[Any],
     *,
@@ -478,6 +491,12 @@ def rebuild_dataloader(
     if loader.num_workers > 0:
         options["prefetch_factor"] = loader.prefetch_factor
     options.update(overrides)
+    if isinstance(loader.dataset, IterableDataset):
+        # The dataset gives its own order: torch takes no sampler with it.
+        if sampler is not None or batch_sampler is not None:
+            raise ValueError("A DataLoader over an IterableDataset takes no sampler.")
+        size, drop = loader.batch_size, loader.drop_last
+        return DataLoader(loader.dataset, batch_size=size, drop_last=drop, **options)
     if batch_sampler is not None:
         return DataLoader(loader.dataset, batch_sampler=batch_sampler, **options)
     if loader.batch_sampler is None:  # the loader yields single samples
@@ -568,6 +587,8 @@ def with_worker_seeding(loader: Iterable[Any]) -> Iterable[Any]:
         or loader.worker_init_fn is not None
     ):
         return loader
+    if isinstance(loader.dataset, IterableDataset):
+        return rebuild_dataloader(loader, worker_init_fn=seed_worker)
     if loader.batch_sampler is not None:
         return rebuild_dataloader(
             loader, batch_sampler=loader.batch_sampler, worker_init_fn=seed_worker

@@ -21,7 +21,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
 
-from trainkit.core.data import rebuild_dataloader
+from trainkit.core.data import rebuild_dataloader, takes_sampler
 from trainkit.distributed.collectives import ProcessGroupCollectives
 from trainkit.distributed.control import ControlChannel
 from trainkit.distributed.peers import begin_run, describe_lost_peers
@@ -263,8 +263,8 @@ class DDPStrategy(ProcessGroupCollectives, Strategy):
     def prepare_dataloader(self, dataloader: DataLoader[Any], *, training: bool) -> DataLoader[Any]:
         if training:
             advise_on_loading(dataloader, self.root_device, self.is_global_zero)
-        if not isinstance(dataloader, DataLoader):
-            return dataloader
+        if not takes_sampler(dataloader):
+            return dataloader  # an iterable dataset splits its data itself
         if isinstance(dataloader.sampler, DistributedSampler):
             return dataloader  # the user's own: respected as it is
         if training:
