@@ -619,6 +619,21 @@ def test_without_load_from_checkpoint_support_init_arguments_are_recorded() -> N
     assert "_instantiator" not in cli.model.hparams
 
 
+def test_a_subclass_that_turns_off_add_instantiators_records_init_arguments() -> None:
+    # Projects override Lightning's _add_instantiators to turn the config recording off.
+    from tests.cli.lightning_main import Encoder
+
+    class NoRecording(LightningCLI):
+        def _add_instantiators(self) -> None:
+            pass
+
+    cli = NoRecording(args=[*INJECTED], datamodule_class=TinyData, run=False)
+    assert isinstance(cli.model.hparams.encoder, Encoder)
+    assert "_instantiator" not in cli.model.hparams
+    recorded = LightningCLI(args=[*INJECTED], datamodule_class=TinyData, run=False)
+    assert "_instantiator" in recorded.model.hparams  # the default records the config
+
+
 def test_a_checkpoint_never_makes_load_from_checkpoint_call_its_own_import_path(
     tmp_path: Path,
 ) -> None:

@@ -205,6 +205,9 @@ class LightningCLI:
         self._parse_ckpt_path()
         self.subcommand: str | None = self.config["subcommand"] if run else None
         self._set_seed()
+        self._instantiators: list[tuple[Callable[..., Any], type, bool]] = []
+        if load_from_checkpoint_support:
+            self._add_instantiators()
         self.before_instantiate_classes()
         self.instantiate_classes()
         self.after_instantiate_classes()
@@ -405,12 +408,17 @@ class LightningCLI:
     def instantiate_classes(self) -> None:
         """Build the classes the config names: ``self.model``, ``self.datamodule``,
         ``self.trainer``, and ``self.config_init`` (the config with objects)."""
-        instantiators = self._recording() if self.load_from_checkpoint_support else []
-        self.config_init = self.parser.instantiate(self.config, instantiators=instantiators)
+        self.config_init = self.parser.instantiate(self.config, instantiators=self._instantiators)
         self.datamodule = self._get(self.config_init, "data")
         self.model = self._get(self.config_init, "model")
         self._add_configure_optimizers_method_to_model(self.subcommand)
         self.trainer = self.instantiate_trainer()
+
+    def _add_instantiators(self) -> None:
+        """Have the model and the data record their config when built (with
+        ``load_from_checkpoint_support``); Lightning's name: a subclass that overrides
+        it to do nothing builds them as they are, without recording."""
+        self._instantiators = self._recording()
 
     def _recording(self) -> list[tuple[Callable[..., Any], type, bool]]:
         """jsonargparse instantiators that build the model and the data recording their
