@@ -249,3 +249,42 @@ def test_setup_data_in_configure_optimizers_finds_the_loader_set_up() -> None:
 
     trainkit.Trainer(max_epochs=1, **QUIET).fit(Sized(), loader(blobs(96)))
     assert seen == [3]
+
+
+class ReadsPrivateLoopState(Classifier):
+    """Reads the two private loop attributes projects use (dataset.set_epoch, logging steps)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loaders: list[list[Any]] = []
+        self.stepped: list[int] = []
+
+    def on_train_epoch_start(self) -> None:
+        self.loaders.append(self.trainer.fit_loop._combined_loader.flattened)
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self.stepped.append(self.trainer.fit_loop.epoch_loop._batches_that_stepped)
+
+
+def test_the_combined_loader_and_the_stepped_batches_lightnings_loops_keep() -> None:
+    trainer = trainkit.Trainer(max_epochs=2, accumulate_grad_batches=2, **QUIET)
+    assert trainer.fit_loop._combined_loader is None  # before any fit
+    model = ReadsPrivateLoopState()
+    data = blobs(128)
+    trainer.fit(model, loader(data, 32))
+    assert [[type(d).__name__ for d in flat] for flat in model.loaders] == [["DataLoader"]] * 2
+    assert all(flat[0].dataset is data for flat in model.loaders)  # the data given
+    assert model.stepped == [0, 1, 1, 2, 2, 3, 3, 4]  # steps taken, two batches a step
+
+
+class TrainsOnA(ReadsPrivateLoopState):
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        return super().training_step(batch["a"], batch_idx)
+
+
+def test_the_combined_loader_of_several_training_loaders_holds_each() -> None:
+    both = {"a": loader(blobs(128), 32), "b": loader(blobs(64), 32)}
+    trainer = trainkit.Trainer(max_epochs=1, **QUIET)
+    trainer.fit(TrainsOnA(), both)
+    combined = trainer.fit_loop._combined_loader
+    assert combined.iterables.keys() == {"a", "b"} and len(combined.flattened) == 2

@@ -31,6 +31,7 @@ from trainkit.loops.dataloaders import fit_validates
 from trainkit.loops.schedule import limits_reached, max_steps_reached, minimums_reached
 from trainkit.trainer.data_source import DataSource
 from trainkit.trainer.evaluation_loops import FitValidationLoop
+from trainkit.utilities.combined_loader import CombinedBatches, CombinedLoader
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -155,6 +156,13 @@ class EpochLoop:
     @property
     def global_step(self) -> int:
         """Optimizer steps taken so far (``trainer.global_step``)."""
+        return self._loop.state.global_step
+
+    @property
+    def _batches_that_stepped(self) -> int:
+        """Lightning's private count that projects log at: the optimizer steps taken (as
+        checkpoints in Lightning's layout record it). In a batch's ``on_train_batch_end``
+        it already counts that batch's step, which Lightning's counts after the hook."""
         return self._loop.state.global_step
 
     @property
@@ -310,6 +318,17 @@ class FitLoop:
         if limits_reached(epochs, state.global_step, options):
             return True
         return state.should_stop and minimums_reached(epochs, state.global_step, options)
+
+    @property
+    def _combined_loader(self) -> CombinedLoader | None:
+        """The running (or last) fit's training data as a CombinedLoader (Lightning's
+        private name, read by projects: ``.flattened`` is its dataloaders); None before."""
+        run = getattr(self.trainer, "_current", None)
+        fit = run.fit if run is not None else None
+        if fit is None:
+            return None
+        loader = fit.train_loader
+        return loader.combined if isinstance(loader, CombinedBatches) else CombinedLoader(loader)
 
     def setup_data(self) -> None:
         """Set the training dataloader up.
