@@ -228,3 +228,43 @@ def test_each_combined_loader_is_split_between_processes() -> None:
     for key, everything in (("a", set(range(4))), ("b", set(range(100, 108)))):
         assert not set(ranks[0][key]) & set(ranks[1][key])
         assert set(ranks[0][key]) | set(ranks[1][key]) == everything
+
+
+class StageRecording(Recording):
+    """Records the running stage inside each dataloader hook."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stages: list[tuple[str, str | None]] = []
+
+    def _loader(self, kind: str) -> DataLoader[Any]:
+        stage = self.trainer.state.stage
+        self.stages.append((kind, None if stage is None else str(stage.value)))
+        return DataLoader(_ids(0, 4), batch_size=2)
+
+    def train_dataloader(self) -> DataLoader[Any]:
+        return self._loader("train")
+
+    def val_dataloader(self) -> DataLoader[Any]:
+        return self._loader("val")
+
+    def test_dataloader(self) -> DataLoader[Any]:
+        return self._loader("test")
+
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        pass
+
+
+def test_each_dataloader_hook_sees_the_stage_that_reads_its_loaders() -> None:
+    # As under Lightning: projects build a loader's collate_fn from trainer.state.stage.
+    model = StageRecording()
+    trainer = trainkit.Trainer(max_epochs=2, reload_dataloaders_every_n_epochs=1, **QUIET)
+    trainer.fit(model)
+    trainer.test(model)
+    assert model.stages == [
+        ("val", "sanity_check"),
+        ("train", "train"),
+        ("val", "validate"),  # the reload at the second epoch
+        ("train", "train"),
+        ("test", "test"),
+    ]

@@ -22,6 +22,7 @@ from trainkit.core.data import (
     with_worker_seeding,
 )
 from trainkit.core.module import overrides
+from trainkit.loops.state import RunningStage
 
 if TYPE_CHECKING:
     from trainkit.loops.run import Run
@@ -40,7 +41,12 @@ def stage_loaders(run: Run, kind: str, given: Any, required: bool) -> list[Itera
         given: the loaders the user passed (None: from the DataModule or the Module).
         required: whether no loader at all is an error.
     """
-    found = find_dataloaders(kind, given, run.module, run.datamodule, required=required)
+    state = run.state
+    outer, state.stage = state.stage, _reading_stage(run, kind)
+    try:  # the hooks see the stage that will read their loaders, as under Lightning
+        found = find_dataloaders(kind, given, run.module, run.datamodule, required=required)
+    finally:
+        state.stage = outer
     training = kind == "train"
 
     def prepared(loader: Any) -> Any:
@@ -53,6 +59,24 @@ def stage_loaders(run: Run, kind: str, given: Any, required: bool) -> list[Itera
     if kind == "predict":  # prediction writers' batch_indices, as Lightning records them
         loaders = [recording_batches(loader) for loader in loaders]
     return NamedLoaders(loaders, found.names) if isinstance(found, NamedLoaders) else loaders
+
+
+def _reading_stage(run: Run, kind: str) -> RunningStage:
+    # Fit's validation loaders are first read by the sanity check, when one runs (a
+    # reload, inside training, is read by validation).
+    first = kind == "val" and run.fn == "fit" and run.state.stage is None
+    if first and run.options.num_sanity_val_steps != 0:
+        return RunningStage.SANITY_CHECKING
+    return _READING[kind]
+
+
+#: The stage that reads each kind of loader.
+_READING = {
+    "train": RunningStage.TRAINING,
+    "val": RunningStage.VALIDATING,
+    "test": RunningStage.TESTING,
+    "predict": RunningStage.PREDICTING,
+}
 
 
 def fit_loaders(
