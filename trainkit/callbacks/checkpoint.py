@@ -69,7 +69,6 @@ if TYPE_CHECKING:
     from trainkit.core.module import Module
     from trainkit.trainer.trainer import Trainer
 
-# A template field: "{name}" or "{name:spec}"; names may hold "/" (val/loss).
 EXTENSION = ".ckpt"
 VERSION_COUNTER_NOTE = (
     "ModelCheckpoint(enable_version_counter=False) has no effect: trainkit never overwrites "

@@ -20,7 +20,7 @@ import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from itertools import chain, islice, repeat
-from typing import IO, Any, TypeVar
+from typing import IO, Any, TypeGuard, TypeVar
 
 import torch
 from torch.utils.data import DataLoader, IterableDataset, RandomSampler, Sampler, SequentialSampler
@@ -344,7 +344,7 @@ def skip_batches(loader: Iterable[Any], skip: int) -> Iterable[Any]:
         return _skip_combined(loader, skip)
     if isinstance(loader, Sequence):
         return loader[skip:]
-    if not isinstance(loader, DataLoader) or isinstance(loader.dataset, IterableDataset):
+    if not takes_sampler(loader):
         raise ValueError(
             f"Cannot resume {skip} batches into an epoch of a {type(loader).__name__} over "
             f"{type(getattr(loader, 'dataset', loader)).__name__}: an iterable dataset has no "
@@ -449,7 +449,7 @@ def unshuffled(loader: Iterable[Any], warn: Callable[[str], None]) -> Iterable[A
     return rebuild_dataloader(loader, sampler=SequentialSampler(loader.dataset))  # type: ignore[arg-type]
 
 
-def takes_sampler(loader: Any) -> bool:
+def takes_sampler(loader: Any) -> TypeGuard[DataLoader[Any]]:
     """Whether ``loader`` is a DataLoader whose order a sampler gives (not an iterable dataset's).
 
     Args:
@@ -491,7 +491,7 @@ def rebuild_dataloader(
     if loader.num_workers > 0:
         options["prefetch_factor"] = loader.prefetch_factor
     options.update(overrides)
-    if isinstance(loader.dataset, IterableDataset):
+    if not takes_sampler(loader):
         # The dataset gives its own order: torch takes no sampler with it.
         if sampler is not None or batch_sampler is not None:
             raise ValueError("A DataLoader over an IterableDataset takes no sampler.")
@@ -544,9 +544,7 @@ def recording_batches(loader: Iterable[Any]) -> Iterable[Any]:
     Args:
         loader: a prepared prediction loader.
     """
-    if type(loader) is not DataLoader or loader.batch_sampler is None:
-        return loader
-    if isinstance(loader.dataset, IterableDataset):
+    if type(loader) is not DataLoader or loader.batch_sampler is None or not takes_sampler(loader):
         return loader
     return rebuild_dataloader(loader, batch_sampler=RecordedBatches(loader.batch_sampler))
 
@@ -587,7 +585,7 @@ def with_worker_seeding(loader: Iterable[Any]) -> Iterable[Any]:
         or loader.worker_init_fn is not None
     ):
         return loader
-    if isinstance(loader.dataset, IterableDataset):
+    if not takes_sampler(loader):
         return rebuild_dataloader(loader, worker_init_fn=seed_worker)
     if loader.batch_sampler is not None:
         return rebuild_dataloader(

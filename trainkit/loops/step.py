@@ -175,6 +175,7 @@ class Optimization:
         self._batches = 0.0  # batches in this epoch
         self._divisor = 1  # what this micro-batch's loss is divided by
         self._next_slots: StepSlots | None = None  # slots to shape the next epoch by
+        self._refuse_manual_accumulation(slots)
         self._shape(slots)
 
     def reshape(self, slots: StepSlots) -> None:
@@ -192,8 +193,8 @@ class Optimization:
         self._next_slots = slots
 
     def _shape(self, slots: StepSlots) -> None:
-        # What the clipping and accumulation slots make of the step.
-        self._refuse_manual_accumulation(slots)
+        # What the clipping and accumulation slots make of the step (checked before:
+        # __init__ and reshape refuse what manual optimization cannot honour).
         module = self.run.module
         self._clip = slots.clipping.clip if slots.clipping is not None else None
         if overrides(module, "configure_gradient_clipping"):
