@@ -128,6 +128,8 @@ def test_two_processes_with_a_communication_hook_train_as_without_it() -> None:
             torch.testing.assert_close(hooked[rank]["state"][key], tensor, msg=key)
     assert torch.equal(hooked[0]["state"]["net.0.weight"], hooked[1]["state"]["net.0.weight"])
     cpu = torch.device("cpu")
+    for rank in range(2):  # what Lightning's private connector answers under DDP
+        assert plain[rank]["connector"] == (True, "ddp", 2, [cpu, cpu], True)
     for rank in range(2):  # Lightning's ParallelStrategy attributes, as in Lightning's DDP
         assert plain[rank]["attributes"] == {
             "num_nodes": 1,
@@ -141,3 +143,29 @@ def test_two_processes_with_a_communication_hook_train_as_without_it() -> None:
             # the plugin is torchrun's, answering this rank.
             "environment": ("TorchElasticEnvironment", rank, 2, rank, 0, True),
         }
+
+
+def test_a_datamodule_turns_the_distributed_sampler_off_through_the_connector() -> None:
+    # Projects that split the data themselves set Lightning's private
+    # trainer._accelerator_connector.use_distributed_sampler = False in setup().
+    # Each rank's own half in the first epoch; after it is turned on again, the
+    # sampler's share of that half (every second sample, from the rank's index) in the second.
+    assert run_processes(workers.own_sampler_kept, 2) == [[0, 1, 2, 3, 0, 2], [4, 5, 6, 7, 5, 7]]
+
+
+def test_the_connector_of_one_process() -> None:
+    trainer = L.Trainer(devices=1, **QUIET)
+    connector = trainer._accelerator_connector
+    assert connector.strategy is trainer.strategy and not connector.is_distributed
+    assert connector.accelerator.name() == "cpu" and connector.use_distributed_sampler
+    assert (connector._accelerator_flag, connector._devices_flag) == ("cpu", 1)
+    assert (connector._strategy_flag, connector._num_nodes_flag) == ("single_device", 1)
+    assert connector._precision_flag == "32-true"
+    assert type(connector.precision_plugin).__name__ == "Precision"
+    assert type(connector.cluster_environment).__name__ == "LightningEnvironment"
+    # DDP is distributed even on one device, as in Lightning.
+    assert L.Trainer(strategy="ddp", devices=1, **QUIET)._accelerator_connector.is_distributed
+    connector.use_distributed_sampler = False
+    assert trainer.use_distributed_sampler is False
+    with pytest.raises(TypeError, match="True or False"):
+        connector.use_distributed_sampler = 0  # type: ignore[assignment]

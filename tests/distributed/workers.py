@@ -421,6 +421,14 @@ def train_with_lightnings_ddp_strategy(hooked: bool) -> dict[str, Any]:
         "sampler": trainer.distributed_sampler_kwargs,
         "state": {k: v.detach().clone() for k, v in model.state_dict().items()},
         # Lightning's ParallelStrategy attributes, as a Lightning callback reads them.
+        # Lightning's private connector, as projects read it.
+        "connector": (
+            trainer._accelerator_connector.is_distributed,
+            trainer._accelerator_connector._strategy_flag,
+            trainer._accelerator_connector._devices_flag,
+            trainer._accelerator_connector._parallel_devices,
+            trainer._accelerator_connector.use_distributed_sampler,
+        ),
         "attributes": {
             "num_nodes": strategy.num_nodes,
             "node_rank": strategy.node_rank,
@@ -441,6 +449,43 @@ def train_with_lightnings_ddp_strategy(hooked: bool) -> dict[str, Any]:
             ),
         },
     }
+
+
+def own_sampler_kept() -> list[int]:
+    """The samples one rank trains on in two epochs when a DataModule's ``setup`` turns
+    the distributed sampler off through Lightning's connector and splits the data
+    itself, and a callback turns it on again after the first epoch."""
+    from torch.utils.data import Subset, TensorDataset
+
+    class Halves(trainkit.DataModule):
+        def setup(self, stage: str) -> None:
+            self.trainer._accelerator_connector.use_distributed_sampler = False
+
+        def train_dataloader(self) -> DataLoader[Any]:
+            # Sample i is [i, i]; rank 0 takes samples 0-3, rank 1 samples 4-7.
+            data = TensorDataset(torch.arange(8.0).repeat(2, 1).T, torch.zeros(8).long())
+            rank = self.trainer.global_rank
+            return DataLoader(Subset(data, range(4 * rank, 4 * rank + 4)), batch_size=2)
+
+    seen: list[int] = []
+
+    class Record(trainkit.Callback):
+        def on_train_batch_start(self, trainer: Any, module: Any, batch: Any, i: int) -> None:
+            seen.extend(int(x) for x in batch[0][:, 0])
+
+        def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+            # Back on for the next epoch's loaders: the sampler shares the rank's half.
+            trainer._accelerator_connector.use_distributed_sampler = True
+
+    trainer = trainkit.Trainer(
+        max_epochs=2,
+        strategy="ddp",
+        reload_dataloaders_every_n_epochs=1,
+        callbacks=[Record()],
+        **QUIET,
+    )
+    trainer.fit(Classifier(features=2, classes=2), datamodule=Halves())
+    return seen
 
 
 def unused(path: Path) -> None:  # pragma: no cover - keeps Path imported for typing

@@ -1,5 +1,6 @@
-"""The Trainer's parts in Lightning's terms: ``trainer.precision_plugin``, and what the
-Trainer's strategy answers for Lightning's ``Strategy`` attributes.
+"""The Trainer's parts in Lightning's terms: ``trainer.precision_plugin``, what the
+Trainer's strategy answers for Lightning's ``Strategy`` attributes, and
+``trainer._accelerator_connector``.
 
 Lightning builds a precision plugin and a checkpoint-IO plugin into every Trainer;
 trainkit sets precision with an option and writes its own checkpoint files, so
@@ -14,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import torch
 from torch.optim import Optimizer
 
 from trainkit.trainer.accelerators import Accelerator
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
     from trainkit.trainer.properties import TrainerViews
     from trainkit.trainer.trainer import Trainer
 
-__all__ = ["StrategyParts", "precision_plugin"]
+__all__ = ["AcceleratorConnector", "StrategyParts", "precision_plugin"]
 
 
 def precision_plugin(trainer: TrainerViews) -> Any:
@@ -96,3 +98,95 @@ class StrategyParts:
         from trainkit.lightning.plugins.environments import environment_plugin
 
         return environment_plugin(process, lambda: self._trainer.node_rank)
+
+
+class AcceleratorConnector:
+    """``trainer._accelerator_connector``: what the Trainer made of its ``accelerator``,
+    ``devices``, ``num_nodes``, ``strategy`` and ``precision`` arguments.
+
+    A private part of Lightning's Trainer that projects read (``is_distributed``,
+    ``use_distributed_sampler``, ``cluster_environment``) and set
+    (``use_distributed_sampler = False``, from a DataModule's ``setup``, to keep
+    their own samplers); each answer is read from the Trainer when asked.
+
+    Args:
+        trainer: the Trainer.
+    """
+
+    def __init__(self, trainer: TrainerViews) -> None:
+        self._trainer = trainer
+
+    @property
+    def strategy(self) -> Any:
+        """The Trainer's strategy."""
+        return self._trainer.strategy
+
+    @property
+    def accelerator(self) -> Accelerator:
+        """The Trainer's accelerator."""
+        return self._trainer.accelerator
+
+    @property
+    def precision_plugin(self) -> Any:
+        """The Trainer's ``precision_plugin``."""
+        return self._trainer.precision_plugin
+
+    @property
+    def checkpoint_io(self) -> Any:
+        """The strategy's ``checkpoint_io``."""
+        return self._trainer.strategy.checkpoint_io
+
+    @property
+    def cluster_environment(self) -> Any:
+        """Lightning's cluster environment plugin for this process (see the strategy's)."""
+        return self._trainer.strategy.cluster_environment
+
+    @property
+    def is_distributed(self) -> bool:
+        """Whether the strategy runs a process per device (DDP, FSDP, model parallel,
+        hybrid), even with one device, as in Lightning; else a custom strategy's own
+        ``is_distributed``, if it has one."""
+        from trainkit.strategies.ddp import DDPStrategy
+
+        strategy = self._trainer.strategy
+        if isinstance(strategy, DDPStrategy):
+            return True
+        return bool(getattr(strategy, "is_distributed", False))
+
+    @property
+    def use_distributed_sampler(self) -> bool:
+        """The Trainer's ``use_distributed_sampler`` (settable: see the Trainer's)."""
+        return self._trainer.use_distributed_sampler
+
+    @use_distributed_sampler.setter
+    def use_distributed_sampler(self, value: bool) -> None:
+        self._trainer.use_distributed_sampler = value
+
+    @property
+    def _accelerator_flag(self) -> str:
+        # "cpu" or "cuda": what "auto" and "gpu" resolved to
+        return self._trainer.strategy.root_device.type
+
+    @property
+    def _devices_flag(self) -> int | list[int]:
+        devices = self._trainer.hardware.devices
+        return list(devices) if isinstance(devices, (list, tuple)) else self._trainer.num_devices
+
+    @property
+    def _strategy_flag(self) -> str:
+        return str(self._trainer.strategy.name)
+
+    @property
+    def _num_nodes_flag(self) -> int:
+        return self._trainer.num_nodes
+
+    @property
+    def _precision_flag(self) -> str:
+        return str(self._trainer.precision)
+
+    @property
+    def _parallel_devices(self) -> list[torch.device]:
+        kind = self._accelerator_flag
+        if kind == "cpu":
+            return [torch.device("cpu")] * self._trainer.num_devices
+        return [torch.device(kind, index) for index in self._trainer.device_ids]

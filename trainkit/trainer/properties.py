@@ -21,6 +21,7 @@ import math
 import os
 import signal
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
@@ -420,6 +421,29 @@ class TrainerViews:
             if os.environ.get(name, "").isdigit():
                 return int(os.environ[name])
         return 0
+
+    @property
+    def use_distributed_sampler(self) -> bool:
+        """Whether the dataloaders get a ``DistributedSampler`` under data-parallel strategies
+        (the ``use_distributed_sampler`` option). Settable, as Lightning's
+        ``trainer._accelerator_connector.use_distributed_sampler``: a DataModule's
+        ``setup`` may turn it off for loaders that split the data themselves; it holds
+        for the loaders asked for after the assignment."""
+        return self.hardware.use_distributed_sampler
+
+    @use_distributed_sampler.setter
+    def use_distributed_sampler(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(f"use_distributed_sampler must be True or False, not {value!r}.")
+        self.hardware = replace(self.hardware, use_distributed_sampler=value)
+        run = getattr(self, "_current", None)
+        if run is not None:
+            run.hardware = self.hardware
+
+    @property
+    def _accelerator_connector(self) -> lightning_parts.AcceleratorConnector:
+        """Lightning's private ``trainer._accelerator_connector``, which projects read."""
+        return lightning_parts.AcceleratorConnector(self)
 
     @property
     def world_size(self) -> int:
