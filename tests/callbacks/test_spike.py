@@ -21,19 +21,20 @@ from trainkit.callbacks.spike import TrainingSpikeException
 class Scripted(trainkit.Module):
     """Returns the losses of a script, one per batch (the weights never matter)."""
 
-    def __init__(self, losses: list[float]) -> None:
+    def __init__(self, losses: list[float | None]) -> None:
         super().__init__()
         self.weight = torch.nn.Parameter(torch.zeros(()))
         self.losses = losses
 
-    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        return self.weight * 0 + self.losses[batch_idx]
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor | None:
+        loss = self.losses[batch_idx]
+        return None if loss is None else self.weight * 0 + loss  # None: skip the batch
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(self.parameters(), lr=0.0)
 
 
-def _fit(losses: list[float], root: Path, **options: Any) -> trainkit.Trainer:
+def _fit(losses: list[float | None], root: Path, **options: Any) -> trainkit.Trainer:
     trainer = trainkit.Trainer(
         max_epochs=1, default_root_dir=str(root), callbacks=[SpikeDetection(**options)], **QUIET
     )
@@ -73,6 +74,14 @@ def test_a_spike_stops_training_and_writes_the_batches_to_skip(
 def test_no_spike_no_stop(tmp_path: Path, losses: list[float], options: dict[str, Any]) -> None:
     assert _fit(losses, tmp_path, **options).global_step == len(losses)
     assert not (tmp_path / "skip_batches.json").exists()
+
+
+@pytest.mark.filterwarnings("ignore:training_step returned None")
+def test_a_skipped_batch_is_no_loss(tmp_path: Path) -> None:
+    # training_step returned None at batch 3: the hooks receive {}, which is not a loss.
+    with pytest.raises(TrainingSpikeException, match=r"detected in batch 6$"):
+        _fit([5, 4, 3.5, None, 3, 2.9, 30, 2.7], tmp_path)
+    assert json.loads((tmp_path / "skip_batches.json").read_text()) == [5, 6]
 
 
 def test_the_file_goes_where_asked_and_the_state_resumes(

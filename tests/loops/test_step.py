@@ -425,3 +425,72 @@ def test_the_plain_step_trains_exactly_as_the_general_one(kind: str) -> None:
     assert all("loss" in shown or "train/loss" in shown for _, shown in outputs)
     written = [row for row in rows if "train/loss" in row]
     assert len(written) == (0 if kind == "unlogged" else 5)  # every log_every_n_steps=2
+
+
+class KeepsOutputs(trainkit.Callback):
+    """Keeps what each batch's end receives, as a callback collecting losses does."""
+
+    def __init__(self) -> None:
+        self.outputs: list[Any] = []
+
+    def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, *args: Any) -> None:
+        self.outputs.append(outputs)
+
+
+class ReturnsLoss(Classifier):
+    """Returns its loss as a tensor, in a dict, or None; steps itself when ``manual``."""
+
+    def __init__(self, kind: str, manual: bool) -> None:
+        super().__init__()
+        self.kind, self.automatic_optimization = kind, not manual
+        self.losses: list[float] = []
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        loss = torch.nn.functional.cross_entropy(self(batch[0]), batch[1])
+        self.losses.append(loss.item())
+        if not self.automatic_optimization:
+            optimizer = self.optimizers()
+            optimizer.zero_grad()
+            self.manual_backward(loss)
+            optimizer.step()
+        if self.kind == "dict":
+            return {"extra": batch_idx, "loss": loss}
+        return None if self.kind == "none" else loss
+
+
+@pytest.mark.parametrize(
+    ("kind", "manual", "accumulate"),
+    [
+        ("tensor", False, 1),
+        ("dict", False, 1),
+        ("tensor", False, 2),
+        ("dict", False, 2),
+        ("tensor", True, 1),
+        ("dict", True, 1),
+        ("none", True, 1),
+    ],
+)
+def test_batch_end_hooks_receive_the_loss_detached_in_a_dict(
+    kind: str, manual: bool, accumulate: int
+) -> None:
+    # As in Lightning: a dict whose loss is detached (a callback that keeps it keeps no
+    # graph) and divided as backward took it under accumulation; {} for None.
+    kept = KeepsOutputs()
+    trainer = trainkit.Trainer(
+        max_epochs=1, accumulate_grad_batches=accumulate, callbacks=[kept], **QUIET
+    )
+    module = ReturnsLoss(kind, manual)
+    trainer.fit(module, loader(blobs(64), 16))
+    assert len(kept.outputs) == 4
+    for batch_idx, (outputs, loss) in enumerate(zip(kept.outputs, module.losses, strict=True)):
+        if kind == "none":
+            assert outputs == {}
+            continue
+        if kind == "dict":  # automatic: the loss first; manual: the dict's own order
+            assert list(outputs) == (["extra", "loss"] if manual else ["loss", "extra"])
+        else:
+            assert list(outputs) == ["loss"]
+        assert not outputs["loss"].requires_grad and outputs["loss"].grad_fn is None
+        assert outputs["loss"].item() == pytest.approx(loss / accumulate)
+        if kind == "dict":
+            assert outputs["extra"] == batch_idx

@@ -227,7 +227,9 @@ class Callback:
         Args:
             trainer: the running Trainer.
             module: the user's Module.
-            outputs: what ``training_step`` returned (a dict holding "loss").
+            outputs: what ``training_step`` returned, as a dict (``{}`` for a skipped
+                batch): its "loss" detached, divided by the accumulation window as
+                backward took it, as in Lightning.
             batch: the batch.
             batch_idx: index of the batch within the epoch.
         """

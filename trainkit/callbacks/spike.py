@@ -139,8 +139,8 @@ class SpikeDetection(Callback):
 
 
 def _loss(outputs: Any) -> float | None:
-    if outputs is None:
-        return None
+    if outputs is None or (isinstance(outputs, Mapping) and "loss" not in outputs):
+        return None  # a skipped batch ({}), or manual optimization without a loss
     if isinstance(outputs, Mapping):
         outputs = outputs["loss"]
     if not isinstance(outputs, torch.Tensor):

@@ -137,7 +137,9 @@ class ModuleHooks(CheckpointHooks):
         """Called after the optimizer step of a batch.
 
         Args:
-            outputs: what ``training_step`` returned, as a dict holding "loss".
+            outputs: what ``training_step`` returned, as a dict (``{}`` for a skipped
+                batch): its "loss" detached, divided by the accumulation window as
+                backward took it, as in Lightning.
             batch: the batch.
             batch_idx: index of the batch within the epoch.
         """

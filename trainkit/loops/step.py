@@ -42,7 +42,7 @@ parts left out, in one function (a tiny model's step pays for each Python call).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -291,7 +291,7 @@ class Optimization:
                 output, loss = self._forward_backward(batch, batch_idx)
         if steps:
             self._optimizer_step(loss, batch_idx)
-        return _batch_outputs(output, loss)
+        return _batch_outputs(output, loss, self._divisor)
 
     def plain(self, batch: Any, batch_idx: int, is_last: bool) -> dict[str, Any]:
         """:meth:`automatic` when nothing shapes the step: the same order, in one function.
@@ -331,7 +331,7 @@ class Optimization:
         every = self.log_every_n_steps
         if self._schedulers or (every and state.global_step % every == 0):
             self._after_step(state.global_step)
-        return {"loss": output}
+        return {"loss": output.detach()}
 
     def _optimizer_step(self, loss: torch.Tensor | None, batch_idx: int) -> None:
         # The end of a window: step (the Module's optimizer_step if it has one),
@@ -489,7 +489,7 @@ class Optimization:
         stepped = state.global_step != before
         if stepped and self.log_every_n_steps and state.global_step % self.log_every_n_steps == 0:
             self._log_due(before)
-        return outputs
+        return _manual_outputs(outputs)
 
     def _module_clipping(self, optimizer: torch.optim.Optimizer, module: Any) -> None:
         module.configure_gradient_clipping(optimizer, *self._clip_settings)
@@ -625,11 +625,33 @@ class Optimization:
             self._end_window()
 
 
-def _batch_outputs(output: Any, loss: torch.Tensor | None) -> dict[str, Any]:
-    """What ``on_train_batch_end`` receives for a batch of automatic optimization."""
+def _batch_outputs(output: Any, loss: torch.Tensor | None, divisor: int = 1) -> dict[str, Any]:
+    """What ``on_train_batch_end`` receives for a batch of automatic optimization.
+
+    As in Lightning: ``"loss"`` is the loss detached (a hook that keeps it keeps no
+    graph) and divided as backward took it under accumulation, first, then the
+    other keys of a dict ``training_step`` returned.
+    """
     if loss is None:
         return {}  # a skipped batch: on_train_batch_end gets no loss, as in Lightning
-    return dict(output) if isinstance(output, dict) else {"loss": loss}
+    loss = loss.detach()
+    if divisor != 1:
+        loss = loss / divisor
+    if isinstance(output, dict):
+        return {"loss": loss, **{key: v for key, v in output.items() if key != "loss"}}
+    return {"loss": loss}
+
+
+def _manual_outputs(output: Any) -> Any:
+    """What ``on_train_batch_end`` receives for a batch of manual optimization: as in
+    Lightning, a dict (``{}`` for None, ``{"loss": ...}`` for a tensor), its loss detached."""
+    if output is None:
+        return {}
+    if isinstance(output, torch.Tensor):
+        return {"loss": output.detach()}
+    if isinstance(output, Mapping) and isinstance(output.get("loss"), torch.Tensor):
+        return {**output, "loss": output["loss"].detach()}
+    return output
 
 
 def _has_gradients(optimizer: torch.optim.Optimizer) -> bool:

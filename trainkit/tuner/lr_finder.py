@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import importlib
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from trainkit.callbacks.base import Callback
 from trainkit.core.optim import LRSchedulerConfig
-from trainkit.core.steps import loss_from_output
 from trainkit.tuner.trial import Snapshot, should_skip, train_trial
 from trainkit.tuner.values import find_attribute, set_attribute
 from trainkit.utilities.combined_loader import training_iterable
@@ -212,7 +212,8 @@ class _Recorder(Callback):
         self.finder, self.lrs, self.threshold, self.start = finder, lrs, threshold, start
         self.best = math.inf
         self.average = 0.0
-        self.window: list[float] = []  # the losses of the micro-batches of this step
+        # The losses of the micro-batches of this step, each divided by their number.
+        self.window: list[float] = []
 
     def on_train_batch_start(
         self, trainer: Trainer, module: Module, batch: Any, index: int
@@ -225,14 +226,15 @@ class _Recorder(Callback):
     def on_train_batch_end(
         self, trainer: Trainer, module: Module, outputs: Any, batch: Any, index: int
     ) -> None:
-        if outputs is None or (isinstance(outputs, dict) and "loss" not in outputs):
+        if not isinstance(outputs, Mapping) or "loss" not in outputs:
             return  # a skipped batch (training_step returned None)
-        self.window.append(float(loss_from_output(outputs, trainer.global_step).detach()))
+        # Each micro-batch's loss divided by its window's length, as backward took it.
+        self.window.append(float(outputs["loss"]))
         recorded = self.finder.results["loss"]
         step = trainer.global_step - self.start
         if step == len(recorded):
             return  # inside an accumulation window: the step comes later
-        loss, self.window = sum(self.window) / len(self.window), []
+        loss, self.window = sum(self.window), []  # the window's mean loss
         # An exponential moving average, divided by its weights' sum (unbiased from the start).
         self.average = _BETA * self.average + (1 - _BETA) * loss
         smoothed = self.average / (1 - _BETA ** (len(recorded) + 1))
