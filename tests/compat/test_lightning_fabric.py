@@ -100,7 +100,8 @@ def test_get_rank_reads_lightnings_variables_in_its_order(
 
 
 def test_reset_seed_seeds_again_with_the_last_seed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("TRAINKIT_GLOBAL_SEED", raising=False)
+    for key in ("TRAINKIT_GLOBAL_SEED", "PL_GLOBAL_SEED"):
+        monkeypatch.delenv(key, raising=False)
     torch.manual_seed(5)
     reset_seed()  # never seeded: nothing happens
     expected = torch.rand(1)
@@ -111,6 +112,36 @@ def test_reset_seed_seeds_again_with_the_last_seed(monkeypatch: pytest.MonkeyPat
     torch.rand(3)  # the streams move on
     reset_seed()
     assert (torch.rand(1), random.random()) == first
+
+
+def test_the_seed_is_recorded_where_lightning_code_reads_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Projects seed what they draw themselves from PL_GLOBAL_SEED (a dataset's own
+    # sampling): without it, every seed would draw the same numbers.
+    import trainkit.lightning as L
+    from trainkit.lightning.utilities.seed import seed_everything as from_utilities
+
+    for key in ("TRAINKIT_GLOBAL_SEED", "PL_GLOBAL_SEED", "PL_SEED_WORKERS"):
+        monkeypatch.delenv(key, raising=False)
+    assert L.seed_everything is seed_everything is from_utilities
+    assert L.fabric.seed_everything is seed_everything
+    seed_everything(4, workers=True)
+    assert (os.environ["PL_GLOBAL_SEED"], os.environ["PL_SEED_WORKERS"]) == ("4", "1")
+    seed_everything(5)
+    assert (os.environ["PL_GLOBAL_SEED"], os.environ["PL_SEED_WORKERS"]) == ("5", "0")
+    # A process given only Lightning's variable seeds from it, and resets to it.
+    monkeypatch.delenv("TRAINKIT_GLOBAL_SEED")
+    monkeypatch.setenv("PL_GLOBAL_SEED", "9")
+    assert seed_everything() == 9
+    expected = torch.rand(2)
+    monkeypatch.delenv("TRAINKIT_GLOBAL_SEED")
+    reset_seed()
+    assert torch.equal(torch.rand(2), expected)
+    monkeypatch.setenv("PL_GLOBAL_SEED", "nine")
+    monkeypatch.delenv("TRAINKIT_GLOBAL_SEED")
+    with pytest.raises(ValueError, match="PL_GLOBAL_SEED='nine' is not a seed"):
+        seed_everything()
 
 
 class Draws(Dataset[float]):

@@ -141,7 +141,10 @@ def test_from_datasets_builds_the_class_with_its_own_arguments() -> None:
 def test_the_porting_module_offers_lightnings_names(tmp_path: Path) -> None:
     assert L.LightningModule is trainkit.Module and issubclass(L.Trainer, trainkit.Trainer)
     assert L.LightningDataModule is trainkit.DataModule and L.Callback is trainkit.Callback
-    assert L.seed_everything is trainkit.seed_everything
+    # trainkit's, also recording the seed where Lightning code reads it (PL_GLOBAL_SEED).
+    from trainkit.lightning.fabric.utilities.seed import seed_everything
+
+    assert L.seed_everything is seed_everything is not trainkit.seed_everything
     from trainkit.lightning.callbacks import EarlyStopping, ModelCheckpoint
     from trainkit.lightning.loggers import CSVLogger, TensorBoardLogger
     from trainkit.lightning.utilities import rank_zero_only as ported

@@ -28,9 +28,9 @@ from trainkit.core.data import DataModule as LightningDataModule
 from trainkit.core.module import Module as LightningModule
 from trainkit.lightning import callbacks, loggers, profilers, tuner, utilities
 from trainkit.lightning._missing import LIGHTNING_API_VERSION, submodule_or_missing
+from trainkit.lightning._seed import seed_everything
 from trainkit.lightning.trainer.trainer import Trainer
 from trainkit.loops.state import RunningStage, TrainerFn, TrainerStatus
-from trainkit.utilities.seed import seed_everything
 from trainkit.version import __version__ as trainkit_version
 
 #: The Lightning release whose API this package follows (version checks in Lightning

@@ -14,6 +14,10 @@ import torch
 
 from trainkit.utilities.rank_zero import rank_zero_print
 
+#: Where :func:`seed_everything` records the seed and the ``workers`` choice, for
+#: :func:`reset_seed` and the processes started later.
+SEED_VARIABLE, WORKERS_VARIABLE = "TRAINKIT_GLOBAL_SEED", "TRAINKIT_SEED_WORKERS"
+
 
 def seed_everything(
     seed: int | str | None = None, workers: bool = False, verbose: bool = False
@@ -44,7 +48,7 @@ def seed_everything(
         True
     """
     if seed is None:
-        found = os.environ.get("TRAINKIT_GLOBAL_SEED")
+        found = os.environ.get(SEED_VARIABLE)
         if found is None:
             warnings.warn(
                 "seed_everything(): no seed given or found; seeding with 0.", stacklevel=2
@@ -52,7 +56,7 @@ def seed_everything(
             seed = 0
         elif not found.strip().isdigit():
             raise ValueError(
-                f"TRAINKIT_GLOBAL_SEED={found!r} is not a seed; set it to an integer in "
+                f"{SEED_VARIABLE}={found!r} is not a seed; set it to an integer in "
                 "[0, 2**32 - 1], or pass seed_everything(seed)."
             )
         else:
@@ -63,11 +67,11 @@ def seed_everything(
         raise ValueError(f"seed must be an integer in [0, 2**32 - 1], got {seed!r}.")
     if verbose:
         rank_zero_print(f"trainkit: seed set to {seed}")
-    os.environ["TRAINKIT_GLOBAL_SEED"] = str(seed)
+    os.environ[SEED_VARIABLE] = str(seed)
     if workers:
-        os.environ["TRAINKIT_SEED_WORKERS"] = "1"
+        os.environ[WORKERS_VARIABLE] = "1"
     else:
-        os.environ.pop("TRAINKIT_SEED_WORKERS", None)
+        os.environ.pop(WORKERS_VARIABLE, None)
     random.seed(seed)
     try:
         import numpy
@@ -221,7 +225,7 @@ def seed_worker(worker_id: int, rank: int | None = None) -> None:
 
 def seeding_workers() -> bool:
     """Whether ``seed_everything(..., workers=True)`` asked for per-worker seeding."""
-    return os.environ.get("TRAINKIT_SEED_WORKERS") == "1"
+    return os.environ.get(WORKERS_VARIABLE) == "1"
 
 
 def reset_seed() -> None:
@@ -230,6 +234,6 @@ def reset_seed() -> None:
     The seed and the ``workers`` choice are read from the environment, where
     ``seed_everything`` records them (so a process started later resets to them too).
     """
-    seed = os.environ.get("TRAINKIT_GLOBAL_SEED")
+    seed = os.environ.get(SEED_VARIABLE)
     if seed is not None:
         seed_everything(seed, workers=seeding_workers())

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainkit.lightning._missing import LIGHTNING_API_VERSION, submodule_or_missing
-from trainkit.utilities.seed import seed_everything
+from trainkit.lightning._seed import seed_everything
 
 __all__ = ["__version__", "seed_everything"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from trainkit.lightning._missing import submodule_or_missing
+from trainkit.lightning._seed import seed_everything
 from trainkit.lightning.trainer.trainer import Trainer
-from trainkit.utilities.seed import seed_everything
 
 __all__ = ["Trainer", "seed_everything"]
 

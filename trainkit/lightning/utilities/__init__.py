@@ -7,6 +7,7 @@ from typing import Any
 from trainkit.core.batches import move_data_to_device
 from trainkit.core.hyperparameters import AttributeDict
 from trainkit.lightning._missing import submodule_or_missing
+from trainkit.lightning._seed import seed_everything
 from trainkit.lightning.utilities.data import suggested_max_num_workers
 from trainkit.lightning.utilities.distributed import is_shared_filesystem
 from trainkit.lightning.utilities.enums import GradClipAlgorithmType, LightningEnum
@@ -24,7 +25,6 @@ from trainkit.lightning.utilities.rank_zero import (
 from trainkit.lightning.utilities.warnings import disable_possible_user_warnings
 from trainkit.utilities.combined_loader import CombinedLoader
 from trainkit.utilities.gradients import grad_norm
-from trainkit.utilities.seed import seed_everything
 from trainkit.utilities.throughput import measure_flops
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
+from trainkit.lightning._seed import seed_everything
 from trainkit.utilities.seed import isolated_rng as isolate_rng
-from trainkit.utilities.seed import seed_everything
 
 __all__ = ["isolate_rng", "seed_everything"]

@@ -1,15 +1,17 @@
 """Lightning Fabric's ``lightning.fabric.utilities.seed`` names, served by trainkit.
 
-``seed_everything`` and ``reset_seed`` record the seed in ``TRAINKIT_GLOBAL_SEED``
-(Lightning's in ``PL_GLOBAL_SEED``). ``pl_worker_init_function`` gives each
-DataLoader worker of each rank its own reproducible streams, as Lightning's does,
-drawn by trainkit's rule (:func:`trainkit.utilities.seed.seed_worker`), so the
-numbers differ from Lightning's.
+``seed_everything`` and ``reset_seed`` record and read the seed where trainkit
+does and where Lightning does (``PL_GLOBAL_SEED``, ``PL_SEED_WORKERS``; see
+:mod:`trainkit.lightning._seed`). ``pl_worker_init_function`` gives each DataLoader
+worker of each rank its own reproducible streams, as Lightning's does, drawn by
+trainkit's rule (:func:`trainkit.utilities.seed.seed_worker`), so the numbers differ
+from Lightning's.
 """
 
 from __future__ import annotations
 
-from trainkit.utilities.seed import reset_seed, seed_everything, seed_worker
+from trainkit.lightning._seed import reset_seed, seed_everything
+from trainkit.utilities.seed import seed_worker
 
 __all__ = ["pl_worker_init_function", "reset_seed", "seed_everything"]
 
