@@ -17,7 +17,14 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from trainkit.lightning.fabric.utilities.apply_func import convert_tensors_to_scalars
-from trainkit.lightning.fabric.utilities.cloud_io import get_filesystem
+from trainkit.lightning.fabric.utilities.cloud_io import (
+    _atomic_save,
+    _is_dir,
+    _is_local_file_protocol,
+    _is_object_storage,
+    _load,
+    get_filesystem,
+)
 from trainkit.lightning.fabric.utilities.seed import (
     pl_worker_init_function,
     reset_seed,
@@ -52,6 +59,11 @@ NAMES = [
     ("utilities.apply_func", "move_data_to_device"),
     ("utilities.apply_func", "convert_tensors_to_scalars"),
     ("utilities.cloud_io", "get_filesystem"),
+    ("utilities.cloud_io", "_load"),
+    ("utilities.cloud_io", "_atomic_save"),
+    ("utilities.cloud_io", "_is_dir"),
+    ("utilities.cloud_io", "_is_local_file_protocol"),
+    ("utilities.cloud_io", "_is_object_storage"),
 ]
 
 
@@ -189,6 +201,37 @@ def test_get_filesystem_for_local_paths_and_urls(tmp_path: Path) -> None:
     with memory.open("memory://run/metrics.csv", "w") as file:
         file.write("step\n")
     assert memory.cat("memory://run/metrics.csv") == b"step\n"
+
+
+def test_the_private_loading_helpers_projects_import(tmp_path: Path) -> None:
+    # Projects load their checkpoints with Lightning's private _load (as pl_load).
+    state = {"state_dict": {"w": torch.arange(3.0)}, "epoch": 2}
+    _atomic_save(state, tmp_path / "a.ckpt")
+    assert [p.name for p in tmp_path.iterdir()] == ["a.ckpt"]  # no temporary file left
+    loaded = _load(tmp_path / "a.ckpt", map_location=lambda storage, location: storage)
+    assert torch.equal(loaded["state_dict"]["w"], state["state_dict"]["w"])
+    assert loaded["epoch"] == 2
+    with open(tmp_path / "a.ckpt", "rb") as file:
+        assert _load(file)["epoch"] == 2
+    _atomic_save(state, "memory://run/b.ckpt")  # through fsspec
+    assert _load("memory://run/b.ckpt", weights_only=True)["epoch"] == 2
+    assert _is_local_file_protocol(tmp_path) and not _is_local_file_protocol("memory://run")
+    memory = get_filesystem("memory://run")
+    assert _is_dir(memory, "memory://run") and not _is_dir(memory, "memory://run/b.ckpt")
+    assert not _is_object_storage(memory)
+
+    class Bucket:  # an object store: any path that is not a file can be a folder
+        protocol = ("s3", "s3a")
+
+        def isfile(self, path: str) -> bool:
+            return path.endswith(".ckpt")
+
+        def isdir(self, path: str) -> bool:
+            return False
+
+    assert _is_object_storage(Bucket())
+    assert _is_dir(Bucket(), "s3://b/new") and not _is_dir(Bucket(), "s3://b/new", strict=True)
+    assert not _is_dir(Bucket(), "s3://b/a.ckpt")
 
 
 def test_a_ported_script_using_fabric_utilities_runs(tmp_path: Path) -> None:
