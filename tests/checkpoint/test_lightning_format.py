@@ -235,6 +235,7 @@ def test_fit_resumes_a_lightning_epoch_end_checkpoint_at_the_next_epoch(tmp_path
     trainer = trainkit.Trainer(max_epochs=3, **QUIET, callbacks=[recorder])
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # an epoch-end resume is exact: no warning
+        warnings.filterwarnings("ignore", "You defined a `validation_step`")  # no val data
         trainer.fit(Momentum(), loader(blobs(64), 32), ckpt_path=path)
     assert recorder.start["epoch"] == 2 and recorder.start["global_step"] == 4
     _assert_same_weights(recorder.start["weights"], saved)

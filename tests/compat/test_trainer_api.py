@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -727,3 +728,18 @@ def test_the_ported_trainer_trains_on_through_a_nan_loss_with_one_warning() -> N
     ):
         with pytest.raises(NonFiniteLossError, match="at step 2"):
             stopping.fit(NanFromStep2(), loader(blobs(128), 32))
+
+
+class NoValidationStep(Classifier):
+    validation_step = trainkit.Module.validation_step  # not overridden
+
+
+def test_fit_says_when_half_of_validation_is_missing() -> None:
+    # Lightning's warnings, in its words (projects' tests match them).
+    with pytest.warns(UserWarning, match="defined a `validation_step` but have no"):
+        trainkit.Trainer(max_epochs=1, **QUIET).fit(Classifier(), loader(blobs(32), 16))
+    with pytest.warns(UserWarning, match="passed in a `val_dataloader` but have no"):
+        fit_quietly(trainkit.Trainer(max_epochs=1, **QUIET), NoValidationStep())
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", "You (defined|passed in) a")
+        fit_quietly(trainkit.Trainer(max_epochs=1, **QUIET), Classifier())

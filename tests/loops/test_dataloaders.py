@@ -188,6 +188,7 @@ def test_resuming_mid_epoch_continues_the_combined_batches_exactly(tmp_path: Pat
     first = _resume_run(tmp_path / "cut", None, stop_at=7)  # epoch 2, batch 2 ("a" cycled)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # "a" has its own generator: nothing to warn about
+        warnings.filterwarnings("ignore", "You defined a `validation_step`")  # no val data
         rest = _resume_run(tmp_path / "cut", str(tmp_path / "cut" / "mid.ckpt"), None)
     assert len(whole) == 10 and first + rest == whole
 

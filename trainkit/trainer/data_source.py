@@ -23,7 +23,7 @@ from typing import Any
 from trainkit.core.data import DataModule
 from trainkit.core.module import Module, overrides
 
-__all__ = ["AttachedData", "DataSource"]
+__all__ = ["AttachedData", "DataSource", "unpaired_validation"]
 
 
 @dataclass(frozen=True)
@@ -100,3 +100,28 @@ class DataSource:
 
     def __repr__(self) -> str:
         return f"DataSource(stage={self.stage!r}, defined={self.is_defined()})"
+
+
+def unpaired_validation(trainer: Any) -> str | None:
+    """Why fit will not validate although half of validation is there, or None.
+
+    A ``validation_step`` without validation data, or validation data without a
+    ``validation_step``: fit trains without validating, and says so (in Lightning's
+    words, which projects' tests look for).
+
+    Args:
+        trainer: the Trainer whose fit is starting.
+    """
+    has_data = DataSource(trainer, "val").is_defined()
+    has_step = overrides(trainer._attached.module, "validation_step")
+    if has_step and not has_data:
+        return (
+            "You defined a `validation_step` but have no `val_dataloader`. Skipping val loop. "
+            "To validate, pass val_dataloaders to fit() or define val_dataloader()."
+        )
+    if has_data and not has_step:
+        return (
+            "You passed in a `val_dataloader` but have no `validation_step`. Skipping val loop. "
+            "To validate, define validation_step() on the Module."
+        )
+    return None

@@ -45,7 +45,7 @@ from trainkit.loops.step import Optimization
 from trainkit.profilers import Profiler, build_profiler, is_active
 from trainkit.strategies import Strategy, build_strategy, plan_devices
 from trainkit.trainer.checkpointing import TrainerCheckpoints
-from trainkit.trainer.data_source import AttachedData
+from trainkit.trainer.data_source import AttachedData, unpaired_validation
 from trainkit.trainer.lightning_parts import StrategyParts
 from trainkit.trainer.options import (
     HardwareOptions,
@@ -506,6 +506,8 @@ class Trainer(TrainerCheckpoints):
 
         train_loader, val_loaders = load_dataloaders()
         validates = fit_validates(run)
+        if (unpaired := unpaired_validation(self)) is not None:
+            self.warn(unpaired)
         optimizers, configs = configured_optimizers(model)
         run.optimizers = self.optimizers = self.strategy.setup_optimizers(optimizers)
         run.lr_scheduler_configs = self.lr_scheduler_configs = configs
