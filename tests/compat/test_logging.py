@@ -530,7 +530,7 @@ def test_log_options_trainkit_handles_differently_warn_and_still_log(
 
 
 # ---------------------------------------------------------- after the run
-def test_metrics_keep_their_last_values_after_fit_validate_and_test() -> None:
+def test_metrics_keep_their_last_values_after_fit_validate_and_test_not_predict() -> None:
     def val(module: trainkit.Module, x: torch.Tensor, batch_idx: int, idx: int) -> None:
         module.log("v", x.mean(), prog_bar=True)
 
@@ -544,6 +544,15 @@ def test_metrics_keep_their_last_values_after_fit_validate_and_test() -> None:
         assert floats(trainer.callback_metrics)["v"] == 1.5
         assert trainer.logged_metrics["v"] == 1.5
         assert trainer.progress_bar_metrics == {"v": 1.5}
+
+    # A predict() call starts with no metrics too, and logs none.
+    class Predicts(Logs):
+        def predict_step(self, batch: Any, batch_idx: int) -> Any:
+            return batch
+
+    trainer.predict(Predicts(val=val), numbers(4, 2))
+    assert trainer.callback_metrics == {} and trainer.logged_metrics == {}
+    assert trainer.progress_bar_metrics == {}
 
 
 def test_evaluation_step_values_reach_loggers_at_each_dataloaders_batch_count(

@@ -201,6 +201,7 @@ def run_predict(
     modes = {sub: sub.training for sub in run.module.modules()}
     _set_mode(run, "on_predict_model_eval")
     run.state.stage = RunningStage.PREDICTING
+    run.results.reset_metrics()  # a predict() call starts with no metrics, as validate()/test()
     kept: list[list[Any]] = [[] for _ in loaders] if keep else []
     predicting = run.predicting = Predicting(keep, kept)
     try:
