@@ -241,7 +241,8 @@ class Optimization:
             batches: batches in the epoch (``inf`` when unknown).
             batch_end_hooks: whether ``on_train_batch_end`` hooks run after each step:
                 then a step's values wait for them (:meth:`write_pending_log`), so
-                that what they log is written with them; else they are written at once.
+                that what they log is written with them; else they are written at once
+                (and the plain step makes no outputs for them).
         """
         self._defer_log = batch_end_hooks
         if self._next_slots is not None:  # the Trainer's step options changed
@@ -331,7 +332,8 @@ class Optimization:
         every = self.log_every_n_steps
         if self._schedulers or (every and state.global_step % every == 0):
             self._after_step(state.global_step)
-        return {"loss": output.detach()}
+        # Only batch-end hooks read the outputs (detaching costs a call per step).
+        return {"loss": output.detach()} if self._defer_log else _UNREAD
 
     def _optimizer_step(self, loss: torch.Tensor | None, batch_idx: int) -> None:
         # The end of a window: step (the Module's optimizer_step if it has one),
@@ -623,6 +625,10 @@ class Optimization:
             self._on_before_zero_grad(optimizer)
         if self._end_window is not None:
             self._end_window()
+
+
+#: What :meth:`Optimization.plain` returns when no ``on_train_batch_end`` hook reads it.
+_UNREAD: dict[str, Any] = {}
 
 
 def _batch_outputs(output: Any, loss: torch.Tensor | None, divisor: int = 1) -> dict[str, Any]:
