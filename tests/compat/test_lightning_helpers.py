@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import trainkit
+import trainkit.lightning as L
 from trainkit.core.hyperparameters import AttributeDict
 from trainkit.lightning.core.saving import load_hparams_from_yaml, save_hparams_to_yaml
 from trainkit.lightning.loggers.logger import DummyExperiment, rank_zero_experiment
@@ -451,3 +452,19 @@ def test_the_accelerator_connector_resolves_as_a_trainer_does() -> None:
     assert (two._accelerator_flag, two._devices_flag, two._strategy_flag) == ("cpu", 2, "ddp")
     with pytest.raises(ValueError, match="devices=0 must be at least 1"):
         _AcceleratorConnector(accelerator="cpu", devices=0)
+
+
+def test_the_checkpoint_connector_dumps_what_save_checkpoint_writes(tmp_path: Path) -> None:
+    # Projects call Lightning's private trainer._checkpoint_connector.dump_checkpoint()
+    # for a checkpoint in memory (to keep the best few, or save it elsewhere).
+    trainer = L.Trainer(max_epochs=1, **QUIET)
+    trainer.fit(Classifier(), loader(blobs(32), 16))
+    dumped = trainer._checkpoint_connector.dump_checkpoint()
+    trainer.save_checkpoint(tmp_path / "saved.ckpt")
+    saved = torch.load(tmp_path / "saved.ckpt", weights_only=True)
+    assert dumped["global_step"] == saved["global_step"] == 2
+    assert set(dumped) == set(saved) - {"integrity"}  # the file adds its digest
+    assert "optimizer_states" in dumped
+    for key, tensor in saved["state_dict"].items():
+        assert torch.equal(dumped["state_dict"][key], tensor)
+    assert "optimizer_states" not in trainer._checkpoint_connector.dump_checkpoint(True)

@@ -1,6 +1,6 @@
 """The Trainer's parts in Lightning's terms: ``trainer.precision_plugin``, what the
 Trainer's strategy answers for Lightning's ``Strategy`` attributes, and
-``trainer._accelerator_connector``.
+``trainer._accelerator_connector`` and ``trainer._checkpoint_connector``.
 
 Lightning builds a precision plugin and a checkpoint-IO plugin into every Trainer;
 trainkit sets precision with an option and writes its own checkpoint files, so
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from trainkit.trainer.properties import TrainerViews
     from trainkit.trainer.trainer import Trainer
 
-__all__ = ["AcceleratorConnector", "StrategyParts", "precision_plugin"]
+__all__ = ["AcceleratorConnector", "CheckpointConnector", "StrategyParts", "precision_plugin"]
 
 
 def precision_plugin(trainer: TrainerViews) -> Any:
@@ -190,3 +190,24 @@ class AcceleratorConnector:
         if kind == "cpu":
             return [torch.device("cpu")] * self._trainer.num_devices
         return [torch.device(kind, index) for index in self._trainer.device_ids]
+
+
+class CheckpointConnector:
+    """``trainer._checkpoint_connector``: the part of Lightning's Trainer that builds
+    checkpoints, which projects call for a checkpoint in memory (to save it elsewhere,
+    or to keep the best few): ``dump_checkpoint(weights_only)``.
+
+    Args:
+        trainer: the Trainer.
+    """
+
+    def __init__(self, trainer: Trainer) -> None:
+        self._trainer = trainer
+
+    def dump_checkpoint(self, weights_only: bool = False) -> dict[str, Any]:
+        """The Trainer's ``dump_checkpoint``: what ``save_checkpoint`` would write.
+
+        Args:
+            weights_only: keep only the weights and hyperparameters.
+        """
+        return self._trainer.dump_checkpoint(weights_only)

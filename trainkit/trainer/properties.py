@@ -446,6 +446,12 @@ class TrainerViews:
         return lightning_parts.AcceleratorConnector(self)
 
     @property
+    def _checkpoint_connector(self) -> lightning_parts.CheckpointConnector:
+        """Lightning's private ``trainer._checkpoint_connector``, whose ``dump_checkpoint``
+        projects call."""
+        return lightning_parts.CheckpointConnector(self)  # type: ignore[arg-type]
+
+    @property
     def world_size(self) -> int:
         """The number of processes in the job (also in the process that starts them, before
         it has, as in Lightning: what the launcher will start, on every machine)."""
