@@ -9,6 +9,7 @@ import os
 import random
 import subprocess
 import sys
+from argparse import Namespace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from tests.helpers import QUIET, Classifier, blobs
+from trainkit.lightning.fabric.loggers import Logger as FabricLogger
 from trainkit.lightning.fabric.utilities.apply_func import convert_tensors_to_scalars
 from trainkit.lightning.fabric.utilities.cloud_io import (
     _atomic_save,
@@ -64,6 +67,15 @@ NAMES = [
     ("utilities.cloud_io", "_is_dir"),
     ("utilities.cloud_io", "_is_local_file_protocol"),
     ("utilities.cloud_io", "_is_object_storage"),
+    ("loggers", "Logger"),
+    ("loggers.logger", "Logger"),
+    ("loggers.logger", "rank_zero_experiment"),
+    ("utilities.logger", "_add_prefix"),
+    ("utilities.logger", "_convert_params"),
+    ("utilities.logger", "_sanitize_callable_params"),
+    ("utilities.logger", "_flatten_dict"),
+    ("utilities.logger", "_sanitize_params"),
+    ("utilities.logger", "_convert_json_serializable"),
 ]
 
 
@@ -258,3 +270,99 @@ def test_a_ported_script_using_fabric_utilities_runs(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "steps 2" in done.stdout
+
+
+class MetricsOnly(FabricLogger):
+    """A logger library's implementation of the interface alone (as Fabric's loggers are)."""
+
+    LOGGER_JOIN_CHAR = "/"
+
+    def __init__(self, folder: str) -> None:
+        self.folder, self.rows, self.closed = folder, [], False
+
+    @property
+    def name(self) -> str:
+        return "impl"
+
+    @property
+    def version(self) -> str:
+        return "v1"
+
+    @property
+    def root_dir(self) -> str:
+        return self.folder
+
+    @property
+    def log_dir(self) -> str:
+        return os.path.join(self.folder, "v1")
+
+    def log_metrics(self, metrics: Any, step: int | None = None) -> None:
+        self.rows.append((step, dict(metrics)))
+
+    def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def finalize(self, status: str) -> None:
+        self.closed = True
+
+
+def test_a_logger_built_from_both_logger_classes_takes_the_implementations_methods(
+    tmp_path: Path,
+) -> None:
+    # Logger libraries write class MyLogger(pl.loggers.Logger, MyFabricLogger): the
+    # Trainer-facing class adds only save_dir and after_save_checkpoint.
+    import trainkit.lightning as L
+
+    class Both(L.loggers.Logger, MetricsOnly):
+        pass
+
+    logger = Both(str(tmp_path))
+    assert (logger.name, logger.version, logger.LOGGER_JOIN_CHAR) == ("impl", "v1", "/")
+    assert logger.log_dir == os.path.join(str(tmp_path), "v1")
+    assert logger.root_dir == str(tmp_path) and logger.save_dir is None
+    trainer = L.Trainer(max_epochs=1, log_every_n_steps=1, **{**QUIET, "logger": logger})
+    trainer.fit(Classifier(), DataLoader(blobs(32), batch_size=16))
+    assert logger.closed and [step for step, _ in logger.rows][:2] == [0, 1]
+
+
+def test_the_logger_helpers_prepare_hyperparameters_as_logger_libraries_expect() -> None:
+    from trainkit.lightning.fabric.utilities.logger import (
+        _add_prefix,
+        _convert_params,
+        _flatten_dict,
+        _sanitize_callable_params,
+    )
+
+    params = _sanitize_callable_params(
+        _convert_params(Namespace(act=torch.nn.ReLU, size=lambda: 4, opt={"lr": 0.1}))
+    )
+    assert params == {"act": "ReLU", "size": 4, "opt": {"lr": 0.1}}
+    assert _flatten_dict(params, ".") == {"act": "ReLU", "size": 4, "opt.lr": 0.1}
+    assert _add_prefix({"loss": 1.0}, "train", "/") == {"train/loss": 1.0}
+
+
+def test_scan_checkpoints_lists_what_a_logger_has_not_uploaded(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from trainkit.lightning.loggers.utilities import _scan_checkpoints
+
+    paths = []
+    for name in ("a.ckpt", "b.ckpt", "last.ckpt"):
+        (tmp_path / name).write_bytes(b"x")
+        paths.append(str(tmp_path / name))
+        os.utime(paths[-1], (len(paths), len(paths)))  # a, b, last: oldest to newest
+    saved = SimpleNamespace(
+        last_model_path=paths[2],
+        current_score=0.3,
+        best_model_path=paths[0],
+        best_model_score=0.1,
+        best_k_models={paths[0]: 0.1, paths[1]: 0.2, str(tmp_path / "gone.ckpt"): 0.5},
+    )
+    found = _scan_checkpoints(saved, {})
+    assert [(path, score, tag) for _, path, score, tag in found] == [
+        (paths[0], 0.1, "best_k"),  # best_k_models is read after the best: its tag stays
+        (paths[1], 0.2, "best_k"),
+        (paths[2], 0.3, "latest"),
+    ]
+    uploaded = {path: mtime for mtime, path, _, _ in found[:2]}
+    assert [path for _, path, _, _ in _scan_checkpoints(saved, uploaded)] == [paths[2]]

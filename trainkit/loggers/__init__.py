@@ -7,7 +7,7 @@ optional: ``pip install "trainkit[mlflow]"`` / ``"trainkit[wandb]"``.
 
 from typing import Any
 
-from trainkit.loggers.base import FolderLogger, Logger, versioned_folder
+from trainkit.loggers.base import BaseLogger, FolderLogger, Logger, versioned_folder
 from trainkit.loggers.csv import CSVLogger
 from trainkit.loggers.dummy import DummyLogger
 from trainkit.loggers.mlflow import MLflowLogger
@@ -15,6 +15,7 @@ from trainkit.loggers.tensorboard import TensorBoardLogger
 from trainkit.loggers.wandb import WandbLogger
 
 __all__ = [
+    "BaseLogger",
     "CSVLogger",
     "DummyLogger",
     "Logger",

@@ -30,44 +30,14 @@ def versioned_folder(save_dir: str, name: str, version: int | str) -> str:
     return os.path.join(save_dir, name, folder)
 
 
-class Logger(ABC):
-    """Base class for experiment loggers: subclass it to send metrics anywhere.
+class BaseLogger(ABC):
+    """What every logger implements: where metrics and hyperparameters go.
 
-    A logger implements two properties (``name``, ``version``) and two methods
-    (``log_metrics``, ``log_hyperparams``); the others have defaults (a logger
-    that writes files also gives its ``save_dir``). What the Trainer promises a logger:
-
-    - it is called from global rank 0 only, so a logger never checks the rank;
-    - ``log_hyperparams`` is called once when ``fit`` starts, if the Module
-      called ``save_hyperparameters()``;
-    - ``log_metrics`` receives plain floats (and ``epoch`` as an int) with the
-      global step, every ``log_every_n_steps`` optimizer steps and at the end
-      of each epoch and evaluation;
-    - ``finalize`` is called when each ``fit``, ``validate``, ``test`` or
-      ``predict`` ends, also after a failure, and the same logger may be used
-      again afterwards (reopen what ``finalize`` closed);
-    - ``state_dict`` is saved in checkpoints and ``load_state_dict`` called
-      before ``fit`` resumes, so a resumed run can continue the same record;
-    - ``log_dir`` (``<save_dir>/<name>/<version>``) is where the first
-      logger's run keeps its checkpoints (``<log_dir>/checkpoints``; for a
-      bundled logger ``<run_dir>/checkpoints``, as ``TensorBoardLogger(sub_dir=...)``
-      puts its ``log_dir`` inside ``run_dir``).
-
-    Example (a logger that keeps metrics in a list):
-        >>> class ListLogger(Logger):
-        ...     def __init__(self) -> None:
-        ...         self.rows = []
-        ...     name = "memory"
-        ...     version = 0
-        ...     save_dir = "."
-        ...     def log_metrics(self, metrics, step):
-        ...         self.rows.append((step, dict(metrics)))
-        ...     def log_hyperparams(self, params):
-        ...         pass
-        >>> logger = ListLogger()
-        >>> logger.log_metrics({"loss": 0.5}, step=10)
-        >>> logger.rows
-        [(10, {'loss': 0.5})]
+    :class:`Logger`, the class to subclass, adds what the Trainer's checkpointing
+    reads (``save_dir``, ``after_save_checkpoint``). Everything else is defined here,
+    so that a logger class built from ``Logger`` and an implementation of this
+    interface (``class MyLogger(Logger, MyMetricsLogger)``) takes the
+    implementation's methods, as it would with Lightning's two logger classes.
     """
 
     #: What a ``prefix`` is joined to metric names with (Lightning's attribute).
@@ -89,11 +59,6 @@ class Logger(ABC):
         """The run's version (``N`` of ``version_N``), assigned on first use."""
 
     @property
-    def save_dir(self) -> str | None:
-        """The root folder passed by the user (None, the default: the logger writes no files)."""
-        return None
-
-    @property
     def root_dir(self) -> str | None:
         """The folder that holds every version of this experiment (None, the default:
         the logger keeps no local folder of versions)."""
@@ -105,7 +70,7 @@ class Logger(ABC):
 
         None for a logger without a ``save_dir``.
         """
-        save_dir = self.save_dir
+        save_dir = getattr(self, "save_dir", None)
         return None if save_dir is None else versioned_folder(save_dir, self.name, self.version)
 
     @abstractmethod
@@ -150,6 +115,63 @@ class Logger(ABC):
             state: what :meth:`state_dict` returned.
         """
 
+    def save(self) -> None:
+        """Flush buffered records to disk."""
+
+    def finalize(self, status: str) -> None:
+        """Flush and close at the end of a run.
+
+        Args:
+            status: "success", "failed" or "interrupted".
+        """
+        self.save()
+
+
+class Logger(BaseLogger):
+    """Base class for experiment loggers: subclass it to send metrics anywhere.
+
+    A logger implements two properties (``name``, ``version``) and two methods
+    (``log_metrics``, ``log_hyperparams``); the others have defaults (a logger
+    that writes files also gives its ``save_dir``). What the Trainer promises a logger:
+
+    - it is called from global rank 0 only, so a logger never checks the rank;
+    - ``log_hyperparams`` is called once when ``fit`` starts, if the Module
+      called ``save_hyperparameters()``;
+    - ``log_metrics`` receives plain floats (and ``epoch`` as an int) with the
+      global step, every ``log_every_n_steps`` optimizer steps and at the end
+      of each epoch and evaluation;
+    - ``finalize`` is called when each ``fit``, ``validate``, ``test`` or
+      ``predict`` ends, also after a failure, and the same logger may be used
+      again afterwards (reopen what ``finalize`` closed);
+    - ``state_dict`` is saved in checkpoints and ``load_state_dict`` called
+      before ``fit`` resumes, so a resumed run can continue the same record;
+    - ``log_dir`` (``<save_dir>/<name>/<version>``) is where the first
+      logger's run keeps its checkpoints (``<log_dir>/checkpoints``; for a
+      bundled logger ``<run_dir>/checkpoints``, as ``TensorBoardLogger(sub_dir=...)``
+      puts its ``log_dir`` inside ``run_dir``).
+
+    Example (a logger that keeps metrics in a list):
+        >>> class ListLogger(Logger):
+        ...     def __init__(self) -> None:
+        ...         self.rows = []
+        ...     name = "memory"
+        ...     version = 0
+        ...     save_dir = "."
+        ...     def log_metrics(self, metrics, step):
+        ...         self.rows.append((step, dict(metrics)))
+        ...     def log_hyperparams(self, params):
+        ...         pass
+        >>> logger = ListLogger()
+        >>> logger.log_metrics({"loss": 0.5}, step=10)
+        >>> logger.rows
+        [(10, {'loss': 0.5})]
+    """
+
+    @property
+    def save_dir(self) -> str | None:
+        """The root folder passed by the user (None, the default: the logger writes no files)."""
+        return None
+
     def after_save_checkpoint(self, checkpoint_callback: Any) -> None:
         """Called after ``checkpoint_callback`` (a ``ModelCheckpoint``) saved a file.
 
@@ -161,17 +183,6 @@ class Logger(ABC):
                 ``best_model_path``, ``last_model_path`` and ``best_k_models``
                 say which files exist.
         """
-
-    def save(self) -> None:
-        """Flush buffered records to disk."""
-
-    def finalize(self, status: str) -> None:
-        """Flush and close at the end of a run.
-
-        Args:
-            status: "success", "failed" or "interrupted".
-        """
-        self.save()
 
 
 class FolderLogger(Logger):
