@@ -419,3 +419,30 @@ def test_the_private_resolve_ckpt_dir_names_the_folder_fit_saves_to(
     }[where]
     assert Path(before) == Path(callback.dirpath) == expected
     assert Path(callback.best_model_path).parent == expected
+
+
+def test_the_folder_holds_after_fit_and_is_the_loggers_for_a_run_without_fit(
+    tmp_path: Path,
+) -> None:
+    # A callback reading trainer.checkpoint_callback.dirpath in test() after fit finds
+    # fit's folder; a Trainer that only tests, its logger's (as in Lightning).
+    seen: list[str | None] = []
+
+    class Reads(trainkit.Callback):
+        def on_test_start(self, trainer: Any, module: Any) -> None:
+            seen.append(trainer.checkpoint_callback.dirpath)
+
+    options = {**QUIET, "logger": True, "enable_checkpointing": True}
+    trainer = trainkit.Trainer(
+        max_epochs=1, default_root_dir=tmp_path, callbacks=[Reads()], **options
+    )
+    model = Classifier()
+    trainer.fit(model, loader(blobs(32), 16))
+    trainer.test(model, loader(blobs(16), 16), verbose=False)
+    only = trainkit.Trainer(default_root_dir=tmp_path, callbacks=[Reads()], **options)
+    only.test(model, loader(blobs(16), 16), verbose=False)
+    assert seen == [
+        str(tmp_path / "logs" / "version_0" / "checkpoints"),
+        str(tmp_path / "logs" / "version_1" / "checkpoints"),
+    ]
+    assert trainer.checkpoint_callback.dirpath == seen[0]

@@ -297,24 +297,29 @@ class ModelCheckpoint(Checkpoint):
         self._root_dir = trainer.default_root_dir
         loggers = getattr(trainer, "loggers", None) or []
         if not self._dirpath_given and loggers:
-            # Not the logger's version yet: reading it would claim a new version_N
-            # before a resume restores the saved one.
-            self.dirpath = None
             save_dir = loggers[0].save_dir or trainer.default_root_dir
             self._runs_root = os.path.join(save_dir, loggers[0].name)
+            if stage == "fit":
+                # Not the logger's version yet: reading it would claim a new version_N
+                # before a resume restores the saved one (on_fit_start reads it).
+                self.dirpath = None
+            elif self.dirpath is None:  # validate/test/predict first: the logger's folder
+                self.dirpath = self._logger_folder(trainer)
         elif not self._dirpath_given:
             self.dirpath = os.path.join(trainer.default_root_dir, "checkpoints")
         self._last_save_time = time.monotonic()
         self._saved_this_fit = False
 
+    def _logger_folder(self, trainer: Trainer) -> str:
+        # Only rank 0 reads the logger's version (elsewhere reading it would claim a folder).
+        folder = self.__resolve_ckpt_dir(trainer) if trainer.is_global_zero else ""
+        return str(trainer.strategy.broadcast(folder))
+
     def on_fit_start(self, trainer: Trainer, module: Module) -> None:
         """Fix the run's folder, clean up after killed saves, and after a resume remove
         this lineage's files from the interrupted run's future."""
-        if self.dirpath is None:
-            # The logger's folder, now that a resume has restored its version. Only
-            # rank 0 reads it (elsewhere reading it would claim a folder).
-            folder = self.__resolve_ckpt_dir(trainer) if trainer.is_global_zero else ""
-            self.dirpath = trainer.strategy.broadcast(folder)
+        if self.dirpath is None:  # the logger's folder, now that a resume restored its version
+            self.dirpath = self._logger_folder(trainer)
         if self._pending_state is not None:
             pending, self._pending_state = self._pending_state, None
             self.load_state_dict(pending)
