@@ -19,6 +19,7 @@ import torch
 
 import trainkit
 from trainkit import callbacks, loggers, profilers
+from trainkit.callbacks.early_stopping import EarlyStoppingReason
 from trainkit.cli.lightning_cli import ArgsType, SaveConfigCallback
 from trainkit.cli.lightning_parser import (
     LightningArgumentParser,
@@ -83,6 +84,7 @@ PATHS = [
     ("callbacks.callback", "Callback", trainkit.Callback),
     ("callbacks.device_stats_monitor", "DeviceStatsMonitor", callbacks.DeviceStatsMonitor),
     ("callbacks.early_stopping", "EarlyStopping", callbacks.EarlyStopping),
+    ("callbacks.early_stopping", "EarlyStoppingReason", EarlyStoppingReason),
     ("callbacks.finetuning", "BackboneFinetuning", callbacks.BackboneFinetuning),
     (
         "callbacks.gradient_accumulation_scheduler",

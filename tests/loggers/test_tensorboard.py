@@ -142,6 +142,18 @@ def test_string_version_names_the_folder(tmp_path: Path) -> None:
     assert os.path.isdir(logger.log_dir)
 
 
+def test_home_and_variables_in_the_folder_are_expanded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As Lightning's TensorBoardLogger: no folder literally named "~" or "$RUNS".
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("RUNS", str(tmp_path / "runs"))
+    monkeypatch.chdir(tmp_path)
+    assert TensorBoardLogger("~/tb", name="n").log_dir == str(tmp_path / "home/tb/n/version_0")
+    assert TensorBoardLogger("$RUNS", name="n").log_dir == str(tmp_path / "runs/n/version_0")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home", "runs"]
+
+
 def test_constructing_creates_nothing(tmp_path: Path) -> None:
     logger = TensorBoardLogger(tmp_path / "runs")
     logger.save()

@@ -35,7 +35,7 @@ class TensorBoardLogger(FolderLogger):
     ``val_loss``, ``val_acc``, ... with nothing to declare.
 
     Args:
-        save_dir: root folder for all experiments.
+        save_dir: root folder for all experiments (``~`` and ``$VAR`` are expanded).
         name: experiment name, the folder under ``save_dir`` (None or "": none).
         version: ``None`` claims the next free ``version_N``, never sharing or
             overwriting an existing folder, even with concurrent processes. An
@@ -79,7 +79,8 @@ class TensorBoardLogger(FolderLogger):
                 "arguments it takes those of torch's SummaryWriter: "
                 f"{', '.join(sorted(_WRITER_OPTIONS))}."
             )
-        super().__init__(save_dir, name, version)
+        # "~" and "$VAR" in the folder are expanded, as Lightning's TensorBoardLogger does.
+        super().__init__(os.path.expanduser(os.path.expandvars(save_dir)), name, version)
         self.default_hp_metric = default_hp_metric
         self._log_graph = log_graph
         self._prefix = prefix

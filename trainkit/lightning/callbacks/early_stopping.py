@@ -3,5 +3,6 @@
 from __future__ import annotations
 
 from trainkit.callbacks import EarlyStopping
+from trainkit.callbacks.early_stopping import EarlyStoppingReason
 
-__all__ = ["EarlyStopping"]
+__all__ = ["EarlyStopping", "EarlyStoppingReason"]
