@@ -161,7 +161,9 @@ def test_a_hook_set_to_none_counts_as_not_defined() -> None:
     model = NoValidation()
     assert not overrides(model, "validation_step")
     trainer = fit(model)
-    assert trainer.num_val_batches and "val/loss" not in trainer.callback_metrics
+    # As in Lightning, fit then loads no validation loaders (nor calls val_dataloader).
+    assert trainer.num_val_batches == [] and trainer.val_dataloaders is None
+    assert "val/loss" not in trainer.callback_metrics
     plain = Classifier()
     plain.on_train_start = None  # type: ignore[assignment,method-assign]
     assert not overrides(plain, "on_train_start")

@@ -796,13 +796,16 @@ class NamedLoaders(list):  # type: ignore[type-arg]
 
 def one_or_list(loaders: list[Iterable[Any]]) -> Any:
     """What ``trainer.val_dataloaders`` (``test_``, ``predict_``) shows, as Lightning does:
-    one loader alone, several as a list, or as the dict they were given in.
+    one loader alone, several as a list, or as the dict they were given in; None for none
+    (fit without validation).
 
     Args:
         loaders: the prepared dataloaders.
     """
     if isinstance(loaders, NamedLoaders):
         return dict(zip(loaders.names, loaders, strict=True))
+    if not loaders:
+        return None
     return loaders[0] if len(loaders) == 1 else loaders
 
 

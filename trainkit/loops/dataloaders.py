@@ -92,8 +92,10 @@ def fit_loaders(
     """
     options, state = run.options, run.state
     # Validation's first (the sanity check uses it first), as Lightning loads them;
-    # with limit_val_batches=0 none is asked for (nor is val_dataloader called).
-    val = stage_loaders(run, "val", val_given, False) if options.limit_val_batches != 0 else []
+    # with limit_val_batches=0 or no validation_step none is asked for (nor is
+    # val_dataloader called), as in Lightning.
+    validating = options.limit_val_batches != 0 and overrides(run.module, "validation_step")
+    val = stage_loaders(run, "val", val_given, False) if validating else []
     (train,) = stage_loaders(run, "train", train_given, True)
     if options.overfit_batches:
         train = each_loader(train, lambda one: unshuffled(one, run.warn))
