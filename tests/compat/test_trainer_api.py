@@ -241,10 +241,29 @@ def test_overfit_batches_uses_the_same_few_batches_unshuffled() -> None:
             return super().training_step(batch, batch_idx)
 
     trainer = trainkit.Trainer(max_epochs=2, overfit_batches=2, **QUIET)
-    with pytest.warns(UserWarning, match="shuffling off"):
+    with pytest.warns(UserWarning, match="requested to overfit but enabled train dataloader"):
         trainer.fit(Probe(), loader(blobs(64), 16, shuffle=True), loader(blobs(64), 16))
     assert trainer.num_training_batches == 2 and trainer.num_val_batches == [2]
     assert trainer.global_step == 4 and torch.equal(firsts[0], firsts[1])
+
+
+def test_overfit_batches_replaces_any_sampler_but_the_datasets_order() -> None:
+    # As in Lightning: a sampler of the user's own (here: the dataset backwards) too.
+    class Backwards(torch.utils.data.Sampler[int]):
+        def __init__(self, size: int) -> None:
+            self.size = size
+
+        def __iter__(self) -> Any:
+            return iter(range(self.size - 1, -1, -1))
+
+        def __len__(self) -> int:
+            return self.size
+
+    data = blobs(64)
+    trainer = trainkit.Trainer(max_epochs=1, overfit_batches=2, **QUIET)
+    with pytest.warns(UserWarning, match=r"shuffling \(Backwards\)"):
+        trainer.fit(Classifier(), torch.utils.data.DataLoader(data, 16, sampler=Backwards(64)))
+    assert isinstance(trainer.train_dataloader.sampler, torch.utils.data.SequentialSampler)
 
 
 def test_reload_dataloaders_every_n_epochs() -> None:

@@ -23,7 +23,14 @@ from itertools import chain, islice, repeat
 from typing import IO, Any, TypeGuard, TypeVar
 
 import torch
-from torch.utils.data import DataLoader, IterableDataset, RandomSampler, Sampler, SequentialSampler
+from torch.utils.data import (
+    DataLoader,
+    DistributedSampler,
+    IterableDataset,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+)
 
 from trainkit.core.batches import move_data_to_device as move_data_to_device  # re-exported
 from trainkit.core.hooks import DataHooks
@@ -440,11 +447,16 @@ def unshuffled(loader: Iterable[Any], warn: Callable[[str], None]) -> Iterable[A
         loader: the training dataloader (one of combined ones: see :func:`each_loader`).
         warn: prints a warning (rank 0) when shuffling is turned off.
     """
-    if not isinstance(loader, DataLoader) or not isinstance(loader.sampler, RandomSampler):
+    # Any order but the dataset's own is replaced, as in Lightning (a sampler of
+    # the user's own too); a DistributedSampler (several processes) is left to share.
+    if not takes_sampler(loader) or isinstance(
+        loader.sampler, (SequentialSampler, DistributedSampler)
+    ):
         return loader
     warn(
-        "overfit_batches: the training dataloader shuffles; trainkit turns shuffling off so "
-        "that every epoch trains on the same batches."
+        "overfit_batches: you requested to overfit but enabled train dataloader shuffling "
+        f"({type(loader.sampler).__name__}); it is replaced by a SequentialSampler so that "
+        "every epoch trains on the same batches."
     )
     return rebuild_dataloader(loader, sampler=SequentialSampler(loader.dataset))  # type: ignore[arg-type]
 
