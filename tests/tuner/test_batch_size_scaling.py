@@ -184,3 +184,10 @@ def test_a_value_held_twice_is_read_from_the_datamodule_and_written_to_both() ->
     assert get_attribute(trainer, model, "batch_size") == 64
     with pytest.raises(AttributeError, match="'nope' is neither an attribute of the model"):
         get_attribute(trainer, model, "nope")
+
+
+def test_fast_dev_run_skips_the_search_and_says_so(tmp_path: Path) -> None:
+    model = Limited()
+    with pytest.warns(UserWarning, match="Skipping batch size scaler since `fast_dev_run`"):
+        assert _tuner(tmp_path, fast_dev_run=True).scale_batch_size(model) is None
+    assert model.batch_size == 8 and model.sizes == []  # nothing tried

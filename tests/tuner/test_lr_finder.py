@@ -280,3 +280,9 @@ def test_plot_draws_the_curve_or_names_the_package(monkeypatch: pytest.MonkeyPat
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
     with pytest.raises(ModuleNotFoundError, match="pip install matplotlib"):
         finder.plot()
+
+
+def test_fast_dev_run_skips_the_search_and_says_so(tmp_path: Path) -> None:
+    tuner = Tuner(trainkit.Trainer(fast_dev_run=True, default_root_dir=tmp_path, **QUIET))
+    with pytest.warns(UserWarning, match="Skipping learning rate finder since `fast_dev_run`"):
+        assert tuner.lr_find(Classifier(), loader(blobs(32), 16)) is None

@@ -155,7 +155,7 @@ def scale_batch_size(
             "hparams: the batch size finder sets the batch size there and the dataloader hooks "
             "read it. Store it (e.g. self.batch_size = batch_size) or pass batch_arg_name=..."
         )
-    if should_skip(trainer, "batch size finder"):
+    if should_skip(trainer, "batch size scaler"):
         return None
     original = get_attribute(trainer, module, batch_arg_name)
     snapshot = Snapshot(trainer)

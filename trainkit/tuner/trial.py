@@ -81,7 +81,7 @@ def should_skip(trainer: Trainer, what: str) -> bool:
             "trials would differ between them. Tune with devices=1, then train with the value."
         )
     if trainer.fast_dev_run:
-        trainer.warn(f"Skipping the {what} since `fast_dev_run` is enabled.")
+        trainer.warn(f"Skipping {what} since `fast_dev_run` is enabled.")
         return True
     return False
 
