@@ -14,7 +14,7 @@ import yaml
 
 import trainkit
 from tests.helpers import QUIET, Classifier, blobs, loader
-from trainkit.loggers import CSVLogger
+from trainkit.loggers import CSVLogger, TensorBoardLogger
 
 
 def _read(logger: CSVLogger) -> tuple[list[str], list[dict[str, str]]]:
@@ -258,3 +258,11 @@ def test_a_subclass_returning_its_own_writer_gets_every_write(tmp_path: Path) ->
     assert [row for row in seen if "train/loss" in row]  # the Trainer's rows went through it
     assert isinstance(logger.experiment, Recording)
     assert [row["step"] for row in _read(logger)[1]][:4] == ["0", "1", "2", "3"]
+
+
+@pytest.mark.parametrize("logger", [CSVLogger, TensorBoardLogger])
+def test_a_remote_store_is_refused_at_construction(logger: Any) -> None:
+    # Not a local folder named "s3:" beside the run: the error says what to do.
+    with pytest.raises(ValueError, match=r"not to s3:// stores\. Give a local folder"):
+        logger("s3://bucket/runs")
+    assert logger("file:///tmp/runs").save_dir == "/tmp/runs"
