@@ -259,11 +259,17 @@ def test_overfit_batches_replaces_any_sampler_but_the_datasets_order() -> None:
         def __len__(self) -> int:
             return self.size
 
-    data = blobs(64)
+    def backwards() -> Any:
+        return torch.utils.data.DataLoader(blobs(64), 16, sampler=Backwards(64))
+
     trainer = trainkit.Trainer(max_epochs=1, overfit_batches=2, **QUIET)
-    with pytest.warns(UserWarning, match=r"shuffling \(Backwards\)"):
-        trainer.fit(Classifier(), torch.utils.data.DataLoader(data, 16, sampler=Backwards(64)))
+    with pytest.warns(UserWarning) as caught:
+        trainer.fit(Classifier(), backwards(), backwards())
+    for kind in ("train", "val"):
+        expected = f"enabled {kind} dataloader shuffling (Backwards)"
+        assert any(expected in str(w.message) for w in caught), kind
     assert isinstance(trainer.train_dataloader.sampler, torch.utils.data.SequentialSampler)
+    assert isinstance(trainer.val_dataloaders.sampler, torch.utils.data.SequentialSampler)
 
 
 def test_reload_dataloaders_every_n_epochs() -> None:

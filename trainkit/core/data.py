@@ -440,12 +440,16 @@ def _loaders(loader: Any) -> list[Any]:
     return loader.loaders if isinstance(loader, CombinedBatches) else [loader]
 
 
-def unshuffled(loader: Iterable[Any], warn: Callable[[str], None]) -> Iterable[Any]:
+def unshuffled(
+    loader: Iterable[Any], warn: Callable[[str], None], kind: str = "train"
+) -> Iterable[Any]:
     """``loader`` with its shuffling turned off (``overfit_batches`` trains on fixed batches).
 
     Args:
-        loader: the training dataloader (one of combined ones: see :func:`each_loader`).
+        loader: a training dataloader (one of combined ones: see :func:`each_loader`), or
+            a validation one.
         warn: prints a warning (rank 0) when shuffling is turned off.
+        kind: "train" or "val", for the warning.
     """
     # Any order but the dataset's own is replaced, as in Lightning (a sampler of
     # the user's own too); a DistributedSampler (several processes) is left to share.
@@ -454,7 +458,7 @@ def unshuffled(loader: Iterable[Any], warn: Callable[[str], None]) -> Iterable[A
     ):
         return loader
     warn(
-        "overfit_batches: you requested to overfit but enabled train dataloader shuffling "
+        f"overfit_batches: you requested to overfit but enabled {kind} dataloader shuffling "
         f"({type(loader.sampler).__name__}); it is replaced by a SequentialSampler so that "
         "every epoch trains on the same batches."
     )

@@ -97,8 +97,9 @@ def fit_loaders(
     validating = options.limit_val_batches != 0 and overrides(run.module, "validation_step")
     val = stage_loaders(run, "val", val_given, False) if validating else []
     (train,) = stage_loaders(run, "train", train_given, True)
-    if options.overfit_batches:
+    if options.overfit_batches:  # the same batches every epoch, validation's too
         train = each_loader(train, lambda one: unshuffled(one, run.warn))
+        val[:] = [unshuffled(one, run.warn, "val") for one in val]
     state.num_training_batches = training_batches(train, options.limit_train_batches)
     size = getattr(train, "batch_size", None)  # any iterable's: a list, say, or None
     fixed = size if isinstance(size, int) and size > 0 else 0
