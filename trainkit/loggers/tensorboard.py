@@ -134,9 +134,10 @@ class TensorBoardLogger(FolderLogger):
             input_array = getattr(model, "example_input_array", None)
         if input_array is None:
             warnings.warn(
-                "TensorBoardLogger(log_graph=True) could not add the model's graph: "
-                f"{type(model).__name__}.example_input_array is not set. Set it to one input "
-                "batch in the Module's __init__, or pass log_graph=False.",
+                "Could not log computational graph to TensorBoard: The "
+                "`model.example_input_array` attribute is not set or `input_array` was not "
+                f"given. Set {type(model).__name__}.example_input_array to one input batch in "
+                "the Module's __init__, or pass TensorBoardLogger(log_graph=False).",
                 stacklevel=2,
             )
             return
