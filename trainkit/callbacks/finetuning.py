@@ -250,10 +250,10 @@ class BaseFinetuning(Callback):
         if skipped:
             warnings.warn(
                 f"The provided params to be frozen already exist within another group of this "
-                f"optimizer. Those parameters will be skipped ({skipped} of them). Create the "
-                f"optimizer with only the trainable parameters, e.g. "
+                f"optimizer. Those parameters will be skipped ({skipped} of them). HINT: Did "
+                "you init your optimizer in `configure_optimizer` as such: "
                 f"{type(optimizer).__name__}(filter(lambda p: p.requires_grad, "
-                "self.parameters()), ...) in configure_optimizers.",
+                "self.parameters()), ...)? Create it with only the trainable parameters.",
                 stacklevel=3,
             )
         return kept

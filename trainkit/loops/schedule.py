@@ -120,7 +120,8 @@ def val_check_batches(
         if every_n_epochs is not None and interval > total:
             raise ValueError(
                 f"val_check_interval={interval} is larger than the {int(total)} training "
-                "batches of an epoch. Lower it, or pass check_val_every_n_epoch=None to count "
+                "batches of an epoch: it must be less than or equal to the number of the "
+                "training batches. Lower it, or pass check_val_every_n_epoch=None to count "
                 "batches across epochs."
             )
     elif total == math.inf and interval != 1.0:
