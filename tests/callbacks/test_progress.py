@@ -120,6 +120,13 @@ def test_bar_honours_refresh_rate(monkeypatch: pytest.MonkeyPatch) -> None:
     bar.teardown(trainer, MODULE, "fit")
 
 
+def test_tqdm_miniters_raises_the_refresh_rate(monkeypatch: pytest.MonkeyPatch) -> None:
+    # As in Lightning: the larger of refresh_rate and the TQDM_MINITERS variable.
+    monkeypatch.setenv("TQDM_MINITERS", "5")
+    assert TQDMProgressBar(refresh_rate=2).refresh_rate == 5
+    assert TQDMProgressBar(refresh_rate=8).refresh_rate == 8
+
+
 @pytest.mark.parametrize("plain", [True, False])
 def test_other_ranks_print_nothing(plain: bool, capsys: pytest.CaptureFixture[str]) -> None:
     bar = TQDMProgressBar(print_every_n_steps=1, plain=plain)

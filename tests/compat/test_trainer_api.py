@@ -475,6 +475,7 @@ def test_fast_dev_run_keeps_logger_calls_working_and_writes_nothing(tmp_path: Pa
             # What a Module does with its logger: fine in a dry run too.
             self.logger.experiment.add_image("sample", torch.zeros(3, 4, 4), self.global_step)
             self.logger.log_metrics({"extra": 1.0}, step=self.global_step)
+            self.logger.log_hyperparams({"a": 1}, "extra", key="any")  # any arguments
 
     trainer = trainkit.Trainer(
         fast_dev_run=2,
@@ -768,3 +769,15 @@ def test_fit_says_when_half_of_validation_is_missing() -> None:
     with warnings.catch_warnings():
         warnings.filterwarnings("error", "You (defined|passed in) a")
         fit_quietly(trainkit.Trainer(max_epochs=1, **QUIET), Classifier())
+
+
+def test_one_progress_bar_at_a_time() -> None:
+    from trainkit.callbacks import TQDMProgressBar
+
+    with pytest.raises(ValueError, match=r"2 progress bars.*only one progress bar"):
+        trainkit.Trainer(callbacks=[TQDMProgressBar(), TQDMProgressBar()])
+    # Lightning refuses a bar with enable_progress_bar=False; trainkit keeps it, and says so.
+    bar = TQDMProgressBar()
+    with pytest.warns(UserWarning, match="the TQDMProgressBar in callbacks still draws"):
+        trainer = trainkit.Trainer(enable_progress_bar=False, callbacks=[bar])
+    assert trainer.progress_bar_callback is bar

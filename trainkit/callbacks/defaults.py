@@ -119,6 +119,20 @@ def assemble_callbacks(
     for callback in user:
         _check_callback(callback)
         _refuse_old_step_hooks(callback)
+    bars = _of_type(user, ProgressBar)
+    if len(bars) > 1:
+        raise ValueError(
+            f"Trainer(callbacks=...) holds {len(bars)} progress bars "
+            f"({', '.join(type(bar).__name__ for bar in bars)}): only one progress bar is "
+            "supported at a time (each would draw every batch). Keep one of them."
+        )
+    if bars and not output.enable_progress_bar:
+        # Lightning refuses this combination; trainkit keeps the user's bar.
+        warnings.warn(
+            "Trainer(enable_progress_bar=False) only turns off the default progress bar: "
+            f"the {type(bars[0]).__name__} in callbacks still draws.",
+            stacklevel=3,
+        )
     if not output.enable_checkpointing and _has(user, ModelCheckpoint):
         # Lightning refuses this combination; trainkit keeps the user's callback.
         warnings.warn(

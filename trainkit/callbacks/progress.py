@@ -23,6 +23,7 @@ in, which a resume or a change to the model's logging can alter).
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from collections.abc import Mapping
@@ -483,7 +484,8 @@ class TQDMProgressBar(ProgressBar):
 
     Args:
         refresh_rate: redraw at most every this many batches (and, on top of that,
-            at most every tqdm ``mininterval``, 0.1 s). Must be at least 1.
+            at most every tqdm ``mininterval``, 0.1 s). Must be at least 1. The
+            ``TQDM_MINITERS`` environment variable, when larger, wins (as in Lightning).
         print_every_n_steps: in plain mode (stdout not a terminal), print a line
             every this many training batches. Must be at least 1.
         leave: keep one finished bar per epoch on screen. When False one training
@@ -530,7 +532,10 @@ class TQDMProgressBar(ProgressBar):
                 f"TQDMProgressBar(print_every_n_steps={print_every_n_steps}) must be at least 1."
             )
         super().__init__()
-        self._refresh_rate = refresh_rate
+        miniters = os.environ.get("TQDM_MINITERS", "").strip()
+        self._refresh_rate = (
+            max(refresh_rate, int(miniters)) if miniters.isdigit() else refresh_rate
+        )
         self.print_every_n_steps = print_every_n_steps
         self.leave = leave
         self.timing = timing

@@ -7,8 +7,6 @@ Module makes on its logger still work, and no file is written.
 
 from __future__ import annotations
 
-from argparse import Namespace
-from collections.abc import Mapping
 from typing import Any
 
 from trainkit.loggers.base import Logger
@@ -63,11 +61,11 @@ class DummyLogger(Logger):
     def version(self) -> str:
         return ""
 
-    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
-        pass
+    def log_metrics(self, *args: Any, **kwargs: Any) -> None:
+        """Nothing (any arguments, as every method of this logger)."""
 
-    def log_hyperparams(self, params: Mapping[str, Any] | Namespace) -> None:
-        pass
+    def log_hyperparams(self, *args: Any, **kwargs: Any) -> None:
+        """Nothing (any arguments, as every method of this logger)."""
 
     def __getitem__(self, index: int) -> DummyLogger:
         return self  # trainer.logger[0] in code written for a list of loggers
