@@ -908,3 +908,28 @@ def test_callback_metrics_copy_and_pickle_as_a_plain_dict_of_their_values() -> N
     assert float(trainer.callback_metrics["val/loss"]) > 0
     assert pickle.loads(pickle.dumps(trainer.callback_metrics)) == dict(trainer.callback_metrics)
     assert type(copy.copy(trainer.callback_metrics)) is dict
+
+
+def test_a_logged_step_is_the_step_the_loggers_record_at() -> None:
+    # Lightning's documented x-axis override: log "step", and the loggers record the
+    # values at it (without "step" or "epoch" among them).
+    recorded: list[tuple[int, dict[str, float]]] = []
+
+    class Steps(helpers.MemoryLogger):
+        def log_metrics(self, metrics: Any, step: int) -> None:
+            recorded.append((step, dict(metrics)))
+
+    class LogsStep(helpers.Classifier):
+        def on_validation_epoch_end(self) -> None:
+            self.log("step", 100.0 + self.current_epoch)
+
+    trainer = trainkit.Trainer(
+        max_epochs=2, num_sanity_val_steps=0, **{**helpers.QUIET, "logger": Steps()}
+    )
+    trainer.fit(
+        LogsStep(), helpers.loader(helpers.blobs(32), 16), helpers.loader(helpers.blobs(32), 16)
+    )
+    validation = [(step, row) for step, row in recorded if "val/acc" in row]
+    assert [step for step, _ in validation] == [100, 101]
+    assert all("step" not in row and "epoch" not in row for _, row in validation)
+    assert float(trainer.logged_metrics["step"]) == 101.0  # kept in logged_metrics

@@ -482,8 +482,10 @@ class Results:
         Args:
             values: metric name to value (tensors are read here).
             keys: the names to send (those logged with ``logger=True``).
-            step: the global step to record them at.
-            epoch: the current epoch (written beside them as "epoch"; None: not written).
+            step: the global step to record them at (a value logged as "step" takes
+                its place, and is not sent as a metric).
+            epoch: the current epoch (written beside them as "epoch"; None, or a logged
+                "step": not written).
         """
         if not self.loggers or not self._collectives.is_global_zero:
             # Kept as they are (no host sync here); logged_metrics converts them when read.
@@ -495,7 +497,9 @@ class Results:
         # trainer.logged_metrics holds what was logged (made tensors when read);
         # "epoch" goes to the loggers only.
         self._unread.update(floats)
-        if epoch is not None:
+        if "step" in floats:  # a logged "step" is the step the loggers record at, as in Lightning
+            step = int(floats.pop("step"))
+        elif epoch is not None:
             floats["epoch"] = epoch  # an int, as Lightning writes it
         for logger in self.loggers:
             logger.log_metrics(metrics=floats, step=step)
