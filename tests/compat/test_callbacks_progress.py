@@ -114,6 +114,21 @@ def test_a_bar_read_before_it_exists_says_so() -> None:
         _ = TQDMProgressBar().train_progress_bar
 
 
+def test_each_stages_last_bar_is_readable_after_its_stage(tmp_path: Path) -> None:
+    # As Lightning keeps its closed bars: tests read n and total after fit and test.
+    bar = TQDMProgressBar()
+    options = {k: v for k, v in QUIET.items() if k != "enable_progress_bar"}
+    trainer = trainkit.Trainer(max_epochs=1, callbacks=[bar], default_root_dir=tmp_path, **options)
+    trainer.fit(Classifier(), loader(blobs(48), 16), loader(blobs(32), 16))
+    assert (bar.train_progress_bar.n, bar.train_progress_bar.total) == (3, 3)
+    assert (bar.val_progress_bar.n, bar.val_progress_bar.total) == (2, 2)
+    with pytest.raises(TypeError, match="test bar has not been created yet"):
+        _ = bar.test_progress_bar
+    trainer.test(Classifier(), loader(blobs(64), 16), verbose=False)
+    assert (bar.test_progress_bar.n, bar.test_progress_bar.total) == (4, 4)
+    assert bar.val_progress_bar.total == 2  # fit's, still
+
+
 def test_bars_come_from_the_init_tqdm_factories(tmp_path: Path) -> None:
     made: list[str] = []
 

@@ -544,6 +544,10 @@ class TQDMProgressBar(ProgressBar):
         self._plain: bool | None = None
         self._train_bar: Any = None
         self._eval_bar: Any = None
+        self._eval_stage = ""  # whose bar _eval_bar is: "validation" (also the sanity
+        # check's), "test" or "predict"
+        # The last bar of each stage, closed: readable after its stage, as in Lightning.
+        self._closed: dict[str, Any] = {}
 
     # ------------------------------------------------------ public state
     @property
@@ -558,29 +562,37 @@ class TQDMProgressBar(ProgressBar):
 
     @property
     def train_progress_bar(self) -> Any:
-        """The tqdm bar of training (while training runs; in plain mode one that never draws)."""
+        """The tqdm bar of training (while training runs, then the closed last one; in plain
+        mode one that never draws)."""
         return self._bar(self._train_bar, "train")
 
     @property
     def val_progress_bar(self) -> Any:
-        """The tqdm bar of validation (while it runs; in plain mode one that never draws)."""
+        """The tqdm bar of validation or the sanity check (while it runs, then the closed last
+        one; in plain mode one that never draws)."""
         return self._bar(self._eval_bar, "validation")
 
     @property
     def test_progress_bar(self) -> Any:
-        """The tqdm bar of testing (while it runs; in plain mode one that never draws)."""
+        """The tqdm bar of testing (while it runs, then the closed last one; in plain mode one
+        that never draws)."""
         return self._bar(self._eval_bar, "test")
 
     @property
     def predict_progress_bar(self) -> Any:
-        """The tqdm bar of prediction (while it runs; in plain mode one that never draws)."""
+        """The tqdm bar of prediction (while it runs, then the closed last one; in plain mode
+        one that never draws)."""
         return self._bar(self._eval_bar, "predict")
 
     def _bar(self, bar: Any, stage: str) -> Any:
+        if stage != "train" and self._eval_stage != stage:
+            bar = None  # another stage's bar is running
+        if bar is None:
+            bar = self._closed.get(stage)
         if bar is None:
             raise TypeError(
                 f"The {type(self).__name__} {stage} bar has not been created yet; "
-                "read it while that stage runs."
+                "read it while that stage runs, or after."
             )
         return bar
 
@@ -640,12 +652,12 @@ class TQDMProgressBar(ProgressBar):
     def _close_train_bar(self) -> None:
         if self._train_bar is not None:
             self._train_bar.close()
-            self._train_bar = None
+            self._closed["train"], self._train_bar = self._train_bar, None
 
     def _close_eval_bar(self) -> None:
         if self._eval_bar is not None:
             self._eval_bar.close()
-            self._eval_bar = None
+            self._closed[self._eval_stage], self._eval_bar = self._eval_bar, None
 
     # -------------------------------------------------------------- setup
     def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
@@ -746,7 +758,9 @@ class TQDMProgressBar(ProgressBar):
             "test": self.init_test_tqdm,
             "predict": self.init_predict_tqdm,
         }
+        # The sanity check's bar is val_progress_bar's, as in Lightning.
         self._eval_bar = factories[stage]()
+        self._eval_stage = "validation" if stage == "sanity" else stage
         self._eval_bar.reset(total=_total(counts))
 
     # The bars' factories: override one to change how that bar looks (Lightning's names).
