@@ -28,7 +28,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from trainkit.callbacks.base import Callback
-from trainkit.callbacks.progress import format_duration, format_rate
+from trainkit.utilities.durations import format_duration, format_rate
 
 if TYPE_CHECKING:
     from trainkit.core.module import Module
