@@ -139,7 +139,8 @@ class Logger(BaseLogger):
       called ``save_hyperparameters()``;
     - ``log_metrics`` receives plain floats (and ``epoch`` as an int) with the
       global step, every ``log_every_n_steps`` optimizer steps and at the end
-      of each epoch and evaluation;
+      of each epoch and evaluation (a value the Module logged as ``"step"`` is
+      the step instead, sent without ``epoch``, as in Lightning);
     - ``finalize`` is called when each ``fit``, ``validate``, ``test`` or
       ``predict`` ends, also after a failure, and the same logger may be used
       again afterwards (reopen what ``finalize`` closed);
