@@ -111,7 +111,9 @@ class Optimization:
         #: The global step whose values are due to the loggers (None: none), written by
         #: :meth:`write_pending_log` once the batch-end hooks have run.
         self.pending_log_step: int | None = None
-        self._defer_log = False
+        # Whether on_train_batch_end hooks run after each step (start_epoch says): then
+        # step values wait for them, and the step makes the outputs they receive.
+        self._batch_end_hooks = False
         self._warn = warn
         self._skip_announced = False
         self._unsynced_warned: set[str] = set()
@@ -242,9 +244,9 @@ class Optimization:
             batch_end_hooks: whether ``on_train_batch_end`` hooks run after each step:
                 then a step's values wait for them (:meth:`write_pending_log`), so
                 that what they log is written with them; else they are written at once
-                (and the plain step makes no outputs for them).
+                (and the steps make no outputs for them).
         """
-        self._defer_log = batch_end_hooks
+        self._batch_end_hooks = batch_end_hooks
         if self._next_slots is not None:  # the Trainer's step options changed
             self._shape(self._next_slots)
             self._next_slots = None
@@ -292,7 +294,7 @@ class Optimization:
                 output, loss = self._forward_backward(batch, batch_idx)
         if steps:
             self._optimizer_step(loss, batch_idx)
-        return _batch_outputs(output, loss, self._divisor)
+        return self._outputs(output, loss)
 
     def plain(self, batch: Any, batch_idx: int, is_last: bool) -> dict[str, Any]:
         """:meth:`automatic` when nothing shapes the step: the same order, in one function.
@@ -317,7 +319,7 @@ class Optimization:
             # A dict, None, or a loss to explain: automatic's own handling.
             output, loss = self._backward_output(output)
             self._optimizer_step(loss, batch_idx)
-            return _batch_outputs(output, loss)
+            return self._outputs(output, loss)
         state = self.run.state
         self.run.results.last_loss = output
         if self._observe is not None:
@@ -332,8 +334,12 @@ class Optimization:
         every = self.log_every_n_steps
         if self._schedulers or (every and state.global_step % every == 0):
             self._after_step(state.global_step)
-        # Only batch-end hooks read the outputs (detaching costs a call per step).
-        return {"loss": output.detach()} if self._defer_log else _UNREAD
+        return {"loss": output.detach()} if self._batch_end_hooks else _UNREAD
+
+    def _outputs(self, output: Any, loss: torch.Tensor | None) -> dict[str, Any]:
+        # Only batch-end hooks read the outputs (detaching and dividing the loss cost
+        # calls per step): none are made for a fit without them.
+        return _batch_outputs(output, loss, self._divisor) if self._batch_end_hooks else _UNREAD
 
     def _optimizer_step(self, loss: torch.Tensor | None, batch_idx: int) -> None:
         # The end of a window: step (the Module's optimizer_step if it has one),
@@ -419,7 +425,7 @@ class Optimization:
             self._log_due(steps_done - 1)
 
     def _log_due(self, step: int) -> None:
-        if self._defer_log:
+        if self._batch_end_hooks:
             self.pending_log_step = step
         else:
             self.run.results.write_step(step, self.run.state.epoch)
@@ -491,7 +497,7 @@ class Optimization:
         stepped = state.global_step != before
         if stepped and self.log_every_n_steps and state.global_step % self.log_every_n_steps == 0:
             self._log_due(before)
-        return _manual_outputs(outputs)
+        return _manual_outputs(outputs) if self._batch_end_hooks else _UNREAD
 
     def _module_clipping(self, optimizer: torch.optim.Optimizer, module: Any) -> None:
         module.configure_gradient_clipping(optimizer, *self._clip_settings)
@@ -627,7 +633,7 @@ class Optimization:
             self._end_window()
 
 
-#: What :meth:`Optimization.plain` returns when no ``on_train_batch_end`` hook reads it.
+#: What a step returns when no ``on_train_batch_end`` hook reads its outputs.
 _UNREAD: dict[str, Any] = {}
 
 
