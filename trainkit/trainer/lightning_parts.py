@@ -146,7 +146,7 @@ class AcceleratorConnector:
         """Whether the strategy runs a process per device (DDP, FSDP, model parallel,
         hybrid), even with one device, as in Lightning; else a custom strategy's own
         ``is_distributed``, if it has one."""
-        from trainkit.strategies.ddp import DDPStrategy
+        from trainkit.strategies.ddp import DDPStrategy  # here: `import trainkit` skips it
 
         strategy = self._trainer.strategy
         if isinstance(strategy, DDPStrategy):

@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from trainkit.loggers._tracking import prefixed
+
 __all__ = [
     "_add_prefix",
     "_convert_json_serializable",
@@ -136,6 +138,4 @@ def _add_prefix(metrics: Mapping[str, Any], prefix: str, separator: str) -> Mapp
         >>> _add_prefix({"loss": 0.5}, "train", "-")
         {'train-loss': 0.5}
     """
-    if not prefix:
-        return metrics
-    return {f"{prefix}{separator}{name}": value for name, value in metrics.items()}
+    return prefixed(metrics, prefix, separator) if prefix else metrics
