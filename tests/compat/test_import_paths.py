@@ -47,6 +47,7 @@ from trainkit.lightning.demos.boring_classes import (
     RandomDataset,
 )
 from trainkit.lightning.fabric.utilities import cloud_io
+from trainkit.lightning.fabric.utilities import logger as fabric_logger
 from trainkit.lightning.loggers import csv_logs, tensorboard
 from trainkit.lightning.loggers import logger as lightning_logger
 from trainkit.lightning.plugins import environments, layer_sync
@@ -267,6 +268,22 @@ PATHS = [
     ("core.hooks", "ModelHooks", core_hooks.ModuleHooks),
     ("core.hooks", "DataHooks", core_hooks.DataHooks),
     ("core.hooks", "CheckpointHooks", core_hooks.CheckpointHooks),
+    # The parameter helpers each logger module imports from Fabric, imported from there.
+    *[
+        (f"loggers.{module}", name, getattr(fabric_logger, name))
+        for module, names in {
+            "mlflow": ("_add_prefix", "_convert_params", "_flatten_dict"),
+            "wandb": (
+                "_add_prefix",
+                "_convert_json_serializable",
+                "_convert_params",
+                "_sanitize_callable_params",
+            ),
+            "tensorboard": ("_convert_params",),
+            "csv_logs": ("_convert_params",),
+        }.items()
+        for name in names
+    ],
 ]
 
 

@@ -283,3 +283,23 @@ def test_synchronous_false_writes_each_new_name_at_once(
     assert sorted(_history(client, logger.run_id, "train/loss")) == [(0, 1.0), (1, 0.5)]
     assert sorted(_history(client, logger.run_id, "train/acc")) == [(0, 0.5), (1, 0.75)]
     assert client.get_run(logger.run_id).info.status == "FINISHED"
+
+
+def test_a_subclass_may_set_tracking_uri_before_init_and_read_the_client(tmp_path: Path) -> None:
+    # Lightning code subclasses the logger and sets the URI as an attribute first.
+    class Offline(MLflowLogger):
+        def __init__(self, uri: str) -> None:
+            self.tracking_uri = uri
+            super().__init__(tracking_uri=self.tracking_uri, save_dir=tmp_path)
+
+    store = tmp_path / "store"
+    logger = Offline(f"file:{store}")
+    assert logger.tracking_uri == f"file:{store}"
+    # The client (Lightning's private _mlflow_client, read by projects) reads that store,
+    # before the run starts and, once it has, is the run's own client.
+    assert logger._mlflow_client.tracking_uri == f"file:{store}"
+    logger.log_metrics({"loss": 1.0}, step=3)
+    assert logger._mlflow_client is logger.experiment
+    assert _history(logger._mlflow_client, logger.run_id, "loss") == [(3, 1.0)]
+    logger.finalize("success")
+    assert (store / logger.experiment_id / logger.run_id).is_dir()

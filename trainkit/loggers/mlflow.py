@@ -153,8 +153,16 @@ class MLflowLogger(Logger):
 
     @property
     def tracking_uri(self) -> str:
-        """Where the runs are stored."""
+        """Where the runs are stored.
+
+        Settable before the run starts, as Lightning's attribute is (a subclass may
+        set it before calling ``__init__``, which then sets the URI it is given).
+        """
         return self._tracking_uri
+
+    @tracking_uri.setter
+    def tracking_uri(self, uri: str) -> None:
+        self._tracking_uri = uri
 
     @property
     def run_id(self) -> str:
@@ -205,6 +213,18 @@ class MLflowLogger(Logger):
             self._run_id = run.info.run_id
         self._client = client
         return client
+
+    @property
+    def _mlflow_client(self) -> MlflowClient:
+        """The ``MlflowClient`` (private in Lightning, but read by projects): the
+        run's client once it has started, else one for :attr:`tracking_uri`."""
+        if self._client is not None:
+            return self._client
+        if self._tracking_uri.startswith("file:"):
+            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+        from mlflow.tracking import MlflowClient
+
+        return MlflowClient(tracking_uri=self._tracking_uri)
 
     # ------------------------------------------------------------------ writing
     def log_hyperparams(self, params: Mapping[str, Any] | Namespace) -> None:

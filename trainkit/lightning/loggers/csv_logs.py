@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import os
 
+from trainkit.lightning.fabric.utilities.logger import _convert_params
 from trainkit.lightning.loggers._folder import _LightningLogs
 from trainkit.loggers import csv
 from trainkit.loggers.csv import ExperimentWriter
 
-__all__ = ["CSVLogger", "ExperimentWriter"]
+__all__ = ["CSVLogger", "ExperimentWriter", "_convert_params"]
 
 
 class CSVLogger(csv.CSVLogger, _LightningLogs):

@@ -6,10 +6,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from trainkit.lightning.fabric.utilities.logger import _convert_params
 from trainkit.lightning.loggers._folder import _LightningLogs
 from trainkit.loggers import tensorboard
 
-__all__ = ["TensorBoardLogger"]
+__all__ = ["TensorBoardLogger", "_convert_params"]
 
 
 class TensorBoardLogger(tensorboard.TensorBoardLogger, _LightningLogs):
