@@ -227,3 +227,46 @@ def test_strategies_that_shard_the_parameters_are_refused() -> None:
         with pytest.raises(ValueError, match="shards the parameters"):
             check_unsharded(SimpleNamespace(strategy=sharded), "EMA")  # type: ignore[arg-type]
     check_unsharded(SimpleNamespace(strategy=DDPStrategy()), "EMA")  # type: ignore[arg-type]
+
+
+def test_the_average_is_made_in_setup_as_in_lightning() -> None:
+    # Callbacks after it (and code that calls the hook by itself, without a Trainer)
+    # find the average once setup("fit") has run.
+    alone = EMAWeightAveraging()
+    alone.setup(None, Net(), "fit")  # type: ignore[arg-type]
+    assert isinstance(alone._average_model, AveragedModel)
+
+    seen: dict[str, bool] = {}
+    ema = EMAWeightAveraging()
+
+    class Probe(trainkit.Callback):
+        def setup(self, trainer: trainkit.Trainer, module: trainkit.Module, stage: str) -> None:
+            seen[stage] = ema._average_model is not None
+
+    fit(ema, epochs=1, callbacks=[Probe()])
+    assert seen == {"fit": True}
+
+
+def test_a_module_that_builds_its_layers_late_has_them_averaged() -> None:
+    class Late(Classifier):
+        def __init__(self) -> None:
+            super().__init__()
+            del self.net
+
+        def configure_model(self) -> None:
+            if not hasattr(self, "net"):
+                torch.manual_seed(0)
+                self.net = torch.nn.Linear(8, 3)
+
+    ema = EMAWeightAveraging()
+    model = Late()
+    trainer = trainkit.Trainer(max_epochs=1, callbacks=[ema], **QUIET)
+    trainer.fit(model, loader(DATA, 16))
+    assert ema._average_model is not None
+    averaged = ema._average_model.module.state_dict()
+    assert list(averaged) == ["net.weight", "net.bias"]
+    torch.manual_seed(0)
+    initial = torch.nn.Linear(8, 3).weight
+    # Averaged over the steps, and left in the model at the end.
+    assert not torch.equal(averaged["net.weight"], initial)
+    assert torch.equal(averaged["net.weight"], model.net.weight)

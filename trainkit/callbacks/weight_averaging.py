@@ -22,6 +22,7 @@ import torch
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from trainkit.callbacks.base import Callback
+from trainkit.core.module import overrides
 
 if TYPE_CHECKING:
     from trainkit.core.module import Module
@@ -147,6 +148,7 @@ class WeightAveraging(Callback):
         self._use_buffers = use_buffers
         self._kwargs = kwargs
         self._average_model: AveragedModel | None = None
+        self._average_device: torch.device | int | None = None
         # global_step when the average was last updated: 0, so that the first
         # update comes after the first optimizer step (after N batches with
         # accumulate_grad_batches=N).
@@ -173,16 +175,27 @@ class WeightAveraging(Callback):
 
     # ------------------------------------------------------------------ fit
     def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
-        """Check the strategy; a fit starts a new average."""
+        """Check the strategy; a fit starts a new average, made here as in Lightning.
+
+        A Module that builds its layers in ``configure_model`` has them only after
+        every ``setup``: its average is made when the fit starts.
+        """
         super().setup(trainer, module, stage)
         if stage == "fit":
-            check_unsharded(trainer, type(self).__name__)
+            if trainer is not None:  # None where a test calls the hook by itself
+                check_unsharded(trainer, type(self).__name__)
             self._average_model = None
             self._fitting = True
+            if not overrides(module, "configure_model"):
+                self._averaged(module)
 
     def on_fit_start(self, trainer: Trainer, module: Module) -> None:
-        """Make the averaged copy (unless a resumed checkpoint made it), on its device."""
-        self._averaged(module)
+        """Make the averaged copy (unless made already), on the model's device, where
+        the strategy has now moved the model (unless ``device`` was given)."""
+        averaged = self._averaged(module)
+        if self._device is None and (device := module.device) != self._average_device:
+            averaged.to(device)
+            self._average_device = device
 
     def on_train_batch_end(
         self, trainer: Trainer, module: Module, outputs: Any, batch: Any, batch_idx: int
@@ -277,6 +290,7 @@ class WeightAveraging(Callback):
         if self._average_model is None:
             device = self._device if self._device is not None else module.device
             self._average_model = averaged_model(module, device, self._use_buffers, **self._kwargs)
+            self._average_device = device
         return self._average_model
 
     def _swap(self, module: Module) -> None:
