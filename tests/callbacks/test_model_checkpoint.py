@@ -377,3 +377,10 @@ def test_every_save_is_reported_to_the_loggers(tmp_path: Path) -> None:
     assert listening.saves[-1][0] == callback.best_model_path
     assert Path(callback.best_model_path).exists()
     assert all(Path(last).name == "last.ckpt" for _, last in listening.saves)
+
+
+def test_a_dirpath_in_a_remote_store_is_refused_not_made_a_local_folder(tmp_path: Path) -> None:
+    # Not a local folder named "memory:" in the working directory: the error says what to do.
+    with pytest.raises(ValueError, match=r"not to memory:// stores\. Give a local folder"):
+        ModelCheckpoint(dirpath="memory://checkpoints")
+    assert ModelCheckpoint(dirpath=f"file://{tmp_path}").dirpath == str(tmp_path)

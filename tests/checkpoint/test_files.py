@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +98,63 @@ def test_foreign_and_missing_files(tmp_path: Path) -> None:
         load(garbage)
     with pytest.raises(CheckpointError, match="does not exist"):
         load(tmp_path / "nope.ckpt")
+    # Also the FileNotFoundError that code written for Lightning catches, wherever a
+    # missing file is asked for.
+    with pytest.raises(FileNotFoundError, match=r"nope\.ckpt does not exist"):
+        Classifier.load_from_checkpoint(tmp_path / "nope.ckpt")
+    with pytest.raises(FileNotFoundError, match=r"nope\.ckpt does not exist"):
+        trainkit.Trainer(**QUIET).fit(
+            Classifier(), loader(blobs(64), 32), ckpt_path=str(tmp_path / "nope.ckpt")
+        )
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[str]:
+    """The URL of an HTTP server on this machine serving ``tmp_path``."""
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=tmp_path))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_checkpoints_load_from_urls_as_in_lightning(tmp_path: Path, served: str) -> None:
+    import fsspec
+
+    _, model, path = _trained(tmp_path)
+    url = f"{served}/{path.name}"
+    loaded = Classifier.load_from_checkpoint(url)
+    assert torch.equal(loaded.net[0].weight, model.net[0].weight)
+    data = loader(blobs(64, seed=4), 32)
+    expected = trainkit.Trainer(**QUIET).validate(model, data)[0]
+    trainer = trainkit.Trainer(**QUIET)
+    assert trainer.validate(Classifier(), data, ckpt_path=url)[0] == pytest.approx(expected)
+    assert trainer.ckpt_path == url
+    resumed = trainkit.Trainer(max_epochs=2, **QUIET, default_root_dir=tmp_path / "resumed")
+    resumed.fit(Classifier(lr=0.05), loader(blobs(64), 32), ckpt_path=url)
+    assert (resumed.current_epoch, resumed.global_step) == (2, 4)
+    # Other stores through fsspec; a missing file is a FileNotFoundError there too.
+    with fsspec.open("memory://models/manual.ckpt", "wb") as remote:
+        remote.write(path.read_bytes())
+    loaded = Classifier.load_from_checkpoint("memory://models/manual.ckpt")
+    assert torch.equal(loaded.net[0].weight, model.net[0].weight)
+    assert torch.equal(load(f"file://{path}")["state_dict"]["net.0.weight"], model.net[0].weight)
+    for missing in (f"{served}/nope.ckpt", "memory://models/nope.ckpt"):
+        with pytest.raises(
+            FileNotFoundError, match=re.escape(f"Checkpoint {missing} does not exist")
+        ):
+            Classifier.load_from_checkpoint(missing)
 
 
 def test_pickled_code_is_refused(tmp_path: Path) -> None:

@@ -61,6 +61,7 @@ from trainkit.distributed.control import rank_zero_floats
 from trainkit.loggers import run_folder
 from trainkit.utilities.io import (
     deferred_folder_sync,
+    local_path,
     remove_stale_temporaries,
     temporary_prefix,
 )
@@ -218,7 +219,11 @@ class ModelCheckpoint(Checkpoint):
             )
         if every_n_train_steps is None and every_n_epochs is None and seconds is None:
             every_n_epochs = 1
-        self.dirpath = os.path.realpath(os.path.expanduser(os.fspath(dirpath))) if dirpath else None
+        if dirpath:
+            folder = local_path(os.fspath(dirpath), "ModelCheckpoint(dirpath=...)", "")
+            self.dirpath: str | None = os.path.realpath(os.path.expanduser(folder))
+        else:
+            self.dirpath = None
         self._dirpath_given = self.dirpath is not None
         # With a logger and no dirpath: <save_dir>/<name>, whose version_N folders
         # hold the runs (the run's own is known once fit starts).

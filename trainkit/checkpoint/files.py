@@ -35,6 +35,7 @@ older trainkit's) load unchecked.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import pickle
 import shutil
@@ -94,6 +95,11 @@ class CheckpointError(RuntimeError):
     checkpoint, written by another optimizer, missing an entry resume needs,
     or a full disk while saving.
     """
+
+
+class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
+    """The checkpoint to load does not exist: a :class:`CheckpointError`, and the
+    ``FileNotFoundError`` code written for Lightning catches."""
 
 
 class _RefusedObjects(CheckpointError, pickle.UnpicklingError):
@@ -387,6 +393,45 @@ def link_atomic(source: str | os.PathLike[str], path: str | os.PathLike[str]) ->
     fsync_folder(target.parent)
 
 
+def read_url(url: str) -> IO[bytes]:
+    """The file at ``url``, read into memory: ``http(s)://`` with the standard library,
+    other stores (``s3://``, ``gs://``, ``memory://``, ...) with fsspec.
+
+    Args:
+        url: where the checkpoint is.
+
+    Raises:
+        CheckpointNotFoundError: there is no file at ``url``.
+        CheckpointError: it cannot be read (the store's error is chained).
+    """
+    scheme = url.partition("://")[0].lower()
+    try:
+        if scheme in ("http", "https"):
+            import urllib.request
+
+            with urllib.request.urlopen(url) as response:
+                data = response.read()
+        else:
+            import fsspec
+
+            with fsspec.open(url, "rb") as remote:
+                data = remote.read()
+    except FileNotFoundError as error:
+        raise CheckpointNotFoundError(f"Checkpoint {url} does not exist.") from error
+    except OSError as error:  # urllib's HTTPError is one (a 404 among them)
+        if getattr(error, "code", None) == 404:
+            raise CheckpointNotFoundError(f"Checkpoint {url} does not exist (HTTP 404).") from error
+        raise CheckpointError(f"Checkpoint {url} cannot be read: {first_line(error)}") from error
+    except ImportError as error:  # an fsspec store whose package is not installed
+        raise CheckpointError(
+            f"Checkpoint {url} cannot be read: {first_line(error)} (reading {scheme}:// "
+            "needs fsspec and its package for that store), or copy the file to a local folder."
+        ) from error
+    buffer = io.BytesIO(data)
+    buffer.name = url  # the messages below name it
+    return buffer
+
+
 def load(
     path: str | os.PathLike[str] | IO[bytes], map_location: Any = "cpu", weights_only: bool = True
 ) -> dict[str, Any]:
@@ -416,6 +461,8 @@ def load(
             Lightning checkpoint. The message names the file and the problem.
     """
     sharded.settle()  # a save of it may still be under way in the background
+    if isinstance(path, str) and "://" in path:  # a URL, as Lightning loads
+        path = path.removeprefix("file://") if path.startswith("file://") else read_url(path)
     opened = not isinstance(path, (str, os.PathLike))
     file = Path(str(getattr(path, "name", "<file object>")) if opened else path)  # type: ignore[arg-type]
     if not opened and sharded.is_folder(file):
@@ -423,7 +470,7 @@ def load(
         check_shards(file, meta[sharded.SHARDED_KEY]["digests"])
         return sharded.join(meta, sharded.read_tensors(file))
     if not opened and not file.is_file():
-        raise CheckpointError(f"Checkpoint {file} does not exist (or is not a file).")
+        raise CheckpointNotFoundError(f"Checkpoint {file} does not exist (or is not a file).")
     source: Any = path if opened else file
     start = source.tell() if opened else 0
     try:

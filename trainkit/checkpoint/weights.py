@@ -36,19 +36,21 @@ if TYPE_CHECKING:
 
 def resolve_path(
     ckpt_path: str | os.PathLike[str] | None, last_paths: list[Path], warn: Callable[[str], None]
-) -> Path | None:
+) -> Path | str | None:
     """The checkpoint file ``ckpt_path`` names; ``"last"`` is the newest of ``last_paths``.
 
     For ``"last"`` the file picked is printed (rank 0), so a log shows which
     run a job resumed.
 
     Args:
-        ckpt_path: a path, ``"last"``, or None (no checkpoint).
+        ckpt_path: a path, a URL (returned as it is), ``"last"``, or None (no checkpoint).
         last_paths: where ``last.ckpt`` may be (each ModelCheckpoint's newest run's).
         warn: prints a warning (rank 0): ``"last"`` with no such file starts fresh.
     """
     if ckpt_path is None:
         return None
+    if isinstance(ckpt_path, str) and "://" in ckpt_path:
+        return ckpt_path  # a URL: load() reads it (a Path would lose a slash)
     if os.fspath(ckpt_path) != "last":
         return Path(ckpt_path)
     sharded.settle()

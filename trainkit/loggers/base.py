@@ -13,6 +13,8 @@ from argparse import Namespace
 from collections.abc import Mapping
 from typing import Any
 
+from trainkit.utilities.io import local_path
+
 
 def versioned_folder(save_dir: str, name: str, version: int | str) -> str:
     """``<save_dir>/<name>/version_<N>`` (a string version is the folder's name).
@@ -207,7 +209,11 @@ class FolderLogger(Logger):
         name: str | None = "logs",
         version: int | str | None = None,
     ) -> None:
-        self._save_dir = _local_folder(os.fspath(save_dir), type(self).__name__)
+        self._save_dir = local_path(
+            os.fspath(save_dir),
+            f"{type(self).__name__}(save_dir=...)",
+            ", or log with MLflowLogger or WandbLogger, which upload",
+        )
         self._name = "" if name is None else name
         self._requested_version = version
         self._version: int | str | None = None
@@ -257,25 +263,6 @@ class FolderLogger(Logger):
         """
         if self._version is None:
             self._requested_version = state["version"]
-
-
-def _local_folder(save_dir: str, logger: str) -> str:
-    """``save_dir`` as a local path (``file://`` removed); a URL of a remote store is refused.
-
-    Example:
-        >>> _local_folder("file:///runs", "CSVLogger")
-        '/runs'
-    """
-    if save_dir.startswith("file://"):
-        return save_dir.removeprefix("file://")
-    scheme, found, _ = save_dir.partition("://")
-    if found and scheme.replace("+", "").replace("-", "").isalnum():
-        raise ValueError(
-            f"{logger}(save_dir={save_dir!r}): {logger} writes files on a local or mounted "
-            f"file system, not to {scheme}:// stores. Give a local folder (a bucket mounted "
-            "as one works), or log with MLflowLogger or WandbLogger, which upload."
-        )
-    return save_dir
 
 
 def hyperparameters(params: Mapping[str, Any] | Namespace) -> Mapping[str, Any]:

@@ -259,6 +259,36 @@ def fsync_folder(folder: str | os.PathLike[str]) -> None:
         os.close(descriptor)
 
 
+def local_path(path: str, where: str, instead: str) -> str:
+    """``path`` as a local path (``file://`` removed); a URL of another store is refused.
+
+    trainkit's file writers (checkpoints, the file loggers) write through
+    :func:`atomic_write`, on a local or mounted file system.
+
+    Args:
+        path: the path the user gave.
+        where: the argument it was given as, for the message (``"ModelCheckpoint(dirpath=...)"``).
+        instead: what to do instead of writing to a store, for the message.
+
+    Raises:
+        ValueError: ``path`` is a URL (``scheme://...``) other than ``file://``.
+
+    Example:
+        >>> local_path("file:///runs", "CSVLogger(save_dir=...)", "")
+        '/runs'
+    """
+    if path.startswith("file://"):
+        return path.removeprefix("file://")
+    scheme, found, _ = path.partition("://")
+    if found and scheme.replace("+", "").replace("-", "").isalnum():
+        raise ValueError(
+            f"{where.replace('...', repr(path))}: trainkit writes these files on a local or "
+            f"mounted file system, not to {scheme}:// stores. Give a local folder (a bucket "
+            f"mounted as one works){instead}."
+        )
+    return path
+
+
 def _host() -> str:
     # The machine's name, reduced to letters and digits (the pattern's separator is "-").
     return re.sub(r"[^A-Za-z0-9]", "", socket.gethostname())[:32]
