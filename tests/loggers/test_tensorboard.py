@@ -69,6 +69,40 @@ def test_hyperparams_yaml_and_hparams_tab(tmp_path: Path) -> None:
     assert hparams["act"].string_value == "None"
 
 
+def test_a_run_without_hyperparameters_has_an_empty_hparams_yaml(tmp_path: Path) -> None:
+    # As Lightning's: load_from_checkpoint(hparams_file=<run>/hparams.yaml) finds one.
+    class Plain(trainkit.Module):  # no save_hyperparameters()
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(8, 3))
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            x, y = batch
+            return nn.functional.cross_entropy(self.net(x), y)
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    logger = TensorBoardLogger(tmp_path)
+    options = {**QUIET, "logger": logger, "enable_checkpointing": True}
+    trainer = trainkit.Trainer(max_epochs=1, limit_train_batches=2, **options)
+    trainer.fit(Plain(), datamodule=BlobData())
+    hparams = Path(logger.log_dir, "hparams.yaml")
+    assert hparams.read_text() == "{}\n"
+    loaded = Plain.load_from_checkpoint(
+        trainer.checkpoint_callback.best_model_path, hparams_file=hparams
+    )
+    assert torch.equal(loaded.net[0].weight, trainer.module.net[0].weight)
+    # A logged run keeps its hyperparameters; a logger that wrote nothing makes no folder.
+    logged = TensorBoardLogger(tmp_path, version="logged")
+    logged.log_hyperparams({"lr": 0.5})
+    logged.finalize("success")
+    assert yaml.safe_load(Path(logged.log_dir, "hparams.yaml").read_text()) == {"lr": 0.5}
+    unused = TensorBoardLogger(tmp_path / "unused")
+    unused.finalize("success")
+    assert not (tmp_path / "unused").exists()
+
+
 def test_metrics_logged_without_a_step_are_at_step_0(tmp_path: Path) -> None:
     logger = TensorBoardLogger(tmp_path)
     logger.log_metrics({"test/acc": 0.5})  # as Lightning's allows

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import warnings
@@ -229,6 +230,14 @@ class TensorBoardLogger(FolderLogger):
             # first one, and the resumed run (same folder) writes the real end.
             self._event_file().add_summary(_session_end(_SESSION_STATUSES[status]))
         self._session_open = False
+        if self._version is not None and os.path.isdir(folder := self.log_dir):
+            # As Lightning's: a run's folder has an hparams.yaml (empty without
+            # hyperparameters) for load_from_checkpoint(hparams_file=...). Never replaces one.
+            with (
+                contextlib.suppress(FileExistsError),
+                open(os.path.join(folder, self.NAME_HPARAMS_FILE), "x", encoding="utf-8") as file,
+            ):
+                file.write("{}\n")
         if self._events is not None:
             self._events.close()
             self._events = None
