@@ -76,6 +76,7 @@ NAMES = [
     ("utilities.logger", "_flatten_dict"),
     ("utilities.logger", "_sanitize_params"),
     ("utilities.logger", "_convert_json_serializable"),
+    ("utilities.exceptions", "MisconfigurationException"),
 ]
 
 
@@ -366,3 +367,11 @@ def test_scan_checkpoints_lists_what_a_logger_has_not_uploaded(tmp_path: Path) -
     ]
     uploaded = {path: mtime for mtime, path, _, _ in found[:2]}
     assert [path for _, path, _, _ in _scan_checkpoints(saved, uploaded)] == [paths[2]]
+
+
+def test_misconfiguration_is_one_class_under_both_paths() -> None:
+    # Code raises it from one path and catches it from the other, as with Lightning's.
+    from trainkit.lightning.fabric.utilities.exceptions import MisconfigurationException
+    from trainkit.lightning.utilities import exceptions
+
+    assert MisconfigurationException is exceptions.MisconfigurationException
