@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import inspect
 from pathlib import Path
@@ -263,6 +264,25 @@ def test_hparams_initial_and_save_hyperparameters_forms() -> None:
     assert ByHelper(a=5).hparams == {"a": 5}
     with pytest.raises(RuntimeError, match="frame=, the frame of that __init__"):
         Picked().save_hyperparameters()  # outside __init__, no frame given
+    for values in [(3.14,), (3.14, "a")]:  # neither names nor a config: Lightning's ValueError
+        with pytest.raises(ValueError, match=r"takes argument names, or one dict.*\(float\)"):
+            Picked().save_hyperparameters(*values)
+
+
+def test_a_dataclass_module_records_its_init_fields_from_post_init() -> None:
+    @dataclasses.dataclass(eq=False)  # eq=False: hashable, as nn.Module must be
+    class Configured(trainkit.Module):
+        width: int
+        name: str = "net"
+        cache: list[int] = dataclasses.field(default_factory=list, init=False)
+
+        def __post_init__(self) -> None:
+            super().__init__()
+            self.save_hyperparameters(ignore="name")
+            self.layer = torch.nn.Linear(8, self.width)
+
+    model = Configured(width=3, name="x")
+    assert model.hparams == {"width": 3} and model.hparams_initial == {"width": 3}
 
 
 class Base(trainkit.Module):

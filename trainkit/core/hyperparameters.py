@@ -7,6 +7,7 @@ so ``Module.load_from_checkpoint`` can rebuild the module from them.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
 import warnings
 from collections.abc import Iterator, Mapping
@@ -127,7 +128,8 @@ class HyperparametersMixin:
     ) -> None:
         """Record the arguments of ``__init__`` as ``self.hparams``.
 
-        Call it from your ``__init__``. The values are written to the loggers and
+        Call it from your ``__init__`` (a dataclass Module: from ``__post_init__``; its
+        ``init`` fields are recorded). The values are written to the loggers and
         saved in checkpoints, so a run can be rebuilt from them.
 
         Args:
@@ -146,13 +148,13 @@ class HyperparametersMixin:
             caller = here.f_back if here is not None else None
         else:
             caller = frame
-        if len(names) == 1 and not isinstance(names[0], str):
+        if any(not isinstance(name, str) for name in names):
             given = names[0]
             values = given if isinstance(given, Mapping) else getattr(given, "__dict__", given)
-            if not isinstance(values, Mapping):
-                raise TypeError(
+            if len(names) > 1 or not isinstance(values, Mapping):
+                raise ValueError(  # Lightning's error type
                     "save_hyperparameters() takes argument names, or one dict or Namespace; "
-                    f"got {type(given).__name__}."
+                    f"got {', '.join(f'{name!r} ({type(name).__name__})' for name in names)}."
                 )
             self.hparams.update(values)
             self.remove_ignored_hparams(sorted(ignored))
@@ -164,15 +166,23 @@ class HyperparametersMixin:
                 if held:
                     self._hparams_name = held[0]
             return
-        if caller is None or caller.f_code.co_name != "__init__":
+        if dataclasses.is_dataclass(self):
+            # A dataclass Module calls it from __post_init__: its fields are the arguments.
+            arguments = {
+                field.name: getattr(self, field.name)
+                for field in dataclasses.fields(self)
+                if field.init
+            }
+        elif caller is None or caller.f_code.co_name != "__init__":
             raise RuntimeError(
                 "save_hyperparameters() must be called from your class's __init__ (or be given "
                 "frame=, the frame of that __init__)."
             )
-        # The arguments of the __init__ that called us and of the subclasses' __init__s
-        # that called it through super().__init__ (not type(self).__init__'s signature:
-        # a subclass may take other arguments, or none).
-        arguments = chained_init_arguments(caller, self)
+        else:
+            # The arguments of the __init__ that called us and of the subclasses' __init__s
+            # that called it through super().__init__ (not type(self).__init__'s signature:
+            # a subclass may take other arguments, or none).
+            arguments = chained_init_arguments(caller, self)
         recorded = {
             k: v for k, v in arguments.items() if k not in ignored and (not names or k in names)
         }
