@@ -69,6 +69,21 @@ def test_hyperparams_yaml_and_hparams_tab(tmp_path: Path) -> None:
     assert hparams["act"].string_value == "None"
 
 
+def test_enum_and_numpy_hyperparameters_are_written_as_yaml_can_hold_them(tmp_path: Path) -> None:
+    import enum
+
+    import numpy as np
+
+    class Mode(str, enum.Enum):
+        FAST = "fast-mode"
+
+    logger = TensorBoardLogger(tmp_path)
+    logger.log_hyperparams({"mode": Mode.FAST, "rate": np.float64(0.5), "n": np.int64(3)})
+    logger.finalize("success")
+    saved = yaml.safe_load(Path(logger.log_dir, "hparams.yaml").read_text())
+    assert saved == {"mode": "FAST", "rate": 0.5, "n": 3}  # an enum by name, as Lightning
+
+
 def test_a_run_without_hyperparameters_has_an_empty_hparams_yaml(tmp_path: Path) -> None:
     # As Lightning's: load_from_checkpoint(hparams_file=<run>/hparams.yaml) finds one.
     class Plain(trainkit.Module):  # no save_hyperparameters()

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import glob
 import inspect
+import numbers
 import os
 import pickle
 import warnings
 from argparse import Namespace
 from collections.abc import Callable, Mapping, Sequence
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -181,11 +183,31 @@ def plain_value(value: Any) -> Any:
     """``value`` with containers kept and anything but numbers, strings, booleans and
     None replaced by its ``repr`` (what YAML and weights-only checkpoints can hold).
 
+    An enum member becomes its name (as Lightning writes one to YAML); subclasses of
+    the plain types and NumPy scalars become the plain type.
+
+    Example:
+        >>> import enum
+        >>> class Mode(str, enum.Enum):
+        ...     FAST = "fast-mode"
+        >>> plain_value({"mode": Mode.FAST, "sizes": (64, 32), "f": print})
+        {'mode': 'FAST', 'sizes': [64, 32], 'f': '<built-in function print>'}
+
     Args:
         value: any value.
     """
-    if value is None or isinstance(value, (bool, int, float, str)):
+    if value is None or type(value) in (bool, int, float, str):
         return value
+    if isinstance(value, Enum):
+        return value.name  # as Lightning writes an Enum to YAML
+    if isinstance(value, str):  # a subclass: YAML writes plain strings only
+        return str.__str__(value)
+    if isinstance(value, numbers.Number) and hasattr(value, "item"):
+        return plain_value(value.item())  # a NumPy scalar (np.float64 is a float, too)
+    if isinstance(value, int):  # a subclass (bool has none)
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
     if isinstance(value, Mapping):
         return {str(k): plain_value(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)) or (
