@@ -61,6 +61,13 @@ def test_one_name_with_two_values_is_an_error_naming_it() -> None:
         fit(Net(width=3), Data(width=2))
 
 
+def test_the_loggers_get_the_values_given_not_those_changed_since() -> None:
+    # As Lightning's: hparams_initial, what __init__ was given.
+    model = Net(lr=0.5)
+    model.hparams.lr = -1.0
+    assert fit(model, Data()) == [{"lr": 0.5, "width": 2, "save": True, "batch_size": 2}]
+
+
 def test_enable_autolog_hparams_false_writes_none() -> None:
     assert fit(Net(lr=0.5), Data(), enable_autolog_hparams=False) == []
 

@@ -174,6 +174,11 @@ def test_more_devices_than_exist(monkeypatch: pytest.MonkeyPatch) -> None:
         trainkit.Trainer(accelerator="cpu", devices=0)
 
 
+class _Indexable:
+    def __getitem__(self, index: int) -> int:  # list() of it would never end
+        return index
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
@@ -190,6 +195,8 @@ def test_more_devices_than_exist(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"precision": "8-true"}, ValueError, "precision='8-true' is not supported"),
         ({"callbacks": [object()]}, TypeError, "not a callback: pass instances"),
         ({"logger": "tensorboard"}, TypeError, "logger must be a trainkit Logger"),
+        # An object with __getitem__ and no __iter__ is one object, not a sequence to list.
+        ({"logger": _Indexable()}, TypeError, "logger must be a trainkit Logger, got _Indexable"),
     ],
 )
 def test_bad_trainer_arguments(kwargs: dict[str, Any], error: type, message: str) -> None:

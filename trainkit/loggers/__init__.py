@@ -5,6 +5,7 @@ imported only when a logger first writes. MLflow and Weights & Biases are
 optional: ``pip install "trainkit[mlflow]"`` / ``"trainkit[wandb]"``.
 """
 
+from collections.abc import Iterable
 from typing import Any
 
 from trainkit.loggers.base import BaseLogger, FolderLogger, Logger, versioned_folder
@@ -51,7 +52,9 @@ def build_loggers(
         return [DummyLogger()]
     if logger is True or logger is None:
         return [TensorBoardLogger(root_dir, name=name)]
-    loggers = [logger] if isinstance(logger, Logger) else list(logger)
+    # Not list() of any object: one with __getitem__ but no __iter__ never ends it.
+    iterable = isinstance(logger, Iterable) and not isinstance(logger, (str, bytes))
+    loggers: list[Any] = list(logger) if iterable and not isinstance(logger, Logger) else [logger]
     for item in loggers:
         if not isinstance(item, Logger):
             raise TypeError(f"logger must be a trainkit Logger, got {type(item).__name__}.")
@@ -99,7 +102,7 @@ def run_hyperparameters(*owners: Any) -> dict[str, Any] | None:
         return None
     merged: dict[str, Any] = {}
     for owner in counted:
-        for key, value in owner.hparams.items():
+        for key, value in owner.hparams_initial.items():  # as given, not as changed since
             if key in merged and not _same(merged[key], value):
                 raise ValueError(
                     f"The Module and the DataModule both save the hyperparameter {key!r}, with "
