@@ -97,3 +97,58 @@ def test_a_list_of_optimizers_with_one_scheduler_beside_it(as_dict: bool) -> Non
     trainer = trainkit.Trainer(max_epochs=2, **QUIET)
     trainer.fit(OneScheduler(), loader(blobs(32), 32))
     assert trainer.optimizers[0].param_groups[0]["lr"] == 0.25
+
+
+class _UserDriven:
+    """A scheduler of the user's own, without torch's step(): their training_step drives it."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def advance(self) -> None:
+        self.calls += 1
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"calls": self.calls}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.calls = state["calls"]
+
+
+@pytest.mark.parametrize("kind", ["plateau-without-monitor", "without-step"])
+def test_manual_optimization_takes_schedulers_the_user_steps(kind: str) -> None:
+    # As in Lightning: the Trainer steps no scheduler then, so it checks none for stepping.
+    class Manual(Classifier):
+        def __init__(self) -> None:
+            super().__init__()
+            self.automatic_optimization = False
+
+        def training_step(self, batch: Any, batch_idx: int) -> None:
+            optimizer = self.optimizers()
+            loss = torch.nn.functional.cross_entropy(self(batch[0]), batch[1])
+            optimizer.zero_grad()
+            self.manual_backward(loss)
+            optimizer.step()
+            scheduler = self.lr_schedulers()
+            if isinstance(scheduler, _UserDriven):
+                scheduler.advance()
+            else:
+                scheduler.step(loss.detach())
+
+        def configure_optimizers(self) -> Any:
+            optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+            if kind == "without-step":
+                return [optimizer], [_UserDriven()]
+            return [optimizer], [torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer)]
+
+    model = Manual()
+    trainkit.Trainer(max_steps=3, **QUIET).fit(model, loader(blobs(96), 16))
+    scheduler = model.lr_schedulers()
+    calls = scheduler.calls if kind == "without-step" else scheduler.last_epoch
+    assert calls == 3
+    # Automatic optimization steps them itself, so it still refuses both.
+    automatic = Classifier()
+    automatic.configure_optimizers = Manual.configure_optimizers.__get__(automatic)  # type: ignore[method-assign]
+    error = TypeError if kind == "without-step" else ValueError
+    with pytest.raises(error, match=r"must be a torch LR scheduler|must include a monitor"):
+        trainkit.Trainer(max_steps=3, **QUIET).fit(automatic, loader(blobs(96), 16))

@@ -73,12 +73,15 @@ class NoOptimizer(torch.optim.Optimizer):
 
 
 def parse_optimizers(
-    returned: Any,
+    returned: Any, automatic: bool = True
 ) -> tuple[list[torch.optim.Optimizer], list[LRSchedulerConfig]]:
     """Turn ``configure_optimizers``'s return value into optimizers and scheduler configs.
 
     Args:
         returned: the value ``configure_optimizers`` returned.
+        automatic: automatic optimization, where the Trainer steps the schedulers, so
+            each must step as torch's do and a plateau one needs a ``monitor``; with
+            manual optimization the user steps them (as in Lightning, not checked).
 
     Example:
         >>> import torch
@@ -92,7 +95,7 @@ def parse_optimizers(
     if isinstance(returned, torch.optim.Optimizer):
         return [returned], []
     if isinstance(returned, Mapping):
-        return _parse_dicts([returned])
+        return _parse_dicts([returned], automatic)
     if (
         isinstance(returned, (list, tuple))
         and len(returned) == 2
@@ -103,11 +106,11 @@ def parse_optimizers(
         # stand alone in the second place.
         optimizers = _check_optimizers(returned[0])
         schedulers = returned[1] if isinstance(returned[1], (list, tuple)) else [returned[1]]
-        configs = [_scheduler_config(item, optimizers) for item in schedulers]
+        configs = [_scheduler_config(item, optimizers, automatic) for item in schedulers]
         return optimizers, configs
     if isinstance(returned, (list, tuple)) and returned:
         if all(isinstance(item, Mapping) for item in returned):
-            return _parse_dicts(returned)
+            return _parse_dicts(returned, automatic)
         return _check_optimizers(returned), []
     if returned is None:
         # Lightning's documented meaning: the fit runs, and nothing updates the weights.
@@ -133,8 +136,9 @@ def configured_optimizers(
     Args:
         module: the user's Module.
     """
-    optimizers, configs = parse_optimizers(module.configure_optimizers())
-    if module.automatic_optimization and len(optimizers) > 1:
+    automatic = module.automatic_optimization
+    optimizers, configs = parse_optimizers(module.configure_optimizers(), automatic)
+    if automatic and len(optimizers) > 1:
         raise ValueError(
             f"configure_optimizers returned {len(optimizers)} optimizers. Automatic "
             "optimization steps one; for several, set `self.automatic_optimization = "
@@ -144,7 +148,7 @@ def configured_optimizers(
 
 
 def _parse_dicts(
-    items: Sequence[Mapping[str, Any]],
+    items: Sequence[Mapping[str, Any]], automatic: bool
 ) -> tuple[list[torch.optim.Optimizer], list[LRSchedulerConfig]]:
     optimizers: list[torch.optim.Optimizer] = []
     configs: list[LRSchedulerConfig] = []
@@ -161,7 +165,8 @@ def _parse_dicts(
             scheduler = item["lr_scheduler"]
             if not isinstance(scheduler, Mapping) and "monitor" in item:
                 scheduler = {"scheduler": scheduler, "monitor": item["monitor"]}
-            configs.append(_scheduler_config(scheduler, optimizers, len(optimizers) - 1))
+            index = len(optimizers) - 1
+            configs.append(_scheduler_config(scheduler, optimizers, automatic, index))
     return optimizers, configs
 
 
@@ -178,7 +183,10 @@ def _check_optimizers(items: Sequence[Any]) -> list[torch.optim.Optimizer]:
 
 
 def _scheduler_config(
-    item: Any, optimizers: list[torch.optim.Optimizer], default_index: int | None = None
+    item: Any,
+    optimizers: list[torch.optim.Optimizer],
+    automatic: bool,
+    default_index: int | None = None,
 ) -> LRSchedulerConfig:
     fields: dict[str, Any] = dict(item) if isinstance(item, Mapping) else {"scheduler": item}
     unknown = set(fields) - _SCHEDULER_KEYS
@@ -189,7 +197,7 @@ def _scheduler_config(
         )
     scheduler = fields.get("scheduler")
     optimizer = getattr(scheduler, "optimizer", None)
-    if scheduler is None or not hasattr(scheduler, "step") or optimizer is None:
+    if scheduler is None or (automatic and (not hasattr(scheduler, "step") or optimizer is None)):
         raise TypeError(
             f"lr_scheduler must be a torch LR scheduler (or a dict with one under "
             f"'scheduler'), got {_short(scheduler)}."
@@ -210,7 +218,7 @@ def _scheduler_config(
         raise ValueError(
             f"lr_scheduler frequency must be a positive integer, got {config.frequency!r}."
         )
-    if config.reduce_on_plateau and config.monitor is None:
+    if automatic and config.reduce_on_plateau and config.monitor is None:
         # Lightning's wording first (it names the dict when the scheduler came in one).
         where = "The lr scheduler dict" if isinstance(item, Mapping) else "`configure_optimizers`"
         raise ValueError(
@@ -220,6 +228,8 @@ def _scheduler_config(
             "metric."
         )
     matches = [i for i, opt in enumerate(optimizers) if opt is optimizer]
+    if not matches and not automatic:
+        matches = [0]  # the user steps it: which optimizer it drives is theirs to know
     if not matches:
         raise ValueError(
             "an lr_scheduler drives an optimizer that configure_optimizers did not return; "
