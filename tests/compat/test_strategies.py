@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 import pytest
 import torch
 from torch import nn
@@ -116,6 +119,53 @@ def test_names_trainkit_does_not_provide_say_so() -> None:
     with pytest.raises(AttributeError, match="does not provide Lightning's DeepSpeedStrategy"):
         L.strategies.DeepSpeedStrategy  # noqa: B018
     assert L.strategies.SingleDeviceStrategy is trainkit.strategies.SingleDeviceStrategy
+
+
+def test_a_ddp_subclass_overriding_lightnings_hooks_has_them_called() -> None:
+    # A project's DDP strategy sets up its process groups in setup(), registers hooks in
+    # configure_ddp() before the wrap, and tells each dataset its rank: each is called.
+    ranks = run_processes(workers.hooks_of_a_lightning_ddp_subclass, 2)
+    for rank, seen in enumerate(ranks):
+        assert seen["strategy"] == "Grouped" and seen["tagged"] == rank
+        assert seen["reached"] == [True, True]
+        assert seen["calls"] == [
+            ("setup", "fit", "Classifier"),
+            ("configure_ddp", "", "Classifier"),  # when fitting only, before the wrap
+            ("setup done", "fit", "ddp"),
+            ("process_dataloader", "", "DistributedSampler"),
+            ("setup", "validate", "Classifier"),
+            ("setup done", "validate", "ddp"),
+            ("process_dataloader", "", "EvenSplitSampler"),
+        ]
+
+
+def test_a_strategy_overriding_hooks_trainkit_does_not_call_is_warned() -> None:
+    with pytest.warns(UserWarning, match=r"overrides model_to_device, training_step: Lightning"):
+
+        class Custom(L.strategies.SingleDeviceStrategy):
+            def model_to_device(self) -> None:
+                pass
+
+            def training_step(self, *args: Any) -> Any:
+                pass
+
+    with pytest.warns(UserWarning, match=r"overrides setup_optimizers\(trainer\)"):
+
+        class OwnOptimizers(L.strategies.SingleDeviceStrategy):
+            def setup_optimizers(self, trainer: Any) -> None:  # type: ignore[override]
+                pass
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+
+        class Honoured(L.strategies.SingleDeviceStrategy):  # only hooks trainkit calls
+            def setup(self, trainer: Any) -> None:
+                super().setup(trainer)
+
+            def process_dataloader(self, dataloader: Any) -> Any:
+                return dataloader
+
+    assert Custom and OwnOptimizers and Honoured
 
 
 def test_two_processes_with_a_communication_hook_train_as_without_it() -> None:

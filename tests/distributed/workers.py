@@ -451,6 +451,49 @@ def train_with_lightnings_ddp_strategy(hooked: bool) -> dict[str, Any]:
     }
 
 
+class _RankTagged(torch.utils.data.TensorDataset):
+    """A dataset a strategy's process_dataloader tells which rank reads it."""
+
+    rank: int | None = None
+
+
+def hooks_of_a_lightning_ddp_subclass() -> dict[str, Any]:
+    """A subclass of Lightning's DDPStrategy that overrides the hooks Lightning calls
+    (setup, configure_ddp, process_dataloader), as projects write them: what each saw."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    from trainkit.lightning.strategies import DDPStrategy
+
+    calls: list[tuple[str, str, str]] = []
+    reached: list[bool] = []
+
+    class Grouped(DDPStrategy):
+        def setup(self, trainer: Any) -> None:
+            calls.append(("setup", trainer.state.fn, type(self.model).__name__))
+            super().setup(trainer)
+            wrapped = isinstance(self.model, DistributedDataParallel)
+            calls.append(("setup done", trainer.state.fn, "ddp" if wrapped else "module"))
+            # Projects reach the Module's attributes through the wrapper, as under Lightning.
+            reached.append(getattr(trainer.model, "module", trainer.model).net is model.net)
+
+        def configure_ddp(self) -> None:
+            calls.append(("configure_ddp", "", type(self.model).__name__))
+            super().configure_ddp()
+
+        def process_dataloader(self, dataloader: Any) -> Any:
+            dataloader.dataset.rank = self.global_rank
+            calls.append(("process_dataloader", "", type(dataloader.sampler).__name__))
+            return super().process_dataloader(dataloader)
+
+    data = _RankTagged(*blobs(64).tensors)
+    trainer = trainkit.Trainer(max_steps=2, strategy=Grouped(process_group_backend="gloo"), **QUIET)
+    model = Classifier()
+    trainer.fit(model, DataLoader(data, batch_size=16))
+    trainer.validate(model, DataLoader(data, batch_size=16))
+    strategy = type(trainer.strategy).__name__
+    return {"calls": calls, "tagged": data.rank, "strategy": strategy, "reached": reached}
+
+
 def own_sampler_kept() -> list[int]:
     """The samples one rank trains on in two epochs when a DataModule's ``setup`` turns
     the distributed sampler off through Lightning's connector and splits the data

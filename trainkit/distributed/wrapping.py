@@ -32,6 +32,18 @@ class StepModule(nn.Module):
     def forward(self, method: str, *args: Any) -> Any:
         return getattr(self.module, method)(*args)
 
+    def __getattr__(self, name: str) -> Any:
+        # Lightning code reaches the Module through its wrapper (``trainer.model.module.x``,
+        # where Lightning's DDP wraps the Module itself): its attributes answer here too.
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            try:
+                inner = object.__getattribute__(self, "_modules")["module"]
+            except (AttributeError, KeyError):  # not built yet (unpickling)
+                raise AttributeError(name) from None
+            return getattr(inner, name)
+
 
 def unwrap(module: nn.Module) -> nn.Module:
     """The user's module inside a DDP or DataParallel wrapper (the module itself otherwise).

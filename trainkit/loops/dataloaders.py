@@ -52,7 +52,7 @@ def stage_loaders(run: Run, kind: str, given: Any, required: bool) -> list[Itera
     def prepared(loader: Any) -> Any:
         if run.hardware.use_distributed_sampler:  # else the loaders split the data
             loader = run.strategy.prepare_dataloader(loader, training=training)
-        return with_worker_seeding(loader)
+        return with_worker_seeding(run.strategy.process_dataloader(loader))
 
     # Combined training loaders: each one prepared; a dict's keys kept.
     loaders = [each_loader(dl, prepared) for dl in found]

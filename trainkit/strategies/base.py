@@ -155,11 +155,13 @@ class Strategy(LightningAttributes, Registrable, Collectives, ABC):
     model: nn.Module | None = None
     lightning_module: nn.Module | None = None
 
-    def connect_module(self, module: nn.Module) -> nn.Module:
-        """Set ``module`` up (:meth:`setup_module`); keep it and the result as
-        :attr:`lightning_module` and :attr:`model`. The Trainer calls this."""
-        self.lightning_module = module
-        self.model = self.setup_module(module)
+    def connect_module(self, module: nn.Module, trainer: Any = None) -> nn.Module:
+        """Keep ``module`` as :attr:`lightning_module` and :attr:`model`, then set it up
+        (:meth:`setup`, which calls :meth:`setup_module`); return :attr:`model`. The
+        Trainer calls this, with itself."""
+        self.lightning_module = self.model = module
+        self.setup(trainer)
+        assert self.model is not None
         return self.model
 
     def setup_module(self, module: nn.Module) -> nn.Module:

@@ -1,10 +1,10 @@
 """Distributed data parallel: one process per device, gradients averaged by torch's DDP.
 
-The processes are started by torchrun, SLURM's srun or one of trainkit's
-launchers (``trainkit.launch``): this strategy reads who it is from the
-environment when it sets up (or is told, by the launcher that started the
-ranks), joins the process group through torch's env:// rendezvous, and wraps
-the module in ``DistributedDataParallel``. Gloo on CPU, NCCL on CUDA.
+The processes are started by torchrun, SLURM's srun or one of trainkit's launchers
+(``trainkit.launch``): this strategy reads who it is from the environment when it sets
+up (or is told, by the launcher that started the ranks), joins the process group through
+torch's env:// rendezvous, and wraps the module in ``DistributedDataParallel`` (see
+:class:`~trainkit.strategies.lightning_hooks.DDPHooks`). Gloo on CPU, NCCL on CUDA.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from trainkit.distributed.sampling import EvenSplitSampler, advise_on_loading, t
 from trainkit.distributed.wrapping import StepModule, unwrap
 from trainkit.launch.environment import ClusterEnvironment, detect_environment
 from trainkit.strategies.base import Strategy
+from trainkit.strategies.lightning_hooks import DDPHooks
 
 if TYPE_CHECKING:
     from trainkit.strategies.registrable import LaunchMode
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 __all__ = ["DDPStrategy", "end_process_group"]
 
 
-class DDPStrategy(ProcessGroupCollectives, Strategy):
+class DDPStrategy(ProcessGroupCollectives, DDPHooks, Strategy):
     """DistributedDataParallel over the processes of a torchrun or SLURM job.
 
     Args:
@@ -114,8 +115,7 @@ class DDPStrategy(ProcessGroupCollectives, Strategy):
         self.process_group_backend = process_group_backend
         self.ddp_comm_hook = ddp_comm_hook
         self.ddp_comm_state = ddp_comm_state
-        # trainkit's own messages (stop decisions, preemption votes, sync_dist
-        # checks), on a gloo group of their own; made at set-up, by every rank.
+        # trainkit's own messages (stop votes, sync_dist checks): a gloo group made at set-up.
         self._control: ControlChannel | None = None
         self._control_world: Any = None
 

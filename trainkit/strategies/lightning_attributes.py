@@ -15,6 +15,8 @@ has no ``num_nodes``, ``node_rank``, ``num_processes`` or ``parallel_devices``.
 
 from __future__ import annotations
 
+import inspect
+import warnings
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
@@ -22,6 +24,7 @@ from torch import nn
 from torch.optim import Optimizer
 
 from trainkit.checkpoint import sharded
+from trainkit.strategies.lightning_hooks import UNCALLED_HOOKS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -65,6 +68,57 @@ class LightningAttributes:
         def root_device(self) -> torch.device: ...
         @property
         def is_global_zero(self) -> bool: ...
+        def setup_module(self, module: nn.Module) -> nn.Module: ...
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # A strategy written for Lightning may override hooks Lightning's Trainer calls and
+        # trainkit's does not: say so where the class is defined, not silently skip them.
+        super().__init_subclass__(**kwargs)
+        if cls.__module__.startswith("trainkit."):
+            return
+
+        def own(name: str) -> bool:  # defined by this class, not inherited
+            return getattr(cls, name, None) is not getattr(super(cls, cls), name, None)
+
+        uncalled = [name for name in UNCALLED_HOOKS if own(name)]
+        setup_optimizers = cls.setup_optimizers  # type: ignore[attr-defined]  # Strategy's
+        if own("setup_optimizers") and "trainer" in inspect.signature(setup_optimizers).parameters:
+            uncalled.append("setup_optimizers(trainer)")  # Lightning's, not trainkit's
+        if uncalled:
+            warnings.warn(
+                f"{cls.__name__} overrides {', '.join(uncalled)}: Lightning's Trainer calls "
+                "these Strategy methods, trainkit's does not. trainkit calls setup(trainer), "
+                "configure_ddp() (DDP, when fitting), process_dataloader(dataloader), "
+                "setup_environment(), batch_to_device(batch) and teardown(); move the work "
+                "there (docs/porting.md, strategies).",
+                UserWarning,
+                stacklevel=2,
+            )
+
+    def setup(self, trainer: Any) -> None:
+        """Set the Module up for the run: Lightning's ``Strategy.setup(trainer)``.
+
+        The Trainer calls it once a run, after the callbacks' and the Module's ``setup``
+        and ``configure_model``, with :attr:`model` the user's Module (also
+        :attr:`lightning_module`); after it, :attr:`model` is what the step methods run
+        through (the Module moved to its device, or the strategy's wrapper of it). A
+        subclass may override it, calling ``super().setup(trainer)``, to work before or
+        after that.
+
+        Args:
+            trainer: the Trainer whose run starts (None: set up as for ``fit``).
+        """
+        assert self.model is not None
+        self.model = self.setup_module(self.model)
+
+    def process_dataloader(self, dataloader: Any) -> Any:
+        """Lightning's hook for each dataloader a run loads, after the strategy has given it
+        its sampler; returns the loader to use (the same one by default).
+
+        Args:
+            dataloader: the loader (training, validation, test or prediction).
+        """
+        return dataloader
 
     def connect_parts(self, parts: RunParts) -> None:
         """Answer Lightning's attributes from ``parts`` (the Trainer that owns this

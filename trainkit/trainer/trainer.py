@@ -397,7 +397,8 @@ class Trainer(TrainerCheckpoints):
             if self.hardware.sync_batchnorm and self.strategy.world_size > 1:
                 convert_sync_batchnorm(model, self.strategy.root_device)
             self.strategy.connect_results(self.results)  # DataParallel logs its copies' values
-            precision, wrapped = self.step_slots.precision, self.strategy.connect_module(model)
+            precision = self.step_slots.precision
+            wrapped = self.strategy.connect_module(model, self)  # the strategy's setup(trainer)
             if (compiling := self._compile_spec()) is not None:
                 uncompile = self.strategy.compile_module(wrapped, compiling, self.warn)
             run = self._current = Run(
