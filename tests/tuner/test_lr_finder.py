@@ -242,6 +242,25 @@ def test_tuning_leaves_the_run_and_the_folder_as_they_were(tmp_path: Path) -> No
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_search_draws_nothing_from_the_random_state(tmp_path: Path) -> None:
+    # A Module whose dataloader hook draws its data: the draws are undone with the rest,
+    # so a second search sees the same data and finds the same, as in Lightning.
+    class DrawsItsData(Classifier):
+        def train_dataloader(self) -> Any:
+            features = torch.randn(128, 8)
+            return loader(torch.utils.data.TensorDataset(features, (features[:, 0] > 0).long()), 16)
+
+    model = DrawsItsData()
+    rng = torch.get_rng_state()
+    first, second = (
+        Tuner(_trainer(tmp_path)).lr_find(model, num_training=10, early_stop_threshold=None)
+        for _ in range(2)
+    )
+    assert first is not None and second is not None
+    assert first.results == second.results
+    assert torch.equal(torch.get_rng_state(), rng)
+
+
 def test_datamodule_and_method(tmp_path: Path) -> None:
     model = Classifier()
     result = Tuner(_trainer(tmp_path)).lr_find(

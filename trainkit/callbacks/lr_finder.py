@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from trainkit.callbacks.base import Callback
+from trainkit.utilities.seed import isolated_rng
 
 if TYPE_CHECKING:
     from trainkit.core.module import Module
@@ -76,17 +77,18 @@ class LearningRateFinder(Callback):
         # Imported here: the tuner runs the fit loop, which callbacks do not import.
         from trainkit.tuner.lr_finder import lr_find
 
-        self.optimal_lr = lr_find(
-            trainer,
-            pl_module,
-            min_lr=self._min_lr,
-            max_lr=self._max_lr,
-            num_training=self._num_training_steps,
-            mode=self._mode,
-            early_stop_threshold=self._early_stop_threshold,
-            update_attr=self._update_attr,
-            attr_name=self._attr_name,
-        )
+        with isolated_rng():  # as Lightning's: the training after it starts from the same state
+            self.optimal_lr = lr_find(
+                trainer,
+                pl_module,
+                min_lr=self._min_lr,
+                max_lr=self._max_lr,
+                num_training=self._num_training_steps,
+                mode=self._mode,
+                early_stop_threshold=self._early_stop_threshold,
+                update_attr=self._update_attr,
+                attr_name=self._attr_name,
+            )
 
     def on_fit_start(self, trainer: Trainer, pl_module: Module) -> None:
         """Search the learning rate before training starts.

@@ -16,6 +16,7 @@ from trainkit.core.data import DataModule
 from trainkit.tuner.batch_size_scaling import scale_batch_size
 from trainkit.tuner.lr_finder import LRFinder, check_search, lr_find
 from trainkit.tuner.trial import searching
+from trainkit.utilities.seed import isolated_rng
 
 if TYPE_CHECKING:
     from trainkit.core.module import Module
@@ -101,7 +102,9 @@ class Tuner:
                 )
             )
 
-        with searching(search):
+        # The random state is as before (the loaders' draws, the trial steps'), as in
+        # Lightning: a second search gives the same result, and training starts the same.
+        with isolated_rng(), searching(search):
             self._trainer.fit(model, train_dataloaders, val_dataloaders, datamodule)
         return found[0] if found else None
 
@@ -174,7 +177,7 @@ class Tuner:
                 )
             )
 
-        with searching(search):
+        with isolated_rng(), searching(search):
             self._trainer.fit(model, train_dataloaders, None, datamodule)
         return found[0] if found else None
 
