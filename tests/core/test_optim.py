@@ -50,6 +50,14 @@ def test_epoch_interval_scheduler_steps_after_every_epoch() -> None:
     assert model.lrs == [1.0, 1.0, 0.5, 0.5, 0.25, 0.25]
 
 
+def test_an_epoch_cut_short_does_not_step_the_epoch_schedulers() -> None:
+    # As in Lightning: max_steps ends the fit inside epoch 1, which did not end.
+    model = Scheduled({"scheduler": halve})
+    trainkit.Trainer(max_epochs=3, max_steps=3, **QUIET).fit(model, loader(blobs(64), 32))
+    assert model.lrs == [1.0, 1.0, 0.5]
+    assert model.trainer.optimizers[0].param_groups[0]["lr"] == 0.5  # once, after epoch 0
+
+
 def test_plateau_scheduler_reads_the_monitored_validation_metric() -> None:
     def plateau(optimizer: torch.optim.Optimizer) -> Any:
         return torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, mode="max", patience=0)

@@ -242,7 +242,8 @@ def _end_epoch(run: Run, fit: Fit) -> None:
     results.end_training_epoch(step=max(state.global_step - 1, 0), epoch=state.epoch)
     # After every epoch-end hook (they may read metric.compute()), as Lightning.
     results.train.reset_computed_metrics()
-    fit.optimization.end_epoch(state.epoch)
+    if state.is_last_batch or state.batch_idx >= state.num_training_batches:  # not cut short
+        fit.optimization.end_epoch(state.epoch)  # (max_steps, a hook's -1), as in Lightning
     results.close()
     state.epoch += 1
     state.batch_idx, state.epoch_phase = 0, 0
