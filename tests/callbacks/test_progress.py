@@ -287,3 +287,33 @@ def test_plain_mode_still_builds_bars_that_subclasses_read_but_never_draws(
         "epoch 0 | end (4 batches) | loss 0.1235 | acc 0.9",
         "validation | epoch 0 | acc 0.9",
     ]
+
+
+@pytest.mark.parametrize("bar_class", ["TQDMProgressBar", "RichProgressBar"])
+def test_the_bars_and_the_run_can_be_copied_and_pickled(bar_class: str) -> None:
+    # Lightning code deep-copies the callbacks (or the Trainer) in a hook, and pickles a
+    # bar after a run: neither fails on what the run holds (threads, locks, consoles).
+    import copy
+    import pickle
+
+    import trainkit
+    from tests.helpers import QUIET, Classifier, blobs, loader
+    from trainkit import callbacks
+
+    if bar_class == "RichProgressBar":
+        pytest.importorskip("rich")
+    bar = getattr(callbacks, bar_class)()
+    copies: list[Any] = []
+
+    class Copying(trainkit.Callback):
+        def on_train_epoch_start(self, trainer: Any, *args: Any) -> None:
+            copies.append(copy.deepcopy(trainer.callbacks))
+            copies.append(copy.deepcopy(trainer))
+
+    options = {**QUIET, "enable_progress_bar": True}
+    trainer = trainkit.Trainer(max_steps=2, callbacks=[bar, Copying()], **options)
+    trainer.fit(Classifier(), loader(blobs(64), 16))
+    assert [type(c).__name__ for c in copies[0]][:1] == [bar_class]
+    assert copies[1].current_epoch == 0 and copies[1] is not trainer
+    restored = pickle.loads(pickle.dumps(bar))
+    assert type(restored) is type(bar) and restored.refresh_rate == bar.refresh_rate

@@ -414,6 +414,13 @@ class ProgressBar(Callback):
         """
         self._trainer = trainer
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Picklable, as Lightning's bars are: without the Trainer (the next run's setup
+        # attaches it again), and without what draws (a subclass drops that).
+        state = self.__dict__.copy()
+        state["_trainer"] = None
+        return state
+
     def teardown(self, trainer: Trainer, module: Module, stage: str) -> None:
         """Close what the bar shows, also after an error."""
         self._close_display()

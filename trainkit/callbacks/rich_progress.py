@@ -539,7 +539,7 @@ class RichProgressBar(ProgressBar):
 
     def __getstate__(self) -> dict[str, Any]:
         # The console and the live display hold locks and open files: not picklable.
-        state = self.__dict__.copy()
+        state = super().__getstate__()
         state["_console"] = None
         state["progress"] = None
         return state

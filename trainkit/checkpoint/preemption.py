@@ -255,6 +255,11 @@ class _InterruptWatcher:
         self._drained = threading.Event()  # the thread has read up to a _DRAIN byte
         self._thread = threading.Thread(target=self._watch, name="trainkit-interrupts", daemon=True)
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> _InterruptWatcher:
+        # The process has one watcher: a copy of what holds it (a Trainer copied in a
+        # hook, as Lightning code copies its callbacks) shares it.
+        return self
+
     @classmethod
     def arm(cls) -> _InterruptWatcher | None:
         """Watch from now on (from the main thread); None where the pipe cannot be set up."""
