@@ -269,6 +269,11 @@ def test_limit_batches_int_and_float() -> None:
     trainer.test(model, loader(blobs(320), 32))
     trainer.predict(model, loader(blobs(320), 32))
     assert model.counts["test"] == 2 and model.counts["predict"] == 3
+    # A whole float above 1 is a number of batches, as Lightning reads it (2.0, 1e50).
+    trainer = trainkit.Trainer(limit_test_batches=2.0, limit_predict_batches=1e50, **QUIET)
+    assert (trainer.limit_test_batches, trainer.limit_predict_batches) == (2, int(1e50))
+    trainer.test(model, loader(blobs(320), 32))
+    assert model.counts["test"] == 4
 
 
 def test_limit_val_batches_zero_disables_validation() -> None:

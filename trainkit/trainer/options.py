@@ -341,6 +341,10 @@ class LoopOptions:
             if getattr(self, name) is not None:
                 _check_int(name, getattr(self, name), minimum=0, hint="or None")
         max_time_seconds(self.max_time)
+        for name in ("overfit_batches", *_LIMITS):
+            value = getattr(self, name)
+            if isinstance(value, float) and value > 1 and value.is_integer():
+                object.__setattr__(self, name, int(value))  # a count, as Lightning reads 2.0
         _check_limit("overfit_batches", self.overfit_batches)
         _check_int(
             "reload_dataloaders_every_n_epochs",
@@ -348,12 +352,7 @@ class LoopOptions:
             minimum=0,
             hint="(0: never)",
         )
-        for name in (
-            "limit_train_batches",
-            "limit_val_batches",
-            "limit_test_batches",
-            "limit_predict_batches",
-        ):
+        for name in _LIMITS:
             _check_limit(name, getattr(self, name))
         interval = self.val_check_interval
         if isinstance(interval, bool) or not isinstance(interval, (int, float)):
@@ -657,6 +656,14 @@ def _check_int(name: str, value: object, *, minimum: int, hint: str) -> None:
         )
 
 
+_LIMITS = (
+    "limit_train_batches",
+    "limit_val_batches",
+    "limit_test_batches",
+    "limit_predict_batches",
+)
+
+
 def _check_limit(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be an int (batches) or a float (fraction), got {value!r}.")
@@ -664,8 +671,8 @@ def _check_limit(name: str, value: object) -> None:
         raise ValueError(f"{name}={value} must be >= 0 (0 skips the stage).")
     if isinstance(value, float) and not 0.0 <= value <= 1.0:
         raise ValueError(
-            f"{name}={value} is a fraction and must be in [0.0, 1.0]; pass an int for a "
-            "number of batches."
+            f"{name}={value} is a fraction and must be in [0.0, 1.0]; pass an int (or a "
+            "whole float above 1) for a number of batches."
         )
 
 
