@@ -303,3 +303,14 @@ def test_a_subclass_may_set_tracking_uri_before_init_and_read_the_client(tmp_pat
     assert _history(logger._mlflow_client, logger.run_id, "loss") == [(3, 1.0)]
     logger.finalize("success")
     assert (store / logger.experiment_id / logger.run_id).is_dir()
+
+    class Offline2(MLflowLogger):  # None, as a subclass marks itself offline
+        def __init__(self) -> None:
+            self.tracking_uri = None
+            super().__init__(tracking_uri=self.tracking_uri, save_dir=tmp_path / "local")
+
+    offline = Offline2()
+    assert offline.tracking_uri is None  # the subclass's own value, as under Lightning
+    offline.log_metrics({"loss": 2.0}, step=1)
+    offline.finalize("success")
+    assert (tmp_path / "local" / offline.experiment_id / offline.run_id).is_dir()

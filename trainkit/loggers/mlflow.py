@@ -33,6 +33,7 @@ _PARAMS_PER_BATCH = 100
 _METRICS_PER_BATCH = 1000
 # finalize()'s status as MLflow's run status.
 _RUN_STATUS = {"success": "FINISHED", "failed": "FAILED", "interrupted": "KILLED"}
+_UNSET: Any = object()
 
 
 class MLflowLogger(Logger):
@@ -78,6 +79,8 @@ class MLflowLogger(Logger):
             ends (``finalize``), and one that failed raises there. True or None
             (MLflow's default, synchronous) waits for each write.
     """
+
+    _assigned_uri: Any = _UNSET  # a tracking_uri a subclass assigned (see the property)
 
     def __init__(
         self,
@@ -152,17 +155,19 @@ class MLflowLogger(Logger):
         return os.path.join(self._save_dir, self._experiment_id, run_id)
 
     @property
-    def tracking_uri(self) -> str:
-        """Where the runs are stored.
+    def tracking_uri(self) -> str | None:
+        """Where the runs are stored: the URI ``__init__`` resolved.
 
-        Settable before the run starts, as Lightning's attribute is (a subclass may
-        set it before calling ``__init__``, which then sets the URI it is given).
+        Lightning's logger has no such attribute, so a subclass written for it may
+        assign one of its own (``None`` for offline, before calling ``__init__``):
+        reading it then gives the value assigned, which does not move the runs (pass
+        ``tracking_uri=`` to ``__init__`` for that).
         """
-        return self._tracking_uri
+        return self._tracking_uri if self._assigned_uri is _UNSET else self._assigned_uri
 
     @tracking_uri.setter
-    def tracking_uri(self, uri: str) -> None:
-        self._tracking_uri = uri
+    def tracking_uri(self, uri: str | None) -> None:
+        self._assigned_uri = uri
 
     @property
     def run_id(self) -> str:
@@ -217,7 +222,7 @@ class MLflowLogger(Logger):
     @property
     def _mlflow_client(self) -> MlflowClient:
         """The ``MlflowClient`` (private in Lightning, but read by projects): the
-        run's client once it has started, else one for :attr:`tracking_uri`."""
+        run's client once it has started, else one for the store ``__init__`` resolved."""
         if self._client is not None:
             return self._client
         if self._tracking_uri.startswith("file:"):
