@@ -98,6 +98,35 @@ def test_train_time_interval(tmp_path: Path) -> None:
     assert _names(tmp_path / "checkpoints") == ["epoch=0-step=1.ckpt", "epoch=0-step=2.ckpt"]
 
 
+def test_the_ranks_agree_on_the_clock_only_where_it_was_read() -> None:
+    # Each process reads its own clock in on_train_batch_end, and the ranks agree at the
+    # resume point after: a collective a step. A subclass that calls the hook every n-th
+    # step (to agree less often, as projects write) is agreed with every n-th step.
+    from types import SimpleNamespace
+
+    exchanged: list[str] = []
+
+    def exchange(point: str, values: list[int]) -> list[list[int]]:
+        exchanged.append(point)
+        return [values, values]
+
+    trainer = SimpleNamespace(world_size=2, strategy=SimpleNamespace(exchange=exchange))
+
+    class EveryThird(ModelCheckpoint):
+        def on_train_batch_end(self, trainer: Any, module: Any, *args: Any) -> None:
+            if trainer.global_step % 3 == 0:
+                super().on_train_batch_end(trainer, module, *args)
+
+    for kind, agreed in [(ModelCheckpoint, 6), (EveryThird, 2)]:
+        callback = kind(train_time_interval=3600)
+        exchanged.clear()
+        for step in range(1, 7):
+            trainer.global_step = step
+            callback.on_train_batch_end(trainer, None, None, None, step - 1)  # type: ignore[arg-type]
+            callback.on_resume_point(trainer, None)  # type: ignore[arg-type]
+        assert len(exchanged) == agreed
+
+
 def test_a_file_another_run_wrote_is_never_overwritten_or_deleted(tmp_path: Path) -> None:
     folder = tmp_path / "checkpoints"
     folder.mkdir()

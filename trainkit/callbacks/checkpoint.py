@@ -261,6 +261,7 @@ class ModelCheckpoint(Checkpoint):
         self._saved_this_fit = False
         self._fit_start_step = 0
         self._last_save_time = time.monotonic()
+        self._time_checked = False  # on_train_batch_end read the clock (train_time_interval)
         self._last_saved_step = -1
         self._warned: set[str] = set()
 
@@ -351,8 +352,9 @@ class ModelCheckpoint(Checkpoint):
         if self._every_n_train_steps and step % self._every_n_train_steps == 0:
             self._due = self._due or step != self._last_saved_step
         interval = self.train_time_interval
-        if interval is not None and time.monotonic() - self._last_save_time >= interval:
-            self._due = True
+        if interval is not None:  # checked here; agreed at the resume point (several ranks)
+            self._time_checked = True
+            self._due = self._due or time.monotonic() - self._last_save_time >= interval
 
     def on_train_epoch_end(self, trainer: Trainer, module: Module) -> None:
         """Note an epoch-based save; it happens at the resume point after the epoch."""
@@ -368,8 +370,12 @@ class ModelCheckpoint(Checkpoint):
     def on_resume_point(self, trainer: Trainer, module: Module) -> None:
         """Save if a save is due (once per global step)."""
         due, self._due = self._due, False
-        if not due and self.train_time_interval is None:
-            return  # called at every step: nothing to decide (no clocks to agree on)
+        checked, self._time_checked = self._time_checked, False
+        if not due and not checked:
+            # Nothing to decide: no save due, and no clock read since the last resume
+            # point (a subclass that calls on_train_batch_end every n steps, to agree less
+            # often, is agreed with every n steps).
+            return
         if getattr(trainer, "fast_dev_run", False):
             return  # a fast dev run checks the code; it saves nothing
         if self.train_time_interval is not None and trainer.world_size > 1:
