@@ -77,6 +77,10 @@ NAMES = [
     ("utilities.logger", "_sanitize_params"),
     ("utilities.logger", "_convert_json_serializable"),
     ("utilities.exceptions", "MisconfigurationException"),
+    ("utilities.data", "has_iterable_dataset"),
+    ("utilities.data", "sized_len"),
+    ("utilities.data", "has_len"),
+    ("utilities.data", "_update_dataloader"),
 ]
 
 
@@ -375,3 +379,33 @@ def test_misconfiguration_is_one_class_under_both_paths() -> None:
     from trainkit.lightning.utilities import exceptions
 
     assert MisconfigurationException is exceptions.MisconfigurationException
+
+
+def test_the_loader_helpers_answer_and_warn_as_lightnings() -> None:
+    from torch.utils.data import IterableDataset, RandomSampler, SequentialSampler
+
+    from trainkit.lightning.fabric.utilities.data import (
+        _update_dataloader,
+        has_iterable_dataset,
+        has_len,
+        sized_len,
+    )
+
+    class Stream(IterableDataset[int]):
+        def __iter__(self) -> Any:
+            return iter(range(6))
+
+        def __len__(self) -> int:
+            return 6
+
+    streamed = DataLoader(Stream(), batch_size=2)
+    assert has_iterable_dataset(streamed) and sized_len(streamed) == 3
+    with pytest.warns(UserWarning, match="Your `IterableDataset` has `__len__` defined"):
+        assert has_len(streamed)
+    with pytest.warns(UserWarning, match="returned 0 length"):
+        assert has_len(DataLoader(list[int]()))
+    plain = DataLoader(list(range(8)), batch_size=4, drop_last=True)
+    assert not has_iterable_dataset(plain) and isinstance(plain.sampler, SequentialSampler)
+    rebuilt = _update_dataloader(plain, RandomSampler(plain.dataset))  # type: ignore[arg-type]
+    assert isinstance(rebuilt.sampler, RandomSampler)
+    assert (rebuilt.batch_size, rebuilt.drop_last, len(rebuilt)) == (4, True, 2)
