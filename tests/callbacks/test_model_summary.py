@@ -80,6 +80,19 @@ def test_depth_two_shows_nested_names() -> None:
     assert "|" not in summarize(model, max_depth=0)  # totals only
 
 
+def test_a_child_registered_under_two_names_is_listed_under_both() -> None:
+    # As Lightning's table at depth 1 (a Module that keeps `self.loss = self.model.loss`).
+    from trainkit.lightning.utilities.model_summary import ModelSummary as LightningSummary
+
+    model = nn.Module()
+    model.inner = nn.Sequential(nn.Linear(4, 4))
+    model.inner.loss = nn.MSELoss()
+    model.loss = model.inner.loss
+    assert "| loss " in summarize(model, max_depth=1)
+    assert LightningSummary(model, max_depth=1).layer_names == ["inner", "loss"]
+    assert LightningSummary(model, max_depth=2).layer_names == ["inner", "inner.0", "inner.loss"]
+
+
 def test_lazy_parameters_count_as_zero_and_are_noted() -> None:
     model = nn.Sequential(nn.LazyLinear(8), nn.Linear(8, 2))
     text = summarize(model)

@@ -103,6 +103,27 @@ class SummaryTable:
         ]
 
 
+def summarized_modules(
+    module: torch.nn.Module, max_depth: int
+) -> list[tuple[str, torch.nn.Module]]:
+    """The submodules a summary lists, with their names, to ``max_depth`` (-1: all).
+
+    At depth 1 every child by each name it has (a module registered twice is listed
+    twice, as in Lightning's table); deeper, each module once, at its first name.
+
+    Args:
+        module: the model summarized.
+        max_depth: how deep to list.
+    """
+    if max_depth == 1:
+        return list(module.named_children())
+    return [
+        (name, submodule)
+        for name, submodule in module.named_modules()
+        if name and (max_depth == -1 or name.count(".") + 1 <= max_depth)
+    ]
+
+
 def summary_table(
     module: torch.nn.Module, max_depth: int = 1, forward: bool = True
 ) -> SummaryTable:
@@ -129,10 +150,7 @@ def summary_table(
     rows: list[list[str]] = []
     lazy_modules: list[str] = []
     layers: list[tuple[str, torch.nn.Module]] = []
-    for name, submodule in module.named_modules():
-        depth = name.count(".") + 1
-        if not name or (max_depth != -1 and depth > max_depth):
-            continue
+    for name, submodule in summarized_modules(module, max_depth):
         layers.append((name, submodule))
         # parameters() skips repeats, so a tensor shared inside a submodule counts once.
         count, lazy = _count(list(submodule.parameters()))

@@ -12,7 +12,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainkit.callbacks.model_summary import format_table, human_readable_count, summary_table
+from trainkit.callbacks.model_summary import (
+    format_table,
+    human_readable_count,
+    summarized_modules,
+    summary_table,
+)
 from trainkit.callbacks.summary_forward import UNKNOWN
 
 __all__ = [
@@ -110,11 +115,7 @@ class ModelSummary:
     @property
     def named_modules(self) -> list[tuple[str, nn.Module]]:
         """The listed submodules, with their names."""
-        return [
-            (name, module)
-            for name, module in self._model.named_modules()
-            if name and (self._max_depth == -1 or name.count(".") + 1 <= self._max_depth)
-        ]
+        return summarized_modules(self._model, self._max_depth)
 
     @property
     def layer_names(self) -> list[str]:
