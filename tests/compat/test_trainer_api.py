@@ -781,3 +781,16 @@ def test_one_progress_bar_at_a_time() -> None:
     with pytest.warns(UserWarning, match="the TQDMProgressBar in callbacks still draws"):
         trainer = trainkit.Trainer(enable_progress_bar=False, callbacks=[bar])
     assert trainer.progress_bar_callback is bar
+
+
+@pytest.mark.parametrize("logger", [None, True])
+def test_the_ported_trainers_default_logger_is_the_ported_tensorboard_logger(
+    tmp_path: Path, logger: Any
+) -> None:
+    # A project's `isinstance(self.logger, TensorBoardLogger)` branch (add_image...) holds.
+    import trainkit.lightning as L
+
+    trainer = L.Trainer(logger=logger, default_root_dir=str(tmp_path), enable_progress_bar=False)
+    assert isinstance(trainer.logger, L.loggers.TensorBoardLogger)
+    assert trainer.logger.log_dir == str(tmp_path / "lightning_logs" / "version_0")
+    assert type(trainkit.Trainer(logger=logger).logger) is trainkit.loggers.TensorBoardLogger

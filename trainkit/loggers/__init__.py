@@ -32,9 +32,8 @@ __all__ = [
 def build_loggers(
     logger: bool | Logger | list[Logger] | None,
     root_dir: str,
-    *,
     dry_run: bool = False,
-    name: str = "logs",
+    default: tuple[type[TensorBoardLogger], str] = (TensorBoardLogger, "logs"),
 ) -> list[Logger]:
     """The loggers ``Trainer(logger=...)`` asks for.
 
@@ -44,14 +43,15 @@ def build_loggers(
         root_dir: the Trainer's ``default_root_dir``.
         dry_run: a fast dev run: any loggers become one :class:`DummyLogger`, which
             writes nothing and accepts every call (as in Lightning).
-        name: the default logger's folder under ``root_dir``.
+        default: the default logger's class and its folder under ``root_dir``.
     """
     if logger is False or logger == []:
         return []
     if dry_run:
         return [DummyLogger()]
     if logger is True or logger is None:
-        return [TensorBoardLogger(root_dir, name=name)]
+        kind, name = default
+        return [kind(root_dir, name=name)]
     # Not list() of any object: one with __getitem__ but no __iter__ never ends it.
     iterable = isinstance(logger, Iterable) and not isinstance(logger, (str, bytes))
     loggers: list[Any] = list(logger) if iterable and not isinstance(logger, Logger) else [logger]

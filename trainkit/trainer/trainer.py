@@ -33,7 +33,7 @@ from trainkit.core.optim import LRSchedulerConfig, configured_optimizers
 from trainkit.distributed.wrapping import convert_sync_batchnorm
 from trainkit.launch import Launcher, launcher_for, select_launcher
 from trainkit.launch.environment import resume_on_restart
-from trainkit.loggers import Logger, build_loggers, run_hyperparameters
+from trainkit.loggers import Logger, TensorBoardLogger, build_loggers, run_hyperparameters
 from trainkit.loops.dataloaders import fit_loaders, fit_validates, stage_loaders
 from trainkit.loops.evaluate import run_evaluation, run_predict
 from trainkit.loops.fit import Fit, run_fit
@@ -108,8 +108,8 @@ class Trainer(TrainerCheckpoints):
         1
     """
 
-    #: The default logger's folder (``trainkit.lightning.Trainer``'s: ``lightning_logs``).
-    _default_logger_name = "logs"
+    #: The default logger's class and folder (``trainkit.lightning``'s: its own, lightning_logs).
+    _default_logger: tuple[type[TensorBoardLogger], str] = (TensorBoardLogger, "logs")
 
     def __init__(
         self,
@@ -211,8 +211,8 @@ class Trainer(TrainerCheckpoints):
         #: What the callbacks contribute to the training step (see trainkit.callbacks.slots).
         self.step_slots = step_slots(self.callbacks)
         root, dry_run = self.default_root_dir, bool(self.fast_dev_run)  # dry: a DummyLogger
-        name = self._default_logger_name
-        self.loggers = [] if barebones else build_loggers(logger, root, dry_run=dry_run, name=name)
+        default = self._default_logger
+        self.loggers = [] if barebones else build_loggers(logger, root, dry_run, default)
         #: Times the runs' hooks and steps (a PassThroughProfiler times nothing).
         self.profiler = build_profiler(profiler)
         #: Where the run is: counters, stage and status.

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Union
 
 from trainkit.callbacks.defaults import CALLBACKS_FACTORY
 from trainkit.lightning.loggers._folder import _LightningLogs
+from trainkit.lightning.loggers.tensorboard import TensorBoardLogger
 from trainkit.trainer.trainer import Trainer as _Trainer
 
 __all__ = ["Trainer"]
@@ -33,7 +34,8 @@ class Trainer(_Trainer):
         True
     """
 
-    _default_logger_name = "lightning_logs"
+    # The ported class: a project's isinstance(trainer.logger, TensorBoardLogger) holds.
+    _default_logger = (TensorBoardLogger, "lightning_logs")
     # Lightning trains on through a non-finite loss; the ported Trainer says so once.
     _nonfinite_action = "warn"
     # Lightning's groups too (and the older package's): a ported project's callbacks.
