@@ -225,6 +225,30 @@ def test_toggle_model_freezes_the_other_optimizers_parameters_inside_the_block()
     assert model.seen == {"inside": [False, False], "own": [True] * 4, "after": [True, True]}
 
 
+def test_toggling_leaves_parameters_no_optimizer_holds_alone() -> None:
+    # As in Lightning: a layer outside every optimizer (a frozen encoder the loss still
+    # passes through, or one trained by hand) keeps requires_grad, so backward works.
+    class WithSpare(TwoNets):
+        def __init__(self) -> None:
+            super().__init__()
+            self.spare = torch.nn.Linear(8, 8)
+
+        def training_step(self, batch: Any, batch_idx: int) -> None:
+            first, _ = self.optimizers()
+            self.toggle_optimizer(first)
+            self.seen["spare"] = [p.requires_grad for p in self.spare.parameters()]
+            self.seen["other"] = [p.requires_grad for p in self.other.parameters()]
+            first.zero_grad()
+            self.manual_backward(self.spare(batch[0]).sum() + self.loss(batch))
+            first.step()
+            self.untoggle_optimizer(first)
+            self.seen["after"] = [p.requires_grad for p in self.other.parameters()]
+
+    model = WithSpare()
+    fit(model, n=32)
+    assert model.seen == {"spare": [True, True], "other": [False, False], "after": [True, True]}
+
+
 def test_toggle_model_outside_fit_says_what_to_use() -> None:
     opt = ManagedOptimizer(torch.optim.SGD(torch.nn.Linear(2, 1).parameters(), lr=0.1))
     with pytest.raises(RuntimeError, match="toggle_optimizer"), opt.toggle_model():

@@ -123,7 +123,7 @@ class Module(DataHooks, HyperparametersMixin, ModuleHooks, nn.Module):
         self._trainer: Trainer | None = None
         self._automatic_optimization = True
         self._strict_loading: bool | None = None  # None: not set (True)
-        self._toggled: dict[int, bool] | None = None
+        self._toggled: dict[int, tuple[torch.Tensor, bool]] | None = None
         self._stage_split = StageSplit()
         self._example_input_array: Any = None
 
@@ -663,21 +663,25 @@ class Module(DataHooks, HyperparametersMixin, ModuleHooks, nn.Module):
         self.trainer.optimization.backward(loss, *args, **kwargs)
 
     def toggle_optimizer(self, optimizer: Any) -> None:
-        """Freeze every parameter that ``optimizer`` does not update (until untoggled).
+        """Freeze the parameters the run's other optimizers update (until untoggled).
 
         With several optimizers (a GAN), it keeps one network's backward from
-        computing gradients for the other's parameters.
+        computing gradients for the other's parameters. Parameters no optimizer
+        holds are left as they are, as in Lightning.
 
         Args:
             optimizer: the optimizer (or the one ``optimizers()`` returned) to train.
         """
         inner = getattr(optimizer, "optimizer", optimizer)
         own = {id(p) for group in inner.param_groups for p in group["params"]}
-        saved: dict[int, bool] = {}
-        for parameter in self.parameters():
-            saved[id(parameter)] = parameter.requires_grad
-            if id(parameter) not in own:
-                parameter.requires_grad = False
+        others = self._trainer.optimizers if self._trainer is not None else []
+        saved: dict[int, tuple[torch.Tensor, bool]] = {}
+        for other in others:
+            for group in getattr(other, "optimizer", other).param_groups:
+                for parameter in group["params"]:
+                    if id(parameter) not in own and id(parameter) not in saved:
+                        saved[id(parameter)] = (parameter, parameter.requires_grad)
+                        parameter.requires_grad = False
         self._toggled = saved
 
     def untoggle_optimizer(self, optimizer: Any) -> None:
@@ -687,9 +691,8 @@ class Module(DataHooks, HyperparametersMixin, ModuleHooks, nn.Module):
             optimizer: the optimizer passed to :meth:`toggle_optimizer`.
         """
         saved = getattr(self, "_toggled", None) or {}
-        for parameter in self.parameters():
-            if id(parameter) in saved:
-                parameter.requires_grad = saved[id(parameter)]
+        for parameter, requires_grad in saved.values():
+            parameter.requires_grad = requires_grad
         self._toggled = None
 
     @contextmanager
