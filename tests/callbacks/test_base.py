@@ -106,3 +106,32 @@ def test_checkpointing_callbacks_run_last_whatever_the_order_given(tmp_path: Pat
     assert trainer.callbacks[-1] is saves
     trainer.fit(Classifier(), loader(blobs(64)))
     assert order == ["logs", "saves: late=1.0"]
+
+
+def test_two_stateful_callbacks_under_one_state_key_are_refused() -> None:
+    # As Lightning: their states would share one checkpoint entry (one lost on resume).
+    from trainkit.callbacks import ModelCheckpoint
+
+    class Counter(trainkit.Callback):
+        def __init__(self, start: int) -> None:
+            self.count = start
+
+        def state_dict(self) -> dict[str, Any]:
+            return {"count": self.count}
+
+    with pytest.raises(RuntimeError, match=r"more than one stateful callback of type `Counter`"):
+        trainkit.Trainer(callbacks=[Counter(1), Counter(2)], logger=False)
+    with pytest.raises(RuntimeError, match=r"state_key \"ModelCheckpoint\{'monitor': 'a'"):
+        trainkit.Trainer(callbacks=[ModelCheckpoint(monitor="a"), ModelCheckpoint(monitor="a")])
+    # Different settings make different keys; stateless callbacks and mocks have none.
+    trainkit.Trainer(
+        callbacks=[
+            ModelCheckpoint(monitor="a"),
+            ModelCheckpoint(monitor="b"),
+            trainkit.Callback(),
+            trainkit.Callback(),
+            MagicMock(),
+            MagicMock(),
+        ],
+        logger=False,
+    )

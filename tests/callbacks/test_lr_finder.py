@@ -91,8 +91,12 @@ def test_snapshot_restores_changed_callback_states_only(tmp_path: Path) -> None:
     from trainkit.tuner.trial import Snapshot
 
     class Scale(Callback):  # stands for the float16 loss scaler a trial moves
-        def __init__(self) -> None:
-            self.scale, self.loads = torch.tensor(1024.0), 0
+        def __init__(self, name: str) -> None:
+            self.scale, self.loads, self.name = torch.tensor(1024.0), 0, name
+
+        @property
+        def state_key(self) -> str:  # two of them: each its own checkpoint entry
+            return f"Scale[{self.name}]"
 
         def state_dict(self) -> dict[str, Any]:
             return {"scale": self.scale}
@@ -100,7 +104,7 @@ def test_snapshot_restores_changed_callback_states_only(tmp_path: Path) -> None:
         def load_state_dict(self, state: dict[str, Any]) -> None:
             self.scale, self.loads = state["scale"].clone(), self.loads + 1
 
-    scale, still = Scale(), Scale()
+    scale, still = Scale("moved"), Scale("still")
     snapshots: list[Any] = []
 
     class Probe(Callback):

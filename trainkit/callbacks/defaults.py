@@ -36,6 +36,7 @@ from trainkit.callbacks.precision import MixedPrecision
 from trainkit.callbacks.progress import ProgressBar, TQDMProgressBar
 from trainkit.callbacks.slots import StepSlots
 from trainkit.callbacks.summary import RunSummary
+from trainkit.checkpoint.callback_state import callback_state_key
 from trainkit.core.module import overrides
 from trainkit.trainer.options import OutputOptions, StepOptions
 
@@ -163,7 +164,30 @@ def assemble_callbacks(
     if output.enable_checkpointing and not quiet and not _has(user, ModelCheckpoint):
         # trainkit's own default keeps last.ckpt: ckpt_path="last" resumes any run.
         built.append(ModelCheckpoint(save_last=True))
+    step_slots(built)  # first: a step callback given twice is named as such
+    _check_state_keys(built)
     return _checkpoints_last(built)
+
+
+def _check_state_keys(callbacks: list[Callback]) -> None:
+    # Two stateful callbacks under one state_key would share one checkpoint entry: the
+    # last one's state would replace the other's, and a resume would give both the same.
+    seen: dict[str, Callback] = {}
+    for callback in callbacks:
+        method = getattr(callback, "state_dict", None)
+        if type(method).__module__ == "unittest.mock":
+            continue  # a test's mock callback: it keeps no state
+        if not overrides(callback, "state_dict", base=Callback):
+            continue
+        key = callback_state_key(callback)
+        if key in seen:
+            raise RuntimeError(
+                f"Found more than one stateful callback of type `{type(callback).__name__}` "
+                f"(state_key {key!r}): a checkpoint keeps one state per key, so one of them "
+                "would be lost on resume. Give each its own settings (its state_key is made "
+                "from them), override `state_key` to tell them apart, or keep one."
+            )
+        seen[key] = callback
 
 
 def option_callback(slot: str, step: StepOptions) -> Callback | None:
@@ -230,6 +254,7 @@ def merge_configured(
         return callbacks
     kinds = {type(callback) for callback in configured}
     kept = [callback for callback in callbacks if type(callback) not in kinds]
+    _check_state_keys(kept + list(configured))
     return _checkpoints_last(kept + list(configured))
 
 
