@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -368,3 +369,26 @@ def test_evaluating_a_file_without_weights_names_the_file(tmp_path: Path) -> Non
     torch.save(edited, path)
     with pytest.raises(CheckpointError, match=r"bare.pt has no 'state_dict' entry"):
         trainkit.Trainer(**QUIET).validate(Classifier(), loader(blobs(32), 16), ckpt_path=path)
+
+
+def test_resuming_without_a_callback_whose_state_was_saved_says_which(tmp_path: Path) -> None:
+    from trainkit.callbacks import ModelCheckpoint
+
+    def trainer(*callbacks: Any, steps: int) -> trainkit.Trainer:
+        options = {**QUIET, "enable_checkpointing": True, "default_root_dir": tmp_path}
+        return trainkit.Trainer(max_steps=steps, callbacks=list(callbacks), **options)
+
+    first = trainer(ModelCheckpoint(monitor="step", mode="max"), ModelCheckpoint(), steps=2)
+    first.fit(Classifier(), loader(blobs(64), 16))
+    path = tmp_path / "both.ckpt"
+    first.save_checkpoint(path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer(ModelCheckpoint(), steps=3).fit(Classifier(), loader(blobs(64), 16), ckpt_path=path)
+    (message,) = [str(w.message) for w in caught if "callbacks used to create" in str(w.message)]
+    assert "ModelCheckpoint{'monitor': 'step', 'mode': 'max'" in message
+    with warnings.catch_warnings(record=True) as caught:  # the same callbacks: nothing to say
+        warnings.simplefilter("always")
+        again = trainer(ModelCheckpoint(monitor="step", mode="max"), ModelCheckpoint(), steps=3)
+        again.fit(Classifier(), loader(blobs(64), 16), ckpt_path=path)
+    assert not [w for w in caught if "callbacks used to create" in str(w.message)]

@@ -313,6 +313,11 @@ def _check_settings(run: Run, checkpoint: dict[str, Any], source: str) -> None:
         run.warn(warning)
 
 
+def _holds_state(saved: Any) -> bool:
+    # A callback state worth restoring: not {} (a stateless callback's), nor only Nones.
+    return isinstance(saved, dict) and any(value is not None for value in saved.values())
+
+
 #: The entries a trainkit checkpoint needs beyond the weights and optimizers to resume.
 _RESUME_KEYS = {"loop": "the loop's progress", "rng": "the random generators' states"}
 
@@ -320,10 +325,26 @@ _RESUME_KEYS = {"loop": "the loop's progress", "rng": "the random generators' st
 def _restore_trainkit_state(run: Run, checkpoint: dict[str, Any], source: str) -> None:
     """The part of :func:`restore_state` that reads what only trainkit's files hold."""
     callback_states = checkpoint.get("callbacks", {})
+    restored: set[str] = set()
     for callback in run.callbacks:
         key = callback_state_key(callback)
         if key in callback_states:
             load_callback_state(callback, callback_states[key])
+            restored.add(key)
+    missing = sorted(
+        key
+        for key, saved in callback_states.items()
+        if key not in restored
+        and isinstance(saved, dict)
+        and any(v is not None for v in saved.values())
+    )
+    if missing:  # Lightning's words first
+        run.warn(
+            "Be aware that when using `ckpt_path`, callbacks used to create the checkpoint need "
+            f"to be provided during `Trainer` instantiation. Please add the following callbacks: "
+            f"{missing}. Their state in {source} is not restored (pass callbacks whose "
+            "state_key matches: the same class and arguments)."
+        )
     state = run.state
     loop_state = checkpoint["loop"]
     # The position is counted in this run's batches, which may hold another
