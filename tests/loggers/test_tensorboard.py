@@ -69,6 +69,21 @@ def test_hyperparams_yaml_and_hparams_tab(tmp_path: Path) -> None:
     assert hparams["act"].string_value == "None"
 
 
+def test_on_other_ranks_the_experiment_is_a_stand_in_that_writes_nothing(tmp_path: Path) -> None:
+    # As Lightning's: `self.logger.experiment.add_image(...)` from every rank runs, and
+    # only rank 0 writes (no second event file, no version folder claimed by rank 1).
+    logger = TensorBoardLogger(tmp_path)
+    trainkit.rank_zero_only.rank = 1
+    try:
+        assert logger.experiment.add_image("x", torch.zeros(3, 2, 2)) is None
+    finally:
+        trainkit.rank_zero_only.rank = None
+    assert list(tmp_path.iterdir()) == []
+    logger.experiment.add_scalar("loss", 1.0, 0)  # rank 0: the real writer
+    logger.finalize("success")
+    assert _scalars(logger.log_dir, "loss") == [(0, 1.0)]
+
+
 def test_enum_and_numpy_hyperparameters_are_written_as_yaml_can_hold_them(tmp_path: Path) -> None:
     import enum
 

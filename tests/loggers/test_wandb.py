@@ -449,6 +449,11 @@ def test_other_ranks_write_nothing(tmp_path: Path) -> None:
         logger.log_text(key="text", columns=["a"], data=[["x"]])
         logger.watch(torch.nn.Linear(2, 2))
         assert logger.use_artifact("model-1a2b:v3") is None
+        # A logger that starts its own run: on this rank, a stand-in that does nothing,
+        # as Lightning's experiment is there (code that logs from every rank runs).
+        own = WandbLogger(save_dir=tmp_path / "own", offline=True)
+        assert own.experiment.log({"image": 1}) is None
     finally:
         trainkit.rank_zero_only.rank = None
     assert run.calls == []
+    assert not (tmp_path / "own").exists()

@@ -44,12 +44,13 @@ def on_rank_zero() -> bool:
     return global_rank() == 0
 
 
-def not_on_rank_zero(logger: str) -> RuntimeError:
-    """The error for reaching a tracker's run from a rank other than 0."""
-    return RuntimeError(
-        f"{logger}.experiment was used on global rank {global_rank()}; only rank 0 writes to "
-        "the tracker (guard the call with `if self.trainer.is_global_zero:`)"
-    )
+def other_ranks_experiment() -> Any:
+    """What ``logger.experiment`` is on a rank other than 0, as in Lightning: a stand-in
+    that takes any call and does nothing (only rank 0 writes to the tracker), so code that
+    logs images or tables from every rank runs unchanged."""
+    from trainkit.loggers.dummy import DummyExperiment  # here: dummy imports the base
+
+    return DummyExperiment()
 
 
 def flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

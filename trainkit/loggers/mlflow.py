@@ -17,8 +17,8 @@ from urllib.parse import unquote, urlparse
 from trainkit.loggers._tracking import (
     CheckpointFiles,
     flatten,
-    not_on_rank_zero,
     on_rank_zero,
+    other_ranks_experiment,
     require_package,
     with_prefix,
 )
@@ -139,7 +139,8 @@ class MLflowLogger(Logger):
     def version(self) -> str:
         """The run's id; the first access starts the run (on rank 0)."""
         self.experiment  # noqa: B018 (creates the run)
-        assert self._run_id is not None
+        if self._run_id is None:
+            raise _rank_zero_only("version (the run id)")
         return self._run_id
 
     @property
@@ -178,7 +179,8 @@ class MLflowLogger(Logger):
     def experiment_id(self) -> str:
         """The MLflow experiment's id (creates it on first use)."""
         self.experiment  # noqa: B018 (creates the experiment)
-        assert self._experiment_id is not None
+        if self._experiment_id is None:
+            raise _rank_zero_only("experiment_id")
         return self._experiment_id
 
     @property
@@ -186,13 +188,13 @@ class MLflowLogger(Logger):
         """The ``MlflowClient``, with the run started, e.g. ``logger.experiment.log_text(
         logger.run_id, text, "notes.txt")``.
 
-        Raises:
-            RuntimeError: used on a global rank other than 0.
+        On a global rank other than 0: a stand-in that takes any call and does nothing,
+        as Lightning's ``rank_zero_experiment`` gives.
         """
         if self._client is not None:
             return self._client
         if not on_rank_zero():
-            raise not_on_rank_zero("MLflowLogger")
+            return other_ranks_experiment()  # type: ignore[no-any-return]
         if self._tracking_uri.startswith("file:"):
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
         from mlflow.tracking import MlflowClient
@@ -355,6 +357,14 @@ class MLflowLogger(Logger):
                 client.log_artifacts(self.run_id, path, artifact_path=f"checkpoints/{name}")
             else:
                 client.log_artifact(self.run_id, path, artifact_path="checkpoints")
+
+
+def _rank_zero_only(what: str) -> RuntimeError:
+    # Another rank's logger has no run: rank 0 starts it (and only rank 0 writes).
+    return RuntimeError(
+        f"MLflowLogger.{what} was read on a global rank other than 0, where no run is "
+        "started (only rank 0 writes to MLflow); read it on rank 0, or broadcast it."
+    )
 
 
 def _file_store_path(uri: str) -> str | None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainkit.loggers._event_file import FLUSH_SECONDS, EventFile
 from trainkit.loggers._files import _write_hparams_yaml
-from trainkit.loggers._tracking import with_prefix
+from trainkit.loggers._tracking import on_rank_zero, other_ranks_experiment, with_prefix
 from trainkit.loggers.base import FolderLogger, hyperparameters
 
 if TYPE_CHECKING:
@@ -102,9 +102,13 @@ class TensorBoardLogger(FolderLogger):
     def experiment(self) -> SummaryWriter:
         """The underlying ``SummaryWriter``, e.g. for ``logger.experiment.add_image``.
 
-        Opened on first use; after ``finalize`` a new one is opened on the same folder.
+        Opened on first use; after ``finalize`` a new one is opened on the same folder. On
+        a global rank other than 0: a stand-in that takes any call and does nothing, as
+        Lightning's gives (only rank 0 writes the run's files).
         """
         if self._writer is None:
+            if not on_rank_zero():
+                return other_ranks_experiment()  # type: ignore[no-any-return]
             # Lazy: importing tensorboard costs about a second.
             from torch.utils.tensorboard import SummaryWriter
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from trainkit.loggers._tracking import (
     CheckpointFiles,
     flatten,
-    not_on_rank_zero,
     on_rank_zero,
+    other_ranks_experiment,
     prefixed,
     require_package,
     with_prefix,
@@ -177,9 +177,8 @@ class WandbLogger(Logger):
     def experiment(self) -> Run:
         """The ``wandb`` run, e.g. for ``logger.experiment.log({"samples": wandb.Image(x)})``.
 
-        Raises:
-            RuntimeError: used on a global rank other than 0 (a run passed as
-                ``experiment`` is returned on any rank).
+        On a global rank other than 0: a stand-in that takes any call and does nothing,
+        as Lightning's gives (a run passed as ``experiment`` is returned on any rank).
         """
         if self._run is not None:
             return self._run
@@ -188,7 +187,7 @@ class WandbLogger(Logger):
             self._define_step(self._run)
             return self._run
         if not on_rank_zero():
-            raise not_on_rank_zero("WandbLogger")
+            return other_ranks_experiment()  # type: ignore[no-any-return]
         import wandb
 
         os.makedirs(self._save_dir, exist_ok=True)
