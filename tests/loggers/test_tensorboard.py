@@ -84,6 +84,19 @@ def test_on_other_ranks_the_experiment_is_a_stand_in_that_writes_nothing(tmp_pat
     assert _scalars(logger.log_dir, "loss") == [(0, 1.0)]
 
 
+def test_a_logger_in_use_can_be_pickled_and_its_copy_writes_on(tmp_path: Path) -> None:
+    import pickle
+
+    logger = TensorBoardLogger(tmp_path)
+    logger.log_metrics({"loss": 1.0}, step=0)
+    logger.experiment.add_scalar("other", 2.0, 0)  # the SummaryWriter is open too
+    copy = pickle.loads(pickle.dumps(logger))
+    copy.log_metrics({"loss": 0.5}, step=1)
+    copy.finalize("success")
+    logger.finalize("success")
+    assert _scalars(logger.log_dir, "loss") == [(0, 1.0), (1, 0.5)]
+
+
 def test_enum_and_numpy_hyperparameters_are_written_as_yaml_can_hold_them(tmp_path: Path) -> None:
     import enum
 

@@ -216,6 +216,15 @@ class TensorBoardLogger(FolderLogger):
             os.makedirs(folder, exist_ok=True)  # the run's folder exists once claimed
         return folder
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Picklable, as Lightning's loggers are: what the open writer and event file
+        # hold is flushed and they are left out; a copy that writes again appends to
+        # the same event file.
+        self.save()
+        state = self.__dict__.copy()
+        state["_writer"] = state["_events"] = None
+        return state
+
     def save(self) -> None:
         """Flush pending events to disk."""
         if self._events is not None:
