@@ -332,11 +332,7 @@ def _restore_trainkit_state(run: Run, checkpoint: dict[str, Any], source: str) -
             load_callback_state(callback, callback_states[key])
             restored.add(key)
     missing = sorted(
-        key
-        for key, saved in callback_states.items()
-        if key not in restored
-        and isinstance(saved, dict)
-        and any(v is not None for v in saved.values())
+        key for key, saved in callback_states.items() if key not in restored and _holds_state(saved)
     )
     if missing:  # Lightning's words first
         run.warn(
