@@ -195,11 +195,7 @@ class MLflowLogger(Logger):
             return self._client
         if not on_rank_zero():
             return other_ranks_experiment()  # type: ignore[no-any-return]
-        if self._tracking_uri.startswith("file:"):
-            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
-        from mlflow.tracking import MlflowClient
-
-        client = MlflowClient(tracking_uri=self._tracking_uri)
+        client = self._new_client()
         if self._run_id is not None:
             run = client.get_run(self._run_id)  # raises when no such run exists
             self._experiment_id = run.info.experiment_id
@@ -227,6 +223,10 @@ class MLflowLogger(Logger):
         run's client once it has started, else one for the store ``__init__`` resolved."""
         if self._client is not None:
             return self._client
+        return self._new_client()
+
+    def _new_client(self) -> MlflowClient:
+        # A client for the store __init__ resolved (a file store allowed: see the class).
         if self._tracking_uri.startswith("file:"):
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
         from mlflow.tracking import MlflowClient

@@ -8,13 +8,14 @@ DataLoader around another sampler (trainkit's ``rebuild_dataloader``).
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Iterable
 from typing import Any
 
 from torch.utils.data import DataLoader, IterableDataset
 
-from trainkit.core.data import rebuild_dataloader
+from trainkit.core.data import num_batches, rebuild_dataloader
 from trainkit.core.hyperparameters import AttributeDict
 from trainkit.lightning.utilities.data import suggested_max_num_workers
 
@@ -44,10 +45,8 @@ def sized_len(dataloader: object) -> int | None:
         >>> sized_len(DataLoader(range(4), batch_size=2)), sized_len(iter([]))
         (2, None)
     """
-    try:
-        return len(dataloader)  # type: ignore[arg-type]
-    except (TypeError, NotImplementedError):
-        return None
+    count = num_batches(dataloader)  # type: ignore[arg-type]  # len(), or inf without one
+    return None if count == math.inf else int(count)
 
 
 def has_len(dataloader: object) -> bool:
