@@ -21,9 +21,10 @@ def missing(module: str, name: str, known: list[str]) -> AttributeError:
         name: the name asked for.
         known: the names the module has.
     """
+    has = f"It has {', '.join(sorted(known))}; " if known else ""
     return AttributeError(
         f"{module} has no {name!r}: trainkit does not provide Lightning's {name}. "
-        f"It has {', '.join(sorted(known))}; docs/porting.md lists what ports and what does not."
+        f"{has}docs/porting.md lists what ports and what does not."
     )
 
 
