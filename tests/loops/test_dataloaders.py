@@ -265,7 +265,84 @@ def test_each_dataloader_hook_sees_the_stage_that_reads_its_loaders() -> None:
     assert model.stages == [
         ("val", "sanity_check"),
         ("train", "train"),
-        ("val", "validate"),  # the reload at the second epoch
-        ("train", "train"),
+        ("train", "train"),  # the reloads at the second epoch: training's at its start,
+        ("val", "validate"),  # validation's when its validation is due
         ("test", "test"),
     ]
+
+
+class EpochData(Recording):
+    """Each loader's samples are the epoch its hook was called in; records which epochs
+    the hooks ran in and which loader's data each validation read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.train_loads: list[int] = []
+        self.val_loads: list[int] = []
+        self.read: list[tuple[int, int]] = []  # (epoch validated, epoch its data is from)
+
+    def _at_epoch(self) -> DataLoader[Any]:
+        return DataLoader(_ids(self.current_epoch, 1), batch_size=1)
+
+    def train_dataloader(self) -> DataLoader[Any]:
+        self.train_loads.append(self.current_epoch)
+        return self._at_epoch()
+
+    def val_dataloader(self) -> DataLoader[Any]:
+        if not self.trainer.sanity_checking:
+            self.val_loads.append(self.current_epoch)
+        return self._at_epoch()
+
+    def validation_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+        if not self.trainer.sanity_checking:
+            self.read.append((self.current_epoch, int(batch[0])))
+
+
+@pytest.mark.parametrize(
+    ("sanity", "check_every", "reload_every", "epochs", "train_loads", "read"),
+    [
+        # Validation less often than the reloads: each reads a loader loaded for it.
+        (1, 3, 2, 9, [0, 2, 4, 6, 8], [(2, 2), (5, 5), (8, 8)]),
+        (0, 2, 2, 6, [0, 2, 4], [(1, 1), (3, 3), (5, 5)]),
+        # Reloads less often: the first validation loads them (the first epoch does
+        # not validate), then again n epochs later.
+        (1, 3, 4, 9, [0, 4, 8], [(2, 2), (5, 2), (8, 8)]),
+        (0, 3, 4, 9, [0, 4, 8], [(2, 2), (5, 2), (8, 8)]),
+        # Every epoch validates: the loaders from the start count for the first epoch.
+        (1, 1, 2, 6, [0, 2, 4], [(0, 0), (1, 0), (2, 2), (3, 2), (4, 4), (5, 4)]),
+    ],
+)
+def test_reloads_give_each_validation_the_loaders_lightning_loads_for_it(
+    sanity: int,
+    check_every: int,
+    reload_every: int,
+    epochs: int,
+    train_loads: list[int],
+    read: list[tuple[int, int]],
+) -> None:
+    # The epochs are those Lightning 2.6 calls the hooks in and validates with.
+    model = EpochData()
+    trainer = trainkit.Trainer(
+        max_epochs=epochs,
+        num_sanity_val_steps=sanity,
+        check_val_every_n_epoch=check_every,
+        reload_dataloaders_every_n_epochs=reload_every,
+        **QUIET,
+    )
+    trainer.fit(model)
+    assert model.train_loads == train_loads
+    assert model.read == read
+    assert int(trainer.val_dataloaders.dataset[0][0]) == read[-1][1]  # the last ones loaded
+
+
+def test_a_resumed_fit_loads_its_loaders_at_the_epoch_it_resumes(tmp_path: Path) -> None:
+    # The hooks see the checkpoint's epoch (a curriculum resumes where it was), and the
+    # reloads count from there: every 2 epochs from epoch 3 is epoch 5.
+    options: dict[str, Any] = {**QUIET, "reload_dataloaders_every_n_epochs": 2}
+    first = trainkit.Trainer(max_epochs=3, **options)
+    first.fit(EpochData())
+    first.save_checkpoint(tmp_path / "at-3.ckpt")
+    model = EpochData()
+    trainkit.Trainer(max_epochs=7, **options).fit(model, ckpt_path=tmp_path / "at-3.ckpt")
+    assert model.train_loads == [3, 5]
+    assert model.read == [(3, 3), (4, 3), (5, 5), (6, 5)]

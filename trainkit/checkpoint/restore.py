@@ -38,6 +38,7 @@ from trainkit.checkpoint.lightning_format import (
     batches_to_skip,
     lightning_epoch,
     lightning_loops,
+    lightning_progress,
     restore_lightning_state,
 )
 from trainkit.checkpoint.resume_check import OPTIONS_KEY, compare, run_settings
@@ -258,6 +259,26 @@ def restore_state(run: Run, checkpoint: dict[str, Any], source: str) -> None:
             f"{type(error).__name__}: {error} (an entry is missing or has another layout than "
             "this trainkit writes); resume from a file this trainkit version wrote."
         ) from error
+
+
+def resumed_counters(checkpoint: Mapping[str, Any]) -> tuple[int, int]:
+    """The epoch and global step a fit resumed from ``checkpoint`` continues at.
+
+    ``(0, 0)`` for a file that does not say: :func:`restore_state` refuses it, saying why.
+
+    Args:
+        checkpoint: a loaded checkpoint, trainkit's or Lightning's.
+
+    Example:
+        >>> resumed_counters({"loop": {"epoch": 3, "global_step": 30}})
+        (3, 30)
+    """
+    try:
+        lightning = is_lightning_checkpoint(checkpoint)
+        progress = lightning_progress(checkpoint) if lightning else checkpoint["loop"]
+        return int(progress["epoch"]), int(progress["global_step"])
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return 0, 0
 
 
 def trainer_options(run: Run) -> dict[str, Any]:

@@ -3,12 +3,14 @@
 :func:`stage_loaders` finds a stage's loaders (given ones, the DataModule's or the
 Module's ``*_dataloader`` hooks) and has the strategy prepare them (its sampler),
 each seeding its workers; :func:`fit_loaders` does it for fit's training and
-validation loaders and records how many batches of each the run takes.
+validation loaders and records how many batches of each the run takes;
+:class:`Reload` says when fit loads them again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from trainkit.core.data import (
@@ -26,8 +28,16 @@ from trainkit.loops.state import RunningStage
 
 if TYPE_CHECKING:
     from trainkit.loops.run import Run
+    from trainkit.trainer.options import LoopOptions
 
-__all__ = ["fit_loaders", "fit_validates", "stage_loaders"]
+__all__ = [
+    "Reload",
+    "fit_loaders",
+    "fit_train_loader",
+    "fit_val_loaders",
+    "fit_validates",
+    "stage_loaders",
+]
 
 
 def stage_loaders(run: Run, kind: str, given: Any, required: bool) -> list[Iterable[Any]]:
@@ -82,30 +92,98 @@ _READING = {
 def fit_loaders(
     run: Run, train_given: Any, val_given: Any
 ) -> tuple[Iterable[Any], list[Iterable[Any]]]:
-    """Fit's training and validation loaders; the run's state records their batch counts
-    (and the samples a step takes, when the training loader has one batch size).
+    """Fit's training and validation loaders (:func:`fit_val_loaders`, then
+    :func:`fit_train_loader`: the sanity check reads validation's first).
 
     Args:
         run: the run being fitted.
         train_given: the training loader the user passed (None: from the hooks).
         val_given: the validation loader(s) the user passed (None: from the hooks).
     """
+    val = fit_val_loaders(run, val_given)
+    return fit_train_loader(run, train_given), val
+
+
+def fit_train_loader(run: Run, given: Any) -> Iterable[Any]:
+    """Fit's training loader; the run's state records its batch count (and the samples
+    a step takes, when the loader has one batch size).
+
+    Args:
+        run: the run being fitted.
+        given: the training loader the user passed (None: from the hooks).
+    """
     options, state = run.options, run.state
-    # Validation's first (the sanity check uses it first), as Lightning loads them;
-    # with limit_val_batches=0 or no validation_step none is asked for (nor is
-    # val_dataloader called), as in Lightning.
-    validating = options.limit_val_batches != 0 and overrides(run.module, "validation_step")
-    val = stage_loaders(run, "val", val_given, False) if validating else []
-    (train,) = stage_loaders(run, "train", train_given, True)
-    if options.overfit_batches:  # the same batches every epoch, validation's too
+    (train,) = stage_loaders(run, "train", given, True)
+    if options.overfit_batches:  # the same batches every epoch
         train = each_loader(train, lambda one: unshuffled(one, run.warn))
-        val[:] = [unshuffled(one, run.warn, "val") for one in val]
     state.num_training_batches = training_batches(train, options.limit_train_batches)
     size = getattr(train, "batch_size", None)  # any iterable's: a list, say, or None
     fixed = size if isinstance(size, int) and size > 0 else 0
     state.samples_per_step = fixed * run.strategy.data_parallel_size or None
+    return train
+
+
+def fit_val_loaders(run: Run, given: Any) -> list[Iterable[Any]]:
+    """Fit's validation loaders; the run's state records their batch counts.
+
+    With ``limit_val_batches=0`` or no ``validation_step`` none is asked for (nor is
+    ``val_dataloader`` called), as in Lightning.
+
+    Args:
+        run: the run being fitted.
+        given: the validation loader(s) the user passed (None: from the hooks).
+    """
+    options, state = run.options, run.state
+    validating = options.limit_val_batches != 0 and overrides(run.module, "validation_step")
+    val = stage_loaders(run, "val", given, False) if validating else []
+    if options.overfit_batches:  # the same batches as training, in order
+        val[:] = [unshuffled(one, run.warn, "val") for one in val]
     state.num_val_batches = batch_totals(val, options.limit_val_batches, "limit_val_batches")
-    return train, val
+    return val
+
+
+@dataclass
+class Reload:
+    """When fit loads its dataloaders again (``reload_dataloaders_every_n_epochs=n``).
+
+    As in Lightning: the training loader at the start of each epoch ``n`` or more
+    epochs after it was last loaded (a resumed fit counts from the epoch it resumed
+    at); the validation loaders when a validation is due ``n`` or more epochs after
+    they were last loaded. The validation loaders fit loads at its start count as
+    loaded at its first epoch only if that epoch validates: otherwise the first
+    validation loads them again, so that each validation reads the loaders
+    ``val_dataloader()`` gives at the epoch Lightning would call it.
+
+    Args:
+        load_train: loads the training loader (and records it on the Trainer).
+        load_val: loads the validation loaders (and records them on the Trainer).
+        train_epoch: the epoch the training loader was loaded for.
+        val_epoch: the epoch the validation loaders were loaded for (``-inf``: none).
+    """
+
+    load_train: Callable[[], Iterable[Any]]
+    load_val: Callable[[], list[Iterable[Any]]]
+    train_epoch: float
+    val_epoch: float
+
+    def train(self, loader: Iterable[Any], epoch: int, options: LoopOptions) -> Iterable[Any]:
+        """The training loader for ``epoch``: ``loader``, or a new one when one is due."""
+        every = options.reload_dataloaders_every_n_epochs
+        if not every or epoch - self.train_epoch < every:
+            return loader
+        self.train_epoch = epoch
+        return self.load_train()
+
+    def val(
+        self, loaders: list[Iterable[Any]], epoch: int, options: LoopOptions
+    ) -> list[Iterable[Any]]:
+        """The validation loaders for a validation at ``epoch``: ``loaders``, or new ones
+        when they are due."""
+        every = options.reload_dataloaders_every_n_epochs
+        if not every or epoch - self.val_epoch < every:
+            return loaders
+        self.val_epoch = epoch
+        return self.load_val()
 
 
 def fit_validates(run: Run) -> bool:

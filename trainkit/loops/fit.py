@@ -24,6 +24,7 @@ import torch
 
 from trainkit.checkpoint.preemption import Preemption, StopVote
 from trainkit.core.data import epoch_batches, set_sampler_epoch
+from trainkit.loops.dataloaders import Reload
 from trainkit.loops.evaluate import run_evaluation, run_sanity_check
 from trainkit.loops.run import Run
 from trainkit.loops.schedule import (
@@ -60,8 +61,8 @@ class Fit:
     save_last: Callable[[], None]
     #: Prints a warning from rank 0.
     warn: Callable[[str], None]
-    #: New training and validation dataloaders, every reload_dataloaders_every_n_epochs.
-    reload: Callable[[], tuple[Iterable[Any], list[Iterable[Any]]]] | None = None
+    #: Loads the dataloaders again (reload_dataloaders_every_n_epochs; None: never).
+    reload: Reload | None = None
     #: ``time.monotonic()`` past which training stops (max_time); set when training starts.
     deadline: float = math.inf
     #: The ``max_steps`` limit in force (``inf``: none), read at every batch.
@@ -86,7 +87,7 @@ def run_fit(run: Run, fit: Fit) -> None:
         if validating: sanity check (a few validation batches; random state untouched)
         on_train_start
         while epoch < max_epochs and not stopping (min_epochs/min_steps hold a stop back):
-            every reload_dataloaders_every_n_epochs: new dataloaders
+            reload_dataloaders_every_n_epochs: the training dataloader again (Reload)
             on_train_epoch_start
             remember the random state the epoch's shuffle starts from (resume uses it)
             for batch_idx, batch in loader (limited to limit_train_batches;
@@ -141,9 +142,8 @@ def run_fit(run: Run, fit: Fit) -> None:
         or may_stop(state, fit.options, fit.warn)
         or state.preempted
     ):
-        every = options.reload_dataloaders_every_n_epochs
-        if fit.reload is not None and every and state.epoch > 0 and state.epoch % every == 0:
-            fit.train_loader, fit.val_loaders = fit.reload()
+        if fit.reload is not None:  # the training dataloader again, when due
+            fit.train_loader = fit.reload.train(fit.train_loader, state.epoch, options)
         _train_epoch(run, fit)
         if state.preempted:
             break  # leave the epoch as saved: it is not over, and must not be marked so
@@ -289,6 +289,8 @@ def _validate(run: Run, fit: Fit) -> None:
         run.module.on_validation_model_zero_grad()  # as Lightning: frees them for validation
     # Validation must not move the training's random streams (see isolated_rng).
     with isolated_rng():
+        if fit.reload is not None:  # the validation dataloaders again, when due
+            fit.val_loaders = fit.reload.val(fit.val_loaders, state.epoch, fit.options)
         run_evaluation(run, fit.val_loaders, state.num_val_batches, "validation")
     run.results.write_evaluation(step=max(state.global_step - 1, 0), epoch=state.epoch)
     # Agree across processes, so that no rank leaves the loop alone.

@@ -12,18 +12,28 @@ stage's dataloaders come from, most often to know whether fit validates::
 :class:`DataSource` answers from the record: the dataloaders passed for the
 stage, else the DataModule or the Module whose ``<stage>_dataloader`` method
 trainkit calls for it.
+
+:class:`FitLoaders` loads fit's dataloaders through those hooks and records them
+on the Trainer (``trainer.train_dataloader``, ``trainer.val_dataloaders``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from trainkit.core.data import DataModule
+from trainkit.checkpoint.restore import resumed_counters
+from trainkit.core.data import DataModule, one_or_list
 from trainkit.core.module import Module, overrides
+from trainkit.loops.dataloaders import Reload, fit_train_loader, fit_val_loaders
+from trainkit.utilities.combined_loader import as_given
 
-__all__ = ["AttachedData", "DataSource", "unpaired_validation"]
+if TYPE_CHECKING:
+    from trainkit.loops.run import Run
+
+__all__ = ["AttachedData", "DataSource", "FitLoaders", "unpaired_validation"]
 
 
 @dataclass(frozen=True)
@@ -125,3 +135,59 @@ def unpaired_validation(trainer: Any) -> str | None:
             "To validate, define validation_step() on the Module."
         )
     return None
+
+
+class FitLoaders:
+    """Fit's dataloaders, loaded through the hooks and recorded on the Trainer.
+
+    Args:
+        trainer: the Trainer fitting: its ``train_dataloader`` and ``val_dataloaders``
+            record what was loaded last.
+        run: the run being fitted.
+        train_given: the training loader passed to ``fit`` (None: from the hooks).
+        val_given: the validation loader(s) passed to ``fit`` (None: from the hooks).
+    """
+
+    def __init__(self, trainer: Any, run: Run, train_given: Any, val_given: Any) -> None:
+        self._trainer, self._run = trainer, run
+        self._train_given, self._val_given = train_given, val_given
+
+    def train(self) -> Iterable[Any]:
+        """The training loader, loaded (again)."""
+        loader = fit_train_loader(self._run, self._train_given)
+        self._trainer.train_dataloader = as_given(loader)  # combined: the collection given
+        return loader
+
+    def val(self) -> list[Iterable[Any]]:
+        """The validation loaders, loaded (again)."""
+        loaders = fit_val_loaders(self._run, self._val_given)
+        self._trainer.val_dataloaders = one_or_list(loaders)
+        return loaders
+
+    def load(
+        self, checkpoint: Mapping[str, Any] | None = None
+    ) -> tuple[Iterable[Any], list[Iterable[Any]]]:
+        """Both: validation's first, as the sanity check reads them first.
+
+        Args:
+            checkpoint: the checkpoint the fit resumes from, if any: the hooks see the
+                epoch and step it resumes at (``trainer.current_epoch``,
+                ``global_step``), as under Lightning, which restores those first; the
+                checkpoint is restored later, when the optimizers exist.
+        """
+        state = self._run.state
+        before = state.epoch, state.global_step
+        if checkpoint is not None:
+            state.epoch, state.global_step = resumed_counters(checkpoint)
+        try:
+            val = self.val()
+            return self.train(), val
+        finally:
+            state.epoch, state.global_step = before
+
+    def reload(self, epoch: int) -> Reload:
+        """When to load them again, for a fit that trains from ``epoch`` with the loaders
+        :meth:`load` gave (``reload_dataloaders_every_n_epochs``)."""
+        every = self._run.options.check_val_every_n_epoch
+        validates_first = every is None or (epoch + 1) % every == 0
+        return Reload(self.train, self.val, epoch, epoch if validates_first else -math.inf)

@@ -34,7 +34,7 @@ from trainkit.distributed.wrapping import convert_sync_batchnorm
 from trainkit.launch import Launcher, launcher_for, select_launcher
 from trainkit.launch.environment import resume_on_restart
 from trainkit.loggers import Logger, TensorBoardLogger, build_loggers, run_hyperparameters
-from trainkit.loops.dataloaders import fit_loaders, fit_validates, stage_loaders
+from trainkit.loops.dataloaders import fit_validates, stage_loaders
 from trainkit.loops.evaluate import run_evaluation, run_predict
 from trainkit.loops.fit import Fit, run_fit
 from trainkit.loops.hooks import Hooks, batch_transfer, layer_builder, overrides, prepare_data
@@ -45,7 +45,7 @@ from trainkit.loops.step import Optimization
 from trainkit.profilers import Profiler, build_profiler, is_active
 from trainkit.strategies import Strategy, build_strategy, plan_devices
 from trainkit.trainer.checkpointing import TrainerCheckpoints
-from trainkit.trainer.data_source import AttachedData, unpaired_validation
+from trainkit.trainer.data_source import AttachedData, FitLoaders, unpaired_validation
 from trainkit.trainer.lightning_parts import StrategyParts
 from trainkit.trainer.options import (
     HardwareOptions,
@@ -57,7 +57,6 @@ from trainkit.trainer.options import (
     take_plugins,
 )
 from trainkit.tuner.trial import running_search
-from trainkit.utilities.combined_loader import as_given
 from trainkit.utilities.rank_zero import rank_zero_only
 from trainkit.utilities.seed import seed_everything, set_deterministic
 
@@ -499,13 +498,8 @@ class Trainer(TrainerCheckpoints):
         self.ckpt_path = str(resume_from) if resume_from else None
         state.start_fit(self.strategy.broadcast(uuid.uuid4().hex), checkpoint is not None)
 
-        def load_dataloaders() -> tuple[Iterable[Any], list[Iterable[Any]]]:
-            loaders = fit_loaders(run, train_dataloaders, val_dataloaders)
-            self.train_dataloader = as_given(loaders[0])  # combined: the collection given
-            self.val_dataloaders = one_or_list(loaders[1])
-            return loaders
-
-        train_loader, val_loaders = load_dataloaders()
+        loaders = FitLoaders(self, run, train_dataloaders, val_dataloaders)
+        train_loader, val_loaders = loaders.load(checkpoint)
         validates = fit_validates(run)
         if (unpaired := unpaired_validation(self)) is not None:
             self.warn(unpaired)
@@ -523,7 +517,7 @@ class Trainer(TrainerCheckpoints):
         run.hooks.call("on_fit_start")
         self._log_hyperparameters(run)
         if state.reload_dataloaders:  # BatchSizeFinder set a new batch size (trainkit/tuner)
-            state.reload_dataloaders, (train_loader, val_loaders) = False, load_dataloaders()
+            state.reload_dataloaders, (train_loader, val_loaders) = False, loaders.load()
         run.fit = fit = Fit(
             options=options,
             train_loader=train_loader,
@@ -534,7 +528,7 @@ class Trainer(TrainerCheckpoints):
             vote=StopVote(self.strategy.agree_max) if self.strategy.world_size > 1 else None,
             save_last=lambda: self.save_checkpoint(self._run_last_path()),
             warn=self.warn,
-            reload=load_dataloaders if options.reload_dataloaders_every_n_epochs else None,
+            reload=loaders.reload(state.epoch),
         )
         run_fit(run, fit)
         run.results.write_pending_start(max(state.global_step - 1, 0), state.epoch)  # no epoch end
