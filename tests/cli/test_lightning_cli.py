@@ -15,6 +15,8 @@ import pytest
 import torch
 import yaml
 
+import trainkit.lightning as L
+
 pytest.importorskip("jsonargparse", reason="LightningCLI needs the extra trainkit[cli]")
 
 from tests.cli import lightning_main as project
@@ -32,6 +34,7 @@ from trainkit.lightning.cli import (
 )
 from trainkit.lightning.loggers import CSVLogger
 from trainkit.trainer.trainer import Trainer
+from trainkit.utilities.messages import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
 MAIN = str(ROOT / "tests" / "cli" / "lightning_main.py")
@@ -701,6 +704,50 @@ def test_load_from_checkpoint_builds_the_class_it_is_called_on(tmp_path: Path) -
     # As Lightning: the class called, with the saved arguments (not the saved subclass).
     assert type(base) is TinyModel and type(own) is OwnOptimizerModel
     assert base.hparams.lr == own.hparams.lr == 0.2
+
+
+def test_load_from_checkpoint_on_the_module_base_builds_the_saved_subclass(
+    tmp_path: Path,
+) -> None:
+    # As Lightning: LightningModule.load_from_checkpoint(path) of a subclass-mode run
+    # builds the class the config named, with its own arguments (here an injected one).
+    from tests.cli.lightning_main import Encoder, InjectedModel
+
+    cli = LightningCLI(args=["fit", *INJECTED], datamodule_class=TinyData)
+    path = tmp_path / "checkpoints" / "last.ckpt"
+    with pytest.warns(UserWarning, match="eval mode"):
+        loaded = L.LightningModule.load_from_checkpoint(path)
+    assert type(loaded) is InjectedModel and isinstance(loaded.encoder, Encoder)
+    assert torch.equal(loaded.head.weight, cli.model.head.weight)
+
+    # A class no imported module defines is never imported from a checkpoint.
+    checkpoint = torch.load(path, weights_only=True)
+    checkpoint["hyper_parameters"]["_class_path"] = "not_imported_anywhere.Model"
+    del checkpoint["integrity"]  # edited on purpose
+    torch.save(checkpoint, tmp_path / "edited.ckpt")
+    with pytest.raises(UsageError, match=r"'not_imported_anywhere\.Model', which is not an imp"):
+        L.LightningModule.load_from_checkpoint(tmp_path / "edited.ckpt")
+
+
+def test_model_and_data_given_by_class_path_both_save_hyperparameters_and_fit(
+    tmp_path: Path,
+) -> None:
+    # Each records its own _class_path; the loggers get the two merged without it.
+    args = ["fit", "--model=tests.cli.lightning_main.OwnOptimizerModel"]
+    args += ["--data=tests.cli.test_lightning_cli.SavingData", "--trainer.max_epochs=1"]
+    cli = LightningCLI(args=[*args, "--trainer.logger=CSVLogger", "--trainer.logger.save_dir=."])
+    assert cli.trainer.global_step == 4
+    assert cli.model.hparams["_class_path"] != cli.datamodule.hparams["_class_path"]
+    logged = yaml.safe_load(Path(cli.trainer.logger.log_dir, "hparams.yaml").read_text())
+    assert "_class_path" not in logged and logged["batch_size"] == 8 and logged["lr"] == 0.1
+
+
+class SavingData(TinyData):
+    """TinyData that records its arguments."""
+
+    def __init__(self, batch_size: int = 8, features: int = 4) -> None:
+        super().__init__(batch_size, features)
+        self.save_hyperparameters()
 
 
 def test_a_model_its_package_re_exports_is_recorded_and_rebuilt_from_ckpt_path(

@@ -38,6 +38,7 @@ from trainkit.cli import config as cfg
 from trainkit.cli.config import ConfigError, import_object
 from trainkit.cli.lightning_cli import LightningCLI
 from trainkit.cli.lightning_parser import PARSER_KEY, SUBCOMMAND_PREFIX, UNRECOGNIZED
+from trainkit.core.hyperparameters import CLASS_PATH_KEY
 from trainkit.trainer.options import trainer_groups
 from trainkit.utilities.messages import did_you_mean
 
@@ -301,7 +302,7 @@ def instantiate(value: Any, where: str, record: dict[str, Any] | None = None) ->
         from trainkit.cli.rebuild import build_recording
 
         # As LightningCLI records a Module the config names by class_path.
-        given = {"_class_path": record["class_path"], **(record.get("init_args") or {})}
+        given = {CLASS_PATH_KEY: record["class_path"], **(record.get("init_args") or {})}
         return build_recording(cls, given, lambda: _construct(cls, init_args, where))
     return _construct(cls, init_args, where)
 

@@ -29,6 +29,7 @@ from torch.optim import Optimizer
 
 from trainkit.callbacks.base import Callback
 from trainkit.core.data import DataModule
+from trainkit.core.hyperparameters import CLASS_PATH_KEY
 from trainkit.core.module import Module
 from trainkit.trainer.trainer import Trainer
 from trainkit.utilities.io import atomic_write
@@ -380,7 +381,7 @@ class LightningCLI:
         saved.pop("_instantiator", None)
         if not saved:
             return
-        path = saved.pop("_class_path", None)
+        path = saved.pop(CLASS_PATH_KEY, None)
         model = {"class_path": path, "init_args": saved} if path is not None else saved
         self.config = self.parser.parse_object({subcommand: {"model": model}}, self.config)
 
@@ -453,7 +454,7 @@ class LightningCLI:
                         name = target.removeprefix(f"{key}.").removeprefix("init_args.")
                         if target.startswith(f"{key}.") and "." not in name:
                             init_args[name] = value
-                    given = init_args if path is None else {"_class_path": path, **init_args}
+                    given = init_args if path is None else {CLASS_PATH_KEY: path, **init_args}
                     build = functools.partial(class_type, *args, **kwargs)
                     return build_recording(class_type, given, build)
             return class_type(*args, **kwargs)

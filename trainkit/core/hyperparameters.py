@@ -19,6 +19,10 @@ from typing import Any
 from torch import nn
 from torch.utils.data import Dataset
 
+#: The hyperparameter a config entry point records for a class given by its import
+#: path (LightningCLI's name): ``load_from_checkpoint`` on a base class builds that class.
+CLASS_PATH_KEY = "_class_path"
+
 # While a config entry point builds a class: the class and the hyperparameters its
 # config gave (see given_hyperparameters).
 _GIVEN: ContextVar[tuple[type, dict[str, Any]] | None] = ContextVar(

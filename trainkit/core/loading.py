@@ -7,6 +7,7 @@ weights are loaded; the file format itself is ``trainkit.checkpoint.files``'s.
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
@@ -19,6 +20,7 @@ from trainkit.checkpoint.weights import (
     load_module_state,
     saved_hyperparameters,
 )
+from trainkit.core.hyperparameters import CLASS_PATH_KEY
 from trainkit.utilities.messages import UsageError
 
 if TYPE_CHECKING:
@@ -151,8 +153,8 @@ def build_saved(
     if hparams_file is not None:
         saved = load_hparams_file(hparams_file)
     instantiator = saved.get("_instantiator")
-    for key in ("_instantiator", "_class_path"):
-        arguments.pop(key, None)  # a config entry point's, not __init__ arguments
+    class_path = arguments.pop(CLASS_PATH_KEY, None)  # kept only for an __init__(**kwargs)
+    arguments.pop("_instantiator", None)  # a config entry point's, not an __init__ argument
     if instantiator is None:
         return cls(**arguments)
     if instantiator not in KNOWN_INSTANTIATORS:
@@ -163,8 +165,47 @@ def build_saved(
             stacklevel=4,
         )
         return cls(**arguments)
-    built: T = instantiate_module(cls, {**saved, **overrides})
+    given = {**saved, **overrides}
+    if class_path is None and _is_framework_base(cls):
+        class_path = given.get(CLASS_PATH_KEY)
+    if class_path is None:  # as Lightning: only the arguments cls takes
+        given = {key: value for key, value in given.items() if key in arguments}
+    target = cls if class_path is None else imported_subclass(str(class_path), cls, path)
+    built: T = instantiate_module(target, given)
     return built
+
+
+def _is_framework_base(cls: type) -> bool:
+    # trainkit's Module stands for Lightning's LightningModule, whose __init__ takes
+    # **kwargs: a class that keeps that __init__ follows the saved class path too.
+    from trainkit.core.module import Module
+
+    return getattr(cls, "__init__", None) is Module.__init__
+
+
+def imported_subclass(class_path: str, cls: type, path: object) -> type:
+    """The class ``class_path`` names, which must be ``cls`` or a subclass of it, and
+    already imported: no code a checkpoint names is imported or run.
+
+    Args:
+        class_path: ``module.Class``, as a config entry point saved it.
+        cls: the class ``load_from_checkpoint`` was called on.
+        path: the checkpoint, for messages.
+
+    Raises:
+        UsageError: no imported subclass of ``cls`` has that path.
+    """
+    module_name, _, name = class_path.rpartition(".")
+    module = sys.modules.get(module_name)
+    found = getattr(module, name, None) if module is not None else None
+    if isinstance(found, type) and issubclass(found, cls):
+        return found
+    raise UsageError(
+        f"{cls.__name__}.load_from_checkpoint: the checkpoint {path} was saved for the class "
+        f"{class_path!r}, which is not an imported subclass of {cls.__name__} (trainkit "
+        "builds only classes already imported; it imports no code a checkpoint names). "
+        f"Import the module that defines it first, or call load_from_checkpoint on that class."
+    )
 
 
 def instantiate_module(cls: type, hyperparameters: dict[str, Any]) -> Any:
@@ -172,9 +213,11 @@ def instantiate_module(cls: type, hyperparameters: dict[str, Any]) -> Any:
 
     ``load_from_checkpoint`` calls it when the hyperparameters hold ``_instantiator``:
     they are the config's arguments, so ``class_path`` entries among them are built
-    into objects again (through jsonargparse, as the config was read). ``cls`` is
-    built, as Lightning builds it, also when the saved ``_class_path`` names a
-    subclass of it.
+    into objects again (through jsonargparse, as the config was read).
+    :func:`build_saved` chooses ``cls``: as Lightning, the class the saved
+    ``_class_path`` names when loaded through ``Module`` itself (or a class whose
+    ``__init__`` takes ``**kwargs``), else the class ``load_from_checkpoint`` was
+    called on, with the arguments it takes.
 
     Args:
         cls: the class ``load_from_checkpoint`` was called on.

@@ -8,6 +8,7 @@ optional: ``pip install "trainkit[mlflow]"`` / ``"trainkit[wandb]"``.
 from collections.abc import Iterable
 from typing import Any
 
+from trainkit.core.hyperparameters import CLASS_PATH_KEY
 from trainkit.loggers.base import BaseLogger, FolderLogger, Logger, versioned_folder
 from trainkit.loggers.csv import CSVLogger
 from trainkit.loggers.dummy import DummyLogger
@@ -89,7 +90,8 @@ def run_hyperparameters(*owners: Any) -> dict[str, Any] | None:
 
     As Lightning merges them: each owner (a Module, a DataModule or None) counts
     when it recorded hyperparameters and did not pass ``logger=False``. None when
-    none counts.
+    none counts. ``_class_path``, which LightningCLI records for a class given by its
+    path (the model's differs from the data's), is left out, as Lightning leaves it.
 
     Args:
         *owners: the Module, then the DataModule (or None).
@@ -103,6 +105,8 @@ def run_hyperparameters(*owners: Any) -> dict[str, Any] | None:
     merged: dict[str, Any] = {}
     for owner in counted:
         for key, value in owner.hparams_initial.items():  # as given, not as changed since
+            if key == CLASS_PATH_KEY:
+                continue
             if key in merged and not _same(merged[key], value):
                 raise ValueError(
                     f"The Module and the DataModule both save the hyperparameter {key!r}, with "
