@@ -525,9 +525,11 @@ class PyTorchProfiler(Profiler):
                         "is False here. Run on a GPU machine, or leave emit_nvtx out to get "
                         "torch.profiler's table and trace."
                     )
-                nvtx: Any = torch.autograd.profiler.emit_nvtx  # untyped in torch
                 session.enter_context(torch.cuda.profiler.profile())
-                session.enter_context(nvtx(**self.profiler_kwargs))
+                # Called by its path: jsonargparse (LightningCLI) follows profiler_kwargs
+                # here and takes emit_nvtx's other argument (record_shapes) as the profiler's.
+                nvtx = torch.autograd.profiler.emit_nvtx(enabled=True, **self.profiler_kwargs)  # type: ignore[no-untyped-call]
+                session.enter_context(nvtx)
             else:
                 activities = [torch.profiler.ProfilerActivity.CPU]
                 if torch.cuda.is_available():

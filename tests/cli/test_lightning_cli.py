@@ -795,3 +795,33 @@ def test_a_loggers_short_name_means_the_ported_class_as_in_lightning(name: str) 
         args=[f"--trainer.logger=trainkit.loggers.{name}", "--trainer.logger.save_dir=out"],
     )
     assert type(own.trainer.logger) is getattr(loggers, name)
+
+
+def test_ddp_and_profiler_arguments_torch_takes_are_config_options(tmp_path: Path) -> None:
+    # As with Lightning's classes: DistributedDataParallel's arguments (DDPStrategy's
+    # **kwargs) and emit_nvtx's record_shapes (PyTorchProfiler's) in YAML, on the command
+    # line and in a lazy_instance default.
+    from jsonargparse import lazy_instance
+
+    from trainkit.lightning.strategies import DDPStrategy
+
+    config = _yaml(
+        tmp_path / "ddp.yaml",
+        "trainer:\n  strategy:\n    class_path: trainkit.lightning.strategies.DDPStrategy\n"
+        "    init_args:\n      find_unused_parameters: true\n",
+    )
+    built = LightningCLI(TinyModel, TinyData, run=False, args=[f"--config={config}"])
+    options = built.config_init.trainer.strategy.ddp_options
+    assert options["find_unused_parameters"] is True and options["static_graph"] is False
+    flags = ["--trainer.strategy=DDPStrategy", "--trainer.strategy.static_graph=true"]
+    built = LightningCLI(TinyModel, TinyData, run=False, args=flags)
+    assert built.config_init.trainer.strategy.ddp_options["static_graph"] is True
+    lazy = lazy_instance(DDPStrategy, gradient_as_bucket_view=True)
+    built = LightningCLI(
+        TinyModel, TinyData, run=False, args=[], trainer_defaults={"strategy": lazy}
+    )
+    assert built.config_init.trainer.strategy.ddp_options["gradient_as_bucket_view"] is True
+
+    profiler = ["--trainer.profiler=PyTorchProfiler", "--trainer.profiler.record_shapes=false"]
+    built = LightningCLI(TinyModel, TinyData, run=False, args=profiler)
+    assert built.trainer.profiler.profiler_kwargs == {"record_shapes": False}

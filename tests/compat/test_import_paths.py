@@ -12,6 +12,7 @@ import importlib
 import importlib.util
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,7 @@ from trainkit.cli.lightning_parser import (
 from trainkit.core import hooks as core_hooks
 from trainkit.core import types
 from trainkit.core.hyperparameters import HyperparametersMixin
+from trainkit.core.loading import instantiate_module
 from trainkit.lightning.callbacks import finetuning as lightning_finetuning
 from trainkit.lightning.callbacks import prediction_writer as lightning_writer
 from trainkit.lightning.callbacks import timer as lightning_timer
@@ -121,6 +123,7 @@ PATHS = [
     ("cli", "OptimizerCallable", OptimizerCallable),
     ("cli", "LRSchedulerCallable", LRSchedulerCallable),
     ("cli", "ArgsType", ArgsType),
+    ("cli", "instantiate_module", instantiate_module),
     ("core.datamodule", "LightningDataModule", trainkit.DataModule),
     ("core.module", "LightningModule", trainkit.Module),
     # Lightning's default folder, lightning_logs: subclasses of trainkit's.
@@ -397,3 +400,13 @@ def test_lightning_pytorch_reached_from_the_top_package_is_the_same_package() ->
     from trainkit.lightning import pytorch as pl
 
     assert pl is L and L.pytorch.Trainer is L.Trainer
+
+
+def test_the_cli_module_has_lightnings_scheduler_types_and_signature_flag() -> None:
+    from torch.optim.lr_scheduler import LRScheduler
+
+    from trainkit.lightning import cli
+
+    assert cli.LRSchedulerTypeTuple == (LRScheduler, cli.ReduceLROnPlateau)
+    assert set(typing.get_args(cli.LRSchedulerTypeUnion)) == set(cli.LRSchedulerTypeTuple)
+    assert cli._JSONARGPARSE_SIGNATURES_AVAILABLE is True

@@ -81,6 +81,9 @@ NAMES = [
     ("utilities.data", "sized_len"),
     ("utilities.data", "has_len"),
     ("utilities.data", "_update_dataloader"),
+    ("plugins.environments", "LightningEnvironment"),
+    ("plugins.environments", "SLURMEnvironment"),
+    ("plugins.environments", "TorchElasticEnvironment"),
 ]
 
 
@@ -409,3 +412,11 @@ def test_the_loader_helpers_answer_and_warn_as_lightnings() -> None:
     rebuilt = _update_dataloader(plain, RandomSampler(plain.dataset))  # type: ignore[arg-type]
     assert isinstance(rebuilt.sampler, RandomSampler)
     assert (rebuilt.batch_size, rebuilt.drop_last, len(rebuilt)) == (4, True, 2)
+
+
+def test_the_cluster_environments_are_the_trainers_under_either_path() -> None:
+    from trainkit.lightning.fabric.plugins import environments as fabric_environments
+    from trainkit.lightning.plugins import environments
+
+    for name in ("LightningEnvironment", "SLURMEnvironment", "TorchElasticEnvironment"):
+        assert getattr(fabric_environments, name) is getattr(environments, name)

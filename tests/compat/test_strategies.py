@@ -56,6 +56,28 @@ def test_ddp_refuses_what_trainkit_decides_elsewhere(
         L.strategies.DDPStrategy(**arguments)
 
 
+@pytest.mark.parametrize(
+    ("name", "ported"),
+    [("ddp", "DDPStrategy"), ("ddp_spawn", "DDPStrategy"), ("fsdp", "FSDPStrategy")],
+)
+def test_the_strategy_a_name_builds_is_an_instance_of_lightnings_class(
+    name: str, ported: str
+) -> None:
+    # Projects branch on isinstance(trainer.strategy, DDPStrategy), which Lightning's
+    # Trainer makes true for strategy="ddp"; trainkit's Trainer builds trainkit's class.
+    strategy = L.Trainer(strategy=name, devices=2, **QUIET).strategy
+    cls = getattr(L.strategies, ported)
+    assert isinstance(strategy, cls) and issubclass(type(strategy), cls)
+    other = L.strategies.FSDPStrategy if ported == "DDPStrategy" else L.strategies.DDPStrategy
+    assert not isinstance(strategy, other)
+
+    class Own(cls):  # type: ignore[misc, valid-type]
+        pass
+
+    assert not isinstance(strategy, Own)  # a project's subclass stands only for itself
+    assert isinstance(Own(), cls) and not isinstance(L.Trainer(**QUIET).strategy, cls)
+
+
 def test_the_trainers_accelerator_decides_an_instances_devices() -> None:
     trainer = trainkit.Trainer(strategy=L.strategies.DDPStrategy(), **QUIET)  # accelerator="cpu"
     assert trainer.strategy.root_device == torch.device("cpu")

@@ -35,7 +35,11 @@ INSTANTIATOR = "trainkit.core.loading.instantiate_module"
 #: The ``_instantiator`` values ``load_from_checkpoint`` follows: trainkit's, and
 #: Lightning's (a checkpoint its LightningCLI saved). No other import path stored in a
 #: checkpoint is ever called.
-KNOWN_INSTANTIATORS = (INSTANTIATOR, "lightning.pytorch.cli.instantiate_module")
+KNOWN_INSTANTIATORS = (
+    INSTANTIATOR,
+    "lightning.pytorch.cli.instantiate_module",
+    "trainkit.lightning.cli.instantiate_module",  # the same function, as ported code names it
+)
 
 
 def read_saved(

@@ -4,7 +4,9 @@ Built on jsonargparse, a dependency of trainkit; importing works without it, and
 constructing a LightningCLI then says what to install.
 """
 
-from typing import Any
+from typing import Any, Union
+
+from torch.optim.lr_scheduler import LRScheduler
 
 from trainkit.cli import lightning_cli
 from trainkit.cli.lightning_cli import ArgsType, SaveConfigCallback
@@ -15,18 +17,30 @@ from trainkit.cli.lightning_parser import (
     ReduceLROnPlateau,
 )
 from trainkit.cli.optimizers import instantiate_class
+from trainkit.core.loading import instantiate_module
 from trainkit.lightning.trainer.trainer import Trainer
 
 __all__ = [
     "ArgsType",
     "LRSchedulerCallable",
+    "LRSchedulerType",
+    "LRSchedulerTypeTuple",
+    "LRSchedulerTypeUnion",
     "LightningArgumentParser",
     "LightningCLI",
     "OptimizerCallable",
     "ReduceLROnPlateau",
     "SaveConfigCallback",
     "instantiate_class",
+    "instantiate_module",
 ]
+
+#: The LR scheduler base classes ``--lr_scheduler`` takes (Lightning's names for them).
+LRSchedulerTypeTuple = (LRScheduler, ReduceLROnPlateau)
+LRSchedulerTypeUnion = Union[LRScheduler, ReduceLROnPlateau]  # noqa: UP007 (a runtime alias)
+LRSchedulerType = Union[type[LRScheduler], type[ReduceLROnPlateau]]  # noqa: UP007
+#: Lightning's flag for jsonargparse with signature support: trainkit requires jsonargparse.
+_JSONARGPARSE_SIGNATURES_AVAILABLE = True
 
 
 class LightningCLI(lightning_cli.LightningCLI):

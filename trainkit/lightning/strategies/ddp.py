@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from torch.nn.parallel import DistributedDataParallel
 
+from trainkit.lightning.strategies._ported import _LightningStrategy
 from trainkit.strategies.ddp import DDPStrategy as _DDPStrategy
 
 __all__ = ["DDPStrategy"]
@@ -22,12 +23,13 @@ _DECIDED_ELSEWHERE = {
     "precision_plugin": "Trainer(precision=...)",
 }
 # DistributedDataParallel's own keywords (``**kwargs`` of Lightning's DDPStrategy).
+#: Those the strategy sets itself; a config tool may pass them as None (their default).
+_SET_BY_STRATEGY = ("output_device", "process_group")
 _DDP_KEYWORDS = frozenset(inspect.signature(DistributedDataParallel.__init__).parameters) - {
     "self",
     "module",
     "device_ids",
-    "output_device",
-    "process_group",
+    *_SET_BY_STRATEGY,
 }
 
 
@@ -50,7 +52,7 @@ def refuse_decided_elsewhere(strategy: str, given: dict[str, Any]) -> None:
         )
 
 
-class DDPStrategy(_DDPStrategy):
+class DDPStrategy(_DDPStrategy, _LightningStrategy):
     """DistributedDataParallel, with Lightning's ``DDPStrategy`` arguments.
 
     The same strategy as :class:`trainkit.strategies.ddp.DDPStrategy`; the
@@ -83,6 +85,9 @@ class DDPStrategy(_DDPStrategy):
         TypeError: an argument above that is refused, or a keyword DDP does not take.
         ValueError: a start method other than "popen" or "spawn".
     """
+
+    # isinstance(trainer.strategy, <this class>) holds for what strategy=... builds.
+    _extends = _DDPStrategy
 
     def __init__(
         self,
@@ -121,6 +126,9 @@ class DDPStrategy(_DDPStrategy):
                 "running the script again ('popen', the default) or with 'spawn'; pass one "
                 "of these."
             )
+        for name in _SET_BY_STRATEGY:  # LightningCLI gives every argument, these as None
+            if name in kwargs and kwargs[name] is None:
+                del kwargs[name]
         unknown = sorted(set(kwargs) - _DDP_KEYWORDS)
         if unknown:
             raise TypeError(
@@ -136,6 +144,12 @@ class DDPStrategy(_DDPStrategy):
             ddp_comm_hook=ddp_comm_hook,
             ddp_comm_state=ddp_comm_state,
         )
-        self.ddp_options.update(kwargs)
+        defaults = self.ddp_options
+        # Assigned as given, so that jsonargparse (LightningCLI) follows kwargs to the
+        # DistributedDataParallel(**self.ddp_options) call and lists its arguments as
+        # DDPStrategy's, as it lists them for Lightning's.
+        self.ddp_options = kwargs
+        for name, value in defaults.items():
+            self.ddp_options.setdefault(name, value)
         if start_method == "spawn":
             self.name = "ddp_spawn"  # how the launcher starts the processes

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from torch import nn
 
+from trainkit.lightning.strategies._ported import _LightningStrategy
 from trainkit.lightning.strategies.ddp import refuse_decided_elsewhere
 from trainkit.strategies.fsdp import FSDPStrategy as _FSDPStrategy
 
@@ -48,7 +49,7 @@ def module_classes(argument: str, policy: ModulePolicy | None) -> tuple[type[nn.
     )
 
 
-class FSDPStrategy(_FSDPStrategy):
+class FSDPStrategy(_FSDPStrategy, _LightningStrategy):
     """Fully sharded data parallel (FSDP2), with Lightning's ``FSDPStrategy`` arguments.
 
     The same strategy as :class:`trainkit.strategies.fsdp.FSDPStrategy`:
@@ -88,6 +89,9 @@ class FSDPStrategy(_FSDPStrategy):
         ValueError: a sharding strategy trainkit does not provide, or a hybrid one
             without ``device_mesh``.
     """
+
+    # isinstance(trainer.strategy, <this class>) holds for what strategy=... builds.
+    _extends = _FSDPStrategy
 
     def __init__(
         self,

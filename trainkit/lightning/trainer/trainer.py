@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Union
 from trainkit.callbacks.defaults import CALLBACKS_FACTORY
 from trainkit.lightning.loggers._folder import _LightningLogs
 from trainkit.lightning.loggers.tensorboard import TensorBoardLogger
+from trainkit.lightning.strategies._ported import _LightningStrategy
 from trainkit.trainer.trainer import Trainer as _Trainer
 
 __all__ = ["Trainer"]
@@ -55,15 +56,19 @@ def _ported_signature() -> inspect.Signature | None:
     """trainkit's Trainer signature, with the loggers ported to ``lightning_logs`` first
     among ``logger``'s types: a config's ``logger: CSVLogger`` (or ``TensorBoardLogger``)
     then means the ported class, as in Lightning, where trainkit's own has the same name.
+    The same for ``strategy: DDPStrategy`` (or ``FSDPStrategy``).
     """
     try:
         hints = typing.get_type_hints(_Trainer.__init__)
     except Exception:  # an annotation that cannot be resolved: keep the inherited one
         return None
 
+    first = {"logger": _LightningLogs, "strategy": _LightningStrategy}
+
     def annotation(parameter: inspect.Parameter) -> Any:
         hint = hints.get(parameter.name, parameter.annotation)
-        return typing.cast(Any, Union)[_LightningLogs, hint] if parameter.name == "logger" else hint
+        ported = first.get(parameter.name)
+        return hint if ported is None else typing.cast(Any, Union)[ported, hint]
 
     signature = inspect.signature(_Trainer.__init__)
     parameters = [p.replace(annotation=annotation(p)) for p in signature.parameters.values()]
