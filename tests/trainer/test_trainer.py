@@ -362,6 +362,37 @@ def test_evaluation_runs_without_gradients_and_restores_train_modes() -> None:
     assert model.training and not model.frozen_norm.training
 
 
+def test_evaluation_hooks_run_without_gradients_as_the_steps_do() -> None:
+    # As Lightning: the whole evaluation run, so that a forward pass in
+    # on_validation_epoch_end builds no graph (.numpy() on it works).
+    seen: dict[str, bool] = {}
+    hooks = ["start", "epoch_start", "epoch_end", "end"]
+
+    class Probe(Classifier):
+        def _note(self, name: str) -> None:
+            stage = self.trainer.state.fn.value
+            seen[f"{name} in {stage}"] = torch.is_grad_enabled()
+
+        def on_validation_epoch_end(self) -> None:
+            self._note("on_validation_epoch_end")
+            x = torch.zeros(2, 8)
+            self(x).numpy()  # raises on a tensor that requires grad
+
+    for stage in ("validation", "test", "predict"):
+        for hook in hooks:
+            name = f"on_{stage}_{hook}"
+            if name != "on_validation_epoch_end":
+                setattr(Probe, name, lambda self, name=name: self._note(name))
+    model = Probe()
+    trainer = trainkit.Trainer(max_epochs=1, num_sanity_val_steps=0, **QUIET)
+    trainer.fit(model, loader(blobs(64), 32), loader(blobs(64), 32))
+    trainer.validate(model, loader(blobs(64), 32), verbose=False)
+    trainer.test(model, loader(blobs(64), 32), verbose=False)
+    trainer.predict(model, loader(blobs(64), 32))
+    assert len(seen) == 4 * 2 + 4 + 4  # each hook, in fit and validate for validation's
+    assert not any(seen.values()), seen
+
+
 def test_fit_trains_with_autograd_on_when_the_caller_left_it_off() -> None:
     # A generator suspended inside torch.no_grad (an inference loop read in part)
     # leaves autograd off for whatever runs next; fit trains anyway, as Lightning's

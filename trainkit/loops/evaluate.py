@@ -85,7 +85,6 @@ def run_evaluation(
     """
     state, results, hooks = run.state, run.results, run.hooks
     step = run.strategy.step_function(run.model, f"{stage}_step")
-    to_device = run.batch_to_device
     several = len(loaders) > 1
     check_dataloader_idx(step, f"{stage}_step", several)
     step = fit_step_arguments(step, getattr(run.module, f"{stage}_step"))
@@ -101,43 +100,10 @@ def run_evaluation(
     if not sanity_checking:
         state.stage = _STAGES[stage]
     try:
-        hooks.call(f"on_{stage}_start")
-        hooks.call(f"on_{stage}_epoch_start")
-        on_batch_start = hooks.caller(f"on_{stage}_batch_start")
-        on_batch_end = hooks.caller(f"on_{stage}_batch_end")
+        # The whole run without autograd, its hooks too, as in Lightning: a forward
+        # pass in on_validation_epoch_end builds no graph.
         with _no_grad(run):
-            for loader_idx, (loader, total) in enumerate(zip(loaders, totals, strict=True)):
-                index = loader_idx if several else None
-                extra = (loader_idx,) if several else ()
-                for batch_idx, batch, _ in batches(loader, total):
-                    batch = to_device(batch, loader_idx)
-                    results.enter_evaluation(index, batch)
-                    # dataloader_idx only with several loaders, as Lightning passes it.
-                    on_batch_start(batch, batch_idx, *extra)
-                    with run.step_context():
-                        outputs = step(batch, batch_idx, *extra)
-                    on_batch_end(outputs, batch, batch_idx, *extra)
-                    if not sanity_checking:
-                        results.write_evaluation_step(run, index)
-        results.enter_evaluation()
-        # Reduce before the epoch-end hooks, so that they read this run's values
-        # in callback_metrics; again after the Module's, which may log more.
-        values = _epoch_results(results, sanity_checking)
-        logged = [0]
-
-        def after_module_hook() -> None:
-            nonlocal values
-            values = _epoch_results(results, sanity_checking)
-            logged[0] = len(results.eval.entries)
-
-        hooks.call_epoch_end(f"on_{stage}_epoch_end", after_module_hook)
-        if len(results.eval.entries) != logged[0]:  # a monitoring callback logged: count it
-            values = _epoch_results(results, sanity_checking)
-        results.close(f"on_{stage}_end")
-        hooks.call(f"on_{stage}_end")
-        # Logged Metric objects start afresh only now: the epoch-end and end hooks
-        # may read metric.compute() (the epoch's value), as in Lightning.
-        results.eval.reset_computed_metrics()
+            values = _evaluate(run, stage, step, loaders, totals)
     finally:
         results.close()
         state.stage = outer_stage
@@ -147,6 +113,56 @@ def run_evaluation(
         if state.fn == "fit":  # validation inside fit hands the model back to training
             _set_mode(run, f"on_{stage}_model_train", default=None)
     return results.evaluation_outputs(values, len(loaders))
+
+
+def _evaluate(
+    run: Run,
+    stage: str,
+    step: Callable[..., Any],
+    loaders: list[Iterable[Any]],
+    totals: list[float],
+) -> dict[str, Any]:
+    """The hooks and batches of one evaluation run; its epoch values."""
+    state, results, hooks = run.state, run.results, run.hooks
+    to_device, several = run.batch_to_device, len(loaders) > 1
+    sanity_checking = state.sanity_checking
+    hooks.call(f"on_{stage}_start")
+    hooks.call(f"on_{stage}_epoch_start")
+    on_batch_start = hooks.caller(f"on_{stage}_batch_start")
+    on_batch_end = hooks.caller(f"on_{stage}_batch_end")
+    for loader_idx, (loader, total) in enumerate(zip(loaders, totals, strict=True)):
+        index = loader_idx if several else None
+        extra = (loader_idx,) if several else ()
+        for batch_idx, batch, _ in batches(loader, total):
+            batch = to_device(batch, loader_idx)
+            results.enter_evaluation(index, batch)
+            # dataloader_idx only with several loaders, as Lightning passes it.
+            on_batch_start(batch, batch_idx, *extra)
+            with run.step_context():
+                outputs = step(batch, batch_idx, *extra)
+            on_batch_end(outputs, batch, batch_idx, *extra)
+            if not sanity_checking:
+                results.write_evaluation_step(run, index)
+    results.enter_evaluation()
+    # Reduce before the epoch-end hooks, so that they read this run's values
+    # in callback_metrics; again after the Module's, which may log more.
+    values = _epoch_results(results, sanity_checking)
+    logged = [0]
+
+    def after_module_hook() -> None:
+        nonlocal values
+        values = _epoch_results(results, sanity_checking)
+        logged[0] = len(results.eval.entries)
+
+    hooks.call_epoch_end(f"on_{stage}_epoch_end", after_module_hook)
+    if len(results.eval.entries) != logged[0]:  # a monitoring callback logged: count it
+        values = _epoch_results(results, sanity_checking)
+    results.close(f"on_{stage}_end")
+    hooks.call(f"on_{stage}_end")
+    # Logged Metric objects start afresh only now: the epoch-end and end hooks
+    # may read metric.compute() (the epoch's value), as in Lightning.
+    results.eval.reset_computed_metrics()
+    return values
 
 
 def _set_mode(run: Run, hook: str, default: str | None = "eval") -> None:
@@ -221,9 +237,9 @@ def _predict(
 ) -> None:
     hooks, to_device, several = run.hooks, run.batch_to_device, len(loaders) > 1
     keep, cpu = predicting.keep, torch.device("cpu")
-    hooks.call("on_predict_start")
-    hooks.call("on_predict_epoch_start")
-    with _no_grad(run):
+    with _no_grad(run):  # the hooks too, as in Lightning
+        hooks.call("on_predict_start")
+        hooks.call("on_predict_epoch_start")
         for loader_idx, (loader, total) in enumerate(zip(loaders, totals, strict=True)):
             extra = (loader_idx,) if several else ()
             outputs = predicting.kept[loader_idx] if keep else []
@@ -236,8 +252,8 @@ def _predict(
                 hooks.call("on_predict_batch_end", prediction, batch, batch_idx, *extra)
                 if keep:  # after the hooks, as Lightning adds it
                     outputs.append(move_data_to_device(prediction, cpu))
-    hooks.call("on_predict_epoch_end")
-    hooks.call("on_predict_end")
+        hooks.call("on_predict_epoch_end")
+        hooks.call("on_predict_end")
 
 
 def check_dataloader_idx(step: Callable[..., Any], name: str, several: bool) -> None:
