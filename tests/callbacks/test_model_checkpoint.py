@@ -64,6 +64,21 @@ def test_top_k_keeps_the_best_scores_and_last(tmp_path: Path) -> None:
     assert load(folder / "last.ckpt")["loop"]["epoch"] == 6
 
 
+def test_a_subclass_extending_monitor_candidates_ranks_by_what_it_adds(tmp_path: Path) -> None:
+    # Lightning's private _monitor_candidates(self, trainer), which projects override to
+    # monitor a value computed from the logged ones.
+    class Negated(ModelCheckpoint):
+        def _monitor_candidates(self, trainer: trainkit.Trainer) -> dict[str, Any]:
+            candidates = super()._monitor_candidates(trainer)
+            candidates["negated"] = -candidates["val/score"]
+            return candidates
+
+    callback = Negated(monitor="negated", mode="min", save_top_k=1, filename="{epoch}")
+    _fit(tmp_path, callback)
+    assert _names(tmp_path / "checkpoints") == ["epoch=2.ckpt"]  # the highest score, 0.9
+    assert callback.best_model_score == pytest.approx(-0.9)
+
+
 def test_mode_max_and_keep_all(tmp_path: Path) -> None:
     callback = ModelCheckpoint(monitor="val/score", mode="max", save_top_k=-1, save_last=False)
     _fit(tmp_path, callback)

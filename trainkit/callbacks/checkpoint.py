@@ -517,7 +517,10 @@ class ModelCheckpoint(Checkpoint):
             self._save(trainer)
 
     def _save(self, trainer: Trainer) -> None:
-        candidates = self._monitor_candidates(trainer, synced=trainer.world_size > 1)
+        if overrides(self, "_monitor_candidates", ModelCheckpoint):  # Lightning's signature
+            candidates = self._monitor_candidates(trainer)
+        else:
+            candidates = self._candidates(trainer, synced=trainer.world_size > 1)
         if trainer.world_size > 1:
             candidates = self._rank_zero_candidates(trainer, candidates)
         step = trainer.global_step
@@ -536,7 +539,10 @@ class ModelCheckpoint(Checkpoint):
         self._last_saved_step = step
         self._saved_this_fit = True
 
-    def _monitor_candidates(self, trainer: Trainer, synced: bool = False) -> dict[str, Any]:
+    def _monitor_candidates(self, trainer: Trainer) -> dict[str, Any]:  # subclasses extend it
+        return self._candidates(trainer, synced=False)
+
+    def _candidates(self, trainer: Trainer, synced: bool) -> dict[str, Any]:
         metrics = trainer.callback_metrics
         synced_metrics = getattr(metrics, "synced", None)
         if synced and synced_metrics is not None:  # every process: the decision below is shared
