@@ -78,3 +78,22 @@ def test_validate_neither_writes_nor_removes(tmp_path: Path) -> None:
 def test_empty_filename() -> None:
     with pytest.raises(ValueError, match="filename cannot be empty"):
         OnExceptionCheckpoint(".", filename="")
+
+
+@pytest.mark.parametrize("kind", ["on_exception", "own"])
+def test_a_checkpoint_callback_of_ones_own_replaces_the_default(tmp_path: Path, kind: str) -> None:
+    # As in Lightning: the Trainer adds its ModelCheckpoint only when no Checkpoint is
+    # given, so a run that chose its own saving writes no epoch files or last.ckpt.
+    class Own(trainkit.callbacks.base.Checkpoint):
+        pass
+
+    given = OnExceptionCheckpoint(tmp_path) if kind == "on_exception" else Own()
+    options = {**QUIET, "enable_checkpointing": True}
+    trainer = trainkit.Trainer(
+        max_epochs=1, default_root_dir=tmp_path, callbacks=[given], **options
+    )
+    trainer.fit(Failing(None), loader(DATA, 8))
+    assert not any(type(c).__name__ == "ModelCheckpoint" for c in trainer.callbacks)
+    assert list(tmp_path.rglob("*.ckpt")) == []
+    default = trainkit.Trainer(max_epochs=1, default_root_dir=tmp_path / "default", **options)
+    assert default.checkpoint_callback is not None  # without one, the default is added

@@ -161,8 +161,10 @@ def assemble_callbacks(
         # The summary prints with the Trainer's own bar: a user who passes a bar, or
         # turns it off, has chosen what the console shows (and may add RunSummary()).
         built.append(RunSummary(verbose=own_bar))
-    if output.enable_checkpointing and not quiet and not _has(user, ModelCheckpoint):
-        # trainkit's own default keeps last.ckpt: ckpt_path="last" resumes any run.
+    if output.enable_checkpointing and not quiet and not _has(user, Checkpoint):
+        # trainkit's own default keeps last.ckpt: ckpt_path="last" resumes any run. Any
+        # checkpoint callback of the user's (OnExceptionCheckpoint, a Checkpoint subclass of
+        # their own) is their choice of what to save, as in Lightning: no default is added.
         built.append(ModelCheckpoint(save_last=True))
     step_slots(built)  # first: a step callback given twice is named as such
     _check_state_keys(built)

@@ -624,7 +624,8 @@ class OutputOptions:
         True,
         "Add a ModelCheckpoint keeping the newest epoch's file and last.ckpt (in the run's "
         "<log_dir>/checkpoints, or <default_root_dir>/checkpoints without a logger) unless "
-        "one is among the callbacks.",
+        "a checkpoint callback (a ModelCheckpoint, an OnExceptionCheckpoint, any Checkpoint) "
+        "is among the callbacks.",
     )
     barebones: bool = option(
         False,
