@@ -138,3 +138,13 @@ def test_callback_prints_on_rank_zero_only(capsys: pytest.CaptureFixture[str]) -
 def test_invalid_depth_is_rejected() -> None:
     with pytest.raises(ValueError, match="max_depth=-2"):
         ModelSummary(max_depth=-2)
+
+
+def test_fast_dev_run_keeps_the_summary_and_barebones_drops_it() -> None:
+    # As in Lightning: a quick check run still shows what it trains.
+    import trainkit
+
+    quick = trainkit.Trainer(fast_dev_run=True, logger=False, accelerator="cpu")
+    assert any(isinstance(c, ModelSummary) for c in quick.callbacks)
+    bare = trainkit.Trainer(barebones=True, accelerator="cpu")
+    assert not any(isinstance(c, ModelSummary) for c in bare.callbacks)

@@ -108,6 +108,7 @@ class ModelCheckpoint(Checkpoint):
             ``last.ckpt`` on the save schedule (a preemption signal still writes
             one). The callback the Trainer adds by itself keeps ``last.ckpt``.
         save_top_k: how many scored files to keep (-1: all, 0: none besides last).
+        save_on_exception: must be False (trainkit saves only at resume points).
         save_weights_only: write only the model's weights and counters (such a
             file cannot resume training).
         mode: "min" or "max": which values of ``monitor`` are better.
@@ -124,7 +125,6 @@ class ModelCheckpoint(Checkpoint):
             (and with ``monitor=None`` at the epoch's end too: the newest state is kept).
         enable_version_counter: accepted for compatibility (False warns): trainkit always
             adds ``-v1``, ``-v2``... instead of overwriting another run's file.
-        save_on_exception: must be False (trainkit saves only at resume points).
 
     Attributes:
         best_model_path: the best scored file ("" before the first).
@@ -160,6 +160,7 @@ class ModelCheckpoint(Checkpoint):
         verbose: bool = False,
         save_last: bool | Literal["link"] | None = None,
         save_top_k: int = 1,
+        save_on_exception: bool = False,
         save_weights_only: bool = False,
         mode: str = "min",
         auto_insert_metric_name: bool = True,
@@ -168,7 +169,6 @@ class ModelCheckpoint(Checkpoint):
         every_n_epochs: int | None = None,
         save_on_train_epoch_end: bool | None = None,
         enable_version_counter: bool = True,
-        save_on_exception: bool = False,
     ) -> None:
         if mode not in ("min", "max"):
             raise ValueError(

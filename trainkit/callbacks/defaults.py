@@ -155,7 +155,7 @@ def assemble_callbacks(
     if own_bar:
         # The Trainer's bar is the one whose log lines carry timing (see TQDMProgressBar).
         built.append(TQDMProgressBar(timing=True))
-    if output.enable_model_summary and not quiet and not _has(user, ModelSummary):
+    if output.enable_model_summary and not barebones and not _has(user, ModelSummary):
         built.append(ModelSummary())
     if not barebones and not _has(user, RunSummary):
         # The summary prints with the Trainer's own bar: a user who passes a bar, or

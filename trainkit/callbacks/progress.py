@@ -457,14 +457,14 @@ class TQDMProgressBar(ProgressBar):
         refresh_rate: redraw at most every this many batches (and, on top of that,
             at most every tqdm ``mininterval``, 0.1 s). Must be at least 1. The
             ``TQDM_MINITERS`` environment variable, when larger, wins (as in Lightning).
-        print_every_n_steps: in plain mode (stdout not a terminal), print a line
-            every this many training batches. Must be at least 1.
-        leave: keep one finished bar per epoch on screen. When False one training
-            bar is reused across epochs and stays after the last one.
-        plain: force plain-line mode (True) or bars (False); None decides once, at
-            setup, from whether stdout is a terminal.
         process_position: the terminal line of the first bar (bars below other
             programs' bars).
+        leave: keep one finished bar per epoch on screen. When False one training
+            bar is reused across epochs and stays after the last one.
+        print_every_n_steps: in plain mode (stdout not a terminal), print a line
+            every this many training batches. Must be at least 1.
+        plain: force plain-line mode (True) or bars (False); None decides once, at
+            setup, from whether stdout is a terminal.
         timing: in plain mode, add the rate (``it/s``), the time the epoch (or the
             evaluation) has taken and, when the epoch's length is known, its ETA
             to each line. The Trainer's own bar turns it on; it is off here so
@@ -487,10 +487,10 @@ class TQDMProgressBar(ProgressBar):
     def __init__(
         self,
         refresh_rate: int = 1,
-        print_every_n_steps: int = 50,
-        leave: bool = False,
-        plain: bool | None = None,
         process_position: int = 0,
+        leave: bool = False,
+        print_every_n_steps: int = 50,
+        plain: bool | None = None,
         timing: bool = False,
     ) -> None:
         if refresh_rate < 1:
