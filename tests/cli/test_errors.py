@@ -58,9 +58,9 @@ MISTAKES = [
         "trainer.max_epochs=-2 is invalid: it must be >= -1 (-1 for no limit)",
     ),
     (
-        "negative devices",
-        lambda t: [CONFIG, "trainer.devices=-1"],
-        "trainer.devices=-1 must be at least 1",
+        "no devices",
+        lambda t: [CONFIG, "trainer.devices=0"],
+        "trainer.devices=0 must be at least 1",
     ),
     (
         "misspelled strategy",

@@ -251,6 +251,44 @@ def test_asking_for_devices_that_are_not_there_says_what_there_is(device: str) -
             trainkit.Trainer(**{**QUIET, "accelerator": "cuda"})
 
 
+@pytest.mark.parametrize(
+    ("given", "read"),
+    [
+        ("1", 1),
+        (" 2 ", 2),
+        ("-1", -1),
+        ("0,2", [0, 2]),
+        ("0, 2", [0, 2]),
+        ("2,", [2]),
+        ((0, 1), [0, 1]),
+    ],
+)
+def test_devices_given_as_text_or_a_config_list_are_read_as_lightning_reads_them(
+    given: Any, read: Any
+) -> None:
+    from trainkit.trainer.options import HardwareOptions
+
+    assert HardwareOptions(devices=given).devices == read
+    omegaconf = pytest.importorskip("omegaconf")
+    listed = omegaconf.OmegaConf.create({"devices": [0, 1]}).devices  # a Hydra config's
+    assert HardwareOptions(devices=listed).devices == [0, 1]
+    with pytest.raises(TypeError, match=r"such a string \('2', '0,1'\), got 'two'"):
+        HardwareOptions(devices="two")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_devices_minus_one_is_every_gpu(device: str) -> None:
+    if device == "cuda":
+        trainer = trainkit.Trainer(**{**QUIET, "accelerator": "cuda"}, devices="1")
+        assert trainer.num_devices == 1
+        plan = trainkit.strategies.plan_devices("auto", "cuda", -1)
+        assert len(plan.indices) == torch.cuda.device_count()
+    else:
+        assert trainkit.Trainer(**QUIET, devices="1").num_devices == 1
+        with pytest.raises(ValueError, match=r"devices=-1 asks for every GPU.*on the CPU"):
+            trainkit.Trainer(**QUIET, devices=-1)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_ddp_with_one_process_trains_as_one_device(
     device: str, monkeypatch: pytest.MonkeyPatch

@@ -644,3 +644,12 @@ def test_loggers_assigned_on_the_trainer_are_the_ones_written_to(tmp_path: Path)
     fit(trainer)
     rows = (tmp_path / "swapped" / "version_0" / "metrics.csv").read_text().splitlines()
     assert rows[0] == "epoch,step,train/loss" and {row.split(",")[0] for row in rows[1:]} == {"1"}
+
+
+def test_a_home_relative_default_root_dir_is_expanded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As Lightning: "~/runs" is the home folder's runs, never a folder named "~".
+    monkeypatch.setenv("HOME", str(tmp_path))
+    trainer = trainkit.Trainer(default_root_dir="~/runs", max_epochs=1, **QUIET)
+    assert trainer.default_root_dir == str(tmp_path / "runs")

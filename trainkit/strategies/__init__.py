@@ -56,7 +56,7 @@ def plan_devices(
         raise TypeError(
             f"strategy must be a name or a Strategy instance, got {type(strategy).__name__}."
         )
-    HardwareOptions(accelerator=accelerator, devices=devices)  # names and forms
+    devices = HardwareOptions(accelerator=accelerator, devices=devices).devices  # forms read
     device_type = _device_type(accelerator)
     indices = _device_indices(device_type, devices)
     if isinstance(strategy, Strategy):
@@ -139,6 +139,13 @@ def _device_indices(device_type: str, devices: int | list[int] | str) -> list[in
                 f"devices={devices!r} lists device indices, which only CUDA devices have. On "
                 "the CPU pass a number of processes, e.g. devices=1."
             )
+    elif devices == -1:  # every GPU, as in Lightning
+        if available is None:
+            raise ValueError(
+                "devices=-1 asks for every GPU, and this run computes on the CPU. Pass a "
+                "number of processes, e.g. devices=2, or accelerator='gpu' on a GPU machine."
+            )
+        indices = list(range(available))
     else:
         assert isinstance(devices, int)
         indices = list(range(devices))

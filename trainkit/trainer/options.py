@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import typing
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -133,7 +133,10 @@ class HardwareOptions:
         "auto", "'cpu', 'cuda' (alias 'gpu') or 'auto' (CUDA when available)."
     )
     devices: int | list[int] | str = option(
-        "auto", "How many devices (or a list of CUDA indices); 'auto' is one."
+        "auto",
+        "How many devices (or a list of CUDA indices); 'auto' is one, -1 every GPU. As in "
+        "Lightning, a string is read as given on a command line: '2' is two devices, "
+        "'0,2' (or '2,') a list of indices.",
     )
     process_group_timeout: float = option(
         1800.0,
@@ -188,15 +191,19 @@ class HardwareOptions:
                 f"Unknown accelerator {self.accelerator!r}; valid accelerators are "
                 f"{list(ACCELERATORS)}.{hint}"
             )
-        devices = self.devices
-        if isinstance(devices, (list, tuple)):
-            if not devices or not all(_is_int(i) for i in devices):
+        devices = parse_devices(self.devices)
+        object.__setattr__(self, "devices", devices)
+        if isinstance(devices, list):
+            if not devices or not all(_is_int(i) and i >= 0 for i in devices):
                 raise ValueError(f"devices={devices!r} must be a non-empty list of device indices.")
         elif _is_int(devices):
-            if devices < 1:  # type: ignore[operator]
-                raise ValueError(f"devices={devices} must be at least 1.")
+            if devices < 1 and devices != -1:
+                raise ValueError(f"devices={devices} must be at least 1 (or -1: every GPU).")
         elif devices != "auto":
-            raise TypeError(f"devices must be 'auto', an int or a list of ints, got {devices!r}.")
+            raise TypeError(
+                f"devices must be 'auto', an int, a list of ints or such a string ('2', "
+                f"'0,1'), got {devices!r}."
+            )
         _check_int("num_nodes", self.num_nodes, minimum=1, hint="")
         timeout = self.process_group_timeout
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
@@ -208,6 +215,35 @@ class HardwareOptions:
     def compile_options(self) -> dict[str, Any] | None:
         """``torch.compile``'s keyword arguments for ``compile`` (None: do not compile)."""
         return compile_options(self.compile)
+
+
+def parse_devices(devices: Any) -> Any:
+    """``devices`` in one of its checked forms: "auto", an int or a list of ints.
+
+    As Lightning reads them: a string of a number is that number ("2", "-1"); a
+    string with commas lists indices ("0,2", "2,"); a list-like config value (an
+    OmegaConf ``ListConfig``) becomes a list. Anything else is returned as given,
+    for the caller's check to name.
+
+    Args:
+        devices: ``Trainer(devices=...)``.
+
+    Example:
+        >>> parse_devices("2"), parse_devices("0, 2"), parse_devices("1,"), parse_devices("auto")
+        (2, [0, 2], [1], 'auto')
+    """
+    if isinstance(devices, str):
+        text = devices.strip()
+        if "," in text:
+            parts = [part.strip() for part in text.split(",") if part.strip()]
+            if parts and all(part.isdigit() for part in parts):
+                return [int(part) for part in parts]
+            return devices
+        number = text[1:] if text.startswith("-") else text
+        return int(text) if number.isdigit() else devices
+    if isinstance(devices, Sequence) and not isinstance(devices, (bytes, bytearray)):
+        return list(devices)
+    return devices
 
 
 def compile_options(setting: bool | Mapping[str, Any]) -> dict[str, Any] | None:

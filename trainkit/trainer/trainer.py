@@ -164,7 +164,7 @@ class Trainer(TrainerCheckpoints):
         # Each keyword lands in its option group, a frozen dataclass that checks it.
         given = dict(locals())
         root = os.fspath(default_root_dir) if default_root_dir is not None else None
-        given["default_root_dir"] = root
+        given["default_root_dir"] = root = root and os.path.expanduser(root)  # ~/runs
         #: Where the run computes.
         self.hardware = from_keywords(HardwareOptions, given)
         #: How long to train and when to validate and log (a fast dev run applied).
