@@ -30,6 +30,7 @@ from trainkit.lightning.cli import (
     LightningCLI,
     LRSchedulerCallable,
     OptimizerCallable,
+    SaveConfigCallback,
     instantiate_class,
 )
 from trainkit.lightning.loggers import CSVLogger
@@ -248,6 +249,15 @@ def test_parser_kwargs_per_subcommand_and_default_env(
     monkeypatch.setenv("PL_MODEL__LR", "0.25")
     env = LightningCLI(TinyModel, TinyData, run=False, parser_kwargs={"default_env": True}, args=[])
     assert env.model.hparams.lr == 0.25
+    # Flat keyword arguments are the main parser's, as in Lightning: its defaults file
+    # may hold a section per subcommand.
+    common = _yaml(tmp_path / "common.yaml", "fit:\n  model:\n    lr: 0.5\n")
+    cli = project.cli_main(
+        ["fit", *QUIET, "--trainer.max_steps=1", "--trainer.logger=false", "--optimizer=SGD"],
+        parser_kwargs={"default_config_files": [common]},
+        save_config_callback=None,
+    )
+    assert cli.model.hparams.lr == 0.5
 
 
 def test_callbacks_and_loggers_from_yaml_and_appended_on_the_command_line(tmp_path: Path) -> None:
@@ -295,7 +305,7 @@ def test_saved_config_reruns_the_same_training(tmp_path: Path) -> None:
     for mine, theirs in zip(first.model.parameters(), again.model.parameters(), strict=True):
         assert torch.equal(mine, theirs)
     # A third run into the same log folder would overwrite the config: refused.
-    with pytest.raises(RuntimeError, match="overwrite"):
+    with pytest.raises(RuntimeError, match="Aborting to avoid overwriting results"):
         project.cli_main(
             [
                 "fit",
@@ -825,3 +835,42 @@ def test_ddp_and_profiler_arguments_torch_takes_are_config_options(tmp_path: Pat
     profiler = ["--trainer.profiler=PyTorchProfiler", "--trainer.profiler.record_shapes=false"]
     built = LightningCLI(TinyModel, TinyData, run=False, args=profiler)
     assert built.trainer.profiler.profiler_kwargs == {"record_shapes": False}
+
+
+def test_dict_kwargs_for_an_init_taking_kwargs_are_recorded_and_reloaded(tmp_path: Path) -> None:
+    args = ["fit", "--model=tests.cli.test_lightning_cli.KwargsModel", "--model.lr=0.2"]
+    args += ["--model.dict_kwargs.extra=3", "--trainer.max_epochs=1", *QUIET]
+    cli = LightningCLI(datamodule_class=TinyData, args=args)
+    assert cli.model.kwargs == {"extra": 3} and cli.model.hparams["extra"] == 3
+    with pytest.warns(UserWarning, match="eval mode"):
+        loaded = KwargsModel.load_from_checkpoint(tmp_path / "checkpoints" / "last.ckpt")
+    assert loaded.kwargs == {"extra": 3} and loaded.hparams.lr == 0.2
+
+
+class KwargsModel(OwnOptimizerModel):
+    """A model whose __init__ takes **kwargs (filled from a config's dict_kwargs)."""
+
+    def __init__(self, lr: float = 0.1, **kwargs: Any) -> None:
+        super().__init__(lr=lr)
+        self.save_hyperparameters()
+        self.kwargs = kwargs
+
+
+def test_save_config_callback_saving_nowhere_is_refused() -> None:
+    with pytest.raises(ValueError, match="only makes sense when subclassing SaveConfigCallback"):
+        SaveConfigCallback(LightningArgumentParser(), {}, save_to_log_dir=False)
+
+    class Elsewhere(SaveConfigCallback):
+        def save_config(self, trainer: Any, module: Any, stage: str) -> None:
+            pass
+
+    assert Elsewhere(LightningArgumentParser(), {}, save_to_log_dir=False).save_to_log_dir is False
+
+
+def test_args_given_with_command_line_arguments_too_warns(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "argv", ["main.py", "--model.lr=0.3"])
+    with pytest.warns(
+        UserWarning, match=r"args parameter .* sys\.argv\[1:\]=\['--model\.lr=0\.3'\]"
+    ):
+        cli = LightningCLI(TinyModel, TinyData, run=False, args=["--model.lr=0.2"])
+    assert cli.model.hparams.lr == 0.2  # args wins

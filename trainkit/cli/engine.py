@@ -107,8 +107,10 @@ class TrainkitCLI(LightningCLI):
         self.parse = parse
         self.run_config: dict[str, Any] = {}
         with _interpolations_relative_to_the_subcommand():
+            every = {**PARSER_KWARGS, "formatter_class": _help_formatter()}
             super().__init__(
-                parser_kwargs={**PARSER_KWARGS, "formatter_class": _help_formatter()},
+                # The main parser's, and each subcommand's (flat ones reach only the main).
+                parser_kwargs={**every, **{name: every for name in self.subcommands()}},
                 save_config_callback=None,
                 seed_everything_default=False,
                 auto_configure_optimizers=False,

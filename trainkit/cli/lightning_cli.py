@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
+import warnings
 from collections.abc import Callable
 from types import MethodType
 from typing import TYPE_CHECKING, Any, Union
@@ -30,7 +32,7 @@ from torch.optim import Optimizer
 from trainkit.callbacks.base import Callback
 from trainkit.core.data import DataModule
 from trainkit.core.hyperparameters import CLASS_PATH_KEY
-from trainkit.core.module import Module
+from trainkit.core.module import Module, overrides
 from trainkit.trainer.trainer import Trainer
 from trainkit.utilities.io import atomic_write
 from trainkit.utilities.seed import seed_everything
@@ -85,6 +87,13 @@ class SaveConfigCallback(Callback):
         self.multifile = multifile
         self.save_to_log_dir = save_to_log_dir
         self.already_saved = False
+        if not save_to_log_dir and not overrides(self, "save_config", SaveConfigCallback):
+            raise ValueError(
+                "SaveConfigCallback(save_to_log_dir=False) would save the config nowhere: "
+                "`save_to_log_dir=False` only makes sense when subclassing SaveConfigCallback "
+                "to implement `save_config`. Override save_config in a subclass, or leave "
+                "save_to_log_dir=True."
+            )
 
     def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
         """Write the config once, before the run starts.
@@ -103,8 +112,9 @@ class SaveConfigCallback(Callback):
             # Every rank stops, not only rank 0, so that none waits for the others forever.
             if trainer.strategy.broadcast(exists) and not self.overwrite:
                 raise RuntimeError(
-                    f"SaveConfigCallback: {path} exists (a previous run's config); stopping "
-                    "rather than overwrite it. Use another log folder, delete the file, pass "
+                    f"SaveConfigCallback: {path} exists (a previous run's config). Aborting "
+                    "to avoid overwriting results of a previous run. Use another log folder, "
+                    "delete the file, pass "
                     'LightningCLI(save_config_kwargs={"overwrite": True}) to replace it, or '
                     "LightningCLI(save_config_callback=None) to save none."
                 )
@@ -224,12 +234,11 @@ class LightningCLI:
     def _setup_parser_kwargs(
         self, parser_kwargs: dict[str, Any]
     ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        # As Lightning: a subcommand's entry goes to its parser, the rest to the main one
+        # (whose default_config_files may hold a section per subcommand, "fit: ...").
         names = self.subcommands()
-        if any(key in names for key in parser_kwargs):
-            main = {k: v for k, v in parser_kwargs.items() if k not in names}
-            return main, {k: dict(v) for k, v in parser_kwargs.items() if k in names}
-        # Flat keyword arguments apply to every parser.
-        return dict(parser_kwargs), {name: dict(parser_kwargs) for name in names}
+        main = {k: v for k, v in parser_kwargs.items() if k not in names}
+        return main, {k: dict(v) for k, v in parser_kwargs.items() if k in names}
 
     def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
         """A parser with ``--config``.
@@ -359,6 +368,14 @@ class LightningCLI:
             parser: the parser.
             args: a list of arguments, a dict (or Namespace) of values, or None.
         """
+        if args is not None and len(sys.argv) > 1:
+            warnings.warn(
+                "LightningCLI's args parameter is intended to run from within Python like if "
+                "it were from the command line. To prevent mistakes it is not recommended to "
+                f"provide both args and command line arguments, got: sys.argv[1:]={sys.argv[1:]}"
+                f", args={args}. The command line's are ignored.",
+                stacklevel=3,
+            )
         if args is None:
             self.config = parser.parse_args()
         elif isinstance(args, list):
@@ -434,8 +451,9 @@ class LightningCLI:
         sections: dict[str, tuple[str | None, dict[str, Any]]] = {}
         for key in ("model", "data"):
             value = plain.get(key)
-            if isinstance(value, dict) and "class_path" in value:
-                sections[key] = (value["class_path"], dict(value.get("init_args") or {}))
+            if isinstance(value, dict) and "class_path" in value:  # dict_kwargs: **kwargs
+                given = {**(value.get("init_args") or {}), **(value.get("dict_kwargs") or {})}
+                sections[key] = (value["class_path"], given)
             elif isinstance(value, dict):  # a class given directly: its arguments
                 sections[key] = (None, value)
 

@@ -6,6 +6,7 @@ weights are loaded; the file format itself is ``trainkit.checkpoint.files``'s.
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 import warnings
@@ -232,9 +233,17 @@ def instantiate_module(cls: type, hyperparameters: dict[str, Any]) -> Any:
     init_args = {k: v for k, v in hyperparameters.items() if not k.startswith("_")}
     built = cls
     parser = ArgumentParser(exit_on_error=False)
-    parser.add_class_arguments(built, "module", fail_untyped=False, sub_configs=True)
+    named = inspect.signature(built).parameters
+    extra = {key: init_args.pop(key) for key in list(init_args) if key not in named}
+    value: dict[str, Any] = init_args
+    if extra:  # values for __init__(**kwargs): a config's dict_kwargs
+        parser.add_subclass_arguments(built, "module", fail_untyped=False)
+        path = f"{built.__module__}.{built.__qualname__}"
+        value = {"class_path": path, "init_args": init_args, "dict_kwargs": extra}
+    else:
+        parser.add_class_arguments(built, "module", fail_untyped=False, sub_configs=True)
     try:
-        config = parser.parse_object({"module": init_args})
+        config = parser.parse_object({"module": value})
     except Exception as error:  # jsonargparse's ArgumentError: the saved arguments do not fit
         raise UsageError(
             f"{cls.__name__}.load_from_checkpoint: the saved hyperparameters do not fit "
