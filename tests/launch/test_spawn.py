@@ -125,6 +125,10 @@ def test_the_caller_adopts_rank_zeros_counters_metrics_and_callback_states(
     assert {"train/loss", "val/loss", "val/acc"} <= set(trainer.callback_metrics)
     assert Path(best.best_model_path).parent == tmp_path / "best"
     assert Path(best.best_model_path).is_file()
+    # Evaluating without a model, as after any fit: the ranks take the module they
+    # trained, from the best checkpoint (they say so on stderr).
+    results = trainer.validate(dataloaders=_data()[1], verbose=False)
+    assert set(results[0]) >= {"val/loss", "val/acc"}
 
 
 class FirstStep(trainkit.Callback):

@@ -114,7 +114,7 @@ class TrainerViews:
             return function(model, *args)
         outcome = self.launcher.launch(function, model, *args, report=self._rank_zero_report)
         if outcome.report is not None:  # rank 0 ran in a process this one started
-            self._adopt(outcome.report, model)
+            self._adopt(outcome.report, model if model is not None else self._module)
         return outcome.value
 
     def _take_compiled(self, model: Any) -> Any:
@@ -157,9 +157,10 @@ class TrainerViews:
             fit_ended=self.state.fit_ended,
         )
 
-    def _adopt(self, report: RankZeroReport, module: Module) -> None:
+    def _adopt(self, report: RankZeroReport, module: Module | None) -> None:
         # Make the caller's module and Trainer look as if the run had happened here.
-        module.load_state_dict(report.module_state)
+        if module is not None:
+            module.load_state_dict(report.module_state)
         self.state.load_state_dict(report.run_state)
         self.state.preempted = report.preempted
         self.state.status = TrainerStatus(report.status)

@@ -263,6 +263,9 @@ class Trainer(TrainerCheckpoints):
         if isinstance(train_dataloaders, DataModule):
             train_dataloaders, datamodule = None, train_dataloaders
         self._launch(self._fit, model, train_dataloaders, val_dataloaders, datamodule, ckpt_path)
+        if self.launcher is not None:  # ranks this process started trained: evaluate that
+            loaders = {"train": train_dataloaders, "val": val_dataloaders}
+            self._module, self._attached = model, AttachedData(model, datamodule, loaders)
         if self.state.preempted:  # a checkpoint was saved; the scheduler may restart the job
             self.preemption.finish_fit(self._last_checkpoint_paths()[0], self.is_global_zero)
 
