@@ -15,6 +15,7 @@ import pytest
 import torch
 import yaml
 
+import trainkit
 import trainkit.lightning as L
 
 pytest.importorskip("jsonargparse", reason="LightningCLI needs the extra trainkit[cli]")
@@ -216,6 +217,7 @@ def test_configs_merge_in_order_then_overrides_and_print_config(tmp_path: Path) 
     result = _run("fit", "--config", a, "--config", b, "--model.lr", "0.3", "--print_config")
     assert result.returncode == 0, result.stderr
     printed = yaml.safe_load(result.stdout)
+    assert result.stdout.startswith(f"# trainkit=={trainkit.__version__}\n")  # what wrote it
     assert printed["trainer"]["max_epochs"] == 5
     assert printed["model"]["lr"] == 0.3
     assert printed["data"]["batch_size"] == 2

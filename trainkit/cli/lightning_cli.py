@@ -248,6 +248,10 @@ class LightningCLI:
         """
         from jsonargparse import ActionConfigFile  # type: ignore[attr-defined]
 
+        from trainkit.version import __version__
+
+        # The first line of a saved or printed config says what wrote it.
+        kwargs.setdefault("dump_header", [f"trainkit=={__version__}"])
         parser = self.parser_class(**kwargs)
         parser.add_argument(
             "-c",
