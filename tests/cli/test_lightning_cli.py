@@ -876,3 +876,19 @@ def test_args_given_with_command_line_arguments_too_warns(monkeypatch: pytest.Mo
     ):
         cli = LightningCLI(TinyModel, TinyData, run=False, args=["--model.lr=0.2"])
     assert cli.model.hparams.lr == 0.2  # args wins
+
+
+def test_a_trainer_class_without_callbacks_gets_none_and_a_function_is_refused() -> None:
+    class NoCallbacks(Trainer):
+        def __init__(self, max_epochs: int = 1) -> None:
+            super().__init__(max_epochs=max_epochs, logger=False, enable_checkpointing=False)
+
+    with pytest.warns(UserWarning, match="NoCallbacks` class does not expose the `callbacks`"):
+        cli = LightningCLI(TinyModel, TinyData, trainer_class=NoCallbacks, run=False, args=[])
+    assert type(cli.trainer) is NoCallbacks
+
+    def build_trainer(**kwargs: Any) -> Trainer:
+        return Trainer(**kwargs)
+
+    with pytest.raises(TypeError, match=r"trainer_class='.*build_trainer'\): trainkit takes a"):
+        LightningCLI(TinyModel, TinyData, trainer_class=build_trainer, run=False, args=[])

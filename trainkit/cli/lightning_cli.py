@@ -152,7 +152,7 @@ class LightningCLI:
         datamodule_class: the DataModule class (or base class, or None: any, optional).
         save_config_callback: the callback that saves the config (None: none).
         save_config_kwargs: its keyword arguments (``{"overwrite": True}``).
-        trainer_class: the Trainer class (or a function returning a Trainer).
+        trainer_class: the Trainer class.
         trainer_defaults: the Trainer arguments' defaults (``callbacks`` are added to
             those the config gives).
         seed_everything_default: the seed (True: a random one, saved in the config;
@@ -175,11 +175,11 @@ class LightningCLI:
 
     def __init__(
         self,
-        model_class: type[Module] | Callable[..., Module] | None = None,
-        datamodule_class: type[DataModule] | Callable[..., DataModule] | None = None,
+        model_class: type[Module] | None = None,
+        datamodule_class: type[DataModule] | None = None,
         save_config_callback: type[SaveConfigCallback] | None = SaveConfigCallback,
         save_config_kwargs: dict[str, Any] | None = None,
-        trainer_class: type[Trainer] | Callable[..., Trainer] = Trainer,
+        trainer_class: type[Trainer] = Trainer,
         trainer_defaults: dict[str, Any] | None = None,
         seed_everything_default: bool | int = True,
         parser_kwargs: dict[str, Any] | None = None,
@@ -194,6 +194,17 @@ class LightningCLI:
         from trainkit.cli.lightning_parser import LightningArgumentParser, require_jsonargparse
 
         require_jsonargparse()
+        for name, given in (
+            ("trainer_class", trainer_class),
+            ("model_class", model_class),
+            ("datamodule_class", datamodule_class),
+        ):
+            if given is not None and not isinstance(given, type):
+                raise TypeError(
+                    f"LightningCLI({name}={getattr(given, '__qualname__', given)!r}): trainkit "
+                    "takes a class here, not a function that builds one. Write a subclass whose "
+                    "__init__ sets the arguments the function would, and pass it."
+                )
         self.save_config_callback = save_config_callback
         self.save_config_kwargs = save_config_kwargs or {}
         self.trainer_class = trainer_class
@@ -495,6 +506,14 @@ class LightningCLI:
         return self._instantiate_trainer(config, extra)
 
     def _instantiate_trainer(self, config: dict[str, Any], callbacks: list[Any]) -> Trainer:
+        if "callbacks" not in config:  # a Trainer class of the user's without the argument
+            warnings.warn(
+                f"The `{self.trainer_class.__qualname__}` class does not expose the `callbacks` "
+                "argument so they will not be included (the config's, the defaults' and "
+                "SaveConfigCallback).",
+                stacklevel=2,
+            )
+            return self.trainer_class(**config)
         given = config.get("callbacks")
         listed = [] if given is None else list(given) if isinstance(given, list) else [given]
         listed.extend(callbacks)
