@@ -135,3 +135,25 @@ def test_two_stateful_callbacks_under_one_state_key_are_refused() -> None:
         ],
         logger=False,
     )
+
+
+def test_hooks_take_lightnings_keyword_for_the_module() -> None:
+    # Lightning code calls hooks by keyword: super().on_x(trainer=trainer, pl_module=...).
+    from trainkit.callbacks import EarlyStopping
+    from trainkit.callbacks.base import hook_method
+
+    seen: list[Any] = []
+
+    class Mine(trainkit.Callback):
+        def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+            seen.append(pl_module)
+            super().on_train_epoch_end(trainer=trainer, pl_module=pl_module)
+
+    Mine().on_train_epoch_end(trainer=None, pl_module="module")
+    assert seen == ["module"]
+    stopping = EarlyStopping(monitor="loss")
+    stopping.setup(trainer=None, pl_module=None, stage="validate")  # no TypeError
+    # The loop calls the hook's own function: no keyword mapping on its path.
+    bound = hook_method(stopping, "setup")
+    assert bound.__func__ is EarlyStopping.setup.__trainkit_hook__  # type: ignore[attr-defined]
+    assert hook_method(Mine(), "on_train_epoch_end").__func__ is Mine.on_train_epoch_end

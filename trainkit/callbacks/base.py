@@ -1,7 +1,8 @@
 """The Callback base class: do-nothing hooks a user overrides.
 
-Hooks take ``(trainer, module, ...)`` in the same order and with the same names as
-Lightning's, so porting a Lightning callback is changing its base class. The loop
+Hooks take ``(trainer, module, ...)`` in the same order as Lightning's, so porting
+a Lightning callback is changing its base class; trainkit's hooks also take the
+Module by Lightning's keyword, ``pl_module=``. The loop
 calls the Module's own hook first, then each callback's, in the order of
 ``Trainer(callbacks=[...])``.
 
@@ -16,6 +17,9 @@ first batch, so an unused hook costs nothing per step.
 
 from __future__ import annotations
 
+import functools
+import types
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
@@ -41,6 +45,11 @@ class Callback:
     #: (checkpointing, early stopping): its ``on_*_epoch_end`` hooks then run after
     #: the Module's, as Lightning runs ModelCheckpoint's and EarlyStopping's.
     monitors_epoch_end: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__module__.startswith("trainkit."):  # the user's own hooks keep their names
+            _take_pl_module(cls)
 
     @property
     def state_key(self) -> str:
@@ -360,6 +369,57 @@ class Callback:
         self, trainer: Trainer, module: Module, checkpoint: dict[str, Any]
     ) -> None:
         """Called when a checkpoint is restored, with the full checkpoint dict."""
+
+
+def _hook_taking_pl_module(function: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(function)
+    def hook(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if "pl_module" in kwargs:
+            kwargs["module"] = kwargs.pop("pl_module")
+        return function(self, *args, **kwargs)
+
+    hook.__trainkit_hook__ = function  # type: ignore[attr-defined]
+    return hook
+
+
+def _take_pl_module(cls: type) -> None:
+    """Let the hooks ``cls`` defines be called with Lightning's keyword ``pl_module=``.
+
+    trainkit names the Module parameter ``module``; Lightning code calls hooks by
+    keyword too (``super().on_validation_end(trainer=trainer, pl_module=pl_module)``,
+    a callback forwarding to an inner ``ModelCheckpoint``). The loop calls the hook's
+    own function (:func:`hook_method`), so the keyword mapping costs it nothing.
+    """
+    for name, value in list(vars(cls).items()):
+        code = getattr(value, "__code__", None)
+        if (
+            name in _MODULE_HOOKS
+            and code is not None
+            and code.co_varnames[1 : min(3, code.co_argcount)] == ("trainer", "module")
+        ):
+            setattr(cls, name, _hook_taking_pl_module(value))
+
+
+def hook_method(callback: object, name: str) -> Callable[..., Any]:
+    """``callback``'s hook ``name``, bound, as the loop calls it (positionally).
+
+    Args:
+        callback: a callback.
+        name: the hook's name.
+    """
+    method = getattr(callback, name)
+    direct = getattr(getattr(method, "__func__", None), "__trainkit_hook__", None)
+    return method if direct is None else types.MethodType(direct, callback)
+
+
+#: The hooks taking ``(trainer, module, ...)``.
+_MODULE_HOOKS = frozenset(
+    name
+    for name, value in vars(Callback).items()
+    if getattr(value, "__code__", None) is not None
+    and value.__code__.co_varnames[1:3] == ("trainer", "module")
+)
+_take_pl_module(Callback)
 
 
 class Checkpoint(Callback):

@@ -44,10 +44,12 @@ from typing import TYPE_CHECKING, Any, Literal
 import torch
 
 from trainkit.callbacks.base import Checkpoint, validates_once_per_epoch
+from trainkit.callbacks.checkpoint_forwarded import save_if_forwarded
 from trainkit.checkpoint import sharded
 from trainkit.checkpoint.files import link_atomic
 from trainkit.checkpoint.restore import without_resume_state
 from trainkit.checkpoint.run_files import (
+    as_score,
     experiment_runs,
     folders_to_clean,
     free_path,
@@ -76,13 +78,6 @@ VERSION_COUNTER_NOTE = (
     "another run's file (this run's gets -v1, -v2...). Leave the option out to silence this."
 )
 LAST = "last"
-
-
-def _as_score(value: Any) -> torch.Tensor:
-    """A metric value as a detached 0-d CPU tensor (how scores are kept, as in Lightning)."""
-    if isinstance(value, torch.Tensor):
-        return value.detach().to("cpu").reshape(())
-    return torch.tensor(float(value))
 
 
 class ModelCheckpoint(Checkpoint):
@@ -355,6 +350,7 @@ class ModelCheckpoint(Checkpoint):
         if interval is not None:  # checked here; agreed at the resume point (several ranks)
             self._time_checked = True
             self._due = self._due or time.monotonic() - self._last_save_time >= interval
+        save_if_forwarded(self, trainer)  # another callback calls this one's hooks
 
     def on_train_epoch_end(self, trainer: Trainer, module: Module) -> None:
         """Note an epoch-based save; it happens at the resume point after the epoch."""
@@ -409,6 +405,7 @@ class ModelCheckpoint(Checkpoint):
         every = self._every_n_epochs
         if every and (trainer.current_epoch + 1) % every == 0:
             self._due = True
+            save_if_forwarded(self, trainer)
 
     def _save_points(self, trainer: Trainer) -> tuple[bool, bool]:
         # (At the training epoch's end, after each validation run.) None: after each (a file
@@ -517,10 +514,9 @@ class ModelCheckpoint(Checkpoint):
             self._save(trainer)
 
     def _save(self, trainer: Trainer) -> None:
-        if overrides(self, "_monitor_candidates", ModelCheckpoint):  # Lightning's signature
-            candidates = self._monitor_candidates(trainer)
-        else:
-            candidates = self._candidates(trainer, synced=trainer.world_size > 1)
+        own = not overrides(self, "_monitor_candidates", ModelCheckpoint)  # else Lightning's
+        candidates = self._candidates(trainer, trainer.world_size > 1) if own else None
+        candidates = self._monitor_candidates(trainer) if candidates is None else candidates
         if trainer.world_size > 1:
             candidates = self._rank_zero_candidates(trainer, candidates)
         step = trainer.global_step
@@ -566,7 +562,7 @@ class ModelCheckpoint(Checkpoint):
         """
         point = f"ModelCheckpoint's save at step {trainer.global_step}"
         value = candidates.get(self.monitor) if self.monitor is not None else None
-        mine = None if value is None else float(_as_score(value))
+        mine = None if value is None else float(as_score(value))
         _, (differs,) = rank_zero_floats(trainer.strategy.exchange, [mine], point)
         if differs and trainer.is_global_zero:
             self._warn_once(
@@ -610,7 +606,7 @@ class ModelCheckpoint(Checkpoint):
                 "it with self.log, or fix the name.",
             )
             return None
-        score = _as_score(value)
+        score = as_score(value)
         if torch.isnan(score):
             # A NaN never ranks: it counts as the worst possible score.
             score = torch.tensor(math.inf if self.mode == "min" else -math.inf)
@@ -745,7 +741,7 @@ class ModelCheckpoint(Checkpoint):
         """
         if current is None or self.save_top_k == 0:
             return False
-        return self._ranks(_as_score(current))
+        return self._ranks(as_score(current))
 
     def file_exists(self, filepath: str | os.PathLike[str], trainer: Trainer) -> bool:
         """Whether a checkpoint is at ``filepath``, as global rank 0 sees it, on every process.
@@ -882,10 +878,10 @@ class ModelCheckpoint(Checkpoint):
             return
 
         def score(value: Any) -> torch.Tensor | None:
-            return None if value is None else _as_score(value)
+            return None if value is None else as_score(value)
 
         self.best_k_models = {
-            path: _as_score(value) for path, value in state_dict.get("best_k_models", {}).items()
+            path: as_score(value) for path, value in state_dict.get("best_k_models", {}).items()
         }
         self.best_model_score = score(state_dict.get("best_model_score"))
         self.current_score = score(state_dict.get("current_score"))

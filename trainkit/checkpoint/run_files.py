@@ -16,10 +16,13 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import torch
+
 from trainkit.checkpoint import sharded
 from trainkit.checkpoint.weights import peek
 
 __all__ = [
+    "as_score",
     "experiment_runs",
     "folders_to_clean",
     "free_path",
@@ -130,6 +133,17 @@ def remove_future_files(
         info = peek(path)
         if info is not None and info["lineage"] == lineage and info["global_step"] > global_step:
             sharded.remove(path)
+
+
+def as_score(value: Any) -> torch.Tensor:
+    """A metric value as a detached 0-d CPU tensor (how scores are kept, as in Lightning).
+
+    Args:
+        value: a tensor of one element, or a number.
+    """
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu").reshape(())
+    return torch.tensor(float(value))
 
 
 def write_scores(scores: Mapping[str, Any], filepath: str | os.PathLike[str]) -> None:

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from trainkit.callbacks.base import Callback, attach_module, calls_hook
+from trainkit.callbacks.base import Callback, attach_module, calls_hook, hook_method
 from trainkit.callbacks.defaults import is_monitoring
 from trainkit.callbacks.slots import PrecisionPart
 from trainkit.core.data import DataModule
@@ -101,7 +101,7 @@ class Hooks:
 
     def _callback_methods(self, name: str) -> list[Callable[..., Any]]:
         return [
-            self.profiled(f"[Callback]{type(cb).__name__}.{name}", getattr(cb, name))
+            self.profiled(f"[Callback]{type(cb).__name__}.{name}", hook_method(cb, name))
             for cb in self.callbacks
             if overrides(cb, name, Callback) and calls_hook(cb, name)
         ]
@@ -187,7 +187,7 @@ class Hooks:
             if monitoring is not None and is_monitoring(callback) != monitoring:
                 continue
             if overrides(callback, name, Callback) and calls_hook(callback, name):
-                hook = getattr(callback, name)
+                hook = hook_method(callback, name)
                 action = f"[Callback]{type(callback).__name__}.{name}"
                 self.profiled(action, hook)(self.trainer, self.module, *args, **kwargs)
 
