@@ -103,6 +103,10 @@ def test_process_and_option_properties_on_one_device(tmp_path: Path) -> None:
     )
     assert (trainer.val_check_interval, trainer.check_val_every_n_epoch) == (0.5, 2)
     assert (trainer.num_sanity_val_steps, trainer.limit_train_batches) == (1, 0.5)
+    every = trainkit.Trainer(num_sanity_val_steps=-1, **QUIET)  # every batch: Lightning's inf
+    assert every.num_sanity_val_steps == float("inf") and every.num_sanity_val_steps > 0
+    every.num_sanity_val_steps = float("inf")
+    assert every.options.num_sanity_val_steps == -1
     assert (trainer.accumulate_grad_batches, trainer.gradient_clip_val) == (2, 1.5)
     assert trainer.reload_dataloaders_every_n_epochs == 2
     assert trainer.precision == "32-true" and trainer.default_root_dir == str(tmp_path)

@@ -670,13 +670,15 @@ class TrainerViews:
         change_options(self, check_val_every_n_epoch=value)
 
     @property
-    def num_sanity_val_steps(self) -> int:
-        """The ``num_sanity_val_steps`` option."""
-        return self.options.num_sanity_val_steps
+    def num_sanity_val_steps(self) -> float:
+        """The ``num_sanity_val_steps`` option; ``inf`` for -1 (every batch), as Lightning
+        reads it, so that ``trainer.num_sanity_val_steps > 0`` says whether one runs."""
+        steps = self.options.num_sanity_val_steps
+        return math.inf if steps == -1 else steps
 
     @num_sanity_val_steps.setter
-    def num_sanity_val_steps(self, value: int) -> None:
-        change_options(self, num_sanity_val_steps=value)
+    def num_sanity_val_steps(self, value: float) -> None:
+        change_options(self, num_sanity_val_steps=-1 if value == math.inf else value)
 
     @property
     def log_every_n_steps(self) -> int:
