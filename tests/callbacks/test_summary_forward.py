@@ -151,3 +151,25 @@ def test_the_same_cells_as_lightnings_summary() -> None:
     assert [[cell.strip() for cell in row[-3:]] for row in theirs] == _columns(
         summary_table(TwoInputs())
     )
+
+
+def test_a_scripted_submodule_has_unknown_sizes_and_the_run_goes_on() -> None:
+    # torch.jit.script modules take no forward hooks; Lightning shows "?" for them.
+    from trainkit.lightning.utilities.model_summary import ModelSummary as LightningSummary
+
+    class Scripted(trainkit.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.Linear(3, 4)
+            self.b = torch.jit.script(nn.Linear(4, 2))
+            self.example_input_array = torch.zeros(5, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.b(self.a(x))
+
+    assert [row[1:] for row in _columns(summary_table(Scripted()))] == [
+        ["[5, 3]", "[5, 4]"],
+        ["?", "?"],
+    ]
+    lightning = LightningSummary(Scripted())  # type: ignore[arg-type]
+    assert lightning.in_sizes == [[5, 3], "?"]

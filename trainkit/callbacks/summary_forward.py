@@ -97,7 +97,11 @@ def forward_columns(
         return record
 
     modes = [(submodule, submodule.training) for submodule in module.modules()]
-    handles = [layer.register_forward_hook(recorder(name)) for name, layer in layers]
+    handles = [
+        layer.register_forward_hook(recorder(name))
+        for name, layer in layers
+        if not isinstance(layer, torch.jit.ScriptModule)  # takes no hooks: sizes unknown
+    ]
     counter = FlopCounterMode(display=False)
     try:
         first = next(module.parameters(), None)

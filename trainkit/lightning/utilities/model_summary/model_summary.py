@@ -57,7 +57,8 @@ class LayerSummary:
         self._module = module
         self._in_size: Any = UNKNOWN
         self._out_size: Any = UNKNOWN
-        self._hook_handle: Any = module.register_forward_hook(self._record)
+        scripted = isinstance(module, torch.jit.ScriptModule)  # takes no hooks: sizes unknown
+        self._hook_handle: Any = None if scripted else module.register_forward_hook(self._record)
 
     def _record(self, module: nn.Module, inputs: Any, output: Any) -> None:
         self._in_size = _size(inputs[0] if len(inputs) == 1 else list(inputs))
