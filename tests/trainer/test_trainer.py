@@ -653,3 +653,21 @@ def test_a_home_relative_default_root_dir_is_expanded(
     monkeypatch.setenv("HOME", str(tmp_path))
     trainer = trainkit.Trainer(default_root_dir="~/runs", max_epochs=1, **QUIET)
     assert trainer.default_root_dir == str(tmp_path / "runs")
+
+
+def test_setup_and_teardown_get_lightnings_trainer_fn_as_the_stage() -> None:
+    # As Lightning passes it: code reads stage.value; it still equals and reads as "fit".
+    from trainkit.lightning.trainer.states import TrainerFn
+
+    stages: list[Any] = []
+
+    class Recording(Classifier):
+        def setup(self, stage: str) -> None:
+            stages.append(stage)
+
+        def teardown(self, stage: str) -> None:
+            stages.append(stage)
+
+    trainkit.Trainer(max_epochs=1, **QUIET).fit(Recording(), loader(blobs(32), 16))
+    assert stages == [TrainerFn.FITTING, TrainerFn.FITTING]
+    assert stages[0].value == "fit" and stages[0] == "fit" and f"{stages[0]}" == "fit"

@@ -389,9 +389,10 @@ class Trainer(TrainerCheckpoints):
                 self.datamodule, datamodule.trainer = datamodule, self
             prepare_data(self.strategy, self.node_rank, model, datamodule)
             if datamodule is not None:
-                datamodule.setup(stage=fn)
-            hooks.call_callbacks("setup", stage=fn)  # Lightning's order: callbacks, then the Module
-            model.setup(stage=fn)
+                datamodule.setup(stage=TrainerFn(fn))
+            # Lightning's order: callbacks, then the Module; stage is a TrainerFn, as there
+            hooks.call_callbacks("setup", stage=TrainerFn(fn))
+            model.setup(stage=TrainerFn(fn))
             model.zero_grad()  # every run starts without gradients, as Lightning's does
             if (build := layer_builder(model)) is not None:  # before the strategy's set-up
                 with self.strategy.model_init_context():
@@ -445,9 +446,9 @@ class Trainer(TrainerCheckpoints):
             raise
         finally:
             if datamodule is not None:
-                datamodule.teardown(stage=fn)
-            hooks.call_callbacks("teardown", stage=fn)
-            model.teardown(stage=fn)
+                datamodule.teardown(stage=TrainerFn(fn))
+            hooks.call_callbacks("teardown", stage=TrainerFn(fn))
+            model.teardown(stage=TrainerFn(fn))
             if self.is_global_zero:
                 for logger in self.loggers:
                     logger.finalize(ending)
