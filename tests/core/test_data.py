@@ -214,3 +214,27 @@ def test_no_persistent_dataloader_worker_outlives_a_run() -> None:
     trainer.fit_loop.max_epochs = 3  # the loaders start their workers again
     trainer.fit(model, train, val)
     assert trainer.current_epoch == 3 and len(multiprocessing.active_children()) == before
+
+
+def test_samplers_are_told_the_epoch_once_for_training_and_at_each_validation() -> None:
+    # As Lightning: each sampler once per epoch; validation's samplers too (sanity check,
+    # then each epoch's validation), so an epoch-seeded validation sampler varies as there.
+    from tests.helpers import QUIET, Classifier, blobs
+
+    class Recording(torch.utils.data.SequentialSampler):
+        def __init__(self, data: Any, calls: list[int]) -> None:
+            super().__init__(data)
+            self.calls = calls
+
+        def set_epoch(self, epoch: int) -> None:
+            self.calls.append(epoch)
+
+    train_calls: list[int] = []
+    val_calls: list[int] = []
+    data, val = blobs(32), blobs(16, seed=1)
+    trainkit.Trainer(max_epochs=2, **QUIET).fit(
+        Classifier(),
+        DataLoader(data, batch_size=16, sampler=Recording(data, train_calls)),
+        DataLoader(val, batch_size=16, sampler=Recording(val, val_calls)),
+    )
+    assert train_calls == [0, 1] and val_calls == [0, 0, 1]

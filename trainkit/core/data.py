@@ -755,7 +755,7 @@ def set_sampler_epoch(loader: Iterable[Any], epoch: int) -> None:
     """Tell the loader's samplers the epoch (distributed samplers reshuffle only then).
 
     Args:
-        loader: the training dataloader (combined ones: each of them).
+        loader: a dataloader (combined ones: each of them).
         epoch: the epoch, counted from 0.
     """
     for one in _loaders(loader):
@@ -766,7 +766,8 @@ def set_sampler_epoch(loader: Iterable[Any], epoch: int) -> None:
             batch_sampler,
             getattr(batch_sampler, "sampler", None),
         )
-        for holder in holders:
+        # Each once: a DataLoader's sampler is also its batch sampler's.
+        for holder in {id(holder): holder for holder in holders}.values():
             set_epoch = getattr(holder, "set_epoch", None)
             if callable(set_epoch):
                 set_epoch(epoch)

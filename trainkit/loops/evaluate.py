@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from trainkit.core.batches import move_data_to_device
-from trainkit.core.data import batches
+from trainkit.core.data import batches, set_sampler_epoch
 from trainkit.core.module import overrides
 from trainkit.core.steps import fit_step_arguments
 from trainkit.loops.results import Results
@@ -84,6 +84,8 @@ def run_evaluation(
         plus those logged outside its batches (epoch hooks).
     """
     state, results, hooks = run.state, run.results, run.hooks
+    for loader in loaders:  # the fit's epoch, as Lightning tells evaluation samplers
+        set_sampler_epoch(loader, state.epoch)
     step = run.strategy.step_function(run.model, f"{stage}_step")
     several = len(loaders) > 1
     check_dataloader_idx(step, f"{stage}_step", several)
