@@ -798,3 +798,19 @@ def test_the_ported_trainers_default_logger_is_the_ported_tensorboard_logger(
     assert isinstance(trainer.logger, L.loggers.TensorBoardLogger)
     assert trainer.logger.log_dir == str(tmp_path / "lightning_logs" / "version_0")
     assert type(trainkit.Trainer(logger=logger).logger) is trainkit.loggers.TensorBoardLogger
+
+
+def test_the_ported_trainer_reads_pl_trainer_environment_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Lightning's documented defaults from the environment; arguments given win.
+    import trainkit.lightning as L
+
+    monkeypatch.setenv("PL_TRAINER_MAX_STEPS", "7")
+    monkeypatch.setenv("PL_TRAINER_LOGGER", "False")
+    monkeypatch.setenv("PL_TRAINER_DEFAULT_ROOT_DIR", "runs/x")  # not a literal: the text
+    trainer = L.Trainer(enable_progress_bar=False)
+    assert trainer.max_steps == 7 and trainer.logger is None
+    assert trainer.default_root_dir == "runs/x"
+    assert L.Trainer(max_steps=2).max_steps == 2
+    assert trainkit.Trainer().max_steps == -1  # trainkit's own Trainer reads none of them

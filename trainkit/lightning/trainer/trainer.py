@@ -7,12 +7,16 @@ writes to ``logs/version_N``), so a ported project finds its logs and
 checkpoints where its code and tests look; it reads Lightning's entry-point
 groups for callbacks; and a NaN or infinite training loss trains on, as under
 Lightning, with one warning naming the step (``NonFiniteLoss("warn")``, where
-``trainkit.Trainer`` stops). Everything else is the same class.
+``trainkit.Trainer`` stops); and, as Lightning's, it takes the arguments not given
+to it from ``PL_TRAINER_<NAME>`` environment variables. Everything else is the same
+class.
 """
 
 from __future__ import annotations
 
+import ast
 import inspect
+import os
 import typing
 from typing import TYPE_CHECKING, Any, Union
 
@@ -49,7 +53,31 @@ class Trainer(_Trainer):
     if not TYPE_CHECKING:  # type checkers see trainkit's Trainer's own, typed __init__
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
+            super().__init__(*args, **{**_from_environment(len(args)), **kwargs})
+
+
+#: Lightning's names for the Trainer's arguments set in the environment.
+ENV_PREFIX = "PL_TRAINER_"
+
+
+def _from_environment(given_positionally: int) -> dict[str, Any]:
+    """The Trainer arguments set as ``PL_TRAINER_<NAME>`` variables, as Lightning reads
+    them (``PL_TRAINER_MAX_EPOCHS=3``; Python literals, else the text): defaults that
+    arguments given to ``Trainer(...)`` override.
+
+    Args:
+        given_positionally: how many arguments the call gave by position.
+    """
+    names = list(inspect.signature(_Trainer.__init__).parameters)[1 + given_positionally :]
+    found: dict[str, Any] = {}
+    for name in names:
+        text = os.environ.get(ENV_PREFIX + name.upper())
+        if text is not None:
+            try:
+                found[name] = ast.literal_eval(text)
+            except (ValueError, SyntaxError):
+                found[name] = text
+    return found
 
 
 def _ported_signature() -> inspect.Signature | None:
