@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import pytest
 import torch
 
 import trainkit
@@ -44,3 +45,11 @@ def test_a_strategy_wrapping_the_instances_method_does_not_change_the_arguments(
     _wrap_as_fsdp_does(module, "training_step")
     fit_step_arguments(module.training_step, module.training_step)("batch", 3, 0)
     assert module.seen == ["batch"]
+
+
+def test_a_step_taking_the_dataloader_iterator_is_refused_saying_what_to_take() -> None:
+    def training_step(dataloader_iter: Any) -> Any:
+        return next(dataloader_iter)
+
+    with pytest.raises(NotImplementedError, match=r"training_step\(dataloader_iter\).*batch_idx"):
+        fit_step_arguments(training_step, training_step)

@@ -39,6 +39,14 @@ def fit_step_arguments(
         parameters = _parameters(method)
     except (TypeError, ValueError):  # no signature: pass everything
         return step
+    if parameters and parameters[0].name == "dataloader_iter":
+        name = getattr(method, "__name__", "step")
+        raise NotImplementedError(
+            f"{name}(dataloader_iter): trainkit's loops pass each step its batch, not the "
+            "dataloader's iterator (Lightning's dataloader_iter steps), so that every "
+            "batch is counted, limited and resumed exactly. Take (batch, batch_idx) and "
+            "keep what spans batches on the Module."
+        )
     kinds = [p.kind for p in parameters]
     if inspect.Parameter.VAR_POSITIONAL in kinds:
         return step
