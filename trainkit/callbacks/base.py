@@ -2,9 +2,8 @@
 
 Hooks take ``(trainer, module, ...)`` in the same order as Lightning's, so porting
 a Lightning callback is changing its base class; trainkit's hooks also take the
-Module by Lightning's keyword, ``pl_module=``. The loop
-calls the Module's own hook first, then each callback's, in the order of
-``Trainer(callbacks=[...])``.
+Module by Lightning's keyword, ``pl_module=``. The loop calls the Module's own hook
+first, then each callback's, in the order of ``Trainer(callbacks=[...])``.
 
 Mixed precision, gradient clipping, gradient accumulation and the non-finite
 loss check also shape the training step. They do it through the step's typed
