@@ -58,7 +58,11 @@ def build_loggers(
     loggers: list[Any] = list(logger) if iterable and not isinstance(logger, Logger) else [logger]
     for item in loggers:
         if not isinstance(item, Logger):
-            raise TypeError(f"logger must be a trainkit Logger, got {type(item).__name__}.")
+            raise TypeError(
+                f"logger must be a trainkit Logger, got {type(item).__name__}. Pass one of "
+                "trainkit.loggers (or their trainkit.lightning.loggers names), a subclass of "
+                "trainkit.loggers.Logger, a list of them, True for the default or False."
+            )
     return loggers
 
 
