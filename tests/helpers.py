@@ -134,7 +134,7 @@ class BlobData(trainkit.DataModule):
         self.calls.append("prepare_data")
 
     def setup(self, stage: str) -> None:
-        self.calls.append(f"setup:{stage}")
+        self.calls.append(f"setup:{stage.value}")
         self.train = blobs(512, seed=0)
         self.val = blobs(200, seed=1)
 

@@ -25,13 +25,13 @@ class Plain:
         self.restored: dict[str, Any] | None = None
 
     def setup(self, trainer: Any, module: Any, stage: str) -> None:
-        self.calls.append(f"setup:{stage}")
+        self.calls.append(f"setup:{stage.value}")
 
     def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
         self.calls.append(f"on_train_epoch_end:{trainer.current_epoch}")
 
     def teardown(self, trainer: Any, module: Any, stage: str) -> None:
-        self.calls.append(f"teardown:{stage}")
+        self.calls.append(f"teardown:{stage.value}")
 
     @property
     def state_key(self) -> str:

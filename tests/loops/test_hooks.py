@@ -164,7 +164,7 @@ def test_on_exception_and_teardown_run_when_a_step_raises() -> None:
             calls.append(f"exception:{exception}")
 
         def teardown(self, trainer: Any, module: Any, stage: str) -> None:
-            calls.append(f"teardown:{stage}")
+            calls.append(f"teardown:{stage.value}")
 
     trainer = trainkit.Trainer(max_epochs=1, callbacks=[Watch()], **QUIET)
     try:

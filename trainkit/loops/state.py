@@ -29,25 +29,19 @@ STATUSES = ("initializing", "running", "finished", "interrupted")
 class TrainerFn(str, Enum):
     """The entry points, as Lightning names them; equal to the strings ``RunState.fn`` holds.
 
-    The ``stage`` the ``setup``/``teardown`` hooks get, as Lightning passes it. It reads
-    as its string too, so code written for a plain ``"fit"`` keeps working:
+    The ``stage`` the ``setup``/``teardown`` hooks get, as Lightning passes it: it
+    equals its string, and prints as Lightning's does (``.value`` is the string):
 
     Example:
         >>> stage = TrainerFn("fit")
-        >>> stage == "fit", stage.value, f"{stage}", str(stage)
-        (True, 'fit', 'fit', 'fit')
+        >>> stage == "fit", stage.value, f"{stage}"
+        (True, 'fit', 'TrainerFn.FITTING')
     """
 
     FITTING = "fit"
     VALIDATING = "validate"
     TESTING = "test"
     PREDICTING = "predict"
-
-    def __str__(self) -> str:
-        return str(self.value)
-
-    def __format__(self, spec: str) -> str:
-        return format(str(self.value), spec)
 
 
 class RunningStage(str, Enum):

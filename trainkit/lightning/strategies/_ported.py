@@ -25,8 +25,8 @@ from trainkit.strategies.base import Strategy
 
 
 class _StandsForExtended(ABCMeta):
-    """The metaclass of a ported strategy: its ``_extends`` (trainkit's class of the same
-    name, not that class's subclasses) counts as the ported class in ``isinstance``
+    """The metaclass of a ported strategy: the class it extends (trainkit's class of the
+    same name, not that class's subclasses) counts as the ported class in ``isinstance``
     and ``issubclass``."""
 
     def __instancecheck__(cls, instance: Any) -> bool:
@@ -35,13 +35,23 @@ class _StandsForExtended(ABCMeta):
     def __subclasscheck__(cls, subclass: Any) -> bool:
         # The extended class itself: trainkit's FSDPStrategy extends its DDPStrategy,
         # where Lightning's FSDPStrategy is no DDPStrategy.
-        if subclass is not None and subclass is cls.__dict__.get("_extends"):
+        if subclass is not None and subclass is _EXTENDED.get(cls):
             return True
         return super().__subclasscheck__(subclass)
 
 
-class _LightningStrategy(Strategy, metaclass=_StandsForExtended):
-    """A strategy under Lightning's name (see the module's docstring)."""
+#: Each ported class -> trainkit's class it extends and stands for.
+_EXTENDED: dict[type, type] = {}
 
-    #: trainkit's class this one extends and stands for (None: none).
-    _extends: type[Strategy] | None = None
+
+class _LightningStrategy(Strategy, metaclass=_StandsForExtended):
+    """A strategy under Lightning's name (see the module's docstring).
+
+    A subclass names trainkit's class it stands for as a class argument:
+    ``class DDPStrategy(_DDPStrategy, _LightningStrategy, extends=_DDPStrategy)``.
+    """
+
+    def __init_subclass__(cls, extends: type[Strategy] | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if extends is not None:
+            _EXTENDED[cls] = extends

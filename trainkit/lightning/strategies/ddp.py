@@ -52,7 +52,7 @@ def refuse_decided_elsewhere(strategy: str, given: dict[str, Any]) -> None:
         )
 
 
-class DDPStrategy(_DDPStrategy, _LightningStrategy):
+class DDPStrategy(_DDPStrategy, _LightningStrategy, extends=_DDPStrategy):
     """DistributedDataParallel, with Lightning's ``DDPStrategy`` arguments.
 
     The same strategy as :class:`trainkit.strategies.ddp.DDPStrategy`; the
@@ -85,9 +85,6 @@ class DDPStrategy(_DDPStrategy, _LightningStrategy):
         TypeError: an argument above that is refused, or a keyword DDP does not take.
         ValueError: a start method other than "popen" or "spawn".
     """
-
-    # isinstance(trainer.strategy, <this class>) holds for what strategy=... builds.
-    _extends = _DDPStrategy
 
     def __init__(
         self,

@@ -49,7 +49,7 @@ def module_classes(argument: str, policy: ModulePolicy | None) -> tuple[type[nn.
     )
 
 
-class FSDPStrategy(_FSDPStrategy, _LightningStrategy):
+class FSDPStrategy(_FSDPStrategy, _LightningStrategy, extends=_FSDPStrategy):
     """Fully sharded data parallel (FSDP2), with Lightning's ``FSDPStrategy`` arguments.
 
     The same strategy as :class:`trainkit.strategies.fsdp.FSDPStrategy`:
@@ -89,9 +89,6 @@ class FSDPStrategy(_FSDPStrategy, _LightningStrategy):
         ValueError: a sharding strategy trainkit does not provide, or a hybrid one
             without ``device_mesh``.
     """
-
-    # isinstance(trainer.strategy, <this class>) holds for what strategy=... builds.
-    _extends = _FSDPStrategy
 
     def __init__(
         self,
