@@ -96,6 +96,25 @@ def test_extract_batch_size() -> None:
     assert extract_batch_size({"a": "text", "b": [torch.ones(6)]}) == 6
     assert extract_batch_size(Sample(torch.ones(3, 1), {})) == 3
     assert extract_batch_size("no tensors") == 1
+    # Past containers without a tensor, as Lightning searches: (file names, images).
+    assert extract_batch_size((["a.png", "b.png"], torch.ones(2, 3))) == 2
+    assert extract_batch_size({"path": ["a", "b", "c"], "x": torch.ones(3, 1)}) == 3
+
+
+def test_epoch_means_weigh_each_batch_by_its_size_past_a_list_of_names() -> None:
+    # Five samples in batches of 2, 2, 1: the mean of batch_idx weighted by size is 0.8.
+    from tests.helpers import QUIET, Classifier
+
+    class Named(Classifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            _names, x, y = batch
+            self.log("idx", float(batch_idx), on_step=False, on_epoch=True)
+            return super().training_step((x, y), batch_idx)
+
+    data = [(f"s{i}", torch.randn(8), 0) for i in range(5)]
+    trainer = trainkit.Trainer(max_epochs=1, **QUIET)
+    trainer.fit(Named(), DataLoader(data, batch_size=2))
+    assert float(trainer.callback_metrics["idx"]) == pytest.approx(0.8)
 
 
 def test_num_batches_and_limits() -> None:

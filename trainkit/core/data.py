@@ -228,9 +228,22 @@ def _is_dataset(value: Any) -> bool:
 def extract_batch_size(batch: Any) -> int:
     """Size of the first dimension of the first tensor found in ``batch`` (1 if none).
 
+    As Lightning searches: depth first, past containers that hold no tensor (a
+    list of file names before the images), so ``(names, images)`` is sized by the
+    images.
+
     Args:
         batch: the batch.
+
+    Example:
+        >>> extract_batch_size((["a.png", "b.png"], torch.zeros(2, 3)))
+        2
     """
+    size = _first_tensor_size(batch)
+    return 1 if size is None else size
+
+
+def _first_tensor_size(batch: Any) -> int | None:
     if isinstance(batch, torch.Tensor):
         return int(batch.shape[0]) if batch.ndim > 0 else 1
     if isinstance(batch, Mapping):
@@ -242,8 +255,10 @@ def extract_batch_size(batch: Any) -> int:
             if isinstance(item, torch.Tensor) or (
                 isinstance(item, (Mapping, list, tuple)) or dataclasses.is_dataclass(item)
             ):
-                return extract_batch_size(item)
-    return 1
+                size = _first_tensor_size(item)
+                if size is not None:
+                    return size
+    return None
 
 
 def num_batches(dataloader: Iterable[Any]) -> float:
