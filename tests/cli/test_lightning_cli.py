@@ -613,7 +613,8 @@ def test_load_from_checkpoint_rebuilds_classes_the_config_injected(tmp_path: Pat
             "init_args": {"features": 4, "width": 5},
         },
         "lr": 0.1,
-        "_instantiator": "trainkit.core.loading.instantiate_module",
+        # Lightning's name for the function, under the ported prefix.
+        "_instantiator": "trainkit.lightning.cli.instantiate_module",
     }
     path = tmp_path / "checkpoints" / "last.ckpt"
     with pytest.warns(UserWarning, match="eval mode"):

@@ -32,6 +32,7 @@ from torch.optim import Optimizer
 from trainkit.callbacks.base import Callback
 from trainkit.core.data import DataModule
 from trainkit.core.hyperparameters import CLASS_PATH_KEY
+from trainkit.core.loading import INSTANTIATOR
 from trainkit.core.module import Module, overrides
 from trainkit.trainer.trainer import Trainer
 from trainkit.utilities.io import atomic_write
@@ -172,6 +173,9 @@ class LightningCLI:
             of what ``__init__`` receives, so ``load_from_checkpoint`` builds the same
             classes again (``trainkit.cli.rebuild``).
     """
+
+    #: What a recorded config names as the function that rebuilds it (``_instantiator``).
+    _instantiator_path = INSTANTIATOR
 
     def __init__(
         self,
@@ -489,7 +493,7 @@ class LightningCLI:
                             init_args[name] = value
                     given = init_args if path is None else {CLASS_PATH_KEY: path, **init_args}
                     build = functools.partial(class_type, *args, **kwargs)
-                    return build_recording(class_type, given, build)
+                    return build_recording(class_type, given, build, self._instantiator_path)
             return class_type(*args, **kwargs)
 
         return [(record, Module, True), (record, DataModule, True)]

@@ -48,7 +48,10 @@ def names_class(path: str, cls: type) -> bool:
 
 
 def build_recording(
-    cls: type, init_args: dict[str, Any], build: Callable[[], Any] | None = None
+    cls: type,
+    init_args: dict[str, Any],
+    build: Callable[[], Any] | None = None,
+    instantiator: str = INSTANTIATOR,
 ) -> Any:
     """Build ``cls`` (``build()``, or ``cls(**init_args)``) recording the config's arguments.
 
@@ -57,6 +60,8 @@ def build_recording(
         init_args: its arguments as the config gives them (plain containers).
         build: how to build it, when not ``cls(**init_args)`` (e.g. with the
             ``class_path`` arguments already built into objects).
+        instantiator: the import path recorded as ``_instantiator`` (one of
+            ``trainkit.core.loading.KNOWN_INSTANTIATORS``).
     """
-    with given_hyperparameters(cls, {**init_args, "_instantiator": INSTANTIATOR}):
+    with given_hyperparameters(cls, {**init_args, "_instantiator": instantiator}):
         return build() if build is not None else cls(**init_args)

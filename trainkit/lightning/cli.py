@@ -50,6 +50,9 @@ class LightningCLI(lightning_cli.LightningCLI):
     arguments are those of :class:`trainkit.cli.lightning_cli.LightningCLI`.
     """
 
+    # Lightning's name for the function, under the ported prefix (the same function).
+    _instantiator_path = "trainkit.lightning.cli.instantiate_module"
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         if len(args) < 5:  # trainer_class is the fifth positional argument
             kwargs.setdefault("trainer_class", Trainer)
