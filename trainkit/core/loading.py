@@ -36,10 +36,13 @@ INSTANTIATOR = "trainkit.core.loading.instantiate_module"
 #: The ``_instantiator`` values ``load_from_checkpoint`` follows: trainkit's, and
 #: Lightning's (a checkpoint its LightningCLI saved). No other import path stored in a
 #: checkpoint is ever called.
+#: The same function under Lightning's name with the ported prefix, which the ported
+#: LightningCLI records (as ported projects' tests expect).
+PORTED_INSTANTIATOR = "trainkit.lightning.cli.instantiate_module"
 KNOWN_INSTANTIATORS = (
     INSTANTIATOR,
     "lightning.pytorch.cli.instantiate_module",
-    "trainkit.lightning.cli.instantiate_module",  # the same function, as ported code names it
+    PORTED_INSTANTIATOR,
 )
 
 

@@ -11,13 +11,14 @@ from torch.optim.lr_scheduler import LRScheduler
 from trainkit.cli import lightning_cli
 from trainkit.cli.lightning_cli import ArgsType, SaveConfigCallback
 from trainkit.cli.lightning_parser import (
+    LR_SCHEDULER_TYPES,
     LightningArgumentParser,
     LRSchedulerCallable,
     OptimizerCallable,
     ReduceLROnPlateau,
 )
 from trainkit.cli.optimizers import instantiate_class
-from trainkit.core.loading import instantiate_module
+from trainkit.core.loading import PORTED_INSTANTIATOR, instantiate_module
 from trainkit.lightning.trainer.trainer import Trainer
 
 __all__ = [
@@ -36,7 +37,7 @@ __all__ = [
 ]
 
 #: The LR scheduler base classes ``--lr_scheduler`` takes (Lightning's names for them).
-LRSchedulerTypeTuple = (LRScheduler, ReduceLROnPlateau)
+LRSchedulerTypeTuple = LR_SCHEDULER_TYPES
 LRSchedulerTypeUnion = Union[LRScheduler, ReduceLROnPlateau]  # noqa: UP007 (a runtime alias)
 LRSchedulerType = Union[type[LRScheduler], type[ReduceLROnPlateau]]  # noqa: UP007
 #: Lightning's flag for jsonargparse with signature support: trainkit requires jsonargparse.
@@ -51,7 +52,7 @@ class LightningCLI(lightning_cli.LightningCLI):
     """
 
     # Lightning's name for the function, under the ported prefix (the same function).
-    _instantiator_path = "trainkit.lightning.cli.instantiate_module"
+    _instantiator_path = PORTED_INSTANTIATOR
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         if len(args) < 5:  # trainer_class is the fifth positional argument

@@ -93,6 +93,17 @@ def minimums_reached(epochs: int, global_step: int, options: LoopOptions) -> boo
     )
 
 
+def validates_in_epoch(options: LoopOptions, epoch: int) -> bool:
+    """Whether ``check_val_every_n_epoch`` has epoch ``epoch`` validate (None: every epoch).
+
+    Args:
+        options: the loop options.
+        epoch: the epoch, counted from 0.
+    """
+    every_n_epochs = options.check_val_every_n_epoch
+    return every_n_epochs is None or (epoch + 1) % every_n_epochs == 0
+
+
 def val_check_batches(
     options: LoopOptions, epoch: int, total: float, validates: bool
 ) -> int | None:
@@ -104,11 +115,9 @@ def val_check_batches(
         total: training batches in the epoch (``inf`` when unknown).
         validates: whether the run validates at all.
     """
-    if not validates:
+    if not validates or not validates_in_epoch(options, epoch):
         return None
     every_n_epochs = options.check_val_every_n_epoch
-    if every_n_epochs is not None and (epoch + 1) % every_n_epochs != 0:
-        return None
     interval = options.val_check_interval
     if isinstance(interval, int):
         if interval == 0:

@@ -28,6 +28,7 @@ from trainkit.checkpoint.restore import resumed_counters
 from trainkit.core.data import DataModule, one_or_list
 from trainkit.core.module import Module, overrides
 from trainkit.loops.dataloaders import Reload, fit_train_loader, fit_val_loaders
+from trainkit.loops.schedule import validates_in_epoch
 from trainkit.utilities.combined_loader import as_given
 
 if TYPE_CHECKING:
@@ -188,6 +189,5 @@ class FitLoaders:
     def reload(self, epoch: int) -> Reload:
         """When to load them again, for a fit that trains from ``epoch`` with the loaders
         :meth:`load` gave (``reload_dataloaders_every_n_epochs``)."""
-        every = self._run.options.check_val_every_n_epoch
-        validates_first = every is None or (epoch + 1) % every == 0
+        validates_first = validates_in_epoch(self._run.options, epoch)
         return Reload(self.train, self.val, epoch, epoch if validates_first else -math.inf)
