@@ -10,6 +10,7 @@ import torch
 
 import trainkit
 from tests.helpers import QUIET, Classifier, MemoryLogger, blobs, loader
+from trainkit.callbacks import ModelCheckpoint
 
 
 def _counts(trainer: trainkit.Trainer) -> tuple[Any, ...]:
@@ -288,3 +289,49 @@ def test_the_combined_loader_of_several_training_loaders_holds_each() -> None:
     trainer.fit(TrainsOnA(), both)
     combined = trainer.fit_loop._combined_loader
     assert combined.iterables.keys() == {"a", "b"} and len(combined.flattened) == 2
+
+
+class RecordsRestarting(trainkit.Callback):
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, int, bool]] = []
+
+    def _see(self, trainer: Any, when: str) -> None:
+        loop = trainer.fit_loop
+        assert loop.epoch_loop.restarting == loop.restarting
+        self.seen.append((when, trainer.current_epoch, loop.restarting))
+
+    def on_train_start(self, trainer: Any, module: Any) -> None:
+        self._see(trainer, "start")
+
+    def on_train_epoch_start(self, trainer: Any, module: Any) -> None:
+        self._see(trainer, "epoch start")
+
+    def on_train_batch_start(self, trainer: Any, module: Any, batch: Any, i: int) -> None:
+        if i == 4:
+            self._see(trainer, "batch 4")
+
+    def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+        self._see(trainer, "epoch end")
+
+
+@pytest.mark.parametrize(("saved_at", "restarts"), [("step=2", True), ("step=5", False)])
+def test_restarting_holds_while_the_epoch_a_fit_resumed_inside_runs(
+    tmp_path: Path, saved_at: str, restarts: bool
+) -> None:
+    # Five batches an epoch: step 2 is inside epoch 0, step 5 its end (the next fit
+    # starts epoch 1 from its beginning, so nothing restarts).
+    every = ModelCheckpoint(dirpath=tmp_path, every_n_train_steps=1, save_top_k=-1)
+    options = {**QUIET, "enable_checkpointing": True}
+    trainkit.Trainer(max_epochs=1, callbacks=[every], **options).fit(
+        Classifier(), loader(blobs(160), 32)
+    )
+    (saved,) = tmp_path.glob(f"*{saved_at}.ckpt")
+    record = RecordsRestarting()
+    trainer = trainkit.Trainer(max_epochs=2, callbacks=[record], **QUIET)
+    assert not trainer.fit_loop.restarting  # before the fit
+    trainer.fit(Classifier(), loader(blobs(160), 32), ckpt_path=saved)
+    resumed = [("start", 0, True), ("epoch start", 0, True), ("batch 4", 0, True)]
+    resumed.append(("epoch end", 0, True))
+    next_epoch = [("epoch start", 1, False), ("batch 4", 1, False), ("epoch end", 1, False)]
+    assert record.seen == (resumed + next_epoch if restarts else [("start", 1, False), *next_epoch])
+    assert not trainer.fit_loop.restarting  # after it

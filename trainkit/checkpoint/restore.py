@@ -370,6 +370,7 @@ def _restore_trainkit_state(run: Run, checkpoint: dict[str, Any], source: str) -
     batch_idx = batches_to_skip(loop_state, current_samples, source)
     state.load_state_dict(loop_state)
     state.batch_idx = batch_idx
+    state.restarted_epoch = state.epoch if batch_idx > 0 else None
     state.samples_per_step = current_samples
     state.lineage = checkpoint.get("lineage") or state.lineage
     run.results.load_state_dict(checkpoint)

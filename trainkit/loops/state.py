@@ -110,6 +110,9 @@ class RunState:
     #: Whether a fit of this Trainer ended normally: the next fit continues from its
     #: progress, as Lightning's does (see :meth:`start_fit`).
     fit_ended: bool = _status(False)
+    #: The epoch a fit resumed in the middle of (None: it started at an epoch's
+    #: beginning); ``trainer.fit_loop.restarting`` holds until that epoch ends.
+    restarted_epoch: int | None = _status(None)
 
     # ------------------------------------------------ progress (restored)
     #: The current epoch, counted from 0.
@@ -160,7 +163,7 @@ class RunState:
             lineage: the new run's identity (a continued fit keeps its own).
             resuming: a checkpoint's state will be restored.
         """
-        self.preempted, self.epoch_phase = False, 0
+        self.preempted, self.epoch_phase, self.restarted_epoch = False, 0, None
         if self.fit_ended and not resuming:
             self.fit_ended = False
             return  # it ended at an epoch's end: batch_idx is 0, no epoch is running

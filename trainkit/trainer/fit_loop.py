@@ -125,6 +125,11 @@ class EpochLoop:
         #: The validation inside fit: where its dataloaders come from (``_data_source``).
         self.val_loop = FitValidationLoop(loop.trainer)
 
+    @property
+    def restarting(self) -> bool:
+        """The fit loop's :attr:`FitLoop.restarting`: the epoch running resumed in its middle."""
+        return self._loop.restarting
+
     def _batches(self) -> Tracker:
         started, completed = _batch_counts(self._loop.state)
         return Tracker(started, started, completed, completed)
@@ -318,6 +323,20 @@ class FitLoop:
         if limits_reached(epochs, state.global_step, options):
             return True
         return state.should_stop and minimums_reached(epochs, state.global_step, options)
+
+    @property
+    def restarting(self) -> bool:
+        """Whether the running fit resumed in the middle of an epoch that has not ended yet.
+
+        True from the restore (``fit(ckpt_path=...)`` of a checkpoint saved inside an
+        epoch) until that epoch's end hooks have run. A checkpoint saved at an epoch's
+        end resumes at the next epoch's start, so that fit does not restart: trainkit
+        runs no epoch hooks again for it (see docs/porting.md).
+        """
+        state = self.state
+        return (
+            state.restarted_epoch == state.epoch and state.fn == "fit" and state.status == "running"
+        )
 
     @property
     def _combined_loader(self) -> CombinedLoader | None:
