@@ -144,6 +144,31 @@ def test_validation_uses_the_averaged_weights_and_training_the_current_ones() ->
     assert torch.allclose(seen[2][1], one_epoch.net[0].weight, atol=1e-6)
 
 
+class CountsSwaps(EMA):
+    """Overrides the two methods a subclass written for Lightning overrides, by their names."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def _swap_models(self, module: Any) -> None:
+        self.calls.append("swap")
+        super()._swap_models(module)
+
+    def _copy_average_to_current(self, module: Any) -> None:
+        self.calls.append("copy")
+        super()._copy_average_to_current(module)
+
+
+def test_a_subclass_overriding_lightnings_swap_and_copy_methods_has_them_called() -> None:
+    callback = CountsSwaps()
+    model, _ = fit(callback)
+    # Into the model and back around each epoch's validation; the average copied in at the end.
+    assert callback.calls == ["swap", "swap", "swap", "swap", "copy"]
+    _, averaged = by_hand(2, first_step=3, multi_avg_fn=get_ema_multi_avg_fn(0.9))
+    assert torch.allclose(model.net[0].weight, averaged.module.net[0].weight, atol=1e-6)
+
+
 def test_checkpoints_hold_the_averaged_weights_as_state_dict(tmp_path: Path) -> None:
     model = Net()
     trainer = trainkit.Trainer(max_steps=5, callbacks=[EMA()], **QUIET)

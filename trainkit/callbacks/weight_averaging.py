@@ -216,22 +216,22 @@ class WeightAveraging(Callback):
     def on_validation_epoch_start(self, trainer: Trainer, module: Module) -> None:
         """Validate with the averaged weights: swap them into the model."""
         if self._fitting and self._average_model is not None:
-            self._swap(module)
+            self._swap_models(module)
 
     def on_validation_epoch_end(self, trainer: Trainer, module: Module) -> None:
         """Swap the training weights back."""
         if self._swapped:
-            self._swap(module)
+            self._swap_models(module)
 
     def on_train_end(self, trainer: Trainer, module: Module) -> None:
         """Leave the averaged weights in the model."""
         if self._average_model is not None:
-            copy_weights(self._average_model.module, module, buffers=True)
+            self._copy_average_to_current(module)
 
     def on_exception(self, trainer: Trainer, module: Module, exception: BaseException) -> None:
         """A failed validation leaves the training weights in the model, not the average."""
         if self._swapped:
-            self._swap(module)
+            self._swap_models(module)
 
     def teardown(self, trainer: Trainer, module: Module, stage: str) -> None:
         """Validation outside fit (``trainer.validate``) uses the model's own weights."""
@@ -293,8 +293,15 @@ class WeightAveraging(Callback):
             self._average_device = device
         return self._average_model
 
-    def _swap(self, module: Module) -> None:
+    def _copy_average_to_current(self, module: Module) -> None:
+        # The averaged weights (and buffers) into the model, for good.
+        assert self._average_model is not None
+        copy_weights(self._average_model.module, module, buffers=True)
+
+    def _swap_models(self, module: Module) -> None:
         # Exchange the model's and the average's values, parameters and buffers.
+        # Lightning's private names for this and _copy_average_to_current: subclasses
+        # written for Lightning override them (to count or log the swaps).
         assert self._average_model is not None
         average = self._average_model.module
         with torch.no_grad():
