@@ -6,9 +6,16 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import torch
 from torch import nn
 
-from trainkit.callbacks.model_summary import ModelSummary, human_readable_count, summarize
+import trainkit
+from trainkit.callbacks.model_summary import (
+    ModelSummary,
+    human_readable_count,
+    summarize,
+    summary_table,
+)
 
 
 def totals(text: str) -> dict[str, str]:
@@ -148,3 +155,31 @@ def test_fast_dev_run_keeps_the_summary_and_barebones_drops_it() -> None:
     assert any(isinstance(c, ModelSummary) for c in quick.callbacks)
     bare = trainkit.Trainer(barebones=True, accelerator="cpu")
     assert not any(isinstance(c, ModelSummary) for c in bare.callbacks)
+
+
+class OwnParameter(trainkit.Module):
+    """A parameter on the model itself, which no listed layer holds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.ones(2, 2))
+        self.layer = torch.nn.Linear(2, 3)
+        self.example_input_array = torch.ones(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layer(x @ self.scale)
+
+
+def test_parameters_of_no_listed_layer_have_a_row_of_their_own() -> None:
+    # As in Lightning's table: "other params", its count, n/a elsewhere.
+    table = summary_table(OwnParameter())
+    assert table.rows[-1] == [" ", "other params", "n/a", "4", "n/a", "n/a", "n/a", "n/a"]
+    assert table.total_parameters == 13
+    assert "  | other params | n/a    | 4      | n/a" in summarize(OwnParameter())
+    assert summary_table(torch.nn.Sequential(torch.nn.Linear(2, 3))).rows[-1][1] == "0"
+
+
+@pytest.mark.parametrize("depth", [-2, "deep", 1.5, True])
+def test_a_wrong_max_depth_says_which_values_work(depth: Any) -> None:
+    with pytest.raises(ValueError, match=r"`max_depth` can be -1, 0 or > 0, got .*: pass -1"):
+        summary_table(torch.nn.Linear(2, 2), depth)

@@ -173,3 +173,41 @@ def test_a_scripted_submodule_has_unknown_sizes_and_the_run_goes_on() -> None:
     ]
     lightning = LightningSummary(Scripted())  # type: ignore[arg-type]
     assert lightning.in_sizes == [[5, 3], "?"]
+
+
+class AnyInputs(trainkit.Module):
+    """Passes whatever it is called with to a layer that takes anything."""
+
+    class TakesAnything(nn.Module):
+        def forward(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    def __init__(self, example: Any) -> None:
+        super().__init__()
+        self.layer = self.TakesAnything()
+        self.example_input_array = example
+
+    def forward(self, *args: Any, **kwargs: Any) -> None:
+        return self.layer(*args, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("example", "shown"),
+    [
+        ([], "?"),  # no input at all
+        (torch.tensor(0.0), "?"),  # a scalar
+        ((1, 2), ["?", "?"]),
+        ({"a": torch.zeros(1, 2)}, [1, 2]),  # a layer called with keywords only
+        ({"a": torch.zeros(1, 2), "b": torch.zeros(3)}, [[1, 2], [3]]),
+        ((torch.zeros(2, 3),), [2, 3]),
+    ],
+)
+def test_in_sizes_count_keyword_inputs_and_show_nothing_as_unknown(
+    example: Any, shown: Any
+) -> None:
+    # The cells Lightning 2.6.6 shows for the same inputs.
+    from trainkit.lightning.utilities.model_summary import ModelSummary as LightningSummary
+
+    forward = summary_table(AnyInputs(example)).forward
+    assert forward is not None and forward.input_shapes == [shown]
+    assert LightningSummary(AnyInputs(example)).in_sizes == [shown]  # type: ignore[arg-type]

@@ -143,6 +143,30 @@ def test_model_summary_sizes_and_flops_come_from_the_example_input() -> None:
     assert all(layer.training for layer in layers.values())
 
 
+def test_model_summary_gives_its_layers_and_columns_by_lightnings_names() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU())
+    model.example_input_array = torch.zeros(3, 4)
+    summary = ModelSummary(model, max_depth=1)
+    layers = summary.summarize()
+    assert list(layers) == ["0", "1"] and layers["0"].in_size == [3, 4]
+    # Every hook a LayerSummary added is gone; its handle stays, as Lightning's.
+    assert all(
+        layer._hook_handle.id not in layer._hook_handle.hooks_dict_ref()
+        for layer in layers.values()
+    )
+    columns = dict(summary._get_summary_data())
+    assert columns["Name"] == ["0", "1"] and columns["In sizes"] == ["[3, 4]", "[3, 8]"]
+    assert all(isinstance(cell, str) for cells in columns.values() for cell in cells)
+
+
+def test_model_summary_warns_that_lazy_parameters_count_zero() -> None:
+    summary = ModelSummary(torch.nn.Sequential(torch.nn.LazyLinear(3)))
+    with pytest.warns(UserWarning, match=r"may be inaccurate .* 2 uninitialized \(lazy\)"):
+        assert summary.total_parameters == 0
+    with pytest.warns(UserWarning, match="may be inaccurate"):
+        assert summary.trainable_parameters == 0
+
+
 def test_a_layer_summary_records_the_sizes_of_the_first_call() -> None:
     from trainkit.lightning.utilities.model_summary import LayerSummary
 

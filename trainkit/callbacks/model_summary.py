@@ -50,6 +50,11 @@ def human_readable_count(number: int) -> str:
     return f"{text} {_UNITS[index]}"
 
 
+#: The row of the parameters no listed layer holds, and what its other cells show.
+OTHER_PARAMETERS = "other params"
+NOT_APPLICABLE = "n/a"
+
+
 def _count(parameters: list[torch.nn.Parameter]) -> tuple[int, int]:
     """(initialized element count, number of lazy parameter tensors)."""
     lazy = sum(1 for p in parameters if is_lazy(p))
@@ -144,16 +149,21 @@ def summary_table(
         >>> table.rows[0], table.totals[2]
         (['0', '0', 'Linear', '2.1 K', 'train'], ('2.1 K', 'Total params'))
     """
-    if max_depth < -1:
-        raise ValueError(f"summarize(max_depth={max_depth}) must be -1 (all), 0 or more.")
+    if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < -1:
+        raise ValueError(
+            f"`max_depth` can be -1, 0 or > 0, got {max_depth}: pass -1 to list every layer, "
+            "0 for the totals only, or n > 0 to list n levels of submodules."
+        )
     header = ["", "Name", "Type", "Params", "Mode"]
     rows: list[list[str]] = []
     lazy_modules: list[str] = []
     layers: list[tuple[str, torch.nn.Module]] = []
+    listed = 0  # the listed layers' parameters (one shared by two counts twice, as in Lightning)
     for name, submodule in summarized_modules(module, max_depth):
         layers.append((name, submodule))
         # parameters() skips repeats, so a tensor shared inside a submodule counts once.
         count, lazy = _count(list(submodule.parameters()))
+        listed += count
         if lazy:
             lazy_modules.append(name)
         mode = "train" if submodule.training else "eval"
@@ -171,6 +181,11 @@ def summary_table(
     parameters = list(module.parameters())
     trainable, trainable_lazy = _count([p for p in parameters if p.requires_grad])
     frozen, frozen_lazy = _count([p for p in parameters if not p.requires_grad])
+    if rows and trainable + frozen > listed:
+        # Parameters of no listed layer (set on the model itself): one row, as Lightning's.
+        other = human_readable_count(trainable + frozen - listed)
+        rows.append([" ", OTHER_PARAMETERS, NOT_APPLICABLE, other, NOT_APPLICABLE])
+        rows[-1] += [NOT_APPLICABLE] * (len(header) - len(rows[-1]))
     size_mb = sum(p.numel() * p.element_size() for p in parameters if not is_lazy(p)) / 1e6
     # Every submodule below the root, in train or in eval mode (as Lightning counts).
     modes = [submodule.training for name, submodule in module.named_modules() if name]

@@ -3,8 +3,9 @@
 A Module that sets ``example_input_array`` gets three more columns in its
 summary, as in Lightning: each listed layer's FLOPs (forward, as
 ``torch.utils.flop_counter`` counts them), its input sizes and its output sizes
-(``[2, 100]``; several as a list of sizes; ``?`` for what is not a tensor, or for
-a layer the pass does not reach), and a "Total Flops" line. The pass runs in
+(``[2, 100]``; several as a list of sizes, keyword arguments after positional
+ones; ``?`` for what is not a tensor, a scalar or no input at all, or for a
+layer the pass does not reach), and a "Total Flops" line. The pass runs in
 eval mode without gradients, then puts back each submodule's mode and the random
 state: the training that follows is the one without a summary.
 """
@@ -90,15 +91,20 @@ def forward_columns(
     seen: dict[str, tuple[Any, Any]] = {}
 
     def recorder(name: str) -> Any:
-        def record(layer: nn.Module, args: tuple[Any, ...], output: Any) -> None:
+        def record(
+            layer: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
+        ) -> None:
             if name not in seen:  # a layer called twice shows its first call
-                seen[name] = (sizes(args[0] if len(args) == 1 else args), sizes(output))
+                inputs = (*args, *kwargs.values())  # keyword arguments count in their order
+                shapes = sizes(inputs[0] if len(inputs) == 1 else inputs), sizes(output)
+                # No input, or a scalar, has no size to show: "?", as in Lightning's table.
+                seen[name] = (shapes[0] or UNKNOWN, shapes[1] or UNKNOWN)
 
         return record
 
     modes = [(submodule, submodule.training) for submodule in module.modules()]
     handles = [
-        layer.register_forward_hook(recorder(name))
+        layer.register_forward_hook(recorder(name), with_kwargs=True)
         for name, layer in layers
         if not isinstance(layer, torch.jit.ScriptModule)  # takes no hooks: sizes unknown
     ]

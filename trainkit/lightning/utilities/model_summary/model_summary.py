@@ -7,6 +7,7 @@ parameter counts, and the totals. ``summarize(module, max_depth)`` returns one.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -68,8 +69,7 @@ class LayerSummary:
     def detach_hook(self) -> None:
         """Stop recording sizes (the hook is removed after the first call anyway)."""
         if self._hook_handle is not None:
-            self._hook_handle.remove()
-            self._hook_handle = None
+            self._hook_handle.remove()  # the handle stays, as Lightning's: removing is idempotent
 
     @property
     def in_size(self) -> Any:
@@ -109,6 +109,18 @@ class ModelSummary:
         self._max_depth = max_depth
         self._table = summary_table(model, max_depth)
 
+    def _counted(self, count: int) -> int:
+        # A parameter count read while lazy parameters count 0 warns: Lightning's words first.
+        if self._table.note is not None:
+            warnings.warn(
+                "The total number of parameters detected may be inaccurate because the model "
+                "contains an instance of `UninitializedParameter`. To get an accurate number, set "
+                f"`self.example_input_array` in your LightningModule. {self._table.note}",
+                UserWarning,
+                stacklevel=3,
+            )
+        return count
+
     @property
     def max_depth(self) -> int:
         return self._max_depth
@@ -136,11 +148,11 @@ class ModelSummary:
 
     @property
     def total_parameters(self) -> int:
-        return self._table.total_parameters
+        return self._counted(self._table.total_parameters)
 
     @property
     def trainable_parameters(self) -> int:
-        return self._table.trainable_parameters
+        return self._counted(self._table.trainable_parameters)
 
     @property
     def total_layer_params(self) -> int:
@@ -188,6 +200,15 @@ class ModelSummary:
             layer._in_size, layer._out_size = in_size, out_size
             layers[name] = layer
         return layers
+
+    def summarize(self) -> dict[str, LayerSummary]:
+        """The listed layers by name, each a :class:`LayerSummary` with its sizes."""
+        return self._layer_summary
+
+    def _get_summary_data(self) -> list[tuple[str, list[str]]]:
+        # Lightning's private name for the table by column, (name, cells), which custom
+        # summaries read: every cell a string, the "other params" row included.
+        return self._table.summary_data
 
     @property
     def total_training_modes(self) -> dict[str, int]:
