@@ -704,6 +704,41 @@ def test_weights_only_false_loads_a_trusted_checkpoint_that_stores_objects(
             resumed.test(SmoothedClassifier(), loader(blobs(32)), ckpt_path=path, verbose=False)
 
 
+class Activated(Classifier):
+    """Holds an object (a module) among its hyperparameters."""
+
+    def __init__(self, activation: torch.nn.Module | None = None) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+
+
+def test_torchs_weights_only_variables_hold_where_weights_only_is_not_passed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pickle
+
+    trainer = trainkit.Trainer(max_steps=1, default_root_dir=str(tmp_path), **QUIET)
+    trainer.fit(Activated(torch.nn.ReLU()), loader(blobs(32)))
+    path = tmp_path / "one.ckpt"
+    trainer.save_checkpoint(path)
+    # Refused by default, with the error torch.load raises, which code written for
+    # Lightning catches to load again with weights_only=False.
+    with pytest.raises(pickle.UnpicklingError, match=r"activation=ReLU\(\) as an object"):
+        Activated.load_from_checkpoint(path)
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    with pytest.warns(UserWarning, match="TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD is set"):
+        loaded = Activated.load_from_checkpoint(path)
+    assert isinstance(loaded.hparams.activation, torch.nn.ReLU)
+    with pytest.raises(trainkit.CheckpointError):  # an explicit True still holds
+        Activated.load_from_checkpoint(path, weights_only=True)
+    monkeypatch.setenv("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "1")
+    with pytest.raises(RuntimeError, match="Both TORCH_FORCE_WEIGHTS_ONLY_LOAD and"):
+        Activated.load_from_checkpoint(path)
+    monkeypatch.delenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD")
+    with pytest.raises(trainkit.CheckpointError):  # forced safe, whatever is passed
+        Activated.load_from_checkpoint(path, weights_only=False)
+
+
 def test_stage_flags_can_be_set_as_in_lightning() -> None:
     # Code that drives a DataModule's or Module's hooks by hand sets the stage the way
     # Lightning's setters do: True makes it the running stage, False clears it if it was.

@@ -102,10 +102,11 @@ class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
     ``FileNotFoundError`` code written for Lightning catches."""
 
 
-class _RefusedObjects(CheckpointError, pickle.UnpicklingError):
-    # A safe load refused the objects a file stores: also the error torch.load raises
-    # for it, which code written for Lightning catches to load again, trusted.
-    pass
+class RefusedObjectsError(CheckpointError, pickle.UnpicklingError):
+    """A load with ``weights_only=True`` refused objects the file stores: a
+    :class:`CheckpointError`, and the ``pickle.UnpicklingError`` torch.load raises for
+    it, which code written for Lightning catches to load again with
+    ``weights_only=False``."""
 
 
 def save_atomic(checkpoint: Mapping[str, Any], path: str | os.PathLike[str]) -> None:
@@ -432,6 +433,45 @@ def read_url(url: str) -> IO[bytes]:
     return buffer
 
 
+_TRUE = ("1", "y", "yes", "true")  # the values torch reads as set
+
+
+def weights_only_load(weights_only: bool | None) -> bool:
+    """Whether a load reads tensors and plain values only, as ``torch.load`` decides it.
+
+    None (not passed) means True, unless torch's ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``
+    is set (then False, with torch's warning); ``TORCH_FORCE_WEIGHTS_ONLY_LOAD``
+    makes it True whatever is passed. So the variables a user sets for torch hold
+    for trainkit's loads too.
+
+    Raises:
+        RuntimeError: both variables are set.
+
+    Example:
+        >>> weights_only_load(None), weights_only_load(False)
+        (True, False)
+    """
+    force_safe = os.environ.get("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "0").lower() in _TRUE
+    force_unsafe = os.environ.get("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "0").lower() in _TRUE
+    if force_safe and force_unsafe:
+        raise RuntimeError(
+            "Both TORCH_FORCE_WEIGHTS_ONLY_LOAD and TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD are set; "
+            "unset one of them (torch refuses the pair too)."
+        )
+    if force_safe:
+        return True
+    if weights_only is None and force_unsafe:
+        warnings.warn(
+            "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD is set and weights_only was not passed: the "
+            "checkpoint is loaded with weights_only=False, which runs code stored in the file. "
+            "Unset the variable to load tensors and plain values only.",
+            UserWarning,
+            stacklevel=3,
+        )
+        return False
+    return weights_only is not False
+
+
 def load(
     path: str | os.PathLike[str] | IO[bytes], map_location: Any = "cpu", weights_only: bool = True
 ) -> dict[str, Any]:
@@ -484,7 +524,7 @@ def load(
         reason = first_line(error).rstrip(".")
         if "WeightsUnpickler error" in reason:
             # Objects outside the hyperparameters, or of a kind no stand-in can take.
-            raise _RefusedObjects(
+            raise RefusedObjectsError(
                 f"Checkpoint {file} ({size} bytes) cannot be read: {reason}. It stores "
                 "Python objects outside its hyperparameters (or a dict subclass of its own), "
                 "and checkpoints load with weights_only=True unless asked "

@@ -26,6 +26,7 @@ from trainkit.checkpoint.files import (
     FORMAT,
     OBJECT_HYPER_PARAMS_KEY,
     CheckpointError,
+    RefusedObjectsError,
     clip_keys,
     is_plain,
 )
@@ -386,7 +387,9 @@ def _saved_objects(
             f"file. Pass it yourself: load_from_checkpoint(path, {lost[0]}=...)."
         )
     if weights_only:
-        raise CheckpointError(
+        # Also the error torch.load raises for it, which code written for Lightning
+        # catches to load again with weights_only=False.
+        raise RefusedObjectsError(
             f"The checkpoint {path} saved the {shown}, and "
             "loading with weights_only=True (the default) runs no code from the file, so "
             "they cannot be rebuilt. If you trust the file, pass weights_only=False; or "

@@ -14,7 +14,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import torch
 
-from trainkit.checkpoint.files import load
+from trainkit.checkpoint.files import load, weights_only_load
 from trainkit.checkpoint.weights import (
     init_arguments,
     load_hparams_file,
@@ -62,14 +62,15 @@ def read_saved(
         checkpoint_path: a checkpoint file (trainkit's or Lightning's).
         map_location: where to load the tensors, as for ``torch.load``.
         hparams_file: a ``.yaml`` file whose hyperparameters replace the saved ones.
-        weights_only: as for ``torch.load`` (None: True); False unpickles objects.
+        weights_only: as for ``torch.load`` (None: True, unless torch's
+            ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` is set); False unpickles objects.
         overrides: ``__init__`` arguments that replace the saved ones.
         prefix: ``"datamodule_"`` for a DataModule's hyperparameters.
 
     Returns:
         The checkpoint, the ``__init__`` arguments, and the saved hyperparameters.
     """
-    safe = weights_only is not False
+    safe = weights_only_load(weights_only)
     checkpoint = load(checkpoint_path, map_location, safe)
     arguments = init_arguments(
         cls.__init__, checkpoint, overrides, hparams_file, prefix, safe, checkpoint_path

@@ -20,6 +20,7 @@ from trainkit.callbacks.defaults import (
     last_checkpoint_paths,
 )
 from trainkit.checkpoint import weights as checkpoint_io
+from trainkit.checkpoint.files import weights_only_load
 from trainkit.checkpoint.restore import collect_state
 from trainkit.trainer.properties import TrainerViews
 
@@ -36,7 +37,7 @@ class TrainerCheckpoints(TrainerViews):
     ckpt_path: str | None
     _current: Run | None
     #: The ``weights_only`` the running entry point passed (False: unpickle any object).
-    _weights_only: bool = True
+    _weights_only: bool | None = None  # as passed to fit/validate/test/predict
 
     # ------------------------------------------------------------ warnings, prints
     def warn(self, message: str) -> None:
@@ -117,7 +118,7 @@ class TrainerCheckpoints(TrainerViews):
         return self._last_checkpoint_paths()[0]
 
     def _read_checkpoint(self, path: str | os.PathLike[str]) -> dict[str, Any]:
-        return self.strategy.load_checkpoint(path, self._weights_only)
+        return self.strategy.load_checkpoint(path, weights_only_load(self._weights_only))
 
     def _load_weights(
         self,

@@ -257,9 +257,10 @@ class Trainer(TrainerCheckpoints):
                 (and starts fresh if not), so the same command serves the first
                 start and every restart.
             weights_only: as for torch.load (None: True, no code stored in the
-                checkpoint runs); False unpickles any object in it, for files you trust.
+                checkpoint runs, unless torch's TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD is set);
+                False unpickles any object in it, for files you trust.
         """
-        self._weights_only = weights_only is not False
+        self._weights_only = weights_only
         if isinstance(train_dataloaders, DataModule):
             train_dataloaders, datamodule = None, train_dataloaders
         self._launch(self._fit, model, train_dataloaders, val_dataloaders, datamodule, ckpt_path)
@@ -291,7 +292,7 @@ class Trainer(TrainerCheckpoints):
             datamodule: a DataModule supplying ``val_dataloader`` instead.
             weights_only: as for :meth:`fit`.
         """
-        self._weights_only = weights_only is not False
+        self._weights_only = weights_only
         return self._launch(
             self._evaluate, model, "validate", dataloaders, datamodule, ckpt_path, verbose
         )
@@ -315,7 +316,7 @@ class Trainer(TrainerCheckpoints):
             datamodule: a DataModule supplying ``test_dataloader`` instead.
             weights_only: as for :meth:`fit`.
         """
-        self._weights_only = weights_only is not False
+        self._weights_only = weights_only
         return self._launch(
             self._evaluate, model, "test", dataloaders, datamodule, ckpt_path, verbose
         )
@@ -343,7 +344,7 @@ class Trainer(TrainerCheckpoints):
         Returns:
             One entry per batch (on the CPU); with several dataloaders, one such list per loader.
         """
-        self._weights_only = weights_only is not False
+        self._weights_only = weights_only
         keep = return_predictions is not False
         return self._launch(  # type: ignore[no-any-return]
             self._evaluate, model, "predict", dataloaders, datamodule, ckpt_path, False, keep

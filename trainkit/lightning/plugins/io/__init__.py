@@ -64,11 +64,12 @@ class TorchCheckpointIO(CheckpointIO):
     def load_checkpoint(
         self, path: Any, map_location: Any | None = None, weights_only: bool | None = None
     ) -> dict[str, Any]:
-        # By default tensors and plain containers only: no code from the file runs.
+        # By default tensors and plain containers only: no code from the file runs (None
+        # is torch's default, which torch's TORCH_FORCE_* variables change, as in Lightning).
         loaded: dict[str, Any] = torch.load(
             path,
             map_location="cpu" if map_location is None else map_location,
-            weights_only=weights_only is not False,
+            weights_only=weights_only,
         )
         return loaded
 
