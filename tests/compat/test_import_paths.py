@@ -79,6 +79,7 @@ from trainkit.trainer import accelerators
 from trainkit.tuner import Tuner
 from trainkit.utilities.combined_loader import CombinedLoader
 from trainkit.utilities.gradients import grad_norm
+from trainkit.utilities.throughput import Throughput, get_available_flops, measure_flops
 
 from ..helpers import QUIET
 
@@ -204,6 +205,9 @@ PATHS = [
     ("core.saving", "save_hparams_to_yaml", saving.save_hparams_to_yaml),
     ("core.saving", "load_hparams_from_yaml", saving.load_hparams_from_yaml),
     ("core.saving", "get_filesystem", cloud_io.get_filesystem),
+    ("fabric.utilities.throughput", "measure_flops", measure_flops),
+    ("fabric.utilities.throughput", "get_available_flops", get_available_flops),
+    ("fabric.utilities.throughput", "Throughput", Throughput),
     ("loggers.logger", "rank_zero_experiment", lightning_logger.rank_zero_experiment),
     ("utilities.combined_loader", "CombinedLoader", CombinedLoader),
     ("demos.boring_classes", "BoringModel", BoringModel),
