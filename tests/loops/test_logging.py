@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 import torch
 
 import trainkit
-from tests.helpers import Classifier, blobs, loader
+from tests.helpers import Classifier, MemoryLogger, blobs, loader
 from trainkit.loggers import CSVLogger, TensorBoardLogger
 
 QUIET_NO_LOGGER = {
@@ -211,3 +212,28 @@ def test_a_repeated_step_log_records_each_step_s_value_and_still_checks_options(
         trainkit.Trainer(max_epochs=1, logger=False, **QUIET_NO_LOGGER).fit(
             Unhashable(), loader(blobs(128), 32)
         )
+
+
+class AsksForTheLogger(Classifier):
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        self.log("asked", 1.0, logger=True)
+        self.log("left_default", 2.0)
+        self.log_dict({"asked_in_dict": 3.0}, logger=True)
+        return super().training_step(batch, batch_idx)
+
+
+def test_logger_true_without_a_logger_warns_once_a_name_and_the_default_never() -> None:
+    trainer = trainkit.Trainer(max_epochs=2, logger=False, **QUIET_NO_LOGGER)
+    with pytest.warns(UserWarning, match="have no logger configured") as caught:
+        trainer.fit(AsksForTheLogger(), loader(blobs(96)))
+    found = [w for w in caught if "have no logger" in str(w.message)]
+    asked = [str(w.message) for w in found]
+    assert len(asked) == 2  # one a name, over six steps
+    assert asked[0].startswith("You called `self.log('asked', ..., logger=True)`")
+    assert "asked_in_dict" in asked[1] and "Remove `logger=True`" in asked[1]
+    assert found[0].filename == __file__  # points at the self.log call
+    # With a logger, nothing to say.
+    with_logger = trainkit.Trainer(max_epochs=1, logger=MemoryLogger(), **QUIET_NO_LOGGER)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*no logger configured")
+        with_logger.fit(AsksForTheLogger(), loader(blobs(96)))

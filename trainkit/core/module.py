@@ -422,7 +422,7 @@ class Module(DataHooks, HyperparametersMixin, ModuleHooks, nn.Module):
             on_step,
             on_epoch,
             prog_bar,
-            logger is not False,
+            logger,
             sync_dist,
             reduce_fx,
             batch_size,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import sys
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
@@ -36,8 +37,8 @@ if TYPE_CHECKING:
     from trainkit.loggers.base import Logger
 
 # What self.log received, as it arrived: (on_step, on_epoch, prog_bar, logger,
-# sync_dist, reduce_fx, batch_size), the first two and the last possibly None.
-LogArguments = tuple[bool | None, bool | None, bool, bool, bool, Any, int | None]
+# sync_dist, reduce_fx, batch_size); on_step, on_epoch, logger and batch_size possibly None.
+LogArguments = tuple[bool | None, bool | None, bool, bool | None, bool, Any, int | None]
 # Receives each self.log call while Results.capture is active.
 LogRecorder = Callable[[str, Number, LogArguments], None]
 
@@ -145,6 +146,7 @@ class Results:
         # Epoch-level prog_bar names of earlier epochs of this run: the bar keeps
         # showing them (as Lightning's progress_bar_metrics do).
         self._bar_names: set[str] = set()
+        self._warned_no_logger: set[str] = set()  # self.log(logger=True) names, no logger
         #: The last training loss (undetached; backward has freed its graph).
         self.last_loss: torch.Tensor | None = None
         self._context = CLOSED
@@ -338,7 +340,7 @@ class Results:
         on_step: bool | None,
         on_epoch: bool | None,
         prog_bar: bool,
-        logger: bool,
+        logger: bool | None,
         sync_dist: bool,
         reduce_fx: Any,
         batch_size: int | None,
@@ -362,10 +364,13 @@ class Results:
                 repeated.step_value = value.data  # as MetricStore.log stores it
                 return
         recorder = self._recorder
-        if recorder is not None:
+        if recorder is not None:  # logged again later, with these arguments as they came
             arguments = (on_step, on_epoch, prog_bar, logger, sync_dist, reduce_fx, batch_size)
             recorder(name, value, arguments)
             return
+        if logger is True and not self.loggers:
+            self._warn_no_logger(name)
+        logger = logger is not False  # None: True
         context = self._context
         if context == TRAIN_STEP:
             store = self.train
@@ -412,6 +417,19 @@ class Results:
             and store.steps_only(entry)
         ):
             store.repeated[given] = entry
+
+    def _warn_no_logger(self, name: str) -> None:
+        # Asked for by name, once a name (Lightning's words first), from rank 0.
+        if name in self._warned_no_logger or not self._collectives.is_global_zero:
+            return
+        self._warned_no_logger.add(name)
+        warnings.warn(
+            f"You called `self.log({name!r}, ..., logger=True)` but have no logger configured. "
+            "You can enable one by doing `Trainer(logger=ALogger(...))`. Remove `logger=True` to "
+            "suppress this warning.",
+            UserWarning,
+            stacklevel=4,  # the self.log call
+        )
 
     def update_epoch_metrics(
         self, values: Mapping[str, Number], logged_from: MetricStore | None = None
