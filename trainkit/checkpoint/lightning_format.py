@@ -13,6 +13,7 @@ from trainkit.checkpoint.weights import restore_datamodule
 
 if TYPE_CHECKING:
     from trainkit.loops.run import Run
+    from trainkit.loops.state import RunState
 
 
 # ------------------------------------------------------- Lightning's layout
@@ -21,6 +22,30 @@ if TYPE_CHECKING:
 PRECISION_KEY = "MixedPrecision"
 #: Where Lightning 1.x kept the loss scaler's state.
 _LEGACY_SCALER_KEY = "native_amp_scaling_state"
+
+
+def resumed_inside_epoch(state: RunState, checkpoint: Mapping[str, Any]) -> None:
+    """After the counters are restored: mark an epoch resumed in its middle
+    (``fit_loop.restarting``), and keep the positions of the training loaders that
+    keep their own, saved where Lightning saves them, for it.
+
+    Example:
+        >>> from trainkit.loops.state import RunState
+        >>> state = RunState(epoch=2, batch_idx=3)
+        >>> saved = {"loops": {"fit_loop": {"state_dict": {"combined_loader": [{"index": 3}]}}}}
+        >>> resumed_inside_epoch(state, saved)
+        >>> state.restarted_epoch, state.loader_states
+        (2, [{'index': 3}])
+    """
+    inside = state.batch_idx > 0
+    state.restarted_epoch = state.epoch if inside else None
+    fit_loop = _entry(_entry(checkpoint, "loops"), "fit_loop")
+    saved = _entry(_entry(fit_loop, "state_dict"), "combined_loader")
+    state.loader_states = list(saved) if inside and isinstance(saved, list) else []
+
+
+def _entry(value: Any, key: str) -> Any:
+    return value.get(key) if isinstance(value, Mapping) else None
 
 
 def restore_lightning_state(run: Run, checkpoint: dict[str, Any], source: str) -> None:
@@ -55,7 +80,8 @@ def restore_lightning_state(run: Run, checkpoint: dict[str, Any], source: str) -
         setattr(state, name, progress[name])
     state.should_stop = False
     state.epoch_start_rng = None  # a Lightning file has no record of the epoch's order
-    if progress["batch_idx"] > 0:
+    resumed_inside_epoch(state, checkpoint)
+    if progress["batch_idx"] > 0 and not state.loader_states:  # else they go on from there
         run.warn(
             f"The Lightning checkpoint {source} was saved {progress['batch_idx']} batches "
             f"into epoch {progress['epoch']}. trainkit continues that epoch at batch "

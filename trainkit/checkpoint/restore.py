@@ -40,6 +40,7 @@ from trainkit.checkpoint.lightning_format import (
     lightning_loops,
     lightning_progress,
     restore_lightning_state,
+    resumed_inside_epoch,
 )
 from trainkit.checkpoint.resume_check import OPTIONS_KEY, compare, run_settings
 from trainkit.checkpoint.weights import (
@@ -58,7 +59,9 @@ if TYPE_CHECKING:
 
 
 # ------------------------------------------------------------ a run's state
-def collect_state(run: Run, weights_only: bool = False) -> dict[str, Any]:
+def collect_state(
+    run: Run, weights_only: bool = False, loader_states: list[Any] | None = None
+) -> dict[str, Any]:
     """The full training state of ``run``, as a weights-only-safe dict.
 
     Lightning's keys come first (so ``on_save_checkpoint`` hooks and tools that
@@ -70,6 +73,8 @@ def collect_state(run: Run, weights_only: bool = False) -> dict[str, Any]:
             LR scheduler and callback states, random states, logged metrics), as
             Lightning's ``save_checkpoint(..., weights_only=True)`` does. Such a
             file loads with ``load_from_checkpoint`` but cannot resume ``fit``.
+        loader_states: the states of the training loaders that keep their own
+            position, saved where Lightning saves them (a mid-epoch resume loads them).
 
     Returns:
         The checkpoint dict, after the Module's and the callbacks'
@@ -112,6 +117,8 @@ def collect_state(run: Run, weights_only: bool = False) -> dict[str, Any]:
     if scaler and not weights_only:
         # Where Lightning keeps the float16 loss scaler's state (its precision plugin's name).
         checkpoint[PRECISION_KEY] = scaler
+    if loader_states:
+        checkpoint["loops"]["fit_loop"]["state_dict"]["combined_loader"] = loader_states
     if weights_only:
         checkpoint = without_resume_state(checkpoint)
     if module.hparams:
@@ -370,7 +377,7 @@ def _restore_trainkit_state(run: Run, checkpoint: dict[str, Any], source: str) -
     batch_idx = batches_to_skip(loop_state, current_samples, source)
     state.load_state_dict(loop_state)
     state.batch_idx = batch_idx
-    state.restarted_epoch = state.epoch if batch_idx > 0 else None
+    resumed_inside_epoch(state, checkpoint)
     state.samples_per_step = current_samples
     state.lineage = checkpoint.get("lineage") or state.lineage
     run.results.load_state_dict(checkpoint)

@@ -2,9 +2,8 @@
 
 - which dataloaders a run uses (:func:`find_dataloaders`), how many batches it
   takes from each (:func:`num_batches`, :func:`limit_batches`);
-- iterating an epoch's batches (:func:`batches`, :func:`epoch_batches`, which
-  also skips the consumed batches of a resumed epoch and records the random
-  state its order is drawn from);
+- iterating an epoch's batches (:func:`batches`; a resumed epoch's position:
+  :mod:`trainkit.core.epoch_position`);
 - getting a batch onto a device: a batch may be a tensor, or tensors nested in
   tuples, lists, dicts, namedtuples and dataclasses; :func:`move_data_to_device`
   rebuilds the same structure with every tensor (and every object with a
@@ -18,8 +17,8 @@ import functools
 import inspect
 import math
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
-from itertools import chain, islice, repeat
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
+from itertools import chain, repeat
 from typing import IO, Any, TypeGuard, TypeVar
 
 import torch
@@ -27,7 +26,6 @@ from torch.utils.data import (
     DataLoader,
     DistributedSampler,
     IterableDataset,
-    RandomSampler,
     Sampler,
     SequentialSampler,
 )
@@ -37,10 +35,7 @@ from trainkit.core.hooks import DataHooks
 from trainkit.core.hyperparameters import HyperparametersMixin
 from trainkit.core.module import Module, overrides
 from trainkit.utilities.combined_loader import CombinedBatches, CombinedLoader, training_iterable
-from trainkit.utilities.rank_zero import rank_zero_warn
 from trainkit.utilities.seed import (
-    capture_rng_states,
-    restore_rng_states,
     seed_worker,
     seeding_workers,
 )
@@ -328,91 +323,6 @@ def training_batches(dataloader: Iterable[Any], limit: int | float) -> float:
     return limit_batches(available, limit, "limit_train_batches")
 
 
-class _SkipFirst(Sampler[Any]):
-    """A sampler (or batch sampler) without its first ``skip`` items.
-
-    Skipping happens on indices: no sample of a skipped batch is ever loaded.
-    """
-
-    def __init__(self, inner: Iterable[Any], skip: int) -> None:
-        self.inner = inner
-        self.skip = skip
-
-    def __iter__(self) -> Iterator[Any]:
-        return islice(iter(self.inner), self.skip, None)
-
-    def __len__(self) -> int:
-        return max(0, len(self.inner) - self.skip)  # type: ignore[arg-type]
-
-
-def skip_batches(loader: Iterable[Any], skip: int) -> Iterable[Any]:
-    """``loader`` without its first ``skip`` batches, for resuming mid-epoch.
-
-    A DataLoader is rebuilt with the same settings around a batch sampler that
-    drops the first ``skip`` batches of indices, so the skipped samples are never
-    loaded; a list (or other sequence) of batches is sliced.
-
-    Args:
-        loader: the training dataloader, as the strategy prepared it.
-        skip: batches of the current epoch already consumed.
-
-    Raises:
-        ValueError: for an iterable-style dataset, whose position cannot be
-            reached without reading everything before it.
-    """
-    if skip == 0:
-        return loader
-    if isinstance(loader, CombinedBatches):
-        return _skip_combined(loader, skip)
-    if isinstance(loader, Sequence):
-        return loader[skip:]
-    if not takes_sampler(loader):
-        raise ValueError(
-            f"Cannot resume {skip} batches into an epoch of a {type(loader).__name__} over "
-            f"{type(getattr(loader, 'dataset', loader)).__name__}: an iterable dataset has no "
-            "index to skip to. Resume from a checkpoint saved at the end of an epoch "
-            "(ModelCheckpoint(every_n_epochs=1)), or use a map-style Dataset."
-        )
-    if loader.batch_sampler is not None:
-        return rebuild_dataloader(loader, batch_sampler=_SkipFirst(loader.batch_sampler, skip))
-    return rebuild_dataloader(loader, sampler=_SkipFirst(loader.sampler, skip))
-
-
-class _SkipIterated:
-    """Combined batches without the first ``skip``, skipped by reading them."""
-
-    def __init__(self, inner: CombinedBatches, skip: int) -> None:
-        self.inner, self.skip = inner, skip
-
-    def __iter__(self) -> Iterator[Any]:
-        return islice(iter(self.inner), self.skip, None)
-
-    def __len__(self) -> int:
-        return max(0, len(self.inner) - self.skip)
-
-
-def _skip_combined(loader: CombinedBatches, skip: int) -> Iterable[Any]:
-    # Each loader's position depends on the others' lengths (a shorter one cycles), so
-    # the epoch is read again from its start state up to the resume point.
-    cycled = [
-        i
-        for i, one in enumerate(loader.loaders)
-        if isinstance(getattr(one, "sampler", None), RandomSampler)
-        and not loader_generators(one)
-        and len(one) <= skip
-    ]
-    if cycled:
-        rank_zero_warn(
-            f"Resuming {skip} batches into an epoch of combined training loaders: loader(s) "
-            f"{cycled} had started again before that point and drew their new order from "
-            "torch's global random state, which training had moved on since; their batches "
-            "from here on differ from the interrupted run's. Give each shuffled loader its "
-            "own generator (DataLoader(..., generator=torch.Generator().manual_seed(n))) "
-            "for an exact resume."
-        )
-    return _SkipIterated(loader, skip)
-
-
 def each_loader(loader: Any, change: Callable[[Any], Any]) -> Any:
     """``change(loader)``, or for combined training loaders, each one changed.
 
@@ -451,7 +361,8 @@ def shut_down_workers(loaders: Any) -> None:
             shut_down_workers(loader)
 
 
-def _loaders(loader: Any) -> list[Any]:
+def loaders_of(loader: Any) -> list[Any]:
+    """The dataloaders of ``loader``: each of combined training loaders, else itself."""
     return loader.loaders if isinstance(loader, CombinedBatches) else [loader]
 
 
@@ -590,7 +501,7 @@ def loader_generators(loader: Iterable[Any]) -> list[torch.Generator]:
         loader: a dataloader (combined loaders: all of theirs).
     """
     found: dict[int, torch.Generator] = {}
-    for one in _loaders(loader):
+    for one in loaders_of(loader):
         batch_sampler = getattr(one, "batch_sampler", None)
         holders = (one, getattr(one, "sampler", None), getattr(batch_sampler, "sampler", None))
         for holder in holders:
@@ -722,92 +633,6 @@ def _batches_with_lookahead(loader: Iterable[Any], start: int) -> Iterator[tuple
         yield batch_idx, batch, False
         batch, batch_idx = upcoming, batch_idx + 1
     yield batch_idx, batch, True
-
-
-def epoch_batches(
-    loader: Iterable[Any], total: float, first: int, start_rng: dict[str, Any] | None
-) -> tuple[Iterator[tuple[int, Any, bool]], dict[str, Any]]:
-    """A training epoch's ``(batch_idx, batch, is_last)`` from batch ``first`` on.
-
-    A new epoch (``first == 0``) records the random state its shuffle starts
-    from. A resumed epoch (``first > 0``) goes back to ``start_rng``, the state
-    the interrupted epoch started from, so that the sampler draws the same
-    order; skips the consumed batches by index (no skipped sample is loaded);
-    and then returns to the state the checkpoint was saved in.
-
-    Args:
-        loader: the training dataloader.
-        total: batches in the epoch.
-        first: batches of this epoch already consumed.
-        start_rng: the epoch's starting random state (for ``first > 0``; None, as
-            after resuming a Lightning checkpoint mid-epoch, draws a new order).
-
-    Returns:
-        The batches, and the random state the epoch's order is drawn from.
-    """
-    if first == 0 or start_rng is None:
-        # Capture before iterating: creating the loader's iterator draws its seed.
-        start = capture_data_rng(loader)
-        if first == 0:
-            return batches(loader, total), start
-        start_rng = start  # no record of the epoch's order: skip into a new one
-    resumed_rng = capture_data_rng(loader)
-    restore_data_rng(loader, start_rng)
-    iterator = batches(skip_batches(loader, first), total, start=first)
-    # Fetch the first batch now: a sampler draws its shuffle seed when first asked
-    # for an index, and that draw must come from the epoch's starting state.
-    head = next(iterator, None)
-    if isinstance(loader, CombinedBatches):
-        # Reading up to here drew what the loaders' own generators draw (a shorter
-        # loader's new order each time it starts again): they stay where it left them.
-        restore_rng_states(resumed_rng["global"])
-    else:
-        restore_data_rng(loader, resumed_rng)
-    return (chain((head,), iterator) if head is not None else iter(())), start_rng
-
-
-def set_sampler_epoch(loader: Iterable[Any], epoch: int) -> None:
-    """Tell the loader's samplers the epoch (distributed samplers reshuffle only then).
-
-    Args:
-        loader: a dataloader (combined ones: each of them).
-        epoch: the epoch, counted from 0.
-    """
-    for one in _loaders(loader):
-        batch_sampler = getattr(one, "batch_sampler", None)
-        holders = (
-            one,
-            getattr(one, "sampler", None),
-            batch_sampler,
-            getattr(batch_sampler, "sampler", None),
-        )
-        # Each once: a DataLoader's sampler is also its batch sampler's.
-        for holder in {id(holder): holder for holder in holders}.values():
-            set_epoch = getattr(holder, "set_epoch", None)
-            if callable(set_epoch):
-                set_epoch(epoch)
-
-
-def capture_data_rng(loader: Iterable[Any]) -> dict[str, Any]:
-    """Every random state an epoch's data order depends on (global and the loader's own).
-
-    Args:
-        loader: the training dataloader.
-    """
-    generators = [generator.get_state() for generator in loader_generators(loader)]
-    return {"global": capture_rng_states(), "generators": generators}
-
-
-def restore_data_rng(loader: Iterable[Any], states: dict[str, Any]) -> None:
-    """Restore what :func:`capture_data_rng` captured.
-
-    Args:
-        loader: the same training dataloader.
-        states: the captured states.
-    """
-    restore_rng_states(states["global"])
-    for generator, saved in zip(loader_generators(loader), states["generators"], strict=True):
-        generator.set_state(saved)
 
 
 class NamedLoaders(list):  # type: ignore[type-arg]

@@ -16,7 +16,8 @@ from typing import Any
 import torch
 
 from trainkit.core.batches import move_data_to_device
-from trainkit.core.data import batches, set_sampler_epoch
+from trainkit.core.data import batches
+from trainkit.core.epoch_position import set_sampler_epoch
 from trainkit.core.module import overrides
 from trainkit.core.steps import fit_step_arguments
 from trainkit.loops.results import Results

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from trainkit.checkpoint.preemption import Preemption, StopVote
-from trainkit.core.data import epoch_batches, set_sampler_epoch
+from trainkit.core.epoch_position import epoch_batches, set_sampler_epoch
 from trainkit.loops.dataloaders import Reload
 from trainkit.loops.evaluate import run_evaluation, run_sanity_check
 from trainkit.loops.run import Run
@@ -174,7 +174,7 @@ def _train_epoch(run: Run, fit: Fit) -> None:
     optimization.start_epoch(state.epoch, total, batch_end_hooks=on_batch_end is not None)
     step = hooks.profiled("run_training_batch", optimization.batch_step())
     epoch, state.epoch_start_rng = epoch_batches(
-        loader, total, state.batch_idx, state.epoch_start_rng
+        loader, total, state.batch_idx, state.epoch_start_rng, state.loader_states
     )
     empty = True
     for batch_idx, batch, is_last in hooks.profiled_iterable("train_dataloader_next", epoch):

@@ -113,6 +113,10 @@ class RunState:
     #: The epoch a fit resumed in the middle of (None: it started at an epoch's
     #: beginning); ``trainer.fit_loop.restarting`` holds until that epoch ends.
     restarted_epoch: int | None = _status(None)
+    #: The positions of the training loaders that keep their own: the saved ones, for
+    #: the epoch a fit resumed inside; while an epoch of such loaders without a length
+    #: runs, theirs as of the running batch (``trainkit.core.epoch_position.epoch_batches``).
+    loader_states: list[Any] = field(default_factory=list, metadata={"resume": False})
 
     # ------------------------------------------------ progress (restored)
     #: The current epoch, counted from 0.
@@ -130,7 +134,7 @@ class RunState:
     #: lets a resume under another number of processes or batch size continue the epoch.
     samples_per_step: int | None = None
     #: The random states the current epoch's data order was drawn from; a
-    #: mid-epoch resume needs them (see ``trainkit.core.data.epoch_batches``).
+    #: mid-epoch resume needs them (see ``trainkit.core.epoch_position.epoch_batches``).
     epoch_start_rng: dict[str, Any] | None = None
     #: Identifies a training run across its resumes (saved in its checkpoints).
     lineage: str | None = None
@@ -163,7 +167,8 @@ class RunState:
             lineage: the new run's identity (a continued fit keeps its own).
             resuming: a checkpoint's state will be restored.
         """
-        self.preempted, self.epoch_phase, self.restarted_epoch = False, 0, None
+        self.preempted, self.epoch_phase = False, 0
+        self.restarted_epoch, self.loader_states = None, []
         if self.fit_ended and not resuming:
             self.fit_ended = False
             return  # it ended at an epoch's end: batch_idx is 0, no epoch is running

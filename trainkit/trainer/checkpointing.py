@@ -22,6 +22,7 @@ from trainkit.callbacks.defaults import (
 from trainkit.checkpoint import weights as checkpoint_io
 from trainkit.checkpoint.files import weights_only_load
 from trainkit.checkpoint.restore import collect_state
+from trainkit.core.epoch_position import stateful_loaders
 from trainkit.trainer.properties import TrainerViews
 
 if TYPE_CHECKING:
@@ -104,7 +105,12 @@ class TrainerCheckpoints(TrainerViews):
                 "trainer.save_checkpoint() needs a run: call it during or after "
                 "trainer.fit(model, ...), validate, test or predict."
             )
-        return collect_state(run, weights_only=weights_only)
+        fit = run.fit  # the training loaders that keep their own position save it
+        stateful = stateful_loaders(fit.train_loader) if fit is not None else []
+        # As of the running batch (the loop may have read one ahead: see epoch_batches).
+        states = (run.state.loader_states or [one.state_dict() for one in stateful]) or None
+        states = None if weights_only else states
+        return collect_state(run, weights_only=weights_only, loader_states=states)
 
     def _last_checkpoint_paths(self) -> list[Path]:
         return last_checkpoint_paths(self.callbacks, self.default_root_dir)

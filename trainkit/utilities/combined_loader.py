@@ -57,7 +57,8 @@ def flatten(tree: Any) -> tuple[list[Any], Callable[[list[Any]], Any]]:
 
 
 def is_loader_collection(value: Any) -> bool:
-    """Whether ``value`` is a list, tuple or dict (nested or not) of dataloaders only.
+    """Whether ``value`` is a list, tuple or dict (nested or not) of dataloaders only,
+    or a dict of any iterables (an iterable of your own, a ``StatefulDataLoader``).
 
     A list of batches (tensors, tuples of tensors) is not: trainkit reads it as one
     loader whose items are the batches.
@@ -67,7 +68,15 @@ def is_loader_collection(value: Any) -> bool:
     if not isinstance(value, (list, tuple, Mapping)):
         return False
     leaves, _ = flatten(value)
+    if isinstance(value, Mapping):  # never batches: any iterables in a dict are combined
+        return bool(leaves) and all(_iterable_loader(leaf) for leaf in leaves)
     return bool(leaves) and all(isinstance(leaf, (DataLoader, CombinedLoader)) for leaf in leaves)
+
+
+def _iterable_loader(leaf: Any) -> bool:
+    import torch
+
+    return isinstance(leaf, Iterable) and not isinstance(leaf, (torch.Tensor, str, bytes))
 
 
 class CombinedLoader(Iterable[tuple[Any, int, int]]):
@@ -266,9 +275,10 @@ def as_given(loader: Any) -> Any:
 def training_iterable(given: Any) -> Any:
     """What the training loop iterates for the training data a user gave.
 
-    A list, tuple or dict of dataloaders is combined in ``"max_size_cycle"`` mode, as
-    Lightning combines it; a :class:`CombinedLoader` is read in its own mode; anything
-    else (a DataLoader, a list of batches) is iterated as it is.
+    A list, tuple or dict of dataloaders (a dict of any iterables) is combined in
+    ``"max_size_cycle"`` mode, as Lightning combines it; a :class:`CombinedLoader` is
+    read in its own mode; anything else (a DataLoader, a list of batches) is iterated
+    as it is.
     """
     if isinstance(given, CombinedLoader):
         return CombinedBatches(given)
