@@ -1,5 +1,8 @@
-"""A fit resumed inside an epoch of an iterable: stateful loaders go on from their saved
-position, others are read again up to it; either way the epoch continues exactly."""
+"""core/epoch_position: a fit resumed inside an epoch of an iterable.
+
+Loaders that keep their own position go on from the saved one; others are read again
+up to it. Either way the epoch continues exactly as the uninterrupted one.
+"""
 
 from __future__ import annotations
 
