@@ -271,7 +271,7 @@ def test_missing_monitor_warns_and_still_saves_last(tmp_path: Path) -> None:
 
 def test_ckpt_path_last_without_a_checkpoint_starts_fresh(tmp_path: Path) -> None:
     trainer = trainkit.Trainer(max_epochs=1, default_root_dir=tmp_path, **QUIET)
-    with pytest.warns(UserWarning, match="no last.ckpt found"):
+    with pytest.warns(UserWarning, match="there is no last checkpoint available"):
         trainer.fit(Classifier(), loader(blobs(64), 32), ckpt_path="last")
     assert trainer.global_step == 2
 

@@ -366,7 +366,9 @@ def test_evaluate_after_fit_without_a_model_uses_the_best_checkpoint(tmp_path: P
     fit_quietly(trainer, Classifier())
     best = trainer.checkpoint_callback.best_model_path
     assert best
-    with pytest.warns(UserWarning, match="best checkpoint"):
+    # Lightning's words (projects' tests match them).
+    said = r"`.validate\(ckpt_path=None\)` was called without a model. The best model of the"
+    with pytest.warns(UserWarning, match=said):
         results = trainer.validate(dataloaders=loader(blobs(32), 16), verbose=False)
     assert trainer.ckpt_path == best and set(results[0]) >= {"val/loss", "val/acc"}
     trainer.test(dataloaders=loader(blobs(32), 16), ckpt_path="best", verbose=False)
@@ -382,9 +384,17 @@ def test_evaluate_without_a_model_or_a_fit_says_what_to_pass() -> None:
         trainkit.Trainer(**QUIET).validate(dataloaders=loader(blobs(32), 16))
 
 
-def test_ckpt_path_best_without_a_checkpoint_callback_is_an_error() -> None:
-    with pytest.raises(ValueError, match="ckpt_path='best' needs a ModelCheckpoint"):
+def test_ckpt_path_best_without_a_best_checkpoint_is_an_error_in_lightnings_words(
+    tmp_path: Path,
+) -> None:
+    asked = r'`.test\(ckpt_path="best"\)` is set but `ModelCheckpoint` is not configured'
+    with pytest.raises(ValueError, match=asked + r"\. Give the Trainer one"):
         trainkit.Trainer(**QUIET).test(Classifier(), loader(blobs(32), 16), ckpt_path="best")
+    # One that has saved nothing yet (no fit): "to save the best model".
+    trainer = trainkit.Trainer(callbacks=[ModelCheckpoint(dirpath=tmp_path)], **QUIET)
+    asked = asked.replace("test", "validate")
+    with pytest.raises(ValueError, match=asked + " to save the best model: it has saved no"):
+        trainer.validate(Classifier(), loader(blobs(32), 16), ckpt_path="best")
 
 
 def test_predict_return_predictions_false_returns_none() -> None:

@@ -300,20 +300,28 @@ def last_checkpoint_paths(callbacks: list[Callback], default_root_dir: str) -> l
     ]
 
 
-def best_checkpoint_path(callbacks: list[Callback]) -> str:
+def best_checkpoint_path(callbacks: list[Callback], fn: str = "test") -> str:
     """The best checkpoint the first ModelCheckpoint kept (``ckpt_path="best"``).
 
     Args:
         callbacks: the Trainer's callbacks.
+        fn: the entry point asking (``"validate"``, ``"test"``, ``"predict"``), for messages.
 
     Raises:
-        ValueError: there is no ModelCheckpoint, or it has saved nothing yet.
+        ValueError: there is no ModelCheckpoint, or it has saved nothing yet
+            (Lightning's words first).
     """
     found = checkpoint_callbacks(callbacks)
-    if not found or not found[0].best_model_path:
+    asked = f'`.{fn}(ckpt_path="best")` is set but `ModelCheckpoint` is not configured'
+    if not found:
         raise ValueError(
-            "ckpt_path='best' needs a ModelCheckpoint that has saved a checkpoint in this "
-            "Trainer's fit; pass a checkpoint path instead, or fit first."
+            f"{asked}. Give the Trainer one (enable_checkpointing=True adds it) and fit, "
+            "or pass the path of a checkpoint."
+        )
+    if not found[0].best_model_path:
+        raise ValueError(
+            f"{asked} to save the best model: it has saved no checkpoint in this Trainer's "
+            "fit. Fit first, or pass the path of a checkpoint."
         )
     return str(found[0].best_model_path)
 

@@ -71,10 +71,11 @@ def resolve_path(
         ]
         what = " (the newest checkpoint there: no last.ckpt was kept)"
     if not candidates:
-        warn(
-            "ckpt_path='last': no last.ckpt found (nor any other checkpoint) in "
-            f"{sorted(str(p.parent) for p in last_paths)}; starting from scratch (keep a "
-            "last.ckpt with ModelCheckpoint(save_last=True))."
+        warn(  # Lightning's words first
+            'ckpt_path="last" is set, but there is no last checkpoint available (no last.ckpt '
+            f"nor any other checkpoint in {sorted(str(p.parent) for p in last_paths)}). No "
+            "checkpoint will be loaded: fit starts from scratch, and validate, test and predict "
+            "use the model as it is. HINT: Set `ModelCheckpoint(..., save_last=True)`."
         )
         return None
     picked = max(candidates, key=sharded.saved_at)

@@ -133,7 +133,8 @@ class TrainerCheckpoints(TrainerViews):
         datamodule: DataModule | None = None,
     ) -> None:
         if ckpt_path is not None and os.fspath(ckpt_path) == "best":
-            ckpt_path = best_checkpoint_path(self.callbacks)
+            fn = self.state.fn  # a TrainerFn: its value is the entry point's name
+            ckpt_path = best_checkpoint_path(self.callbacks, getattr(fn, "value", fn) or "test")
         resolved = checkpoint_io.resolve_path(ckpt_path, self._last_checkpoint_paths(), self.warn)
         self.ckpt_path = str(resolved) if resolved is not None else None
         if resolved is None:

@@ -561,10 +561,11 @@ class Trainer(TrainerCheckpoints):
             best = self.checkpoint_callback.best_model_path if self.checkpoint_callback else ""
             if ckpt_path is None and best:
                 ckpt_path = "best"
-                self.warn(
-                    f"trainer.{fn}() without a model uses the best checkpoint of the last "
-                    "fit; pass ckpt_path='best', 'last' or a path to choose (and silence "
-                    "this), or pass the model to use its current weights."
+                self.warn(  # Lightning's words, then trainkit's third choice
+                    f"`.{fn}(ckpt_path=None)` was called without a model. The best model of the"
+                    f" previous `fit` call will be used. You can pass `.{fn}(ckpt_path='best')`"
+                    f" to use the best model or `.{fn}(ckpt_path='last')` to use the last model."
+                    " If you pass a value, this warning will be silenced (a model: its weights)."
                 )
         trained = model
 
