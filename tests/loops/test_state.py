@@ -119,3 +119,16 @@ def test_the_trainer_reports_stage_and_status_as_a_run_goes() -> None:
         trainer.fit(Broken(), loader(blobs(64), 32))
     assert exited.value.code == 130
     assert trainer.state.status == "interrupted" and trainer.interrupted
+
+
+def test_running_stages_say_whether_they_evaluate_and_their_dataloader_hook() -> None:
+    # Lightning's values: code that builds a hook's name as f"{prefix}_dataloader" reads them.
+    from trainkit.loops.state import RunningStage
+
+    assert {stage.value: (stage.evaluating, stage.dataloader_prefix) for stage in RunningStage} == {
+        "train": (False, "train"),
+        "sanity_check": (True, "val"),
+        "validate": (True, "val"),
+        "test": (True, "test"),
+        "predict": (False, "predict"),
+    }

@@ -45,13 +45,31 @@ class TrainerFn(str, Enum):
 
 
 class RunningStage(str, Enum):
-    """What runs now, as Lightning names it; equal to the strings ``RunState.stage`` holds."""
+    """What runs now, as Lightning names it; equal to the strings ``RunState.stage`` holds.
+
+    Example:
+        >>> RunningStage.SANITY_CHECKING.evaluating, RunningStage.SANITY_CHECKING.dataloader_prefix
+        (True, 'val')
+    """
 
     TRAINING = "train"
     SANITY_CHECKING = "sanity_check"
     VALIDATING = "validate"
     TESTING = "test"
     PREDICTING = "predict"
+
+    @property
+    def evaluating(self) -> bool:
+        """Whether the stage runs an evaluation loop (the sanity check, validation, test)."""
+        return self in (RunningStage.VALIDATING, RunningStage.TESTING, RunningStage.SANITY_CHECKING)
+
+    @property
+    def dataloader_prefix(self) -> str:
+        """The prefix of the stage's dataloader hook: ``"val"`` for the sanity check and
+        validation (``val_dataloader``), else the stage's value."""
+        if self in (RunningStage.VALIDATING, RunningStage.SANITY_CHECKING):
+            return "val"
+        return str(self.value)
 
 
 class TrainerStatus(str, Enum):
