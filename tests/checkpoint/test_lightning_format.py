@@ -209,6 +209,9 @@ def test_load_from_checkpoint_reads_an_hparams_file(tmp_path: Path) -> None:
     )
     with pytest.raises(ValueError, match=r"\.yaml or \.yml"):
         Momentum.load_from_checkpoint(path, hparams_file=tmp_path / "hparams.csv")
+    # A file that is not there: the values meant to replace the saved ones were not read.
+    with pytest.raises(FileNotFoundError, match=r"hparams_file '.*missing.yaml' does not exist"):
+        Momentum.load_from_checkpoint(path, hparams_file=tmp_path / "missing.yaml")
 
 
 def test_on_load_checkpoint_sees_the_lightning_dict(tmp_path: Path) -> None:

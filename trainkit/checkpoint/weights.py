@@ -503,6 +503,7 @@ def load_hparams_file(path: str | os.PathLike[str]) -> dict[str, Any]:
 
     Raises:
         ValueError: the file is not YAML or does not hold a mapping.
+        FileNotFoundError: there is no such file.
     """
     file = Path(path)
     if file.suffix.lower() not in (".yaml", ".yml"):
@@ -510,6 +511,13 @@ def load_hparams_file(path: str | os.PathLike[str]) -> dict[str, Any]:
             f"hparams_file={str(file)!r}: trainkit reads hyperparameters from .yaml or .yml "
             "files (not .csv); convert the file to YAML, or pass the values as keyword "
             "arguments to load_from_checkpoint."
+        )
+    if not file.is_file():  # Lightning warns and goes on with the checkpoint's values
+        raise FileNotFoundError(
+            f"hparams_file {str(file)!r} does not exist, so the hyperparameters meant to "
+            "replace the checkpoint's were not read. Pass the hparams.yaml a logger wrote "
+            "(in logger.log_dir; none under fast_dev_run), or leave hparams_file out to use "
+            "the hyperparameters saved in the checkpoint."
         )
     import yaml  # only here: importing trainkit does not load yaml
 
