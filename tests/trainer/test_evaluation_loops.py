@@ -151,3 +151,34 @@ def test_a_loop_subclass_set_as_the_test_loop_prints_the_results_its_way(
     assert "Validate metric" in capsys.readouterr().out
     with pytest.raises(TypeError, match="made for validate"):
         trainer.validate_loop = trainer.test_loop
+
+
+class PredictsNothing(Classifier):
+    def predict_step(self, batch: Any, batch_idx: int) -> None:
+        return None  # forgot the return
+
+
+def test_a_predict_step_returning_none_warns_once_in_lightnings_words() -> None:
+    trainer = trainkit.Trainer(**QUIET)
+    with pytest.warns(UserWarning, match="predict returned None if it was on purpose") as caught:
+        predictions = trainer.predict(PredictsNothing(), loader(blobs(96), 32))
+    assert predictions == [None, None, None]
+    said = [w for w in caught if "predict returned None" in str(w.message)]
+    assert len(said) == 1 and "returned None for batch 0" in str(said[0].message)
+
+
+def test_ckpt_path_best_with_several_model_checkpoints_says_it_uses_the_first(
+    tmp_path: Any,
+) -> None:
+    from trainkit.callbacks import ModelCheckpoint
+
+    first = ModelCheckpoint(dirpath=tmp_path / "a", monitor="val/loss")
+    trainer = trainkit.Trainer(
+        max_epochs=1,
+        callbacks=[first, ModelCheckpoint(dirpath=tmp_path / "b")],
+        **{**QUIET, "enable_checkpointing": True},
+    )
+    trainer.fit(Classifier(), loader(blobs(64)), loader(blobs(32)))
+    with pytest.warns(UserWarning, match="best checkpoint path from first checkpoint callback"):
+        trainer.test(Classifier(), loader(blobs(32)), ckpt_path="best", verbose=False)
+    assert trainer.ckpt_path == first.best_model_path

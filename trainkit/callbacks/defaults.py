@@ -39,6 +39,7 @@ from trainkit.callbacks.summary import RunSummary
 from trainkit.checkpoint.callback_state import callback_state_key
 from trainkit.core.module import overrides
 from trainkit.trainer.options import OutputOptions, StepOptions
+from trainkit.utilities.rank_zero import rank_zero_warn
 
 if TYPE_CHECKING:
     import torch
@@ -317,6 +318,12 @@ def best_checkpoint_path(callbacks: list[Callback], fn: str = "test") -> str:
         raise ValueError(
             f"{asked}. Give the Trainer one (enable_checkpointing=True adds it) and fit, "
             "or pass the path of a checkpoint."
+        )
+    if len(found) > 1:  # Lightning's words
+        rank_zero_warn(
+            f'`.{fn}(ckpt_path="best")` is called with Trainer configured with multiple '
+            "`ModelCheckpoint` callbacks. It will use the best checkpoint path from first "
+            "checkpoint callback."
         )
     if not found[0].best_model_path:
         raise ValueError(

@@ -252,6 +252,13 @@ def _predict(
                 hooks.call("on_predict_batch_start", batch, batch_idx, *extra)
                 with run.step_context():
                     prediction = step(batch, batch_idx, *extra)
+                if prediction is None and not predicting.returned_none:
+                    predicting.returned_none = True  # Lightning's words first
+                    run.warn(
+                        "predict returned None if it was on purpose, ignore this warning... "
+                        f"(predict_step returned None for batch {batch_idx}: return what "
+                        "trainer.predict should give back)"
+                    )
                 hooks.call("on_predict_batch_end", prediction, batch, batch_idx, *extra)
                 if keep:  # after the hooks, as Lightning adds it
                     outputs.append(move_data_to_device(prediction, cpu))

@@ -50,6 +50,8 @@ class Predicting:
     kept: list[list[Any]] = field(default_factory=list)
     #: ``(dataloader_idx, batch_idx)`` of the batch running or last run (None: none yet).
     position: tuple[int, int] | None = None
+    #: Whether a ``predict_step`` returned None (warned about once a run).
+    returned_none: bool = False
 
 
 @dataclass(eq=False)
