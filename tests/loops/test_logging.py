@@ -237,3 +237,27 @@ def test_logger_true_without_a_logger_warns_once_a_name_and_the_default_never() 
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*no logger configured")
         with_logger.fit(AsksForTheLogger(), loader(blobs(96)))
+
+
+class ReadsLoggedMetricsAfterValidation(Classifier):
+    def __init__(self) -> None:
+        super().__init__()
+        self.losses: list[float] = []
+        self.read: list[float] = []
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        loss = super().training_step(batch, batch_idx)
+        self.losses.append(float(loss))
+        return loss
+
+    def on_validation_end(self) -> None:
+        if not self.trainer.sanity_checking:  # nothing read them during the batches
+            self.read.append(float(self.trainer.logged_metrics["train/loss"]))
+
+
+def test_logged_metrics_read_after_a_validation_hold_the_last_steps_values() -> None:
+    # Fewer steps than log_every_n_steps: no logger write has happened in between.
+    model = ReadsLoggedMetricsAfterValidation()
+    trainer = trainkit.Trainer(max_epochs=2, **QUIET_NO_LOGGER, logger=False)
+    trainer.fit(model, loader(blobs(96)), loader(blobs(32)))
+    assert model.read == pytest.approx([model.losses[2], model.losses[5]])

@@ -198,8 +198,9 @@ class Results:
         the ``log_every_n_steps`` writes and during a validation inside fit (values
         are read from the device only when asked for).
         """
-        if self._context in (TRAIN_STEP, TRAIN_EPOCH, EVAL, EVAL_EPOCH):
-            self._keep_step_values(sync=False)
+        # The training store holds the latest steps' values until the next epoch (or
+        # run) starts, so they are read in every context: on_validation_end too.
+        self._keep_step_values(sync=False)
         if self._unread:
             floats = to_floats(dict(self._unread), set(self._unread))
             self._logged.update({name: torch.tensor(value) for name, value in floats.items()})
