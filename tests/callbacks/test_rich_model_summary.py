@@ -56,3 +56,13 @@ def test_header_style_is_applied() -> None:
 def test_unknown_arguments_are_refused() -> None:
     with pytest.raises(TypeError, match="header_colour"):
         RichModelSummary(header_colour="red")
+
+
+def test_the_flops_total_is_spelled_as_lightnings_rich_table_spells_it() -> None:
+    import torch
+
+    model = Classifier()
+    model.example_input_array = torch.zeros(2, 8)
+    out = io.StringIO()
+    RichModelSummary().print_summary(model, console=Console(file=out, width=100))
+    assert "Total FLOPs: " in out.getvalue() and "Total Flops" not in out.getvalue()

@@ -175,4 +175,5 @@ def _draw(
         total_training_modes,
         total_flops if counted else None,
     ):
+        label = "Total FLOPs" if label == "Total Flops" else label  # the rich table's spelling
         console.print(Text.assemble((label, "bold"), f": {value}"))
