@@ -259,6 +259,65 @@ def test_trainer_runs_draw_live_bars_in_a_terminal() -> None:
     assert "train/loss: " in drawn
 
 
+class StageBar(RichProgressBar):
+    """A bar written in Lightning's style: its own display and training description."""
+
+    def _init_progress(self, trainer: Any) -> None:
+        from rich.progress import ProgressColumn, TextColumn
+        from rich.text import Text
+
+        from trainkit.lightning.callbacks.progress.rich_progress import (
+            BatchesProcessedColumn,
+            CustomBarColumn,
+            CustomProgress,
+            CustomTimeColumn,
+            MetricsTextColumn,
+            ProcessingSpeedColumn,
+        )
+
+        class Epochs(ProgressColumn):
+            def render(self, task: Any) -> Text:
+                return Text(f"[{trainer.current_epoch + 1} of {trainer.max_epochs}]")
+
+        if self.is_enabled and (self.progress is None or self._progress_stopped):
+            self._reset_progress_bar_ids()
+            self._metric_component = MetricsTextColumn(
+                trainer,
+                self.theme.metrics,
+                self.theme.metrics_text_delimiter,
+                self.theme.metrics_format,
+            )
+            self.progress = CustomProgress(
+                TextColumn("{task.description}"),
+                CustomBarColumn(),
+                BatchesProcessedColumn(),
+                CustomTimeColumn(),
+                ProcessingSpeedColumn(),
+                self._metric_component,
+                Epochs(),
+                auto_refresh=False,
+                disable=self.is_disabled,
+                console=self.console,
+            )
+            self.progress.start()
+            self._progress_stopped = False
+
+    def _get_train_description(self, current_epoch: int) -> str:
+        return f"stage {current_epoch}"
+
+
+@needs_rich
+def test_a_bar_written_in_lightnings_style_has_its_own_display_drawn() -> None:
+    out, console = terminal()
+    run_all_stages(StageBar(console_kwargs=console))
+    drawn = out.getvalue()
+    # Its columns (a batch count, the metrics it was given, a column of its own) and
+    # its description, not the default bar's.
+    for text in ("stage 1", "6/6", "it/s", "train/loss: ", "[2 of 2]", "Validation"):
+        assert text in drawn, text
+    assert "Epoch 0" not in drawn
+
+
 def test_building_without_rich_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "rich", None)  # `import rich` now fails
     with pytest.raises(ModuleNotFoundError, match=r"pip install 'trainkit\[rich\]'"):

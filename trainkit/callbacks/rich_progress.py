@@ -192,6 +192,10 @@ class RichProgressBar(ProgressBar):
         self._plain = False
         self.train_progress_bar_id: TaskID | None = None
         self._eval_id: TaskID | None = None
+        # Lightning's names, which subclasses overriding _init_progress set and read:
+        # whether the display was stopped, and a metrics column to keep up to date.
+        self._progress_stopped = False
+        self._metric_component: Any = None
 
     # ------------------------------------------------------ public state
     @property
@@ -290,29 +294,50 @@ class RichProgressBar(ProgressBar):
         ]
 
     # ------------------------------------------------------------ drawing
-    def _start_progress(self, trainer: Trainer) -> Progress:
-        if self.progress is None:
-            from rich.progress import Progress, TextColumn
+    def _init_progress(self, trainer: Trainer) -> None:
+        """Make and start ``self.progress``, the live display: the columns of
+        :meth:`configure_columns`, then the metrics.
 
-            # Drawn by our hooks only (auto_refresh=False): no thread reads metrics. In
-            # plain mode it keeps the tasks (a subclass may read them, as under
-            # Lightning) but never draws: the plain lines show progress.
-            self.progress = Progress(
-                *self.configure_columns(trainer),
-                TextColumn("{task.fields[metrics]}", style=self.theme.metrics, markup=False),
-                console=self.console,
-                auto_refresh=False,
-                disable=self._plain,
-            )
-            self.progress.start()
+        Lightning's name: a subclass written for Lightning that overrides it (to
+        add columns: a ``MetricsTextColumn`` as ``self._metric_component``, columns of
+        its own; see ``trainkit.callbacks.rich_columns``) has its display used.
+        """
+        from rich.progress import Progress, TextColumn
+
+        # Drawn by our hooks only (auto_refresh=False): no thread reads metrics. In
+        # plain mode it keeps the tasks (a subclass may read them, as under
+        # Lightning) but never draws: the plain lines show progress.
+        self.progress = Progress(
+            *self.configure_columns(trainer),
+            TextColumn("{task.fields[metrics]}", style=self.theme.metrics, markup=False),
+            console=self.console,
+            auto_refresh=False,
+            disable=self._plain,
+        )
+        self.progress.start()
+        self._progress_stopped = False
+
+    def _start_progress(self, trainer: Trainer) -> Progress:
+        if self.progress is None or self._progress_stopped:
+            self._init_progress(trainer)
+            if self.progress is None:
+                raise RuntimeError(
+                    f"{type(self).__name__}._init_progress(trainer) made no display: set "
+                    "self.progress to a started rich.progress.Progress there."
+                )
         return self.progress
+
+    def _reset_progress_bar_ids(self) -> None:
+        # Lightning's name: no task is on the (new) display yet.
+        self.train_progress_bar_id = None
+        self._eval_id = None
 
     def _stop_progress(self) -> None:
         if self.progress is not None:
             self.progress.stop()  # leaves the last frame on screen
         self.progress = None
-        self.train_progress_bar_id = None
-        self._eval_id = None
+        self._progress_stopped = True
+        self._reset_progress_bar_ids()
 
     def _add_task(self, trainer: Trainer, description: str, track: _Track, total: float) -> TaskID:
         progress = self._start_progress(trainer)
@@ -346,7 +371,10 @@ class RichProgressBar(ProgressBar):
             self.progress.refresh()
 
     def _metrics_text(self, trainer: Trainer, module: Module) -> str:
-        return format_rich_metrics(self.get_metrics(trainer, module), self.theme)
+        metrics = self.get_metrics(trainer, module)
+        if self._metric_component is not None:  # a subclass's own metrics column
+            self._metric_component.update(metrics)
+        return format_rich_metrics(metrics, self.theme)
 
     def _line(self, description: str, track: _Track, total: float, metrics: str) -> None:
         known = None if math.isinf(total) else total
@@ -357,9 +385,14 @@ class RichProgressBar(ProgressBar):
         self.console.print(" ".join(parts), markup=False, highlight=False, soft_wrap=True)
 
     def _train_description(self, trainer: Trainer) -> str:
-        max_epochs = getattr(trainer, "max_epochs", None)
+        return self._get_train_description(trainer.current_epoch)
+
+    def _get_train_description(self, current_epoch: int) -> str:
+        """The training bar's description: ``Epoch 3/9`` (Lightning's name: override it
+        to say something else)."""
+        max_epochs = getattr(self.trainer, "max_epochs", None)
         last = f"/{max_epochs - 1}" if isinstance(max_epochs, int) and max_epochs > 0 else ""
-        return f"Epoch {trainer.current_epoch}{last}"
+        return f"Epoch {current_epoch}{last}"
 
     # ---------------------------------------------------------- lifecycle
     def _close_display(self) -> None:
