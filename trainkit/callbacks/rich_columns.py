@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from rich.progress import BarColumn, Progress, ProgressColumn, Task, TaskID
 from rich.progress_bar import ProgressBar
 from rich.text import Text
 
-from trainkit.callbacks.rich_progress import RichProgressBarTheme, format_rich_metrics
+from trainkit.callbacks.rich_progress import (
+    RichProgressBarTheme,
+    clock_text,
+    format_rich_metrics,
+)
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -103,55 +106,58 @@ class CustomBarColumn(BarColumn):
         return bar
 
 
-class BatchesProcessedColumn(ProgressColumn):
+class _TextColumn(ProgressColumn):
+    # A column of one styled text, made from the task.
+    default_style: str = ""
+
+    def __init__(self, style: str | Style | None = None) -> None:
+        super().__init__()
+        self.style = self.default_style if style is None else style
+
+    def render(self, task: Task) -> RenderableType:
+        return Text(self.text(task), style=self.style)
+
+    def text(self, task: Task) -> str:
+        raise NotImplementedError
+
+
+class BatchesProcessedColumn(_TextColumn):
     """``done/total`` batches (``--`` for an unknown total).
 
     Args:
         style: the text's rich style.
     """
 
-    def __init__(self, style: str | Style = "") -> None:
-        super().__init__()
-        self.style = style
-
-    def render(self, task: Task) -> RenderableType:
+    def text(self, task: Task) -> str:
         total = "--" if _unknown(task.total) else int(task.total or 0)
-        return Text(f"{int(task.completed)}/{total}", style=self.style)
+        return f"{int(task.completed)}/{total}"
 
 
-def _clock(seconds: float | None) -> str:
-    return "-:--:--" if seconds is None else str(timedelta(seconds=int(seconds)))
-
-
-class CustomTimeColumn(ProgressColumn):
+class CustomTimeColumn(_TextColumn):
     """Time elapsed and remaining: ``0:00:12 • 0:01:40`` (``-:--:--`` when not known).
 
     Args:
-        style: the text's rich style.
+        style: the text's rich style (default ``"dim"``).
     """
 
-    def __init__(self, style: str | Style = "dim") -> None:
-        super().__init__()
-        self.style = style
+    default_style = "dim"
 
-    def render(self, task: Task) -> RenderableType:
+    def text(self, task: Task) -> str:
         remaining = None if _unknown(task.total) else task.time_remaining
-        return Text(f"{_clock(task.elapsed)} • {_clock(remaining)}", style=self.style)
+        return f"{clock_text(task.elapsed)} • {clock_text(remaining)}"
 
 
-class ProcessingSpeedColumn(ProgressColumn):
+class ProcessingSpeedColumn(_TextColumn):
     """Batches a second: ``12.34it/s``.
 
     Args:
-        style: the text's rich style.
+        style: the text's rich style (default ``"dim underline"``).
     """
 
-    def __init__(self, style: str | Style = "dim underline") -> None:
-        super().__init__()
-        self.style = style
+    default_style = "dim underline"
 
-    def render(self, task: Task) -> RenderableType:
-        return Text(f"{task.speed or 0:.2f}it/s", style=self.style)
+    def text(self, task: Task) -> str:
+        return f"{task.speed or 0:.2f}it/s"
 
 
 class MetricsTextColumn(ProgressColumn):

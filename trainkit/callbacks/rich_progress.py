@@ -113,7 +113,8 @@ def format_rich_metrics(metrics: Mapping[str, Any], theme: RichProgressBarTheme)
     return theme.metrics_text_delimiter.join(texts)
 
 
-def _clock(seconds: float | None) -> str:
+def clock_text(seconds: float | None) -> str:
+    """A time as the bar shows it: ``0:01:40``; ``-:--:--`` when not known."""
     return "-:--:--" if seconds is None else str(timedelta(seconds=int(seconds)))
 
 
@@ -128,7 +129,7 @@ def _columns_text(track: _Track, total: float | None) -> dict[str, str]:
     shown_total = "--" if total is None or math.isinf(total) else str(int(total))
     return {
         "batches": f"{track.position}/{shown_total}",
-        "clock": f"{_clock(elapsed)} • {_clock(remaining)}",
+        "clock": f"{clock_text(elapsed)} • {clock_text(remaining)}",
         "speed": f"{rate or 0:.2f}it/s",
     }
 
