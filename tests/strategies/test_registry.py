@@ -199,7 +199,7 @@ def test_an_unknown_name_names_the_valid_ones_and_the_likely_one(
     typo: str, suggestion: str
 ) -> None:
     expected = (
-        rf"Unknown strategy '{typo}'; valid strategies are \[.*'fsdp'\]\. "
+        rf"Unknown strategy '{typo}'; valid strategies are \[.*'fsdp'.*\]\. "
         rf"Did you mean '{suggestion}'"
     )
     with pytest.raises(ValueError, match=expected):
@@ -277,3 +277,44 @@ def test_register_refuses_what_it_cannot_build(registered: list[str]) -> None:
         plan_devices("replaced", "cpu", 1)
     with pytest.raises(KeyError, match="'replaced' is not a registered strategy"):
         StrategyRegistry.remove("replaced")
+
+
+@pytest.mark.parametrize(
+    ("name", "cls", "option", "value", "launch"),
+    [
+        ("ddp_find_unused_parameters_true", DDPStrategy, "find_unused_parameters", True, "script"),
+        (
+            "ddp_find_unused_parameters_false",
+            DDPStrategy,
+            "find_unused_parameters",
+            False,
+            "script",
+        ),
+        (
+            "ddp_spawn_find_unused_parameters_true",
+            DDPStrategy,
+            "find_unused_parameters",
+            True,
+            "spawn",
+        ),
+        ("fsdp_cpu_offload", FSDPStrategy, "cpu_offload", True, "script"),
+    ],
+)
+def test_lightnings_names_for_a_built_in_with_other_arguments_build_it_so(
+    name: str, cls: type, option: str, value: bool, launch: str
+) -> None:
+    assert name in StrategyRegistry.available_strategies()
+    assert StrategyRegistry.launch_mode(name) == launch  # started as the built-in it names
+    if cls is DDPStrategy:
+        trainer = trainkit.Trainer(strategy=name, accelerator="cpu", devices=1, logger=False)
+        assert type(trainer.strategy) is DDPStrategy
+        assert trainer.strategy.ddp_options[option] is value
+    else:
+        assert StrategyRegistry.entry(name).init_params == {option: value}
+        assert StrategyRegistry.strategy_class(name) is cls
+
+
+@pytest.mark.parametrize("name", ["ddp_fork", "ddp_notebook_find_unused_parameters_true"])
+def test_lightnings_forking_names_are_refused_saying_what_to_use(name: str) -> None:
+    with pytest.raises(ValueError, match=rf"strategy='{name}' forks .* Use strategy='ddp_spawn'"):
+        trainkit.Trainer(strategy=name, accelerator="cpu", devices=2, logger=False)

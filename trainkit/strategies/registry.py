@@ -45,6 +45,23 @@ BUILT_IN = {
     "fsdp": "trainkit.strategies.fsdp:FSDPStrategy",
 }
 
+#: Lightning's registered names for a built-in strategy built with other arguments:
+#: each starts as the built-in one it names (its processes, its launch).
+LIGHTNING_NAMES: dict[str, tuple[str, dict[str, Any]]] = {
+    "ddp_find_unused_parameters_true": ("ddp", {"find_unused_parameters": True}),
+    "ddp_find_unused_parameters_false": ("ddp", {"find_unused_parameters": False}),
+    "ddp_spawn_find_unused_parameters_true": ("ddp_spawn", {"find_unused_parameters": True}),
+    "ddp_spawn_find_unused_parameters_false": ("ddp_spawn", {"find_unused_parameters": False}),
+    "fsdp_cpu_offload": ("fsdp", {"cpu_offload": True}),
+}
+
+#: Lightning's names for ranks forked from this process, which trainkit does not start.
+_FORKED = tuple(
+    f"{kind}{suffix}"
+    for kind in ("ddp_fork", "ddp_notebook")
+    for suffix in ("", "_find_unused_parameters_true", "_find_unused_parameters_false")
+)
+
 
 @dataclass(frozen=True)
 class DevicePlan:
@@ -80,12 +97,15 @@ class StrategyEntry:
         location: the class, or where a built-in one is ("module:Class").
         description: what the name is for, in words.
         init_params: keyword arguments the class is built with.
+        launch_as: the name whose launch this one's processes start by (a Lightning
+            name for a built-in strategy with other arguments); None: its own.
     """
 
     name: str
     location: type[Strategy] | str
     description: str = ""
     init_params: Mapping[str, Any] = field(default_factory=dict)
+    launch_as: str | None = None
 
     def strategy_class(self) -> type[Strategy]:
         """The class this name builds (a built-in one is imported here, once)."""
@@ -101,6 +121,11 @@ class Registry:
 
     def __init__(self) -> None:
         self._entries = {name: StrategyEntry(name, where) for name, where in BUILT_IN.items()}
+        for name, (base, params) in LIGHTNING_NAMES.items():
+            arguments = ", ".join(f"{key}={value}" for key, value in params.items())
+            self._entries[name] = StrategyEntry(
+                name, BUILT_IN[base], f"{base!r} with {arguments}", params, base
+            )
 
     @overload
     def register(
@@ -198,6 +223,13 @@ class Registry:
             name: a strategy name.
         """
         found = self._entries.get(name)
+        if found is None and name in _FORKED:
+            raise ValueError(
+                f"strategy={name!r} forks this process for the other ranks, which trainkit "
+                "does not do. Use strategy='ddp_spawn' (from a notebook: define the Module and "
+                "the data in a .py file beside it and import them), or run the script with "
+                "strategy='ddp'."
+            )
         if found is None:
             valid = ["auto", *self._entries]
             raise ValueError(
@@ -220,7 +252,8 @@ class Registry:
         Args:
             name: a registered name.
         """
-        return self.strategy_class(name).launch_mode(name)
+        entry = self.entry(name)
+        return entry.strategy_class().launch_mode(entry.launch_as or name)
 
     def build(
         self,
