@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import trainkit
+from tests.helpers import QUIET, Classifier, blobs, loader
 from trainkit.core.steps import fit_step_arguments
 
 
@@ -53,3 +54,27 @@ def test_a_step_taking_the_dataloader_iterator_is_refused_saying_what_to_take() 
 
     with pytest.raises(NotImplementedError, match=r"training_step\(dataloader_iter\).*batch_idx"):
         fit_step_arguments(training_step, training_step)
+
+
+class WrittenForLightning1(Classifier):
+    """Epoch-end hooks Lightning 2.0 removed: they would never run."""
+
+    def training_epoch_end(self, outputs: Any) -> None:
+        raise AssertionError("never called")
+
+    def test_epoch_end(self, outputs: Any) -> None:
+        raise AssertionError("never called")
+
+
+def test_a_module_with_epoch_end_hooks_lightning_removed_is_refused_naming_the_new_hook() -> None:
+    model = WrittenForLightning1()
+    with pytest.raises(
+        NotImplementedError,
+        match=r"Support for `training_epoch_end` has been removed in v2.0.0. "
+        r"`WrittenForLightning1` implements this method. You can use the `on_train_epoch_end`",
+    ):
+        trainkit.Trainer(max_epochs=1, **QUIET).fit(model, loader(blobs(64)))
+    with pytest.raises(NotImplementedError, match=r"`test_epoch_end`.*`on_test_epoch_end`"):
+        trainkit.Trainer(**QUIET).test(model, loader(blobs(64)), verbose=False)
+    # Validation has no removed hook here: it runs.
+    assert trainkit.Trainer(**QUIET).validate(model, loader(blobs(64)), verbose=False)

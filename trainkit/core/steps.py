@@ -35,6 +35,7 @@ def fit_step_arguments(
         >>> fit_step_arguments(training_step, training_step)("b", 0, 0)
         'b'
     """
+    _refuse_removed_hook(method)
     try:
         parameters = _parameters(method)
     except (TypeError, ValueError):  # no signature: pass everything
@@ -61,6 +62,30 @@ def fit_step_arguments(
         return step(*args[:taken])
 
     return called
+
+
+#: The epoch-end hooks Lightning 2.0 removed, by the step whose outputs they received,
+#: with the hook that replaces each.
+_REMOVED_HOOKS = {
+    "training_step": ("training_epoch_end", "on_train_epoch_end"),
+    "validation_step": ("validation_epoch_end", "on_validation_epoch_end"),
+    "test_step": ("test_epoch_end", "on_test_epoch_end"),
+}
+
+
+def _refuse_removed_hook(method: Callable[..., Any]) -> None:
+    # A Module written for Lightning 1.x: its epoch-end hook would never run, silently.
+    removed = _REMOVED_HOOKS.get(getattr(method, "__name__", ""))
+    module = getattr(method, "__self__", None)
+    if removed is None or module is None or not callable(getattr(module, removed[0], None)):
+        return
+    old, new = removed
+    raise NotImplementedError(  # Lightning's words first
+        f"Support for `{old}` has been removed in v2.0.0. `{type(module).__name__}` implements "
+        f"this method. You can use the `{new}` hook instead. To access outputs, save them "
+        f"in-memory as instance attributes (append them in the step, read and clear them in "
+        f"`{new}`): trainkit calls no `{old}`."
+    )
 
 
 def _parameters(method: Callable[..., Any]) -> list[inspect.Parameter]:
