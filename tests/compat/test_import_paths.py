@@ -20,6 +20,7 @@ import torch
 
 import trainkit
 from trainkit import callbacks, loggers, profilers
+from trainkit.callbacks import device_stats
 from trainkit.callbacks.early_stopping import EarlyStoppingReason
 from trainkit.cli.lightning_cli import ArgsType, SaveConfigCallback
 from trainkit.cli.lightning_parser import (
@@ -270,6 +271,7 @@ PATHS = [
     ("plugins.io.async_plugin", "AsyncCheckpointIO", plugin_io.AsyncCheckpointIO),
     ("accelerators.accelerator", "Accelerator", accelerators.Accelerator),
     ("accelerators.cpu", "CPUAccelerator", accelerators.CPUAccelerator),
+    ("accelerators.cpu", "get_cpu_stats", device_stats.cpu_stats),
     ("accelerators.cuda", "CUDAAccelerator", accelerators.CUDAAccelerator),
     ("accelerators.mps", "MPSAccelerator", accelerators.MPSAccelerator),
     ("core.hooks", "ModelHooks", core_hooks.ModuleHooks),
