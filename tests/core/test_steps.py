@@ -78,3 +78,33 @@ def test_a_module_with_epoch_end_hooks_lightning_removed_is_refused_naming_the_n
         trainkit.Trainer(**QUIET).test(model, loader(blobs(64)), verbose=False)
     # Validation has no removed hook here: it runs.
     assert trainkit.Trainer(**QUIET).validate(model, loader(blobs(64)), verbose=False)
+
+
+@pytest.mark.parametrize(
+    ("attribute", "entry", "said"),
+    [
+        ("training_step", "fit", r"No `training_step\(\)` method defined to run `Trainer.fit`"),
+        ("configure_optimizers", "fit", r"No `configure_optimizers\(\)` method defined"),
+        ("test_step", "test", r"No `test_step\(\)` method defined to run `Trainer.test`"),
+        ("validation_step", "validate", r"validation_step"),
+    ],
+)
+def test_a_step_set_to_none_where_the_run_needs_it_is_refused_naming_it(
+    attribute: str, entry: str, said: str
+) -> None:
+    # Lightning's code turns a hook off by setting it to None; a run that needs it says so.
+    model = Classifier()
+    setattr(model, attribute, None)
+    trainer = trainkit.Trainer(max_epochs=1, **QUIET)
+    run = getattr(trainer, entry)
+    with pytest.raises((NotImplementedError, ValueError), match=said):
+        run(model, loader(blobs(64)), **({} if entry == "fit" else {"verbose": False}))
+
+
+def test_validation_step_set_to_none_turns_fit_s_validation_off() -> None:
+    model = Classifier()
+    model.validation_step = None  # type: ignore[method-assign,assignment]
+    trainer = trainkit.Trainer(max_epochs=1, **QUIET)
+    with pytest.warns(UserWarning, match="but have no `validation_step`. Skipping val loop"):
+        trainer.fit(model, loader(blobs(64)), loader(blobs(32)))
+    assert "val/loss" not in trainer.callback_metrics

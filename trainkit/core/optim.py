@@ -137,6 +137,12 @@ def configured_optimizers(
         module: the user's Module.
     """
     automatic = module.automatic_optimization
+    if not callable(module.configure_optimizers):  # set to None: Lightning's words first
+        raise NotImplementedError(
+            "No `configure_optimizers()` method defined: fit needs it to return the "
+            f"optimizers, and {type(module).__name__}.configure_optimizers is "
+            f"{module.configure_optimizers!r}. Define it, or drop what sets it to None."
+        )
     optimizers, configs = parse_optimizers(module.configure_optimizers(), automatic)
     if automatic and len(optimizers) > 1:
         raise ValueError(

@@ -64,6 +64,32 @@ def fit_step_arguments(
     return called
 
 
+def defined_step(module: Any, name: str, entry: Any) -> Callable[..., Any]:
+    """The Module's step method ``name``, which ``entry`` (a Trainer method) runs.
+
+    Raises:
+        NotImplementedError: it is set to None (or is no method), as code written for
+            Lightning does to turn a step off, where this entry point needs it.
+
+    Example:
+        >>> class Net(torch.nn.Module):
+        ...     test_step = None
+        >>> try:
+        ...     defined_step(Net(), "test_step", "test")
+        ... except NotImplementedError as error:
+        ...     print(str(error)[:56])
+        No `test_step()` method defined to run `Trainer.test`: N
+    """
+    method: Callable[..., Any] | None = getattr(module, name, None)
+    if method is None or not callable(method):  # Lightning's words first
+        raise NotImplementedError(
+            f"No `{name}()` method defined to run `Trainer.{getattr(entry, 'value', entry)}`: "
+            f"{type(module).__name__}.{name} is {method!r}. Define it, or drop what sets it to "
+            "None."
+        )
+    return method
+
+
 #: The epoch-end hooks Lightning 2.0 removed, by the step whose outputs they received,
 #: with the hook that replaces each.
 _REMOVED_HOOKS = {

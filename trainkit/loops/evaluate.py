@@ -19,7 +19,7 @@ from trainkit.core.batches import move_data_to_device
 from trainkit.core.data import batches
 from trainkit.core.epoch_position import set_sampler_epoch
 from trainkit.core.module import overrides
-from trainkit.core.steps import fit_step_arguments
+from trainkit.core.steps import defined_step, fit_step_arguments
 from trainkit.loops.results import Results
 from trainkit.loops.run import Predicting, Run
 from trainkit.loops.schedule import sanity_batches
@@ -87,10 +87,11 @@ def run_evaluation(
     state, results, hooks = run.state, run.results, run.hooks
     for loader in loaders:  # the fit's epoch, as Lightning tells evaluation samplers
         set_sampler_epoch(loader, state.epoch)
+    method = defined_step(run.module, f"{stage}_step", state.fn)
     step = run.strategy.step_function(run.model, f"{stage}_step")
     several = len(loaders) > 1
     check_dataloader_idx(step, f"{stage}_step", several)
-    step = fit_step_arguments(step, getattr(run.module, f"{stage}_step"))
+    step = fit_step_arguments(step, method)
     step = hooks.profiled(f"[Strategy]{type(run.strategy).__name__}.{stage}_step", step)
     modes = {sub: sub.training for sub in run.module.modules()}
     _set_mode(run, f"on_{stage}_model_eval")

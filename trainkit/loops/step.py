@@ -52,7 +52,7 @@ from trainkit.callbacks.nonfinite import NonFiniteLoss
 from trainkit.callbacks.slots import clip_settings
 from trainkit.core.module import overrides
 from trainkit.core.optim import LRSchedulerConfig, ManagedOptimizer, do_nothing, step_scheduler
-from trainkit.core.steps import fit_step_arguments, loss_from_output
+from trainkit.core.steps import defined_step, fit_step_arguments, loss_from_output
 from trainkit.distributed.control import rank_zero_floats
 from trainkit.loops.run import Run
 
@@ -122,7 +122,7 @@ class Optimization:
             f"[Strategy]{type(run.strategy).__name__}.training_step",
             fit_step_arguments(
                 run.strategy.step_function(run.model, "training_step"),
-                module.training_step,
+                defined_step(module, "training_step", "fit"),
                 passed=2,  # (batch, batch_idx)
             ),
         )
