@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import pytest
 import torch
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset, WeightedRandomSampler
 
-from trainkit.distributed.sampling import LARGE_DATASET, advise_on_loading
+from trainkit.distributed.sampling import (
+    LARGE_DATASET,
+    SamplerShare,
+    advise_on_loading,
+    training_sampler,
+)
 from trainkit.strategies.single import SingleDeviceStrategy
 
 CUDA = torch.device("cuda")
@@ -49,3 +55,37 @@ def test_small_data_cpu_runs_and_other_ranks_say_nothing() -> None:
         assert advise_on_loading(_loader(LARGE_DATASET - 1), CUDA, announce=True) is None
         assert advise_on_loading(_loader(LARGE_DATASET), torch.device("cpu"), announce=True) is None
         assert advise_on_loading(_loader(LARGE_DATASET), CUDA, announce=False) is not None
+
+
+def _weighted() -> Any:
+    return WeightedRandomSampler(torch.arange(1.0, 11.0), num_samples=7, replacement=True)
+
+
+def test_a_share_of_the_users_sampler_deals_one_draw_out_across_the_ranks() -> None:
+    # Each "rank" draws with its own random state, as processes would: the shares are
+    # still of one draw, set by the job's seed and the epoch.
+    shares = []
+    for rank in range(2):
+        torch.manual_seed(100 + rank)
+        share = SamplerShare(_weighted(), num_replicas=2, rank=rank, drop_last=False)
+        share.set_epoch(3)
+        shares.append(list(share))
+    torch.manual_seed(5)
+    one = SamplerShare(_weighted(), num_replicas=1, rank=0, drop_last=False)
+    one.set_epoch(3)
+    drawn = list(one)
+    assert len(drawn) == 7 and [len(s) for s in shares] == [4, 4]  # padded to 8
+    padded = drawn + drawn[:1]
+    assert shares == [padded[0::2], padded[1::2]]
+    one.set_epoch(4)
+    assert list(one) != drawn  # another epoch, another draw
+    cut = SamplerShare(_weighted(), num_replicas=2, rank=1, drop_last=True)
+    assert len(cut) == 3 and len(list(cut)) == 3
+
+
+def test_only_the_default_samplers_are_replaced_by_a_distributed_split() -> None:
+    data = TensorDataset(torch.zeros(10, 2))
+    assert isinstance(training_sampler(DataLoader(data, shuffle=True), 2, 0), DistributedSampler)
+    assert isinstance(training_sampler(DataLoader(data), 2, 0), DistributedSampler)
+    kept = training_sampler(DataLoader(data, sampler=_weighted()), 2, 1)
+    assert isinstance(kept, SamplerShare) and kept.rank == 1

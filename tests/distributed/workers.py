@@ -576,3 +576,31 @@ def loader_lengths(empty_rank: int, allow: bool) -> str:
     trainer = trainkit.Trainer(max_steps=1, strategy="ddp", callbacks=[Probe()], **QUIET)
     trainer.fit(Classifier(), DataLoader(blobs(16), batch_size=4))
     return outcome[0]
+
+
+class RecordsSamples(Classifier):
+    """Records the samples (by their first feature) each of its steps trains on."""
+
+    def __init__(self) -> None:
+        super().__init__(lr=0.2)
+        self.seen: list[float] = []
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        self.seen += [round(float(v), 4) for v in batch[0][:, 0]]
+        return super().training_step(batch, batch_idx)
+
+
+def train_weighted(epochs: int) -> dict[str, Any]:
+    """A training loader with a WeightedRandomSampler that draws only samples 3 and 7."""
+    from torch.utils.data import WeightedRandomSampler
+
+    torch.manual_seed(torch.distributed.get_rank() if torch.distributed.is_initialized() else 0)
+    data = blobs(16, seed=0)
+    weights = torch.zeros(16)
+    weights[[3, 7]] = 1.0
+    sampler = WeightedRandomSampler(weights, num_samples=16, replacement=True)
+    model = RecordsSamples()
+    trainer = trainkit.Trainer(max_epochs=epochs, strategy="ddp", seed=7, **QUIET)
+    trainer.fit(model, DataLoader(data, batch_size=4, sampler=sampler))
+    allowed = {round(float(data.tensors[0][i, 0]), 4) for i in (3, 7)}
+    return {"seen": model.seen, "allowed": sorted(allowed)}

@@ -265,3 +265,12 @@ def test_a_loader_over_an_iterable_dataset_gets_no_sampler() -> None:
         assert strategy.prepare_dataloader(stream, training=training) is stream
     mapped = strategy.prepare_dataloader(DataLoader(list(range(8)), batch_size=2), training=False)
     assert type(mapped.sampler).__name__ == "EvenSplitSampler"  # a map-style one is split
+
+
+def test_a_sampler_of_the_users_own_is_kept_each_process_taking_its_share() -> None:
+    # A WeightedRandomSampler that draws only two samples: replacing it with a plain
+    # distributed split would train on every sample, silently.
+    ranks = run_processes(workers.train_weighted, 2, 2)
+    for rank in ranks:
+        assert set(rank["seen"]) <= set(rank["allowed"])
+        assert len(rank["seen"]) == 16  # 2 epochs of 8 of the 16 draws each

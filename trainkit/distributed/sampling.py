@@ -7,29 +7,43 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, Sampler
+import torch
+from torch.utils.data import (
+    DataLoader,
+    DistributedSampler,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+)
 
 
-def training_sampler(
-    dataloader: DataLoader[Any], num_replicas: int, rank: int
-) -> DistributedSampler[Any]:
+def _seed() -> int:
+    # The job's seed (seed_everything's, else 0): the same on every rank.
+    return int(os.environ.get("TRAINKIT_GLOBAL_SEED", "0"))
+
+
+def training_sampler(dataloader: DataLoader[Any], num_replicas: int, rank: int) -> Sampler[Any]:
     """Rank ``rank``'s share of a training dataloader's data, reshuffled each epoch.
 
     Every rank draws the same permutation (the same seed: ``seed_everything``'s,
     else 0) and takes its share; the loop's ``set_epoch`` reshuffles each epoch.
-    The loader's shuffling and ``drop_last`` are kept.
+    The loader's shuffling and ``drop_last`` are kept. A sampler of the user's own
+    (a ``WeightedRandomSampler``, a curriculum) is kept too: each rank takes its
+    share of what it draws (:class:`SamplerShare`).
 
     Args:
         dataloader: the user's training dataloader.
         num_replicas: how many shares the data is dealt into.
         rank: which share this process takes.
     """
+    if type(dataloader.sampler) not in (SequentialSampler, RandomSampler):
+        return SamplerShare(dataloader.sampler, num_replicas, rank, dataloader.drop_last)
     sampler: DistributedSampler[Any] = DistributedSampler(
         dataloader.dataset,
         num_replicas=num_replicas,
         rank=rank,
         shuffle=isinstance(dataloader.sampler, RandomSampler),
-        seed=int(os.environ.get("TRAINKIT_GLOBAL_SEED", "0")),
+        seed=_seed(),
         drop_last=dataloader.drop_last,
     )
     repeated = sampler.total_size - len(dataloader.dataset)  # type: ignore[arg-type]
@@ -45,6 +59,57 @@ def training_sampler(
             stacklevel=2,
         )
     return sampler
+
+
+class SamplerShare(Sampler[Any]):
+    """Rank ``rank``'s share of what a sampler of the user's draws each epoch.
+
+    Each epoch the sampler's indices are drawn once, with torch's random state set
+    from the job's seed and the epoch (so every rank draws the same indices, and a
+    resumed epoch draws them again), and dealt out in turn: rank ``r`` takes
+    indices ``r``, ``r + n``, ... of the draw. The draw is padded from its start to
+    a multiple of the ranks, or cut to one with ``drop_last`` (as
+    ``DistributedSampler`` does with a dataset). A sampler with its own generator
+    draws from that: seed it the same on every rank.
+
+    Args:
+        sampler: the user's sampler (its ``set_epoch``, if any, is called too).
+        num_replicas: how many shares the draw is dealt into.
+        rank: which share this process takes.
+        drop_last: cut the draw instead of padding it.
+
+    Example:
+        >>> share = SamplerShare([5, 1, 4, 2, 3], num_replicas=2, rank=1, drop_last=False)
+        >>> list(share), len(share)
+        ([1, 2, 5], 3)
+    """
+
+    def __init__(self, sampler: Any, num_replicas: int, rank: int, drop_last: bool) -> None:
+        self.sampler, self.num_replicas, self.rank = sampler, num_replicas, rank
+        self.drop_last, self.epoch = drop_last, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+        set_epoch = getattr(self.sampler, "set_epoch", None)
+        if callable(set_epoch):
+            set_epoch(epoch)
+
+    def _total(self, drawn: int) -> int:
+        if self.drop_last:
+            return drawn - drawn % self.num_replicas
+        return -(-drawn // self.num_replicas) * self.num_replicas
+
+    def __iter__(self) -> Iterator[Any]:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(_seed() + self.epoch)
+            drawn = list(self.sampler)
+        total = self._total(len(drawn))
+        while drawn and len(drawn) < total:  # padded from the start, as DistributedSampler
+            drawn += drawn[: total - len(drawn)]
+        return iter(drawn[self.rank : total : self.num_replicas])
+
+    def __len__(self) -> int:
+        return self._total(len(self.sampler)) // self.num_replicas
 
 
 class EvenSplitSampler(Sampler[int]):
