@@ -13,6 +13,7 @@ from trainkit.distributed.sampling import (
     LARGE_DATASET,
     SamplerShare,
     advise_on_loading,
+    evaluation_sampler,
     training_sampler,
 )
 from trainkit.strategies.single import SingleDeviceStrategy
@@ -89,3 +90,19 @@ def test_only_the_default_samplers_are_replaced_by_a_distributed_split() -> None
     assert isinstance(training_sampler(DataLoader(data), 2, 0), DistributedSampler)
     kept = training_sampler(DataLoader(data, sampler=_weighted()), 2, 1)
     assert isinstance(kept, SamplerShare) and kept.rank == 1
+
+
+def test_evaluation_takes_each_index_a_users_sampler_draws_once_across_the_ranks() -> None:
+    from torch.utils.data import SubsetRandomSampler
+
+    data = TensorDataset(torch.zeros(20, 2))
+    subset = [1, 4, 6, 9, 13, 17, 18]
+    shares = []
+    for rank in range(2):
+        torch.manual_seed(rank)  # each process's own random state
+        loader = DataLoader(data, sampler=SubsetRandomSampler(subset))
+        shares.append(list(evaluation_sampler(loader, 2, rank)))
+    assert sorted(shares[0] + shares[1]) == subset  # no index twice, none padded in
+    assert [len(s) for s in shares] == [4, 3]
+    plain = evaluation_sampler(DataLoader(data), 2, 1)
+    assert list(plain) == list(range(1, 20, 2))

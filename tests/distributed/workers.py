@@ -604,3 +604,15 @@ def train_weighted(epochs: int) -> dict[str, Any]:
     trainer.fit(model, DataLoader(data, batch_size=4, sampler=sampler))
     allowed = {round(float(data.tensors[0][i, 0]), 4) for i in (3, 7)}
     return {"seen": model.seen, "allowed": sorted(allowed)}
+
+
+def validate_subset(strategy: str) -> float:
+    """val/loss over the samples a SubsetRandomSampler picks out of 40."""
+    from torch.utils.data import SubsetRandomSampler
+
+    torch.manual_seed(0)
+    model = Classifier()
+    sampler = SubsetRandomSampler([0, 3, 5, 8, 13, 21, 34])
+    trainer = trainkit.Trainer(strategy=strategy, **QUIET)
+    trainer.validate(model, DataLoader(blobs(40), batch_size=4, sampler=sampler), verbose=False)
+    return float(trainer.callback_metrics["val/loss"])

@@ -274,3 +274,8 @@ def test_a_sampler_of_the_users_own_is_kept_each_process_taking_its_share() -> N
     for rank in ranks:
         assert set(rank["seen"]) <= set(rank["allowed"])
         assert len(rank["seen"]) == 16  # 2 epochs of 8 of the 16 draws each
+    # Evaluation over a subset: the processes together evaluate each picked sample once.
+    losses = run_processes(workers.validate_subset, 2, "ddp")
+    single = workers.validate_subset("single_device")
+    # Each process's mean is over its share (4 and 3 samples: none padded in).
+    assert (4 * losses[0] + 3 * losses[1]) / 7 == pytest.approx(single, abs=1e-6)

@@ -22,6 +22,11 @@ def _seed() -> int:
     return int(os.environ.get("TRAINKIT_GLOBAL_SEED", "0"))
 
 
+def users_sampler(dataloader: DataLoader[Any]) -> bool:
+    """Whether the loader's sampler is the user's own, not the one ``shuffle`` chose."""
+    return type(dataloader.sampler) not in (SequentialSampler, RandomSampler)
+
+
 def training_sampler(dataloader: DataLoader[Any], num_replicas: int, rank: int) -> Sampler[Any]:
     """Rank ``rank``'s share of a training dataloader's data, reshuffled each epoch.
 
@@ -36,7 +41,7 @@ def training_sampler(dataloader: DataLoader[Any], num_replicas: int, rank: int) 
         num_replicas: how many shares the data is dealt into.
         rank: which share this process takes.
     """
-    if type(dataloader.sampler) not in (SequentialSampler, RandomSampler):
+    if users_sampler(dataloader):
         return SamplerShare(dataloader.sampler, num_replicas, rank, dataloader.drop_last)
     sampler: DistributedSampler[Any] = DistributedSampler(
         dataloader.dataset,
@@ -61,6 +66,20 @@ def training_sampler(dataloader: DataLoader[Any], num_replicas: int, rank: int) 
     return sampler
 
 
+def evaluation_sampler(dataloader: DataLoader[Any], parts: int, part: int) -> Sampler[Any]:
+    """Process ``part``'s share of an evaluation dataloader's data, without padding:
+    each sample (each index a sampler of the user's own draws) is evaluated once.
+
+    Args:
+        dataloader: the user's evaluation dataloader.
+        parts: how many shares the data is split into.
+        part: which share this process takes.
+    """
+    if users_sampler(dataloader):  # a subset of the dataset, say
+        return SamplerShare(dataloader.sampler, parts, part, drop_last=False, padded=False)
+    return EvenSplitSampler(len(dataloader.dataset), parts, part)  # type: ignore[arg-type]
+
+
 class SamplerShare(Sampler[Any]):
     """Rank ``rank``'s share of what a sampler of the user's draws each epoch.
 
@@ -72,11 +91,15 @@ class SamplerShare(Sampler[Any]):
     ``DistributedSampler`` does with a dataset). A sampler with its own generator
     draws from that: seed it the same on every rank.
 
+    For evaluation (``padded=False``) the draw is neither padded nor cut: each index
+    drawn is evaluated once, as :class:`EvenSplitSampler` splits a dataset.
+
     Args:
         sampler: the user's sampler (its ``set_epoch``, if any, is called too).
         num_replicas: how many shares the draw is dealt into.
         rank: which share this process takes.
         drop_last: cut the draw instead of padding it.
+        padded: give every rank as many indices (training's shares step together).
 
     Example:
         >>> share = SamplerShare([5, 1, 4, 2, 3], num_replicas=2, rank=1, drop_last=False)
@@ -84,9 +107,11 @@ class SamplerShare(Sampler[Any]):
         ([1, 2, 5], 3)
     """
 
-    def __init__(self, sampler: Any, num_replicas: int, rank: int, drop_last: bool) -> None:
+    def __init__(
+        self, sampler: Any, num_replicas: int, rank: int, drop_last: bool, padded: bool = True
+    ) -> None:
         self.sampler, self.num_replicas, self.rank = sampler, num_replicas, rank
-        self.drop_last, self.epoch = drop_last, 0
+        self.drop_last, self.padded, self.epoch = drop_last, padded, 0
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -95,6 +120,8 @@ class SamplerShare(Sampler[Any]):
             set_epoch(epoch)
 
     def _total(self, drawn: int) -> int:
+        if not self.padded:
+            return drawn
         if self.drop_last:
             return drawn - drawn % self.num_replicas
         return -(-drawn // self.num_replicas) * self.num_replicas
@@ -109,7 +136,7 @@ class SamplerShare(Sampler[Any]):
         return iter(drawn[self.rank : total : self.num_replicas])
 
     def __len__(self) -> int:
-        return self._total(len(self.sampler)) // self.num_replicas
+        return len(range(self.rank, self._total(len(self.sampler)), self.num_replicas))
 
 
 class EvenSplitSampler(Sampler[int]):

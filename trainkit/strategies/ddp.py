@@ -26,7 +26,7 @@ from trainkit.distributed.collectives import ProcessGroupCollectives
 from trainkit.distributed.control import ControlChannel
 from trainkit.distributed.peers import begin_run, describe_lost_peers
 from trainkit.distributed.rendezvous import check_init_method, end_process_group, join_group
-from trainkit.distributed.sampling import EvenSplitSampler, advise_on_loading, training_sampler
+from trainkit.distributed.sampling import advise_on_loading, evaluation_sampler, training_sampler
 from trainkit.distributed.wrapping import StepModule, unwrap
 from trainkit.launch.environment import ClusterEnvironment, detect_environment
 from trainkit.strategies.base import Strategy
@@ -267,14 +267,13 @@ class DDPStrategy(ProcessGroupCollectives, DDPHooks, Strategy):
             return dataloader  # an iterable dataset splits its data itself
         if isinstance(dataloader.sampler, DistributedSampler):
             return dataloader  # the user's own: respected as it is
-        if training:
-            share = self.distributed_sampler_kwargs
-            assert share is not None
-            sampler: Any = training_sampler(dataloader, share["num_replicas"], share["rank"])
-        else:
-            # No padding: each sample is evaluated exactly once across the ranks.
-            length = len(dataloader.dataset)  # type: ignore[arg-type]
-            sampler = EvenSplitSampler(length, *self.evaluation_share)
+        if not training:  # each sample evaluated once: no padding
+            return rebuild_dataloader(
+                dataloader, sampler=evaluation_sampler(dataloader, *self.evaluation_share)
+            )
+        share = self.distributed_sampler_kwargs
+        assert share is not None
+        sampler = training_sampler(dataloader, share["num_replicas"], share["rank"])
         return rebuild_dataloader(dataloader, sampler=sampler)
 
     @property
