@@ -415,8 +415,15 @@ def test_to_torchscript_and_example_input_array(tmp_path: Path) -> None:
     assert torch.allclose(traced(x), model(x)) and (tmp_path / "m.pt").is_file()
     scripted = model.to_torchscript()
     assert torch.allclose(scripted(x), model(x))
-    with pytest.raises(ValueError, match="example_input_array"):
+    # Lightning's words (projects' tests match them).
+    with pytest.raises(
+        ValueError, match=r"Choosing method=`trace` requires either `example_inputs`"
+    ):
         Classifier().to_torchscript(method="trace")
+    with pytest.raises(
+        ValueError, match="only supports 'script' or 'trace', but value given was: jit"
+    ):
+        Classifier().to_torchscript(method="jit")
 
 
 def test_a_fitted_module_exports_and_keeps_its_trainer(tmp_path: Path) -> None:

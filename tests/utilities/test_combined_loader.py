@@ -97,7 +97,9 @@ def test_an_empty_loader_ends_a_cycling_combination() -> None:
 
 
 def test_bad_modes_and_lengthless_iterables_are_named() -> None:
-    with pytest.raises(ValueError, match=r"mode='longest'\) is not a mode; choose one of min_size"):
+    with pytest.raises(
+        ValueError, match=r"Unsupported mode 'longest', please select one of: \['min_size'"
+    ):
         CombinedLoader(_loaders(), "longest")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="its generator has none"):
         len(CombinedLoader([(i for i in range(3))]))

@@ -36,13 +36,18 @@ def to_torchscript(
         elif method == "trace":
             inputs = kwargs.pop("example_inputs", module.example_input_array)
             if inputs is None:
-                raise ValueError(
-                    "to_torchscript(method='trace') needs inputs: pass example_inputs=... "
-                    "or set self.example_input_array."
+                raise ValueError(  # Lightning's words first
+                    "Choosing method=`trace` requires either `example_inputs` or "
+                    "`model.example_input_array` to be defined: pass "
+                    "to_torchscript(method='trace', example_inputs=...) or set "
+                    "self.example_input_array."
                 )
             compiled = torch.jit.trace(module, example_inputs=inputs, **kwargs)  # type: ignore[no-untyped-call]
         else:
-            raise ValueError(f"method={method!r} must be 'script' or 'trace'.")
+            raise ValueError(  # Lightning's words
+                "The 'method' parameter only supports 'script' or 'trace', but value given was: "
+                f"{method}"
+            )
     if file_path is not None:
         torch.jit.save(compiled, os.fspath(file_path))
     return compiled

@@ -109,8 +109,8 @@ class CombinedLoader(Iterable[tuple[Any, int, int]]):
 
     def __init__(self, iterables: Any, mode: Mode = "min_size") -> None:
         if mode not in MODES:
-            raise ValueError(
-                f"CombinedLoader(mode={mode!r}) is not a mode; choose one of {', '.join(MODES)}."
+            raise ValueError(  # Lightning's words
+                f"Unsupported mode {mode!r}, please select one of: {list(MODES)}."
             )
         self._iterables = iterables
         self._mode: Mode = mode
