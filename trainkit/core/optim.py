@@ -10,6 +10,8 @@ from typing import Any, cast
 
 import torch
 
+from trainkit.core.steps import defined_step
+
 _FORMS = (
     "an optimizer; a list of optimizers; ([optimizers], [schedulers] or one scheduler); "
     '{"optimizer": opt, "lr_scheduler": scheduler or {"scheduler": s, "interval": '
@@ -137,13 +139,8 @@ def configured_optimizers(
         module: the user's Module.
     """
     automatic = module.automatic_optimization
-    if not callable(module.configure_optimizers):  # set to None: Lightning's words first
-        raise NotImplementedError(
-            "No `configure_optimizers()` method defined: fit needs it to return the "
-            f"optimizers, and {type(module).__name__}.configure_optimizers is "
-            f"{module.configure_optimizers!r}. Define it, or drop what sets it to None."
-        )
-    optimizers, configs = parse_optimizers(module.configure_optimizers(), automatic)
+    configure = defined_step(module, "configure_optimizers", "fit")  # not set to None
+    optimizers, configs = parse_optimizers(configure(), automatic)
     if automatic and len(optimizers) > 1:
         raise ValueError(
             f"configure_optimizers returned {len(optimizers)} optimizers. Automatic "

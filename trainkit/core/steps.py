@@ -65,7 +65,8 @@ def fit_step_arguments(
 
 
 def defined_step(module: Any, name: str, entry: Any) -> Callable[..., Any]:
-    """The Module's step method ``name``, which ``entry`` (a Trainer method) runs.
+    """The Module's method ``name`` (a step, ``configure_optimizers``), which ``entry``
+    (a Trainer method) needs.
 
     Raises:
         NotImplementedError: it is set to None (or is no method), as code written for

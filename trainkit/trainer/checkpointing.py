@@ -105,11 +105,12 @@ class TrainerCheckpoints(TrainerViews):
                 "trainer.save_checkpoint() needs a run: call it during or after "
                 "trainer.fit(model, ...), validate, test or predict."
             )
-        fit = run.fit  # the training loaders that keep their own position save it
-        stateful = stateful_loaders(fit.train_loader) if fit is not None else []
-        # As of the running batch (the loop may have read one ahead: see epoch_batches).
-        states = (run.state.loader_states or [one.state_dict() for one in stateful]) or None
-        states = None if weights_only else states
+        # The training loaders that keep their own position save it, as of the running
+        # batch (the loop may have read one ahead: see epoch_batches).
+        stateful = stateful_loaders(run.fit.train_loader) if run.fit is not None else []
+        states = None
+        if stateful and not weights_only:
+            states = run.state.loader_states or [one.state_dict() for one in stateful]
         return collect_state(run, weights_only=weights_only, loader_states=states)
 
     def _last_checkpoint_paths(self) -> list[Path]:
