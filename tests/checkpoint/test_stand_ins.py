@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -18,7 +19,7 @@ from torch import nn
 import trainkit
 from tests.helpers import QUIET, Classifier, blobs, loader
 from trainkit.checkpoint.files import load
-from trainkit.checkpoint.stand_ins import StandIn
+from trainkit.checkpoint.stand_ins import StandIn, plain_entries
 from trainkit.checkpoint.weights import peek
 
 
@@ -164,20 +165,57 @@ class Counts(dict[str, int]):
     """A dict subclass of the user's own, stored the same way."""
 
 
+class Slotted:
+    """An object whose pickled state is a tuple (slots), not a dict of attributes."""
+
+    __slots__ = ("scale",)
+
+    def __init__(self) -> None:
+        self.scale = 2.0
+
+
 class StoresObjects(Classifier):
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint["dataset_parameters"] = {"normalizer": Normalizer(), "counts": Counts(a=1)}
+        checkpoint["dataset_parameters"] = {
+            "normalizer": Normalizer(),
+            "counts": Counts(a=1),
+            # numpy values pickle their state as a tuple, as slotted objects do.
+            "center": np.float64(1.5),
+            "scales": np.ones(3),
+            "slotted": Slotted(),
+        }
 
 
 def test_objects_a_module_stores_do_not_hide_a_files_run(tmp_path: Path) -> None:
     # A run tells its own files from another run's by their lineage: objects elsewhere
     # in the file must not make its own last.ckpt look foreign (renamed to last-v1.ckpt).
-    trainer = _fit(tmp_path, StoresObjects(), max_epochs=3)
+    # (An even number of epochs: a run that took its own file for another's wrote
+    # last-v1.ckpt every other epoch, and removed the one before.)
+    trainer = _fit(tmp_path, StoresObjects(), max_epochs=4)
     folder = Path(trainer.checkpoint_callback.dirpath)  # type: ignore[union-attr]
-    assert sorted(path.name for path in folder.iterdir()) == ["epoch=2-step=6.ckpt", "last.ckpt"]
+    assert sorted(path.name for path in folder.iterdir()) == ["epoch=3-step=8.ckpt", "last.ckpt"]
     assert (peek(folder / "last.ckpt") or {}).get("lineage") is not None
     # Resuming needs those objects (on_load_checkpoint reads them): refused unless trusted.
     with pytest.raises(trainkit.CheckpointError, match="weights_only=False"):
         load(folder / "last.ckpt")
     stored = load(folder / "last.ckpt", weights_only=False)["dataset_parameters"]
     assert stored["normalizer"].center == 1.0 and stored["counts"] == {"a": 1}
+    assert stored["center"] == 1.5 and stored["slotted"].scale == 2.0
+
+
+def test_reading_a_files_plain_entries_imports_and_runs_nothing(tmp_path: Path) -> None:
+    # A class the reading process has never imported, stored with its state.
+    module = types.ModuleType("never_imported_here")
+    exec("class Trap:\n    def __setstate__(self, state):\n        raise SystemExit", module.__dict__)
+    module.Trap.__module__ = "never_imported_here"
+    sys.modules["never_imported_here"] = module
+    try:
+        trap = module.Trap()
+        trap.__dict__["armed"] = True
+        target = tmp_path / "file.ckpt"
+        torch.save({"format": "x", "lineage": "abc", "objects": [trap, np.ones(2)]}, target)
+    finally:
+        del sys.modules["never_imported_here"]
+    entries = plain_entries(target)
+    assert entries["lineage"] == "abc" and "never_imported_here" not in sys.modules
+    assert len(entries["objects"]) == 2

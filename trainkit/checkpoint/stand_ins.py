@@ -18,8 +18,9 @@ What the stand-ins keep:
 - any other class is a :class:`StandIn` subclass named after it, and an object
   of it a :class:`StandIn` holding its pickled state; nothing of the class runs.
 
-A caller that reads only a file's plain entries (its lineage and step) may accept
-objects anywhere (``anywhere=True``): they are then ``OrderedDict`` skeletons.
+A caller that reads only a file's plain entries (its lineage and step) uses
+:func:`plain_entries`, which reads the file's pickle with every stored class and
+function, anywhere in it, replaced by an inert placeholder, and no tensor data.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ import argparse
 import datetime
 import os
 import pathlib
-from collections import OrderedDict
+import pickle
+import zipfile
 from collections.abc import Iterable, Mapping
 from typing import IO, Any, ClassVar
 
@@ -104,20 +106,11 @@ class _DictMaker:
         return {}
 
 
-class _Skeleton:
-    # Stands for any class where only a file's plain entries are read: its objects are
-    # OrderedDicts, which the safe unpickler lets fill with items and attributes alike.
-    def __new__(cls, *args: Any) -> OrderedDict[Any, Any]:  # type: ignore[misc]
-        return OrderedDict()
-
-
-def _stand_in(name: str, anywhere: bool = False) -> Any:
+def _stand_in(name: str) -> Any:
     if name in _HARMLESS:
         return _HARMLESS[name]
     if name in _DICT_CLASSES:
         return type("AttributeDict", (_DictMaker,), {})
-    if anywhere:
-        return type(name.rsplit(".", 1)[-1], (_Skeleton,), {})
     return _StandInType(name.rsplit(".", 1)[-1], (StandIn,), {"stored_name": name})
 
 
@@ -146,7 +139,6 @@ def holds_stand_in(value: Any, kinds: tuple[type, ...] = (StandIn, _StandInType)
 def load_with_stand_ins(
     source: str | os.PathLike[str] | IO[bytes],
     map_location: Any,
-    anywhere: bool = False,
     **kwargs: Any,
 ) -> Any:
     """``torch.load(source, weights_only=True)``, with stand-ins for stored objects.
@@ -155,14 +147,11 @@ def load_with_stand_ins(
         source: a checkpoint file, or a binary file object open on one (read from
             its current position).
         map_location: as for ``torch.load``.
-        anywhere: for a caller that reads only plain entries (a file's lineage and
-            step): objects anywhere, of any class (a Module's ``on_save_checkpoint``
-            may store its own), are read as ``OrderedDict`` skeletons of their state.
         **kwargs: passed to ``torch.load`` (``mmap``).
 
     Returns:
         What ``torch.load`` returns; a dict whose only stand-ins are in its
-        hyperparameter entries, unless ``anywhere``.
+        hyperparameter entries.
 
     Raises:
         pickle.UnpicklingError: the file stores objects this cannot stand in for
@@ -183,7 +172,7 @@ def load_with_stand_ins(
     if opened:
         source.seek(start)  # type: ignore[union-attr]
     names: Iterable[str] = find(source)
-    allowed: list[tuple[Any, str]] = [(_stand_in(name, anywhere), name) for name in names]
+    allowed: list[tuple[Any, str]] = [(_stand_in(name), name) for name in names]
     if opened:
         source.seek(start)  # type: ignore[union-attr]
     try:
@@ -194,8 +183,6 @@ def load_with_stand_ins(
     # Only the hyperparameters may hold what the stand-ins admitted (harmless classes
     # included): a resume reads the rest, which a trainkit file holds as plain data.
     admitted = (StandIn, _StandInType, *(kind for kind, _ in allowed if kind in _BUILT))
-    if anywhere:
-        return loaded
     if not isinstance(loaded, dict) or any(
         holds_stand_in(value, admitted)
         for key, value in loaded.items()
@@ -203,3 +190,64 @@ def load_with_stand_ins(
     ):
         raise first
     return loaded
+
+
+class _Inert(dict):  # type: ignore[type-arg]
+    # What every stored class and function becomes in plain_entries: calling it,
+    # building it and filling it (items, list items, state) keep nothing.
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+
+    def __setstate__(self, state: Any) -> None:
+        pass
+
+    def append(self, item: Any) -> None:
+        pass
+
+    def extend(self, items: Any) -> None:
+        pass
+
+
+class _InertUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        return _Inert  # nothing is imported, so nothing of the file's runs
+
+    def persistent_load(self, pid: Any) -> None:
+        return None  # tensor data is not read
+
+
+def plain_entries(path: str | os.PathLike[str]) -> Any:
+    """What a checkpoint file stores, for a caller that reads only its plain entries.
+
+    Reads the file's pickle alone (none of its tensor data) with every stored class
+    and function, anywhere in the file (a Module's ``on_save_checkpoint`` may store
+    objects of its own, numpy values among them), replaced by an empty placeholder:
+    nothing is imported and nothing of the file runs. Dicts, lists, tuples, strings
+    and numbers come back as stored; tensors and other objects as placeholders.
+
+    Args:
+        path: a file ``torch.save`` wrote (its zip format, torch's default).
+
+    Returns:
+        The stored value, with placeholders.
+
+    Raises:
+        zipfile.BadZipFile: the file is not in ``torch.save``'s zip format.
+        pickle.UnpicklingError: its pickle is damaged.
+
+    Example:
+        >>> import tempfile
+        >>> target = os.path.join(tempfile.mkdtemp(), "state.ckpt")
+        >>> torch.save({"step": 3, "weights": torch.ones(2), "when": datetime.date.today()}, target)
+        >>> entries = plain_entries(target)
+        >>> entries["step"], type(entries["weights"]).__name__, type(entries["when"]).__name__
+        (3, '_Inert', '_Inert')
+    """
+    with zipfile.ZipFile(path) as archive:
+        name = next(
+            (item for item in archive.namelist() if item.partition("/")[2] == "data.pkl"), None
+        )
+        if name is None:
+            raise zipfile.BadZipFile(f"{os.fspath(path)} holds no data.pkl: not a torch.save file")
+        with archive.open(name) as stored:
+            return _InertUnpickler(stored).load()

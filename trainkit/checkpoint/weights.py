@@ -30,7 +30,7 @@ from trainkit.checkpoint.files import (
     clip_keys,
     is_plain,
 )
-from trainkit.checkpoint.stand_ins import holds_stand_in, load_with_stand_ins
+from trainkit.checkpoint.stand_ins import holds_stand_in, plain_entries
 from trainkit.utilities.rank_zero import rank_zero_print
 
 if TYPE_CHECKING:
@@ -86,7 +86,8 @@ def resolve_path(
 def peek(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The lineage and global step of a checkpoint file, or None if it is not one.
 
-    Loads with ``mmap=True``, so tensors are not read from disk.
+    Reads the file's plain entries only (:func:`plain_entries`): no tensor data, and
+    whatever objects the file stores are neither built nor in the way.
 
     Args:
         path: a file that may be a trainkit checkpoint.
@@ -94,7 +95,7 @@ def peek(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     if sharded.is_folder(path):
         path = Path(path) / sharded.META_FILE
     try:
-        checkpoint = load_with_stand_ins(path, "cpu", anywhere=True, mmap=True)
+        checkpoint = plain_entries(path)
     except Exception:  # any unreadable file is simply "not one of ours"
         return None
     if not isinstance(checkpoint, dict) or checkpoint.get("format") != FORMAT:
