@@ -528,6 +528,22 @@ def test_log_graph_without_an_example_input_warns_and_trains(tmp_path: Path) -> 
     assert not any(event.graph_def for event in _all_events(folder))
 
 
+@pytest.mark.parametrize("example", [{"x": torch.randn(4, 8)}, [torch.randn(4, 8)]])
+def test_log_graph_of_a_dict_or_list_input_warns_and_trains(tmp_path: Path, example: Any) -> None:
+    # A dict reached forward as one argument, which failed the whole fit: now, as in
+    # Lightning, an input that is not a tensor or a tuple is not traced.
+    module = _Noisy(example=False)
+    module.example_input_array = example
+    logger = TensorBoardLogger(tmp_path, log_graph=True)
+    trainer = trainkit.Trainer(
+        max_epochs=1, logger=logger, enable_progress_bar=False, enable_checkpointing=False
+    )
+    with pytest.warns(UserWarning, match=rf"has type {type(example)} which can't be traced"):
+        trainer.fit(module, BlobData())
+    assert trainer.global_step > 0
+    assert not any(event.graph_def for event in _all_events(Path(logger.log_dir)))
+
+
 def test_lightnings_folder_and_name_attributes(tmp_path: Path) -> None:
     named, unnamed = TensorBoardLogger(tmp_path, name="exp"), CSVLogger(tmp_path, name=None)
     assert (named.root_dir, unnamed.root_dir) == (str(tmp_path / "exp"), str(tmp_path))

@@ -135,6 +135,8 @@ class TensorBoardLogger(FolderLogger):
         """
         if not self._log_graph:
             return
+        import torch
+
         if input_array is None:
             input_array = getattr(model, "example_input_array", None)
         if input_array is None:
@@ -143,6 +145,17 @@ class TensorBoardLogger(FolderLogger):
                 "`model.example_input_array` attribute is not set or `input_array` was not "
                 f"given. Set {type(model).__name__}.example_input_array to one input batch in "
                 "the Module's __init__, or pass TensorBoardLogger(log_graph=False).",
+                stacklevel=2,
+            )
+            return
+        if not isinstance(input_array, (torch.Tensor, tuple)):
+            # A dict or list would reach forward as one argument (a dict of inputs
+            # cannot be traced as keyword arguments): Lightning's rule, and its words.
+            warnings.warn(
+                "Could not log computational graph to TensorBoard: The `input_array` or "
+                f"`model.example_input_array` has type {type(input_array)} which can't be "
+                "traced by TensorBoard. Make the input array a tuple representing the "
+                "positional arguments to the model's `forward()` implementation.",
                 stacklevel=2,
             )
             return
