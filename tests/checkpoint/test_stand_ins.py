@@ -206,7 +206,8 @@ def test_objects_a_module_stores_do_not_hide_a_files_run(tmp_path: Path) -> None
 def test_reading_a_files_plain_entries_imports_and_runs_nothing(tmp_path: Path) -> None:
     # A class the reading process has never imported, stored with its state.
     module = types.ModuleType("never_imported_here")
-    exec("class Trap:\n    def __setstate__(self, state):\n        raise SystemExit", module.__dict__)
+    source = "class Trap:\n    def __setstate__(self, state):\n        raise SystemExit"
+    exec(source, module.__dict__)
     module.Trap.__module__ = "never_imported_here"
     sys.modules["never_imported_here"] = module
     try:
@@ -219,3 +220,24 @@ def test_reading_a_files_plain_entries_imports_and_runs_nothing(tmp_path: Path) 
     entries = plain_entries(target)
     assert entries["lineage"] == "abc" and "never_imported_here" not in sys.modules
     assert len(entries["objects"]) == 2
+
+
+class NumpyValued(Classifier):
+    """Hyperparameters computed with numpy: a float64 is a float, but pickles as numpy's."""
+
+    def __init__(self, threshold: float = 0.5, scales: Any = None) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+
+
+def test_numpy_hyperparameters_are_objects_and_the_files_digest_holds(tmp_path: Path) -> None:
+    trainer = _fit(tmp_path, NumpyValued(threshold=np.float64(0.25), scales=np.ones(2)))
+    path = trainer.checkpoint_callback.best_model_path  # type: ignore[union-attr]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "changed after trainkit wrote it"
+        assert isinstance(load(path)["hyper_parameters"]["threshold"], StandIn)
+        trusted = load(path, weights_only=False)["hyper_parameters"]
+    assert type(trusted["threshold"]) is np.float64 and trusted["threshold"] == 0.25
+    refused = r"scales=array\(\[1\., 1\.\]\), threshold=0\.25 as objects"
+    with pytest.raises(trainkit.CheckpointError, match=refused):
+        NumpyValued.load_from_checkpoint(path)

@@ -217,17 +217,26 @@ def _digested_hparams(hparams: Any) -> Any:
     return {key: value if is_plain(value) else "<object>" for key, value in hparams.items()}
 
 
+#: The exact types of the plain scalars :func:`is_plain` accepts.
+_PLAIN_SCALARS = frozenset({bool, int, float, str})
+
+
 def is_plain(value: Any) -> bool:
     """Whether ``value`` is None, a bool, number or string, or a dict, list or tuple of them.
 
     Such values load with ``weights_only=True`` as they were saved (a dict subclass
-    as a dict); hyperparameters that are not plain are stored as objects.
+    as a dict); hyperparameters that are not plain are stored as objects. A number
+    or string of a subclass (a numpy float, an ``IntEnum``) is not plain: it is
+    pickled as its class, which a safe load does not build.
 
     Example:
         >>> is_plain({"lr": 0.1, "sizes": [64, 32]}), is_plain({"loss": object()})
         (True, False)
+        >>> import numpy
+        >>> is_plain({"lr": numpy.float64(0.1)})
+        False
     """
-    if value is None or isinstance(value, (bool, int, float, str)):
+    if value is None or type(value) in _PLAIN_SCALARS:
         return True
     if isinstance(value, dict):
         return all(is_plain(item) for item in value.values())
