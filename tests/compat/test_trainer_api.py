@@ -859,3 +859,27 @@ def test_the_ported_trainer_reads_pl_trainer_environment_variables(
     assert trainer.default_root_dir == "runs/x"
     assert L.Trainer(max_steps=2).max_steps == 2
     assert trainkit.Trainer().max_steps == -1  # trainkit's own Trainer reads none of them
+
+
+def test_the_ported_trainers_signature_shows_lightnings_arguments_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Projects build the Trainer's arguments by filtering their config through its
+    # signature: a config's "seed" (pytorch_tabular's) must not reach it and re-seed.
+    import inspect
+
+    import trainkit.lightning as L
+
+    shown = inspect.signature(L.Trainer.__init__).parameters
+    config = {"max_epochs": 1, "seed": 42, "compile": True, "process_group_timeout": 5.0}
+    assert {name: value for name, value in config.items() if name in shown} == {"max_epochs": 1}
+    assert {"seed", "resume_mismatch"} <= set(inspect.signature(trainkit.Trainer).parameters)
+    # Still taken when given: a ported project may use trainkit's options by name.
+    torch.manual_seed(0)
+    L.Trainer(seed=3, logger=False, enable_progress_bar=False)
+    assert torch.equal(torch.rand(2), torch.manual_seed(3) and torch.rand(2))
+    # Nor read from the environment, where Lightning reads its own arguments only.
+    monkeypatch.setenv("PL_TRAINER_SEED", "5")
+    torch.manual_seed(0)
+    L.Trainer(logger=False, enable_progress_bar=False)
+    assert torch.equal(torch.rand(2), torch.manual_seed(0) and torch.rand(2))

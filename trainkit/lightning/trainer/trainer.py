@@ -68,7 +68,11 @@ def _from_environment(given_positionally: int) -> dict[str, Any]:
     Args:
         given_positionally: how many arguments the call gave by position.
     """
-    names = list(inspect.signature(_Trainer.__init__).parameters)[1 + given_positionally :]
+    names = [
+        name
+        for name in list(inspect.signature(_Trainer.__init__).parameters)[1 + given_positionally :]
+        if name not in TRAINKIT_ONLY
+    ]
     found: dict[str, Any] = {}
     for name in names:
         text = os.environ.get(ENV_PREFIX + name.upper())
@@ -80,11 +84,19 @@ def _from_environment(given_positionally: int) -> dict[str, Any]:
     return found
 
 
+#: trainkit's own Trainer arguments, which Lightning's Trainer does not take: accepted
+#: by the ported Trainer, but not in the signature it shows. Projects that build the
+#: Trainer's arguments from that signature (pytorch_tabular filters its config, which
+#: has a ``seed``, through it) then pass what they would pass to Lightning's.
+TRAINKIT_ONLY = frozenset({"seed", "compile", "process_group_timeout", "resume_mismatch"})
+
+
 def _ported_signature() -> inspect.Signature | None:
-    """trainkit's Trainer signature, with the loggers ported to ``lightning_logs`` first
-    among ``logger``'s types: a config's ``logger: CSVLogger`` (or ``TensorBoardLogger``)
-    then means the ported class, as in Lightning, where trainkit's own has the same name.
-    The same for ``strategy: DDPStrategy`` (or ``FSDPStrategy``).
+    """trainkit's Trainer signature without :data:`TRAINKIT_ONLY`, with the loggers
+    ported to ``lightning_logs`` first among ``logger``'s types: a config's ``logger:
+    CSVLogger`` (or ``TensorBoardLogger``) then means the ported class, as in
+    Lightning, where trainkit's own has the same name. The same for ``strategy:
+    DDPStrategy`` (or ``FSDPStrategy``).
     """
     try:
         hints = typing.get_type_hints(_Trainer.__init__)
@@ -99,7 +111,11 @@ def _ported_signature() -> inspect.Signature | None:
         return hint if ported is None else typing.cast(Any, Union)[ported, hint]
 
     signature = inspect.signature(_Trainer.__init__)
-    parameters = [p.replace(annotation=annotation(p)) for p in signature.parameters.values()]
+    parameters = [
+        p.replace(annotation=annotation(p))
+        for p in signature.parameters.values()
+        if p.name not in TRAINKIT_ONLY
+    ]
     return signature.replace(parameters=parameters, return_annotation=None)
 
 
