@@ -258,6 +258,29 @@ def test_a_checkpoint_a_program_edited_and_saved_again_loads_with_a_warning(
         load(tmp_path / "edited.ckpt")
 
 
+def test_a_checkpoint_edited_in_memory_loads_without_a_warning(tmp_path: Path) -> None:
+    # Projects edit a checkpoint in memory and hand the bytes on (chemprop's
+    # load_from_checkpoint adds keys, torch.saves into a BytesIO and loads that): no
+    # file changed, so nothing is said; damaged bytes are still an error.
+    import io
+
+    _, model, path = _trained(tmp_path)
+    edited = torch.load(path, weights_only=True)
+    edited["state_dict"]["extra.weight"] = torch.ones(2)
+    buffer = io.BytesIO()
+    torch.save(edited, buffer)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        buffer.seek(0)
+        loaded = load(buffer)
+    assert torch.equal(loaded["state_dict"]["extra.weight"], torch.ones(2))
+    data = bytearray(buffer.getvalue())
+    offset = bytes(data).find(model.net[0].weight.detach().numpy().tobytes())
+    data[offset + 2] ^= 0xFF
+    with pytest.raises(CheckpointError, match="is corrupt"):
+        load(io.BytesIO(bytes(data)))
+
+
 def test_a_checkpoint_in_a_file_object_loads_as_from_its_path(tmp_path: Path) -> None:
     import io
 

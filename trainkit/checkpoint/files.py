@@ -332,6 +332,11 @@ def _check_integrity(file: Path, checkpoint: dict[str, Any], source: Any, start:
         if not _holds_objects(checkpoint) or _intact_zip(source, start, "data.pkl"):
             return
     elif _intact_zip(source, start):
+        if isinstance(source, io.BytesIO):
+            # Bytes this process made: a program edited the checkpoint in memory and
+            # passes it on (chemprop's load_from_checkpoint does, each run). No file
+            # was changed, and nothing the warning would say applies.
+            return
         warnings.warn(
             f"Checkpoint {file} was changed after trainkit wrote it: its contents do not "
             f"match the digest stored in it, and the file itself is whole (as when a "
