@@ -128,7 +128,7 @@ def test_each_run_starts_without_gradients() -> None:
     assert model.layer.weight.grad is None
 
 
-def test_validate_restores_submodule_modes_without_a_model_train_hook() -> None:
+def test_validate_restores_submodule_modes_and_runs_the_model_train_hook() -> None:
     calls: list[str] = []
 
     class Model(Tiny):
@@ -144,7 +144,9 @@ def test_validate_restores_submodule_modes_without_a_model_train_hook() -> None:
     model.frozen.eval()
     trainkit.Trainer(**QUIET).validate(model, rows(), verbose=False)
     assert model.training and model.layer.training and not model.frozen.training
-    assert calls == []  # only validation inside fit hands the model back to training
+    # The modes are restored, and the Module's own hook runs after a validate() call
+    # too, as Lightning's does (it was called only for validation inside fit).
+    assert calls == ["on_validation_model_train"]
 
 
 def test_a_name_logged_per_step_then_in_the_epoch_hook_takes_the_later_value() -> None:

@@ -114,7 +114,9 @@ def run_evaluation(
         # Each submodule back to its mode (set directly: train() would recurse).
         for sub, was_training in modes.items():
             sub.training = was_training
-        if state.fn == "fit":  # validation inside fit hands the model back to training
+        # Validation inside fit hands the model back to training; a validate()/test()
+        # call runs the Module's own hook too, as Lightning's does.
+        if state.fn == "fit" or overrides(run.module, f"on_{stage}_model_train"):
             _set_mode(run, f"on_{stage}_model_train", default=None)
     return results.evaluation_outputs(values, len(loaders))
 
