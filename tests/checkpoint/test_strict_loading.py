@@ -35,6 +35,8 @@ def test_strict_loading_defaults_to_true_and_is_settable() -> None:
     assert model.strict_loading is True
     model.strict_loading = False
     assert model.strict_loading is False
+    model.strict_loading = None  # as in Lightning: not set, so strict
+    assert model.strict_loading is True
 
 
 def test_evaluating_with_ckpt_path_follows_strict_loading(tmp_path: Path) -> None:

@@ -197,8 +197,8 @@ class Module(DataHooks, HyperparametersMixin, ModuleHooks, nn.Module):
         return getattr(self, "_strict_loading", None) is not False
 
     @strict_loading.setter
-    def strict_loading(self, strict: bool) -> None:
-        self._strict_loading = bool(strict)
+    def strict_loading(self, strict: bool | None) -> None:
+        self._strict_loading = None if strict is None else bool(strict)  # None: not set
 
     @property
     def logger(self) -> Any:
