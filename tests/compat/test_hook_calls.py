@@ -165,3 +165,33 @@ def test_a_name_logged_per_step_then_in_the_epoch_hook_takes_the_later_value() -
     assert float(trainer.callback_metrics["shared"]) == 111.0
     # The bar keeps the epoch values of earlier epochs, as Lightning's does.
     assert {bar["epoch_0"], bar["epoch_1"], bar["epoch_2"], bar["shared"]} == {0.0, 1.0, 2.0, 111.0}
+
+
+def test_hooks_wrapped_on_the_instance_count_as_the_methods_they_wrap() -> None:
+    # Instrumentation wraps every hook per instance (functools.partial with
+    # update_wrapper, as Lightning's own hook tests do): a wrapped base hook is not an
+    # override, so a model that overrides configure_model is not told it also
+    # overrides configure_sharded_model.
+    import functools
+
+    calls: list[str] = []
+
+    class Traced(Tiny):
+        def __init__(self) -> None:
+            super().__init__()
+            for name in ("configure_sharded_model", "configure_model", "on_fit_start"):
+                hook = getattr(self, name)
+
+                def traced(hook_name: str, hook: Any, *args: Any) -> Any:
+                    calls.append(hook_name)
+                    return hook(*args)
+
+                wrapper = functools.partial(traced, name, hook)
+                functools.update_wrapper(wrapper, hook)
+                setattr(self, name, wrapper)
+
+        def configure_model(self) -> None:
+            calls.append("own configure_model")
+
+    trainkit.Trainer(max_steps=1, **helpers.QUIET).fit(Traced(), rows())
+    assert calls == ["configure_model", "own configure_model", "on_fit_start"]

@@ -557,7 +557,7 @@ class Module(DataHooks, HyperparametersMixin, ModuleHooks, nn.Module):
         one rank never exists whole. ``load_from_checkpoint`` calls it too. Since it
         runs once per stage, build only what is not built yet.
         """
-        if overrides(self, "configure_sharded_model"):  # the older name (see there)
+        if overrides(self, "configure_sharded_model", follow_wrapped=True):  # the older name
             self.configure_sharded_model()
 
     def configure_sharded_model(self) -> None:

@@ -345,7 +345,8 @@ def layer_builder(module: Module) -> Callable[[], None] | None:
     Raises:
         RuntimeError: it overrides both.
     """
-    legacy = overrides(module, "configure_sharded_model")
+    # A hook wrapped on the instance (instrumentation does) counts as the method it wraps.
+    legacy = overrides(module, "configure_sharded_model", follow_wrapped=True)
     if not legacy:
         return module.configure_model if overrides(module, "configure_model") else None
     name = type(module).__name__
