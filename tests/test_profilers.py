@@ -166,6 +166,8 @@ def test_the_pytorch_profiler_writes_a_chrome_trace_with_the_actions(tmp_path: P
     assert "run_training_batch" in names
     # record_module_names (the default): each forward of the Module's submodules.
     assert LAYER in names
+    # The run's events, under Lightning's attribute name.
+    assert {"run_training_batch", LAYER} <= {event.name for event in profiler.function_events}
 
 
 LAYER = "[nn.Module]torch.nn.modules.linear.Linear: layer"

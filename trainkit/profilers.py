@@ -500,6 +500,9 @@ class PyTorchProfiler(Profiler):
         self._profiler: Any = None  # the torch.profiler.profile (None with emit_nvtx)
         self._ranges: dict[str, Any] = {}
         self._table = ""
+        #: torch's events of the last run (its ``EventList``; None before one, and with
+        #: ``emit_nvtx``), as Lightning's attribute of this name holds them.
+        self.function_events: Any = None
 
     def start(self, action_name: str) -> None:
         import torch
@@ -558,6 +561,7 @@ class PyTorchProfiler(Profiler):
         session.close()
         if profiler is None:  # emit_nvtx: the ranges went to nsys
             return
+        self.function_events = profiler.events()
         if self.export_to_chrome and self.filename is not None:
             path = self.report_path(".pt.trace.json")
             path.parent.mkdir(parents=True, exist_ok=True)
