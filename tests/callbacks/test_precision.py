@@ -137,12 +137,12 @@ def test_fp16_scaler_state_survives_a_checkpoint(tmp_path: Path) -> None:
 
 
 class NormProbe(trainkit.Callback):
-    """Records the gradient norm the optimizer stepped with."""
+    """Records the gradient norm the optimizer stepped with (kept until the next step)."""
 
     def __init__(self) -> None:
         self.norms: list[float] = []
 
-    def on_before_zero_grad(self, trainer: Any, module: Any, optimizer: Any) -> None:
+    def on_train_batch_end(self, trainer: Any, module: Any, *args: Any) -> None:
         grads = [p.grad for p in module.parameters() if p.grad is not None]
         self.norms.append(
             float(
@@ -176,7 +176,7 @@ def test_clipping_by_value_and_logging_the_norm() -> None:
     seen: list[float] = []
 
     class MaxProbe(trainkit.Callback):
-        def on_before_zero_grad(self, trainer: Any, module: Any, optimizer: Any) -> None:
+        def on_train_batch_end(self, trainer: Any, module: Any, *args: Any) -> None:
             seen.append(max(float(p.grad.abs().max()) for p in module.parameters()))
 
     trainkit.Trainer(

@@ -126,9 +126,10 @@ def test_configure_gradient_clipping_replaces_the_trainers_clipping() -> None:
             if self.trainer.global_step % 2 == 0:  # the hook decides: every other step only
                 self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
-        def on_before_zero_grad(self, optimizer: Any) -> None:
+        def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+            # The step's gradients, kept until the next step (global_step counts it).
             grads = [p.grad.flatten() for p in self.parameters() if p.grad is not None]
-            norms.append((self.trainer.global_step, float(torch.cat(grads).norm())))
+            norms.append((self.trainer.global_step - 1, float(torch.cat(grads).norm())))
 
     fit(Clipped(), gradient_clip_val=1e-3)
     assert received == {(1e-3, "norm")}
@@ -483,7 +484,8 @@ def test_optimizer_zero_grad_and_backward_overrides_are_called() -> None:
             optimizer.zero_grad(set_to_none=False)
 
     fit(Custom())
-    assert calls == ["backward", "zero_grad"] * 4
+    # The last step's gradients are cleared before the next backward, as in Lightning.
+    assert calls == ["zero_grad", "backward"] * 4
 
 
 @pytest.mark.parametrize(
@@ -511,7 +513,7 @@ def test_configure_gradient_clipping_receives_the_clipping_asked_for(
             seen.append((gradient_clip_val, gradient_clip_algorithm))
             self.clip_gradients(optimizer)  # the defaults: the same settings
 
-        def on_before_zero_grad(self, optimizer: Any) -> None:
+        def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
             grads = torch.cat([p.grad.flatten() for p in self.parameters() if p.grad is not None])
             norms.append(float(grads.abs().max() if expected[1] == "value" else grads.norm()))
 

@@ -86,12 +86,14 @@ def test_hooks_fire_in_documented_order() -> None:
             "on_validation_end",
         ),
     ]
+    # The last step's gradients are cleared before the forward pass (Lightning: after
+    # training_step), so on_train_batch_end still sees the step's gradients.
     batch = both(
         "on_train_batch_start",
+        "on_before_zero_grad",
         "on_before_backward",
         "on_after_backward",
         "on_before_optimizer_step",
-        "on_before_zero_grad",
         "on_train_batch_end",
     )
     expected = [

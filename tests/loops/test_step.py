@@ -95,7 +95,10 @@ class StepRecorder(Classifier):
         return super().training_step(batch, batch_idx)
 
 
+# The gradients are cleared at the start of each window (the last step's, kept for
+# the hooks after it), before the forward pass.
 ONE_STEP = [
+    "on_before_zero_grad",
     "autocast in",
     "training_step",
     "autocast out",
@@ -107,7 +110,6 @@ ONE_STEP = [
     "clip",
     "step",
     "update",
-    "on_before_zero_grad",
 ]
 
 
@@ -137,7 +139,7 @@ def test_accumulation_steps_once_per_window_and_syncs_only_then() -> None:
     )
     trainer.fit(StepRecorder(calls), loader(blobs(64), 16))
     window = ["training_step", "on_before_backward", "on_after_backward"]
-    assert calls == [*window, *window, "on_before_optimizer_step", "on_before_zero_grad"]
+    assert calls == ["on_before_zero_grad", *window, *window, "on_before_optimizer_step"]
 
 
 class ManualRecorder(StepRecorder):
@@ -229,9 +231,16 @@ def test_a_vetoed_step_still_updates_the_scaler_and_clears_the_gradients() -> No
     model = NaNOnce(calls)
     before = [p.detach().clone() for p in model.parameters()]
     trainer.fit(model, loader(blobs(64), 32))
-    assert "step" not in calls and calls[-2:] == ["update", "on_before_zero_grad"]
+    assert "step" not in calls and calls[-1] == "update"
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
-    assert all(p.grad is None for p in model.parameters())
+    # The skipped window's gradients are cleared before the next window's forward
+    # pass: the next step applies only its own.
+    calls.clear()
+    callbacks = [RecordingHooks(calls), RecordingPrecision(calls), NonFiniteLoss("skip")]
+    model = NaNOnce(calls)
+    trainkit.Trainer(max_steps=2, callbacks=callbacks, **QUIET).fit(model, loader(blobs(64), 32))
+    assert calls.count("step") == 1 and calls.count("on_before_zero_grad") == 2
+    assert all(bool(torch.isfinite(p).all()) for p in model.parameters())
 
 
 class TestSlots:
@@ -345,7 +354,7 @@ def test_a_strategys_fused_pass_is_the_steps_forward_and_backward() -> None:
     trainer.fit(model, loader(blobs(64), 16))
     assert strategy.slots is trainer.step_slots
     micro_batch = ["pass 0.5", "on_before_backward", "on_after_backward"]
-    one_step = [*micro_batch, *micro_batch, "on_before_optimizer_step", "on_before_zero_grad"]
+    one_step = ["on_before_zero_grad", *micro_batch, *micro_batch, "on_before_optimizer_step"]
     assert calls == [*one_step, *one_step]  # training_step never runs
     assert logged.logged == pytest.approx(strategy.losses)
     assert all(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
@@ -494,3 +503,33 @@ def test_batch_end_hooks_receive_the_loss_detached_in_a_dict(
         assert outputs["loss"].item() == pytest.approx(loss / accumulate)
         if kind == "dict":
             assert outputs["extra"] == batch_idx
+
+
+def test_a_steps_gradients_are_there_after_it_and_gone_before_the_next_forward() -> None:
+    # As in Lightning, hooks after the step (on_train_batch_end, on_train_epoch_end)
+    # read its gradients; they are freed before the next forward pass, where memory peaks.
+    seen: list[str] = []
+
+    def state(module: trainkit.Module) -> str:
+        grads = [p.grad for p in module.parameters()]
+        return "none" if all(g is None for g in grads) else "kept"
+
+    class Probe(Classifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            seen.append(f"forward {state(self)}")
+            return super().training_step(batch, batch_idx)
+
+        def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+            seen.append(f"batch end {state(self)}")
+
+        def on_train_epoch_end(self) -> None:
+            seen.append(f"epoch end {state(self)}")
+
+    for accumulate in (1, 2):  # the plain step, and the general one with a window
+        seen.clear()
+        trainer = trainkit.Trainer(max_epochs=1, accumulate_grad_batches=accumulate, **QUIET)
+        trainer.fit(Probe(), loader(blobs(64), 16))
+        window = ["forward none", "batch end kept"] + (
+            ["forward kept", "batch end kept"] if accumulate == 2 else []
+        )
+        assert seen == window * (4 // accumulate) + ["epoch end kept"]

@@ -3,6 +3,9 @@
 Automatic optimization, one batch (:meth:`Optimization.automatic`)::
 
     steps = last micro-batch of the accumulation window (or of the epoch)
+    at a window's first micro-batch: on_before_zero_grad; zero_grad(set_to_none=True)
+                                           (Module.optimizer_zero_grad): the last
+                                           step's gradients were kept till now
     with no gradient sync unless steps (DDP's no_sync):
         with autocast:                         precision slot
             loss = training_step(batch, batch_idx)
@@ -15,7 +18,6 @@ Automatic optimization, one batch (:meth:`Optimization.automatic`)::
         clip gradients                         clipping slot
         optimizer.step() unless vetoed         nonfinite slot; the scaler steps float16
                                                (through Module.optimizer_step if overridden)
-        on_before_zero_grad; zero_grad(set_to_none=True)   (Module.optimizer_zero_grad)
         global_step += 1; step-interval LR schedulers; every n steps: log
 
 A strategy whose forward and backward are one pass (a pipeline schedule, which
@@ -173,6 +175,11 @@ class Optimization:
         ]
         #: Whether the last batch ended with an optimizer step (resume points need it).
         self.stepped = True
+        # Whether the gradients are to be cleared before the next forward pass: a step's
+        # gradients are kept for the hooks after it (on_train_batch_end,
+        # on_train_epoch_end, as in Lightning), and freed before the next window's
+        # forward pass, where memory peaks.
+        self._clear_pending = True
         self._window = 1  # micro-batches per step in this epoch
         self._batches = 0.0  # batches in this epoch
         self._divisor = 1  # what this micro-batch's loss is divided by
@@ -286,6 +293,9 @@ class Optimization:
             # Each micro-batch counts 1/len of its window (the epoch's last may be short).
             start = batch_idx // window * window
             self._divisor = int(min(window, self._batches - start))
+        if self._clear_pending:
+            self._clear_pending = False
+            self._clear_gradients(batch_idx)
         if steps:
             output, loss = self._forward_backward(batch, batch_idx)
         else:
@@ -302,9 +312,9 @@ class Optimization:
         Only when :meth:`batch_step` chose it: automatic optimization, one optimizer,
         every batch stepping, no precision, clipping, skipping or step hook, and no
         override of ``backward``, ``optimizer_step`` or ``optimizer_zero_grad``.
-        What remains of the step is ``training_step``, the non-finite check,
-        ``backward``, ``optimizer.step()``, ``zero_grad(set_to_none=True)`` and the
-        step count, schedulers and logging.
+        What remains of the step is ``zero_grad(set_to_none=True)`` (of the last
+        step's gradients), ``training_step``, the non-finite check, ``backward``,
+        ``optimizer.step()`` and the step count, schedulers and logging.
 
         Args:
             batch: the batch, on the device.
@@ -314,6 +324,12 @@ class Optimization:
         Returns:
             The outputs ``on_train_batch_end`` receives (a dict holding "loss").
         """
+        # The last step's gradients, kept for the hooks after it, go before this forward
+        # pass (every batch is a window here: the flag stays set).
+        optimizer = self.optimizers[0]
+        if self._end_window is not None:  # a non-finite slot of the user's own
+            self._end_window()
+        optimizer.zero_grad(set_to_none=True)
         output = self._training_step(batch, batch_idx)
         if type(output) is not torch.Tensor or not output.requires_grad or output.numel() != 1:
             # A dict, None, or a loss to explain: automatic's own handling.
@@ -325,11 +341,7 @@ class Optimization:
         if self._observe is not None:
             self._observe(output, state.global_step)
         output.backward()  # type: ignore[no-untyped-call]
-        optimizer = self.optimizers[0]
         optimizer.step()
-        if self._end_window is not None:  # a non-finite slot of the user's own
-            self._end_window()
-        optimizer.zero_grad(set_to_none=True)
         state.global_step += 1
         every = self.log_every_n_steps
         if self._schedulers or (every and state.global_step % every == 0):
@@ -352,15 +364,20 @@ class Optimization:
         else:
             managed = self.managed_optimizers[0]
             self._user_step(state.epoch, batch_idx, managed, ComputedLoss(loss))  # type: ignore[arg-type]
+        self._clear_pending = True  # before the next window's forward pass
+        state.global_step += 1
+        self._after_step(state.global_step)
+
+    def _clear_gradients(self, batch_idx: int) -> None:
+        # The start of a window: the last step's gradients go (a vetoed window's too).
+        optimizer = self.optimizers[0]
         if self._user_zero_grad is None:
             self.zero_grad(optimizer)
         else:
             # As in Lightning: on_before_zero_grad first, then the Module's
             # optimizer_zero_grad with the torch optimizer itself.
             self._before_zero_grad(optimizer)
-            self._user_zero_grad(state.epoch, batch_idx, optimizer)
-        state.global_step += 1
-        self._after_step(state.global_step)
+            self._user_zero_grad(self.run.state.epoch, batch_idx, optimizer)
 
     def _separate_forward_backward(
         self, batch: Any, batch_idx: int
