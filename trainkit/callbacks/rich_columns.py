@@ -21,6 +21,7 @@ from rich.progress_bar import ProgressBar
 from rich.text import Text
 
 from trainkit.callbacks.rich_progress import (
+    RICH_COLUMNS,
     RichProgressBarTheme,
     clock_text,
     format_rich_metrics,
@@ -30,15 +31,7 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
     from rich.style import Style
 
-__all__ = [
-    "BatchesProcessedColumn",
-    "CustomBarColumn",
-    "CustomInfiniteTask",
-    "CustomProgress",
-    "CustomTimeColumn",
-    "MetricsTextColumn",
-    "ProcessingSpeedColumn",
-]
+__all__ = list(RICH_COLUMNS)
 
 
 def _unknown(total: float | None) -> bool:

@@ -36,6 +36,19 @@ if TYPE_CHECKING:
 
 RICH_EXTRA = "pip install 'trainkit[rich]'"
 
+#: The columns :mod:`trainkit.callbacks.rich_columns` defines, by Lightning's names:
+#: listed here, where rich is not imported, so that the ported module can serve them
+#: without importing rich.
+RICH_COLUMNS = (
+    "BatchesProcessedColumn",
+    "CustomBarColumn",
+    "CustomInfiniteTask",
+    "CustomProgress",
+    "CustomTimeColumn",
+    "MetricsTextColumn",
+    "ProcessingSpeedColumn",
+)
+
 
 def require_rich(feature: str) -> None:
     """Raise an error naming the extra to install when ``rich`` is missing.

@@ -12,24 +12,15 @@ from __future__ import annotations
 from typing import Any
 
 from trainkit.callbacks import RichProgressBar, RichProgressBarTheme
+from trainkit.callbacks.rich_progress import RICH_COLUMNS
 
-_COLUMNS = (
-    "BatchesProcessedColumn",
-    "CustomBarColumn",
-    "CustomInfiniteTask",
-    "CustomProgress",
-    "CustomTimeColumn",
-    "MetricsTextColumn",
-    "ProcessingSpeedColumn",
-)
-
-__all__ = ["RichProgressBar", "RichProgressBarTheme", *_COLUMNS]
+__all__ = ["RichProgressBar", "RichProgressBarTheme", *RICH_COLUMNS]
 
 
 def __getattr__(name: str) -> Any:
     # The columns subclass rich's classes: imported when asked for, so that this module
     # imports without rich (the bar itself says which extra to install).
-    if name in _COLUMNS:
+    if name in RICH_COLUMNS:
         from trainkit.callbacks.rich_progress import require_rich
 
         require_rich(name)
