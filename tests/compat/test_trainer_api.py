@@ -463,10 +463,35 @@ def test_a_preemption_signal_stops_even_before_min_epochs(tmp_path: Path) -> Non
 
 
 def test_max_epochs_reads_as_lightning_reports_it() -> None:
-    assert trainkit.Trainer(logger=False).max_epochs == 1000
-    assert trainkit.Trainer(max_steps=7, logger=False).max_epochs == -1
-    assert trainkit.Trainer(max_time="00:00:01:00", logger=False).max_epochs == -1
-    assert trainkit.Trainer(max_epochs=3, max_steps=7, logger=False).max_epochs == 3
+    from tests.helpers import QUIET, Classifier, blobs, loader
+
+    seen: list[int | None] = []
+
+    class Watching(Classifier):
+        def setup(self, stage: str) -> None:
+            seen.append(self.trainer.max_epochs)  # a fit's hooks see the limit in force
+
+        def on_train_start(self) -> None:
+            self.trainer.should_stop = True
+
+    # Unset, it reads None until a fit starts (validate does not resolve it).
+    default, by_steps = trainkit.Trainer(**QUIET), trainkit.Trainer(max_steps=7, **QUIET)
+    by_time = trainkit.Trainer(max_time="00:00:01:00", **QUIET)
+    assert (default.max_epochs, by_steps.max_epochs, by_time.max_epochs) == (None, None, None)
+    default.validate(Watching(), loader(blobs(16), 16), verbose=False)
+    assert default.max_epochs is None and default.fit_loop.max_epochs is None
+    # The default limit is said once, at the fit's start, before its first hook.
+    with pytest.warns(UserWarning, match=r"`max_epochs` was not set\. Setting it to 1000"):
+        default.fit(Watching(), loader(blobs(16), 16))
+    assert seen[-1] == default.max_epochs == default.fit_loop.max_epochs == 1000
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*max_epochs")
+        default.fit(Watching(), loader(blobs(16), 16))  # a second fit: nothing more to say
+        for limited in (by_steps, by_time):  # max_steps or max_time limits: -1, quietly
+            limited.fit(Watching(), loader(blobs(16), 16))
+            assert seen[-1] == limited.max_epochs == -1
+    given = trainkit.Trainer(max_epochs=3, max_steps=7, **QUIET)
+    assert given.max_epochs == 3
 
 
 def test_predict_gives_every_submodule_its_mode_back() -> None:

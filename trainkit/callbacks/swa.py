@@ -184,7 +184,8 @@ class StochasticWeightAveraging(Callback):
                 f"swa_lrs has {len(self._swa_lrs)} values, but the optimizer has {groups} "
                 "parameter groups: give one learning rate per group, or a single float."
             )
-        self._max_epochs = trainer.max_epochs
+        max_epochs = trainer.max_epochs  # set once a fit starts
+        self._max_epochs = max_epochs if max_epochs is not None else -1
         if isinstance(self._swa_epoch_start, float):
             if self._max_epochs == -1:
                 raise ValueError(

@@ -90,6 +90,7 @@ class TrainerViews:
     default_root_dir: str
     _module: Module | None
     _optimization: Optimization | None
+    warn: Callable[[str], None]  # from rank 0 (trainer/checkpointing.py)
     #: The context of the ``torch.compile(module)`` call whose result the last entry
     #: point was given (None: it was given a module), with which runs compile it.
     _compiled_with: CompileContext | None = None
@@ -543,15 +544,41 @@ class TrainerViews:
     # The loop options Lightning keeps as plain Trainer attributes are settable here
     # too (trainer.limit_val_batches = 0); change_options says when a running fit
     # reads each.
+    #: Whether a fit started on this Trainer: an unset ``max_epochs`` reads as the
+    #: limit in force from then on (before, as in Lightning, as None).
+    _epoch_limit_resolved = False
+
     @property
-    def max_epochs(self) -> int:
-        """The epoch limit, as Lightning reports it: the option, else -1 when
-        ``max_steps`` or ``max_time`` limits the run, else the default (1000)."""
+    def max_epochs(self) -> int | None:
+        """The epoch limit, as Lightning reports it: the option as given; when it was
+        not given, None until the first ``fit`` starts, then -1 when ``max_steps`` or
+        ``max_time`` limits the run, else the default (1000)."""
         options = self.options
-        if options.max_epochs is not None:
+        if options.max_epochs is not None or not self._epoch_limit_resolved:
             return options.max_epochs
         limited = options.max_steps != -1 or options.max_time is not None
         return -1 if limited else DEFAULT_MAX_EPOCHS
+
+    def _resolve_epoch_limit(self) -> None:
+        # A fit starts (before any hook): an unset max_epochs takes the limit in force,
+        # and the default of 1000 epochs is said once, in Lightning's words.
+        if self._epoch_limit_resolved:
+            return
+        self._epoch_limit_resolved = True
+        if self.options.max_epochs is None and self.max_epochs == DEFAULT_MAX_EPOCHS:
+            self.warn(
+                f"`max_epochs` was not set. Setting it to {DEFAULT_MAX_EPOCHS} epochs. To train "
+                "without an epoch limit, set `max_epochs=-1`."
+            )
+
+    def _fitted_module(self, fn: str) -> Module:
+        # validate/test/predict without a model: the one the last run used.
+        if self._module is None:
+            raise ValueError(
+                f"trainer.{fn}() needs a model: pass one, e.g. trainer.{fn}(model, "
+                "dataloaders), or call it after trainer.fit(model, ...) on this Trainer."
+            )
+        return self._module
 
     @property
     def fit_loop(self) -> FitLoop:

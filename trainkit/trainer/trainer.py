@@ -479,6 +479,7 @@ class Trainer(TrainerCheckpoints):
         datamodule: DataModule | None,
         ckpt_path: str | os.PathLike[str] | None,
     ) -> None:
+        self._resolve_epoch_limit()
         self._run(
             "fit",
             model,
@@ -634,15 +635,6 @@ class Trainer(TrainerCheckpoints):
                 logger.log_hyperparams(logged)
             logger.log_graph(run.module)  # TensorBoardLogger(log_graph=True) draws it
             logger.save()
-
-    def _fitted_module(self, fn: str) -> Module:
-        # validate/test/predict without a model: the one the last run used.
-        if self._module is None:
-            raise ValueError(
-                f"trainer.{fn}() needs a model: pass one, e.g. trainer.{fn}(model, "
-                "dataloaders), or call it after trainer.fit(model, ...) on this Trainer."
-            )
-        return self._module
 
 
 def _nothing() -> None:
