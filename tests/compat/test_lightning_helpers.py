@@ -103,6 +103,45 @@ def test_is_overridden_for_modules_callbacks_and_a_given_parent() -> None:
         is_overridden("extra_hook", Extra(), parent=trainkit.Module)
 
 
+def test_is_overridden_judges_wrappers_mocks_and_partials_by_what_they_run() -> None:
+    import functools
+    from unittest.mock import Mock, patch
+
+    def passing(function: Any) -> Any:
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return function(*args, **kwargs)
+
+        return wrapper
+
+    class Wrapped(Classifier):
+        on_fit_start = passing(trainkit.Module.on_fit_start)  # the default, wrapped
+        training_step = passing(Classifier.training_step)  # an override, wrapped
+
+    assert not is_overridden("on_fit_start", Wrapped()) and is_overridden(
+        "training_step", Wrapped()
+    )
+    model = Classifier()
+    model.on_fit_start = Mock()  # counts calls, runs nothing: not an override
+    model.on_train_start = Mock(wraps=model.on_train_start)  # wraps the default
+    model.training_step = Mock(wraps=model.training_step)  # wraps an override
+    assert not is_overridden("on_fit_start", model) and not is_overridden("on_train_start", model)
+    assert is_overridden("training_step", model)
+    model.on_train_end = functools.partial(trainkit.Module.on_train_end, model)
+    assert not is_overridden("on_train_end", model)
+    with patch.object(Classifier, "on_fit_end"):
+        assert not is_overridden("on_fit_end", Classifier())
+
+
+def test_a_mock_hook_is_still_called_by_the_trainer() -> None:
+    from unittest.mock import Mock
+
+    model = Classifier()
+    model.on_fit_start = Mock()
+    trainkit.Trainer(max_epochs=1, **QUIET).fit(model, loader(blobs(16), 16))
+    model.on_fit_start.assert_called_once_with()
+
+
 def test_model_summary_lists_the_layers_and_prints_the_fit_table() -> None:
     from trainkit.callbacks.model_summary import summarize
 

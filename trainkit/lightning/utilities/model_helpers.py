@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
+from unittest.mock import Mock
 
 from torch import nn
 
@@ -39,6 +41,12 @@ def is_overridden(
 ) -> bool:
     """Whether ``instance``'s class overrides ``parent``'s method ``method_name``.
 
+    As in Lightning, an attribute is judged by the function it runs: a
+    ``functools.wraps`` wrapper by the function it wraps, a ``Mock(wraps=f)`` by
+    ``f`` (a ``Mock`` that wraps nothing does not override), a ``functools.partial``
+    by its function. (The Trainer calls any hook set on an instance, a ``Mock``
+    included.)
+
     Args:
         method_name: the method's name, e.g. ``"training_step"``.
         instance: a Module, DataModule or Callback (None: False).
@@ -58,7 +66,7 @@ def is_overridden(
     """
     from trainkit.callbacks.base import Callback
     from trainkit.core.data import DataModule
-    from trainkit.core.module import Module, overrides
+    from trainkit.core.module import Module
 
     if instance is None:
         return False
@@ -77,5 +85,23 @@ def is_overridden(
             f"is_overridden({method_name!r}, parent={parent.__name__}): {parent.__name__} "
             f"has no method {method_name!r} to override; check the name or the parent."
         )
-    # A method wrapped with functools.wraps is judged by the method it wraps.
-    return overrides(instance, method_name, parent, follow_wrapped=True)
+    # Judged by what the attribute runs, compared by code with the parent's method.
+    method = _unwrapped(getattr(instance, method_name))
+    if method is None:
+        return False  # a Mock that wraps nothing
+    return _code(method) is not _code(_unwrapped(getattr(parent, method_name)))
+
+
+def _unwrapped(method: Any) -> Any:
+    # The function a functools.wraps wrapper (or a context manager) or a Mock(wraps=...)
+    # wraps, a partial's function; None for a Mock that wraps nothing.
+    method = getattr(method, "__wrapped__", method)
+    if isinstance(method, Mock):
+        return method._mock_wraps
+    return method.func if isinstance(method, functools.partial) else method
+
+
+def _code(method: Any) -> object:
+    # A bound method's function's code; a callable object without code is its own.
+    function = getattr(method, "__func__", method)
+    return getattr(function, "__code__", function)
