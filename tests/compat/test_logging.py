@@ -933,3 +933,27 @@ def test_a_logged_step_is_the_step_the_loggers_record_at() -> None:
     assert [step for step, _ in validation] == [100, 101]
     assert all("step" not in row and "epoch" not in row for _, row in validation)
     assert float(trainer.logged_metrics["step"]) == 101.0  # kept in logged_metrics
+
+
+def test_a_mock_logger_with_a_loggers_spec_trains_and_checkpoints(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Projects test their logging with MagicMock(spec=...): its state_dict() is a Mock,
+    # which no checkpoint can hold; the checkpoint keeps no state for it.
+    from unittest.mock import MagicMock
+
+    from trainkit.lightning.loggers import TensorBoardLogger
+
+    monkeypatch.chdir(tmp_path)  # the checkpoint folder is named after the Mock's save_dir
+    logger = MagicMock(spec=TensorBoardLogger)
+    trainer = trainkit.Trainer(
+        max_epochs=1,
+        logger=logger,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(helpers.Classifier(), helpers.loader(helpers.blobs(32), 16))
+    saved = torch.load(trainer.checkpoint_callback.best_model_path, weights_only=True)
+    assert saved["loggers"] == [{}] and saved["global_step"] == 2
+    logger.finalize.assert_called_once_with("success")

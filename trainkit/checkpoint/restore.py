@@ -106,7 +106,8 @@ def collect_state(
         "rng": capture_rng_states(),
         **run.results.state_dict(),
         # Only rank 0 logs: reading a logger's version elsewhere would claim a folder.
-        "loggers": [logger.state_dict() for logger in run.loggers] if run.is_global_zero else [],
+        # (A logger whose state is not a dict, a test's Mock(spec=Logger), keeps none.)
+        "loggers": [_state_of(logger) for logger in run.loggers] if run.is_global_zero else [],
         "config": None,  # the trainkit command's run config (its callback fills it in)
         OPTIONS_KEY: trainer_options(run),
     }
@@ -385,6 +386,11 @@ def _restore_trainkit_state(run: Run, checkpoint: dict[str, Any], source: str) -
         logger.load_state_dict(saved)
     restore_datamodule(run.datamodule, checkpoint)
     restore_rng_states(checkpoint["rng"])
+
+
+def _state_of(logger: Any) -> dict[str, Any]:
+    state = logger.state_dict()
+    return state if isinstance(state, dict) else {}
 
 
 def load_each(
