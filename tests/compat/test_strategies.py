@@ -244,3 +244,15 @@ def test_the_connector_of_one_process() -> None:
     assert trainer.use_distributed_sampler is False
     with pytest.raises(TypeError, match="True or False"):
         connector.use_distributed_sampler = 0  # type: ignore[assignment]
+
+
+def test_the_strategys_launcher_is_what_starts_the_other_processes() -> None:
+    # One process, or ranks started by torchrun: none. Else the Trainer's launcher,
+    # which (as Lightning's script and spawn launchers) cannot run from a notebook.
+    assert L.Trainer(devices=1, **QUIET).strategy.launcher is None
+    assert L.strategies.DDPStrategy().launcher is None  # not a Trainer's yet
+    for name in ("ddp", "ddp_spawn"):
+        trainer = L.Trainer(strategy=name, devices=2, **QUIET)
+        launcher = trainer.strategy.launcher
+        assert launcher is trainer.launcher and launcher.num_processes == 2
+        assert launcher.is_interactive_compatible is False

@@ -2,8 +2,9 @@
 
 Lightning code reads parts of a run through ``trainer.strategy``: its
 ``precision_plugin`` (a loss scaler, a step's autocast context), its
-``accelerator``, ``checkpoint_io`` and ``optimizers``, and on parallel strategies
-``num_nodes``, ``node_rank``, ``num_processes`` and ``parallel_devices``. In
+``accelerator``, ``checkpoint_io``, ``launcher`` and ``optimizers``, and on
+parallel strategies ``num_nodes``, ``node_rank``, ``num_processes`` and
+``parallel_devices``. In
 trainkit the Trainer owns those parts; it connects them to its strategy
 (:meth:`LightningAttributes.connect_parts`) and the strategy answers from them.
 A strategy not connected to a Trainer answers for one process on one machine,
@@ -51,6 +52,8 @@ class RunParts(Protocol):
     def node_rank(self) -> int: ...
     @property
     def device_ids(self) -> list[int]: ...
+    @property
+    def launcher(self) -> Any: ...
     def cluster_environment(self, process: Callable[[], ClusterEnvironment]) -> Any: ...
 
 
@@ -138,6 +141,13 @@ class LightningAttributes:
     def precision_plugin(self) -> Any:
         """The Trainer's ``precision_plugin`` (None before a Trainer has this strategy)."""
         return self._parts.precision_plugin if self._parts is not None else None
+
+    @property
+    def launcher(self) -> Any:
+        """What starts the job's other processes from this one (a
+        :class:`~trainkit.launch.launcher.Launcher`, the Trainer's ``launcher``); None
+        where this process starts none: one process, or ranks torchrun or SLURM started."""
+        return self._parts.launcher if self._parts is not None else None
 
     @property
     def checkpoint_io(self) -> Any:

@@ -94,6 +94,10 @@ class StrategyParts:
     def device_ids(self) -> list[int]:
         return self._trainer.device_ids
 
+    @property
+    def launcher(self) -> Any:
+        return self._trainer.launcher
+
     def cluster_environment(self, process: Callable[[], ClusterEnvironment]) -> Any:
         from trainkit.lightning.plugins.environments import environment_plugin
 
