@@ -533,3 +533,62 @@ def test_a_steps_gradients_are_there_after_it_and_gone_before_the_next_forward()
             ["forward kept", "batch end kept"] if accumulate == 2 else []
         )
         assert seen == window * (4 // accumulate) + ["epoch end kept"]
+
+
+class _LBFGSClassifier(Classifier):
+    """A Classifier stepped by LBFGS, which evaluates the loss again within each step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.evaluations = 0
+        self.zero_grads = 0
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        self.evaluations += 1
+        return super().training_step(batch, batch_idx)
+
+    def on_before_zero_grad(self, optimizer: Any) -> None:
+        self.zero_grads += 1
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.LBFGS(self.parameters(), lr=0.5, max_iter=4)
+
+
+class _LBFGSOverride(_LBFGSClassifier):
+    """The same, stepping in Lightning's documented form of an optimizer_step override."""
+
+    def optimizer_step(
+        self, epoch: int, batch_idx: int, optimizer: Any, closure: Any = None
+    ) -> None:
+        optimizer.step(closure=closure)
+
+
+@pytest.mark.parametrize("kind", [_LBFGSClassifier, _LBFGSOverride])
+def test_lbfgs_in_automatic_optimization_evaluates_again_as_a_hand_written_loop(
+    kind: type[_LBFGSClassifier],
+) -> None:
+    data = loader(blobs(96), 32)
+    torch.manual_seed(0)
+    model = kind()
+    expected = Classifier()
+    expected.load_state_dict(model.state_dict())
+    optimizer = torch.optim.LBFGS(expected.parameters(), lr=0.5, max_iter=4)
+    evaluations = 0
+    for x, y in data:
+
+        def closure(x: torch.Tensor = x, y: torch.Tensor = y) -> torch.Tensor:
+            nonlocal evaluations
+            evaluations += 1
+            optimizer.zero_grad()
+            loss = torch.nn.functional.cross_entropy(expected(x), y)
+            loss.backward()  # type: ignore[no-untyped-call]
+            return loss
+
+        optimizer.step(closure)
+    trainer = trainkit.Trainer(max_epochs=1, **QUIET)
+    trainer.fit(model, data)
+    assert trainer.global_step == 3
+    # Each closure call after the step's first runs training_step again, after a zero_grad.
+    assert model.evaluations == evaluations > 3 and model.zero_grads == evaluations
+    for got, want in zip(model.parameters(), expected.parameters(), strict=True):
+        torch.testing.assert_close(got, want)

@@ -772,9 +772,9 @@ class Module(DataHooks, HyperparametersMixin, ModuleHooks, nn.Module):
     ) -> None:
         """Step the optimizer (automatic optimization); override to adjust, e.g. LR warm-up.
 
-        The batch's forward and backward have run already when this is called, so
-        ``optimizer_closure`` only returns the loss (it is there so that
-        ``optimizer.step(closure=optimizer_closure)`` keeps working).
+        The batch's forward and backward have run already when this is called:
+        ``optimizer_closure()`` returns that loss, and runs them again when called again
+        (as LBFGS's ``step`` does, through ``optimizer.step(closure=optimizer_closure)``).
         ``optimizer.step()`` still runs the Trainer's step: unscaling, clipping, the
         gradient scaler.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -597,3 +598,23 @@ def _managed_class(optimizer_class: type) -> type[ManagedOptimizer]:
         )
         _MANAGED_CLASSES[optimizer_class] = made
     return made
+
+
+def needs_closure(optimizer: Any) -> bool:
+    """Whether ``optimizer.step()`` needs a closure (LBFGS's evaluates the loss again).
+
+    Args:
+        optimizer: a torch optimizer, or a wrapper of one (``.optimizer``).
+
+    Example:
+        >>> params = [torch.nn.Parameter(torch.zeros(1))]
+        >>> needs_closure(torch.optim.LBFGS(params)), needs_closure(torch.optim.SGD(params, lr=1))
+        (True, False)
+    """
+    if not hasattr(optimizer, "param_groups"):
+        optimizer = getattr(optimizer, "optimizer", optimizer)
+    try:
+        closure = inspect.signature(type(optimizer).step).parameters.get("closure")
+    except (TypeError, ValueError):  # a step without a readable signature
+        return False
+    return closure is not None and closure.default is inspect.Parameter.empty

@@ -17,7 +17,10 @@ Automatic optimization, one batch (:meth:`Optimization.automatic`)::
         on_before_optimizer_step
         clip gradients                         clipping slot
         optimizer.step() unless vetoed         nonfinite slot; the scaler steps float16
-                                               (through Module.optimizer_step if overridden)
+                                               (through Module.optimizer_step if overridden;
+                                               an optimizer whose step needs a closure, LBFGS,
+                                               gets one that runs zero_grad, forward and
+                                               backward again from its second call)
         global_step += 1; step-interval LR schedulers; every n steps: log
 
 A strategy whose forward and backward are one pass (a pipeline schedule, which
@@ -53,7 +56,13 @@ import torch
 from trainkit.callbacks.nonfinite import NonFiniteLoss
 from trainkit.callbacks.slots import clip_settings
 from trainkit.core.module import overrides
-from trainkit.core.optim import LRSchedulerConfig, ManagedOptimizer, do_nothing, step_scheduler
+from trainkit.core.optim import (
+    LRSchedulerConfig,
+    ManagedOptimizer,
+    do_nothing,
+    needs_closure,
+    step_scheduler,
+)
 from trainkit.core.steps import defined_step, fit_step_arguments, loss_from_output
 from trainkit.distributed.control import rank_zero_floats
 from trainkit.loops.run import Run
@@ -67,13 +76,25 @@ class ComputedLoss:
 
     Args:
         loss: the batch's loss.
+        evaluate: for an optimizer that evaluates the loss again within its step
+            (LBFGS: ``step(closure)``), what each call after the first runs: the
+            gradients cleared, ``training_step`` and ``backward`` again, as
+            Lightning's closure runs them.
     """
 
-    def __init__(self, loss: torch.Tensor) -> None:
+    def __init__(
+        self, loss: torch.Tensor, evaluate: Callable[[], torch.Tensor] | None = None
+    ) -> None:
         self.loss = loss
+        self._evaluate = evaluate
+        self._called = False
 
     def __call__(self) -> torch.Tensor:
-        """The loss (nothing is recomputed)."""
+        """The loss: the first call's was computed before the step; later calls
+        compute it again at the current parameters (only with ``evaluate``)."""
+        if self._called and self._evaluate is not None:
+            self.loss = self._evaluate()
+        self._called = True
         return self.loss
 
 
@@ -157,6 +178,8 @@ class Optimization:
             module.optimizer_zero_grad if overrides(module, "optimizer_zero_grad") else None
         )
         self._user_backward = module.backward if overrides(module, "backward") else None
+        # An optimizer whose step() needs a closure (LBFGS) is given one that evaluates again.
+        self._needs_closure = any(needs_closure(optimizer) for optimizer in optimizers)
         # In manual optimization each opt.step() inside training_step counts one
         # global step (as in Lightning, every optimizer's, counted by call, whatever
         # the torch optimizer's step does; see manual()); automatic optimization
@@ -228,6 +251,7 @@ class Optimization:
             and self._user_step is None
             and self._user_zero_grad is None
             and self._user_backward is None
+            and not self._needs_closure
         )
 
     def _refuse_manual_accumulation(self, slots: StepSlots) -> None:
@@ -303,7 +327,7 @@ class Optimization:
             with self._no_sync(run.model):
                 output, loss = self._forward_backward(batch, batch_idx)
         if steps:
-            self._optimizer_step(loss, batch_idx)
+            self._optimizer_step(loss, batch_idx, batch)
         return self._outputs(output, loss)
 
     def plain(self, batch: Any, batch_idx: int, is_last: bool) -> dict[str, Any]:
@@ -353,20 +377,40 @@ class Optimization:
         # calls per step): none are made for a fit without them.
         return _batch_outputs(output, loss, self._divisor) if self._batch_end_hooks else _UNREAD
 
-    def _optimizer_step(self, loss: torch.Tensor | None, batch_idx: int) -> None:
+    def _optimizer_step(self, loss: torch.Tensor | None, batch_idx: int, batch: Any = None) -> None:
         # The end of a window: step (the Module's optimizer_step if it has one),
         # zero the gradients, count the step.
         state, optimizer = self.run.state, self.optimizers[0]
+        closure = (
+            ComputedLoss(loss, self._evaluation(batch, batch_idx))  # type: ignore[arg-type]
+            if self._needs_closure
+            else None
+        )
         if loss is None and not _has_gradients(optimizer):
             pass  # training_step returned None, nothing accumulated: nothing to apply
         elif self._user_step is None:
-            self.step_optimizer(optimizer)
+            self.step_optimizer(optimizer, closure)
         else:
             managed = self.managed_optimizers[0]
-            self._user_step(state.epoch, batch_idx, managed, ComputedLoss(loss))  # type: ignore[arg-type]
+            closure = closure or ComputedLoss(loss)  # type: ignore[arg-type]
+            self._user_step(state.epoch, batch_idx, managed, closure)
         self._clear_pending = True  # before the next window's forward pass
         state.global_step += 1
         self._after_step(state.global_step)
+
+    def _evaluation(self, batch: Any, batch_idx: int) -> Callable[[], torch.Tensor]:
+        # What an optimizer's closure runs when it evaluates the loss again (LBFGS).
+        def evaluate() -> torch.Tensor:
+            self._clear_gradients(batch_idx)
+            output, loss = self._forward_backward(batch, batch_idx)
+            if loss is None:
+                raise ValueError(
+                    f"training_step returned {output!r} when {type(self.optimizers[0]).__name__} "
+                    "evaluated the loss again within its step: return the loss every time."
+                )
+            return loss
+
+        return evaluate
 
     def _clear_gradients(self, batch_idx: int) -> None:
         # The start of a window: the last step's gradients go (a vetoed window's too).
@@ -589,7 +633,7 @@ class Optimization:
         """
         scaler = self._scaler
         computed = None
-        if type(closure) is ComputedLoss:
+        if type(closure) is ComputedLoss and not needs_closure(optimizer):
             computed, closure = closure, None  # the batch's backward has run already
         if closure is not None:
             if scaler is not None or self._veto is not None:
@@ -614,7 +658,7 @@ class Optimization:
         else:
             result = optimizer.step(**kwargs)
         # optimizer.step(closure) returns the closure's loss; so does a ComputedLoss step.
-        return computed() if computed is not None and result is None else result
+        return computed.loss if computed is not None and result is None else result
 
     def _before_step(self, optimizer: torch.optim.Optimizer) -> None:
         # on_before_optimizer_step, then clipping: both see the step's gradients.
