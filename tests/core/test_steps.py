@@ -80,6 +80,32 @@ def test_a_module_with_epoch_end_hooks_lightning_removed_is_refused_naming_the_n
     assert trainkit.Trainer(**QUIET).validate(model, loader(blobs(64)), verbose=False)
 
 
+class SteppedPerOptimizer(Classifier):
+    """Lightning 1.x's multiple optimizers: training_step called once per optimizer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = False
+
+    def on_fit_start(self) -> None:
+        self.started = True
+
+    def training_step(  # type: ignore[override]
+        self, batch: Any, batch_idx: int, optimizer_idx: int = 0
+    ) -> torch.Tensor:
+        return super().training_step(batch, batch_idx)
+
+
+def test_a_training_step_taking_optimizer_idx_is_refused_before_the_fit_starts() -> None:
+    # Called with two arguments, it would train only its optimizer_idx=0 branch.
+    model = SteppedPerOptimizer()
+    with pytest.raises(
+        RuntimeError, match=r"only supported with manual optimization.*once a batch"
+    ):
+        trainkit.Trainer(max_epochs=1, **QUIET).fit(model, loader(blobs(64)))
+    assert not model.started and model.global_step == 0
+
+
 @pytest.mark.parametrize(
     ("attribute", "entry", "said"),
     [

@@ -48,6 +48,16 @@ def fit_step_arguments(
             "batch is counted, limited and resumed exactly. Take (batch, batch_idx) and "
             "keep what spans batches on the Module."
         )
+    if getattr(method, "__name__", "") == "training_step" and any(
+        p.name == "optimizer_idx" for p in parameters
+    ):
+        raise RuntimeError(  # Lightning's words first
+            "Training with multiple optimizers is only supported with manual optimization. "
+            "Remove the `optimizer_idx` argument from `training_step`, set "
+            "`self.automatic_optimization = False` and access your optimizers in "
+            "`training_step` with `opt1, opt2, ... = self.optimizers()`: trainkit calls "
+            "training_step once a batch, never once per optimizer."
+        )
     kinds = [p.kind for p in parameters]
     if inspect.Parameter.VAR_POSITIONAL in kinds:
         return step
