@@ -162,6 +162,21 @@ class Attributes(Classifier):
         self.width = 16
 
 
+def test_hparams_that_are_a_namespace_hold_values_as_attributes() -> None:
+    # Lightning's rule: any hparams that answers `in` (code written for an old
+    # Lightning sets an argparse.Namespace).
+    from argparse import Namespace
+
+    class OldStyle(trainkit.Module):
+        hparams = Namespace(learning_rate=0.01)  # type: ignore[assignment]
+
+    model = OldStyle()
+    assert lightning_hasattr(model, "learning_rate")
+    assert lightning_getattr(model, "learning_rate") == 0.01
+    lightning_setattr(model, "learning_rate", 0.5)
+    assert model.hparams.learning_rate == 0.5 and not lightning_hasattr(model, "momentum")
+
+
 def test_lightning_getattr_reads_the_model_then_its_hparams() -> None:
     model = Attributes()
     assert lightning_hasattr(model, "lr") and lightning_getattr(model, "lr") == 0.25

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
 
 def holders(module: Any, datamodule: Any, name: str) -> list[Any]:
-    """The places that hold ``name``, in lookup order (objects, or ``hparams`` mappings).
+    """The places that hold ``name``, in lookup order (objects, or ``hparams``: mappings,
+    or namespaces that answer ``in``).
 
     Args:
         module: the Module.
@@ -33,9 +34,18 @@ def holders(module: Any, datamodule: Any, name: str) -> list[Any]:
         if hasattr(owner, name):
             found.append(owner)
         hparams = getattr(owner, "hparams", None)
-        if isinstance(hparams, Mapping) and name in hparams:
+        if hparams is not None and _contains(hparams, name):
             found.append(hparams)
     return found
+
+
+def _contains(hparams: Any, name: str) -> bool:
+    # A mapping, or (as Lightning allows) any hparams that answers `in`: an
+    # argparse.Namespace, read and written as attributes.
+    try:
+        return name in hparams
+    except TypeError:
+        return False
 
 
 def held(module: Any, datamodule: Any, name: str, owner: str = "the model") -> list[Any]:
