@@ -190,7 +190,9 @@ def test_lightning_getattr_reads_the_model_then_its_hparams() -> None:
     assert not lightning_hasattr(model, "batch_size")  # no Trainer, so no DataModule
     with pytest.raises(
         AttributeError,
-        match=r"'batch_size' is neither an attribute of Attributes.*self\.batch_size = ",
+        match=r"^batch_size is neither stored in the model namespace nor the `hparams` "
+        r"namespace/dict, nor the datamodule: 'batch_size' is neither an attribute of "
+        r"Attributes.*self\.batch_size = ",
     ):
         lightning_getattr(model, "batch_size")
     with pytest.raises(AttributeError, match="Store it in one of these places"):

@@ -46,7 +46,9 @@ def test_the_infinity_and_one_norms_and_another_separator() -> None:
 def test_no_gradient_gives_nothing_and_a_bad_norm_type_says_what_to_pass() -> None:
     assert grad_norm(nn.Linear(2, 2), 2) == {}
     for bad in (0, -1, "two", float("nan")):
-        with pytest.raises(ValueError, match="must be a positive number or 'inf'"):
+        with pytest.raises(
+            ValueError, match=r"^`norm_type` must be a positive number or 'inf' \(infinity norm\)"
+        ):
             grad_norm(_net_with_gradients(), bad)
 
 

@@ -115,9 +115,9 @@ def load_from_checkpoint(
     own_strict = getattr(module, "_strict_loading", None)  # None: the module did not say
     if own_strict is not None and strict is not None and strict != own_strict:
         raise ValueError(
-            f"load_from_checkpoint(..., strict={strict!r}) contradicts "
-            f"{cls.__name__}.strict_loading={own_strict!r}; set the same value for both, "
-            "or leave strict out."
+            f"You set `.load_from_checkpoint(..., strict={strict!r})` which is in conflict "
+            f"with `{cls.__name__}.strict_loading={own_strict!r}`. Please set the same value "
+            "for both of them, or leave strict out."
         )
     strict = (own_strict if own_strict is not None else True) if strict is None else strict
     module.on_load_checkpoint(checkpoint)
@@ -125,7 +125,9 @@ def load_from_checkpoint(
     load_module_state(module, state, str(checkpoint_path), strict=bool(strict))
     device = next((t.device for t in state.values() if isinstance(t, torch.Tensor)), None)
     if device is None:
-        warnings.warn(f"The checkpoint {checkpoint_path} holds no parameters.", stacklevel=3)
+        warnings.warn(  # Lightning's words
+            f"The state dict in {checkpoint_path!r} contains no parameters.", stacklevel=3
+        )
     else:
         module.to(device)
     warnings.warn(

@@ -99,11 +99,12 @@ def missing(name: str, owner: str = "the model") -> AttributeError:
         name: the attribute's name.
         owner: what was asked (e.g. the Module's class name).
     """
-    return AttributeError(
-        f"{name!r} is neither an attribute of {owner} nor a key of its hparams, nor an "
-        "attribute or hparams key of the DataModule its Trainer runs. Store it in one of "
-        f"these places (self.{name} = ... in __init__, or self.save_hyperparameters() with "
-        "that argument)."
+    return AttributeError(  # Lightning's words first
+        f"{name} is neither stored in the model namespace nor the `hparams` namespace/dict, "
+        f"nor the datamodule: {name!r} is neither an attribute of {owner} nor a key of its "
+        "hparams, nor an attribute or hparams key of the DataModule its Trainer runs. Store "
+        f"it in one of these places (self.{name} = ... in __init__, or "
+        "self.save_hyperparameters() with that argument)."
     )
 
 

@@ -42,9 +42,9 @@ def grad_norm(
     except (TypeError, ValueError):
         p = math.nan
     if not p > 0:  # also NaN: a string that is not a number
-        raise ValueError(
-            f"grad_norm(norm_type={norm_type!r}) must be a positive number or 'inf' "
-            "(the largest absolute value), e.g. grad_norm(module, 2)."
+        raise ValueError(  # Lightning's words first
+            "`norm_type` must be a positive number or 'inf' (infinity norm). Got "
+            f"{norm_type!r}: pass e.g. grad_norm(module, 2)."
         )
     prefix = f"grad_{p}_norm"
     norms = {
