@@ -195,3 +195,43 @@ def test_hooks_wrapped_on_the_instance_count_as_the_methods_they_wrap() -> None:
 
     trainkit.Trainer(max_steps=1, **helpers.QUIET).fit(Traced(), rows())
     assert calls == ["configure_model", "own configure_model", "on_fit_start"]
+
+
+def test_the_module_is_zero_graded_where_lightning_does_it() -> None:
+    # At the start of the stage: after on_fit_start when fitting, after the set-up
+    # hooks when evaluating.
+    from tests.helpers import QUIET, Classifier, blobs, loader
+
+    calls: list[str] = []
+
+    class Recording(Classifier):
+        def setup(self, stage: str) -> None:
+            calls.append("setup")
+
+        def configure_model(self) -> None:
+            calls.append("configure_model")
+
+        def configure_optimizers(self) -> Any:
+            calls.append("configure_optimizers")
+            return super().configure_optimizers()
+
+        def on_fit_start(self) -> None:
+            calls.append("on_fit_start")
+
+        def on_train_start(self) -> None:
+            calls.append("on_train_start")
+
+        def on_validation_start(self) -> None:
+            calls.append("on_validation_start")
+
+        def zero_grad(self, set_to_none: bool = True) -> None:
+            calls.append("zero_grad")
+            super().zero_grad(set_to_none)
+
+    model, data = Recording(), loader(blobs(16), 16)
+    trainkit.Trainer(max_epochs=1, **QUIET).fit(model, data)
+    fit = ["setup", "configure_model", "configure_optimizers", "on_fit_start", "zero_grad"]
+    assert calls == [*fit, "on_train_start"]
+    calls.clear()
+    trainkit.Trainer(**QUIET).validate(model, data, verbose=False)
+    assert calls == ["setup", "configure_model", "zero_grad", "on_validation_start"]

@@ -394,7 +394,6 @@ class Trainer(TrainerCheckpoints):
             # Lightning's order: callbacks, then the Module; stage is a TrainerFn, as there
             hooks.call_callbacks("setup", stage=TrainerFn(fn))
             model.setup(stage=TrainerFn(fn))
-            model.zero_grad()  # every run starts without gradients, as Lightning's does
             if (build := layer_builder(model)) is not None:  # before the strategy's set-up
                 with self.strategy.model_init_context():
                     build()
@@ -403,6 +402,8 @@ class Trainer(TrainerCheckpoints):
             self.strategy.connect_results(self.results)  # DataParallel logs its copies' values
             precision = self.step_slots.precision
             wrapped = self.strategy.connect_module(model, self)  # the strategy's setup(trainer)
+            if fn != "fit":  # every run starts without gradients (fit: after on_fit_start)
+                model.zero_grad()
             if (compiling := self._compile_spec()) is not None:
                 uncompile = self.strategy.compile_module(wrapped, compiling, self.warn)
             run = self._current = Run(
@@ -521,6 +522,7 @@ class Trainer(TrainerCheckpoints):
         if (search := running_search()) is not None:  # trainkit.tuner.Tuner: search, not train
             return search(self, model)
         run.hooks.call("on_fit_start")
+        model.zero_grad()  # as Lightning, between on_fit_start and the sanity check
         self._log_hyperparameters(run)
         if state.reload_dataloaders:  # BatchSizeFinder set a new batch size (trainkit/tuner)
             state.reload_dataloaders, (train_loader, val_loaders) = False, loaders.load()
