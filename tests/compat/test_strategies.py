@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import warnings
 from typing import Any
 
@@ -246,13 +247,17 @@ def test_the_connector_of_one_process() -> None:
         connector.use_distributed_sampler = 0  # type: ignore[assignment]
 
 
-def test_the_strategys_launcher_is_what_starts_the_other_processes() -> None:
-    # One process, or ranks started by torchrun: none. Else the Trainer's launcher,
-    # which (as Lightning's script and spawn launchers) cannot run from a notebook.
+def test_the_strategys_launcher_is_what_starts_the_other_processes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One process, or ranks started by torchrun: none. Else the Trainer's launcher.
     assert L.Trainer(devices=1, **QUIET).strategy.launcher is None
     assert L.strategies.DDPStrategy().launcher is None  # not a Trainer's yet
-    for name in ("ddp", "ddp_spawn"):
+    # "ddp" re-runs the command (a script's: this test's worker may run under `python -c`).
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    monkeypatch.setattr(sys, "orig_argv", [sys.executable, "train.py"])
+    for name, interactive in (("ddp", False), ("ddp_spawn", True)):
         trainer = L.Trainer(strategy=name, devices=2, **QUIET)
         launcher = trainer.strategy.launcher
         assert launcher is trainer.launcher and launcher.num_processes == 2
-        assert launcher.is_interactive_compatible is False
+        assert launcher.is_interactive_compatible is interactive

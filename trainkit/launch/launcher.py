@@ -129,8 +129,7 @@ class Launcher(ABC):
     #: The processes it runs on this machine.
     num_processes: int = 1
     #: Lightning's name: whether it can start the ranks from an interactive session
-    #: (a notebook). No trainkit launcher can: their ranks import the user's code
-    #: (ScriptLauncher re-runs the command, SpawnLauncher starts fresh interpreters).
+    #: (a notebook): SpawnLauncher can, ScriptLauncher (which re-runs the command) cannot.
     is_interactive_compatible: bool = False
 
     @abstractmethod

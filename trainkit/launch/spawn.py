@@ -68,6 +68,9 @@ class SpawnLauncher(Launcher):
         num_processes: the number of ranks to start on this machine.
     """
 
+    #: It runs from a notebook (the module's class and the data importable, as above).
+    is_interactive_compatible = True
+
     def __init__(self, num_processes: int) -> None:
         self.num_processes = num_processes
 
