@@ -143,13 +143,17 @@ def test_validate_and_test_after_fit_add_to_the_same_run(tmp_path: Path) -> None
     assert len(glob.glob(os.path.join(tmp_path, "wandb", "offline-run-*"))) == 1
 
 
-def test_log_model_adds_the_checkpoints_as_an_artifact(tmp_path: Path) -> None:
+def test_log_model_uploads_each_checkpoint_as_a_version_of_model_ckpt(tmp_path: Path) -> None:
+    # Lightning's layout: one version per file, the file as model.ckpt, "best" on the
+    # best one, its score, name and the ModelCheckpoint's settings in the metadata.
     logger = WandbLogger(save_dir=tmp_path, offline=True, log_model=True)
-    checkpoint = trainkit.callbacks.ModelCheckpoint(save_last=True)
+    checkpoint = trainkit.callbacks.ModelCheckpoint(
+        save_last=True, monitor="val/loss", save_top_k=2
+    )
     trainer = trainkit.Trainer(
         **{**QUIET, "logger": logger, "enable_checkpointing": True},
         callbacks=[checkpoint],
-        max_epochs=1,
+        max_epochs=3,
         limit_train_batches=2,
     )
     trainer.fit(Classifier(), datamodule=BlobData())
@@ -158,8 +162,36 @@ def test_log_model_adds_the_checkpoints_as_an_artifact(tmp_path: Path) -> None:
     artifacts = [
         r.artifact for r in _records(tmp_path, run_id) if r.WhichOneof("record_type") == "artifact"
     ]
-    assert [(a.name, a.type) for a in artifacts] == [(f"model-{run_id}", "model")]
-    assert "last.ckpt" in {entry.path for entry in artifacts[0].manifest.contents}
+    assert {(a.name, a.type) for a in artifacts} == {(f"model-{run_id}", "model")}
+    assert all([e.path for e in a.manifest.contents] == ["model.ckpt"] for a in artifacts)
+    metadata = [json.loads(a.metadata) for a in artifacts]
+    kept = sorted(os.path.basename(path) for path in checkpoint.best_k_models)
+    assert [m["original_filename"] for m in metadata] == [*kept, "last.ckpt"]  # oldest first
+    best = os.path.basename(checkpoint.best_model_path)
+    for artifact, entry in zip(artifacts, metadata, strict=True):
+        is_best = entry["original_filename"] == best
+        assert sorted(artifact.aliases) == (["best", "latest"] if is_best else ["latest"])
+        saved = str(Path(checkpoint.dirpath) / entry["original_filename"])
+        score = checkpoint.best_k_models.get(saved)
+        assert entry["score"] == (pytest.approx(float(score)) if score is not None else None)
+        assert entry["ModelCheckpoint"] == {
+            "monitor": "val/loss",
+            "mode": "min",
+            "save_last": True,
+            "save_top_k": 2,
+            "save_weights_only": False,
+            "_every_n_train_steps": 0,
+        }
+
+
+def test_the_project_comes_from_wandb_project_when_not_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WANDB_PROJECT", "from-the-environment")
+    assert WandbLogger(save_dir=tmp_path, offline=True).name == "from-the-environment"
+    assert WandbLogger(save_dir=tmp_path, project="given", offline=True).name == "given"
+    monkeypatch.delenv("WANDB_PROJECT")
+    assert WandbLogger(save_dir=tmp_path, offline=True).name == "trainkit_logs"
 
 
 def test_a_failed_run_is_finished_with_exit_code_1(tmp_path: Path) -> None:
@@ -202,7 +234,7 @@ def test_a_sharded_checkpoint_folder_is_added_whole(tmp_path: Path) -> None:
         r.artifact for r in _records(tmp_path, run_id) if r.WhichOneof("record_type") == "artifact"
     ]
     paths = {entry.path for entry in artifacts[0].manifest.contents}
-    assert paths == {f"step=3.ckpt/{META_FILE}", "step=3.ckpt/__0_0.distcp"}
+    assert paths == {f"model.ckpt/{META_FILE}", "model.ckpt/__0_0.distcp"}
 
 
 # ------------------------------------------------- media, tables, given runs, artifacts
@@ -369,12 +401,11 @@ def test_add_file_policy_reaches_the_artifact(
 
     assert ("add_file", expected) in policies and ("add_dir", expected) in policies
     assert {p for name, p in policies if name in ("add_file", "add_dir")} == {expected}
-    (artifact,) = [
+    artifacts = [
         r.artifact for r in _records(tmp_path, run_id) if r.WhichOneof("record_type") == "artifact"
     ]
-    assert {"best.ckpt", f"sharded.ckpt/{META_FILE}"} <= {
-        e.path for e in artifact.manifest.contents
-    }
+    contents = sorted(sorted(e.path for e in a.manifest.contents) for a in artifacts)
+    assert contents == [["model.ckpt"], [f"model.ckpt/{META_FILE}"]]
 
 
 def test_a_bad_add_file_policy_is_refused(tmp_path: Path) -> None:
@@ -457,3 +488,18 @@ def test_other_ranks_write_nothing(tmp_path: Path) -> None:
         trainkit.rank_zero_only.rank = None
     assert run.calls == []
     assert not (tmp_path / "own").exists()
+
+
+def test_a_given_run_without_define_metric_is_logged_to(tmp_path: Path) -> None:
+    # Projects fake their W&B run in tests; one without define_metric still takes rows.
+    rows: list[dict[str, Any]] = []
+
+    class Bare:
+        id, project = "bare1", "bare-project"
+
+        def log(self, row: dict[str, Any]) -> None:
+            rows.append(row)
+
+    logger = WandbLogger(save_dir=tmp_path, experiment=Bare())  # type: ignore[arg-type]
+    logger.log_metrics({"loss": 0.5}, step=3)
+    assert rows == [{"loss": 0.5, "trainer/global_step": 3}]

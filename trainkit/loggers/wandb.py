@@ -11,6 +11,8 @@ from argparse import Namespace
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
+import torch
+
 from trainkit.loggers._tracking import (
     CheckpointFiles,
     flatten,
@@ -82,7 +84,7 @@ class WandbLogger(Logger):
         dir: another name for ``save_dir`` (wandb's own).
         id: the run's id, to continue an existing run.
         anonymous: log anonymously (``wandb.init(anonymous="allow")``).
-        project: the W&B project (``trainkit_logs`` when None).
+        project: the W&B project (when None: ``$WANDB_PROJECT``, else ``trainkit_logs``).
         log_model: upload checkpoints as a ``model`` artifact: True uploads the
             run's checkpoint files when fit ends successfully, "all" also each
             checkpoint when ``ModelCheckpoint`` reports it saved, False none.
@@ -145,7 +147,9 @@ class WandbLogger(Logger):
         self._save_dir = os.fspath(dir if dir is not None else save_dir)
         self._name = name
         given_project = getattr(experiment, "project", None) if experiment is not None else None
-        self._project = project or given_project or "trainkit_logs"
+        self._project = (
+            project or given_project or os.environ.get("WANDB_PROJECT") or "trainkit_logs"
+        )
         self._id = str(experiment.id) if experiment is not None else id or version
         self._anonymous = anonymous
         self._log_model = log_model
@@ -156,6 +160,7 @@ class WandbLogger(Logger):
         self._given_run = experiment
         self._run: Run | None = None
         self._checkpoints = CheckpointFiles()
+        self._checkpoint_callback: Any = None  # the last ModelCheckpoint that saved
 
     # ----------------------------------------------------------------- identity
     @property
@@ -211,9 +216,13 @@ class WandbLogger(Logger):
 
     @staticmethod
     def _define_step(run: Run) -> None:
-        # Charts plot every column against the Trainer's step, not W&B's own.
-        run.define_metric(STEP_METRIC)
-        run.define_metric("*", step_metric=STEP_METRIC, step_sync=True)
+        # Charts plot every column against the Trainer's step, not W&B's own (a run
+        # without define_metric, a test's stand-in or an old wandb's, plots by its own).
+        define = getattr(run, "define_metric", None)
+        if define is None:
+            return
+        define(STEP_METRIC)
+        define("*", step_metric=STEP_METRIC, step_sync=True)
 
     # ------------------------------------------------------------------ writing
     def log_hyperparams(self, params: Mapping[str, Any] | Namespace) -> None:
@@ -451,6 +460,7 @@ class WandbLogger(Logger):
         """
         if not on_rank_zero() or not self._log_model:
             return
+        self._checkpoint_callback = checkpoint_callback
         saved = self._checkpoints.note(checkpoint_callback)
         if self._log_model == "all":
             self._upload(list(self._checkpoints.due(saved)))
@@ -487,19 +497,70 @@ class WandbLogger(Logger):
             self._id = str(state["version"])
 
     def _upload(self, paths: list[str]) -> None:
+        # As Lightning's: one version of the model artifact per checkpoint, oldest first,
+        # the file named model.ckpt, aliased "latest" (and "best" for the best one), with
+        # its score, its file name and the ModelCheckpoint's settings as metadata.
         if not paths:
             return
         import wandb
 
         run = self.experiment
-        artifact = wandb.Artifact(self._checkpoint_name or f"model-{run.id}", type="model")
-        for path in paths:
-            real, name = os.path.realpath(path), os.path.basename(path)
-            if os.path.isdir(real):  # a sharded checkpoint: the folder, under its name
-                artifact.add_dir(real, name=name, policy=self._add_file_policy)
+        callback = self._checkpoint_callback
+        best = getattr(callback, "best_model_path", "") or ""
+        best = os.path.realpath(best) if best else None
+        scores = {
+            os.path.realpath(path): score
+            for path, score in dict(getattr(callback, "best_k_models", {}) or {}).items()
+        }
+        uploaded: set[str] = set()
+        for path in sorted(paths, key=_modified):
+            real = os.path.realpath(path)  # last.ckpt may link to a file uploaded already
+            if real in uploaded:
+                continue
+            uploaded.add(real)
+            artifact = wandb.Artifact(
+                self._checkpoint_name or f"model-{run.id}",
+                type="model",
+                metadata=_checkpoint_metadata(callback, path, scores.get(real)),
+            )
+            if os.path.isdir(real):  # a sharded checkpoint: the whole folder
+                artifact.add_dir(real, name="model.ckpt", policy=self._add_file_policy)
             else:
-                artifact.add_file(real, name=name, policy=self._add_file_policy)
-        run.log_artifact(artifact, aliases=["latest"])
+                artifact.add_file(real, name="model.ckpt", policy=self._add_file_policy)
+            run.log_artifact(artifact, aliases=["latest", "best"] if real == best else ["latest"])
+
+
+def _modified(path: str) -> float:
+    try:
+        return os.path.getmtime(path)
+    except OSError:
+        return 0.0
+
+
+#: The ModelCheckpoint settings an uploaded checkpoint's metadata records (Lightning's).
+_CHECKPOINT_SETTINGS = (
+    "monitor",
+    "mode",
+    "save_last",
+    "save_top_k",
+    "save_weights_only",
+    "_every_n_train_steps",
+)
+
+
+def _checkpoint_metadata(callback: Any, path: str, score: Any) -> dict[str, Any]:
+    """What an uploaded checkpoint's artifact records: its score, its file name, and the
+    settings of the ``ModelCheckpoint`` that saved it (when one reported the save)."""
+    if isinstance(score, torch.Tensor):
+        score = score.item()
+    metadata: dict[str, Any] = {"score": score, "original_filename": os.path.basename(path)}
+    if callback is not None:
+        metadata[type(callback).__name__] = {
+            name: getattr(callback, name)
+            for name in _CHECKPOINT_SETTINGS
+            if hasattr(callback, name)
+        }
+    return metadata
 
 
 def _per_item(
