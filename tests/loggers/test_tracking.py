@@ -68,3 +68,17 @@ def test_trainkit_fit_logs_to_mlflow_from_the_config(
     folder = store / run.info.experiment_id / run.info.run_id
     assert (folder / "checkpoints" / "last.ckpt").is_file()
     assert (folder / "config.yaml").is_file()
+
+
+def test_a_tracker_package_a_test_put_in_sys_modules_counts_as_installed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Projects fake wandb or mlflow with a bare module (no __spec__, so find_spec raises).
+    import types
+
+    from trainkit.loggers._tracking import require_package
+
+    monkeypatch.setitem(sys.modules, "fake_tracker", types.ModuleType("fake_tracker"))
+    require_package("fake_tracker", "wandb", "WandbLogger")
+    with pytest.raises(ModuleNotFoundError, match=r'pip install "trainkit\[wandb\]"'):
+        require_package("no_such_tracker_package", "wandb", "WandbLogger")

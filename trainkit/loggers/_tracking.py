@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob
 import importlib.util
 import os
+import sys
 from collections.abc import Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -31,6 +32,8 @@ def require_package(module: str, extra: str, logger: str) -> None:
     Raises:
         ModuleNotFoundError: the package is not installed.
     """
+    if sys.modules.get(module) is not None:
+        return  # imported already (or a test's stand-in, which may have no spec)
     if importlib.util.find_spec(module) is None:
         raise ModuleNotFoundError(
             f"{logger} needs the '{module}' package, which is not installed "
