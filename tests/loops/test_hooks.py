@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import torch
 
 import trainkit
@@ -152,6 +153,31 @@ def test_on_train_batch_start_returning_minus_one_ends_the_epoch() -> None:
     trainer = trainkit.Trainer(max_epochs=2, **QUIET)
     trainer.fit(SkipRest(), loader(blobs(320), 32))
     assert steps == [0, 1, 2, 0, 1, 2] and trainer.global_step == 4
+
+
+def test_a_none_batch_is_skipped_with_a_warning_and_its_batch_end_hooks_still_run() -> None:
+    calls: list[tuple[str, int, Any]] = []
+
+    class Watching(Classifier):
+        def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+            calls.append(("start", batch_idx, None))
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            calls.append(("step", batch_idx, None))
+            return super().training_step(batch, batch_idx)
+
+        def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+            calls.append(("end", batch_idx, outputs if outputs is None else sorted(outputs)))
+
+    data = blobs(64)
+    batches = [None, (data.tensors[0][:32], data.tensors[1][:32]), None]
+    trainer = trainkit.Trainer(max_epochs=2, **QUIET)
+    with pytest.warns(UserWarning, match=r"^train_dataloader yielded None\.") as said:
+        trainer.fit(Watching(), batches)
+    assert sum("yielded None" in str(w.message) for w in said) == 1  # once a fit
+    one_epoch = [("end", 0, None), ("start", 1, None), ("step", 1, None)]
+    one_epoch += [("end", 1, ["loss"]), ("end", 2, None)]
+    assert calls == one_epoch * 2 and trainer.global_step == 2
 
 
 def test_on_exception_and_teardown_run_when_a_step_raises() -> None:

@@ -27,12 +27,7 @@ from trainkit.core.epoch_position import epoch_batches, set_sampler_epoch
 from trainkit.loops.dataloaders import Reload
 from trainkit.loops.evaluate import run_evaluation, run_sanity_check
 from trainkit.loops.run import Run
-from trainkit.loops.schedule import (
-    limits_reached,
-    may_stop,
-    val_check_batches,
-    validation_due,
-)
+from trainkit.loops.schedule import limits_reached, may_stop, val_check_batches, validation_due
 from trainkit.loops.state import RunningStage
 from trainkit.loops.step import Optimization
 from trainkit.trainer.options import LoopOptions
@@ -94,7 +89,7 @@ def run_fit(run: Run, fit: Fit) -> None:
                                             a resumed epoch skips consumed batches by index):
                 batch -> device
                 on_train_batch_start (returning -1 ends the epoch)
-                the optimization step (trainkit/loops/step.py)
+                the optimization step (trainkit/loops/step.py; none for a None batch)
                 on_train_batch_end
                 validate if due (val_check_interval, check_val_every_n_epoch, or a stop)
                 resume point (unless the epoch's last batch or inside an accumulation window)
@@ -182,10 +177,14 @@ def _train_epoch(run: Run, fit: Fit) -> None:
         state.batch_idx, state.is_last_batch = batch_idx, is_last
         batch = to_device(batch, 0)
         results.enter_training_step(batch)
-        if on_batch_start is not None and on_batch_start(batch, batch_idx) == -1:
-            break
-        state.batches_seen += 1
-        outputs = step(batch, batch_idx, is_last)
+        if batch is None:  # as in Lightning: said once, no step; the batch-end hooks run
+            state.batches_seen += 1
+            outputs = optimization.none_batch(batch_idx)
+        else:
+            if on_batch_start is not None and on_batch_start(batch, batch_idx) == -1:
+                break
+            state.batches_seen += 1
+            outputs = step(batch, batch_idx, is_last)
         if on_batch_end is not None:
             on_batch_end(outputs, batch, batch_idx)
             if optimization.pending_log_step is not None:  # with what the hooks logged

@@ -139,6 +139,7 @@ class Optimization:
         self._batch_end_hooks = False
         self._warn = warn
         self._skip_announced = False
+        self._none_announced = False
         self._unsynced_warned: set[str] = set()
         hooks, module = run.hooks, run.module
         self._training_step = hooks.profiled(
@@ -371,6 +372,21 @@ class Optimization:
         if self._schedulers or (every and state.global_step % every == 0):
             self._after_step(state.global_step)
         return {"loss": output.detach()} if self._batch_end_hooks else _UNREAD
+
+    def none_batch(self, batch_idx: int) -> None:
+        """A batch the dataloader yielded as None: no step, as in Lightning (said once a
+        fit); ``on_train_batch_end`` receives None as its outputs.
+
+        Args:
+            batch_idx: the batch's index in the epoch.
+        """
+        if not self._none_announced:
+            self._none_announced = True
+            self._warn(  # Lightning's words first
+                "train_dataloader yielded None. If this was on purpose, ignore this warning... "
+                f"(batch {batch_idx} of epoch {self.run.state.epoch}: no training_step and no "
+                "optimizer step ran for it; the batch-end hooks received outputs=None.)"
+            )
 
     def _outputs(self, output: Any, loss: torch.Tensor | None) -> dict[str, Any]:
         # Only batch-end hooks read the outputs (detaching and dividing the loss cost
