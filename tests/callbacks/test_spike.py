@@ -76,7 +76,7 @@ def test_no_spike_no_stop(tmp_path: Path, losses: list[float], options: dict[str
     assert not (tmp_path / "skip_batches.json").exists()
 
 
-@pytest.mark.filterwarnings("ignore:training_step returned None")
+@pytest.mark.filterwarnings("ignore:`training_step` returned `None`")
 def test_a_skipped_batch_is_no_loss(tmp_path: Path) -> None:
     # training_step returned None at batch 3: the hooks receive {}, which is not a loss.
     with pytest.raises(TrainingSpikeException, match=r"detected in batch 6$"):

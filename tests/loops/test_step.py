@@ -403,7 +403,7 @@ class ShapesTheStep(SeesEveryBatch):
         pass
 
 
-@pytest.mark.filterwarnings("ignore:training_step returned None")
+@pytest.mark.filterwarnings("ignore:`training_step` returned `None`")
 @pytest.mark.parametrize("kind", ["tensor", "unlogged", "dict", "skip"])
 def test_the_plain_step_trains_exactly_as_the_general_one(kind: str) -> None:
     # Nothing shapes the step: the loop runs Optimization.plain, one function for the

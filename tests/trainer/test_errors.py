@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import pytest
@@ -31,21 +32,43 @@ def test_training_step_returning_none_skips_the_batch_and_says_so() -> None:
 
     model = SkipsOdd()
     trainer = trainkit.Trainer(max_epochs=1, **QUIET)
-    with pytest.warns(UserWarning, match=r"training_step returned None at step 1: the batch is"):
+    with pytest.warns(
+        UserWarning, match=r"^`training_step` returned `None`\. If this was on purpose.*step 1:"
+    ):
         trainer.fit(model, loader(blobs(128), 32))
     assert model.outputs == [["loss"], [], ["loss"], []]
     assert trainer.global_step == 4  # every optimizer step counts, as in Lightning
 
 
-def test_a_skipped_batch_leaves_the_weights_as_they_are() -> None:
+@pytest.mark.parametrize("precision", ["32-true", "16-mixed"])
+def test_a_skipped_batch_leaves_the_weights_as_they_are_and_still_steps(precision: str) -> None:
+    # As in Lightning: the optimizer step and its hooks run, on no gradients, so a step
+    # scheduler follows the optimizer (torch does not warn of the reverse order); the
+    # float16 scaler, with no gradients to check, steps nothing (torch then warns).
     class SkipsAll(Classifier):
+        steps = 0
+
         def training_step(self, batch: Any, batch_idx: int) -> None:
             super().training_step(batch, batch_idx)
 
+        def on_before_optimizer_step(self, optimizer: Any) -> None:
+            self.steps += 1
+
+        def configure_optimizers(self) -> Any:
+            optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+            scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1)
+            return [optimizer], [{"scheduler": scheduler, "interval": "step"}]
+
     model = SkipsAll()
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    with pytest.warns(UserWarning, match="returned None"):
-        _fit(model)
+    trainer = trainkit.Trainer(max_epochs=1, precision=precision, **QUIET)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        trainer.fit(model, loader(blobs(128), 32))
+    messages = [str(w.message) for w in said]
+    assert sum(m.startswith("`training_step` returned `None`") for m in messages) == 1
+    assert bool([m for m in messages if "lr_scheduler.step()" in m]) == (precision == "16-mixed")
+    assert model.steps == trainer.global_step == 4
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
 
 

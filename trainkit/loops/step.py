@@ -402,9 +402,9 @@ class Optimization:
             if self._needs_closure
             else None
         )
-        if loss is None and not _has_gradients(optimizer):
-            pass  # training_step returned None, nothing accumulated: nothing to apply
-        elif self._user_step is None:
+        # (training_step returned None: the step and its hooks still run, as in Lightning,
+        # on whatever the window accumulated; step_optimizer skips a scaler with nothing.)
+        if self._user_step is None:
             self.step_optimizer(optimizer, closure)
         else:
             managed = self.managed_optimizers[0]
@@ -458,10 +458,11 @@ class Optimization:
             # applies only gradients accumulated earlier in the window).
             if not self._skip_announced:
                 self._skip_announced = True
-                self._warn(
-                    f"training_step returned None at step {self.run.state.global_step}: the "
-                    "batch is skipped (no backward), as Lightning documents. Return the loss "
-                    "to train on it."
+                self._warn(  # Lightning's words first
+                    "`training_step` returned `None`. If this was on purpose, ignore this "
+                    f"warning... (first at step {self.run.state.global_step}: such a batch has "
+                    "no backward; the optimizer step and its hooks still run, on the gradients "
+                    "accumulated so far. Return the loss to train on it.)"
                 )
             return None, None
         loss = loss_from_output(output, self.run.state.global_step)
@@ -661,6 +662,11 @@ class Optimization:
             # The closure computes the gradients, so the hooks and clipping run after
             # it, each time the optimizer calls it (LBFGS calls it several times).
             return optimizer.step(self._hooks_after(closure, optimizer), **kwargs)
+        if scaler is not None and not _has_gradients(optimizer):
+            # Every training_step of the window returned None: the float16 scaler has no
+            # gradients to check, so nothing steps (as in Lightning); the hooks still run.
+            self._before_step(optimizer)
+            return None
         if scaler is not None:
             scaler.unscale_(optimizer)  # the hooks and clipping see real gradients
         self._before_step(optimizer)
