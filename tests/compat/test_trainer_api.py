@@ -290,11 +290,20 @@ def test_reload_dataloaders_every_n_epochs() -> None:
 
 
 def test_barebones_turns_off_the_extras(tmp_path: Path) -> None:
-    trainer = trainkit.Trainer(barebones=True, max_epochs=1, default_root_dir=tmp_path)
+    validated: list[int] = []
+
+    class Counting(Classifier):
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            validated.append(self.current_epoch)
+
+    trainer = trainkit.Trainer(
+        barebones=True, max_epochs=1, default_root_dir=tmp_path, num_sanity_val_steps=2
+    )
     assert trainer.loggers == [] and trainer.checkpoint_callback is None
-    assert trainer.progress_bar_callback is None
-    fit_quietly(trainer, Classifier())
+    assert trainer.progress_bar_callback is None and trainer.num_sanity_val_steps == 0
+    fit_quietly(trainer, Counting())
     assert not any(tmp_path.iterdir())
+    assert validated == [0, 0]  # the epoch's validation only: no sanity check before it
 
 
 def test_detect_anomaly_finds_the_op_making_nans() -> None:

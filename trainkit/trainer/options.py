@@ -665,8 +665,9 @@ class OutputOptions:
     )
     barebones: bool = option(
         False,
-        "Only train: no progress bar, model summary, checkpointing or loggers, whatever the "
-        "enable_* options and logger say (for measuring raw speed).",
+        "Only train: no progress bar, model summary, checkpointing, loggers or sanity check, "
+        "whatever the enable_* options, logger and num_sanity_val_steps say (for measuring "
+        "raw speed).",
     )
     enable_autolog_hparams: bool = option(
         True,

@@ -167,6 +167,8 @@ class Trainer(TrainerCheckpoints):
         given["default_root_dir"] = root = root and os.path.expanduser(root)  # ~/runs
         #: Where the run computes.
         self.hardware = from_keywords(HardwareOptions, given)
+        if barebones:  # only train: no sanity check either, as in Lightning
+            given["num_sanity_val_steps"] = 0
         #: How long to train and when to validate and log (a fast dev run applied).
         self.options = from_keywords(LoopOptions, given).resolved()
         #: How one optimization step is shaped.
