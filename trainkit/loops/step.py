@@ -373,9 +373,9 @@ class Optimization:
             self._after_step(state.global_step)
         return {"loss": output.detach()} if self._batch_end_hooks else _UNREAD
 
-    def none_batch(self, batch_idx: int) -> None:
+    def none_batch(self, batch_idx: int) -> Any:
         """A batch the dataloader yielded as None: no step, as in Lightning (said once a
-        fit); ``on_train_batch_end`` receives None as its outputs.
+        fit). Returns the outputs ``on_train_batch_end`` receives: None.
 
         Args:
             batch_idx: the batch's index in the epoch.
@@ -387,6 +387,7 @@ class Optimization:
                 f"(batch {batch_idx} of epoch {self.run.state.epoch}: no training_step and no "
                 "optimizer step ran for it; the batch-end hooks received outputs=None.)"
             )
+        return None
 
     def _outputs(self, output: Any, loss: torch.Tensor | None) -> dict[str, Any]:
         # Only batch-end hooks read the outputs (detaching and dividing the loss cost
