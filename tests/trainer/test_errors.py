@@ -169,6 +169,9 @@ def test_several_optimizers_need_manual_optimization() -> None:
 
     with pytest.raises(ValueError, match="automatic_optimization = False"):
         _fit(Two())
+    # Lightning raises a RuntimeError: code written for it catches that, in its words.
+    with pytest.raises(RuntimeError, match=r"^Training with multiple optimizers is only supported"):
+        _fit(Two())
 
 
 def test_unknown_strategy_and_accelerator_names() -> None:

@@ -143,12 +143,17 @@ def configured_optimizers(
     configure = defined_step(module, "configure_optimizers", "fit")  # not set to None
     optimizers, configs = parse_optimizers(configure(), automatic)
     if automatic and len(optimizers) > 1:
-        raise ValueError(
-            f"configure_optimizers returned {len(optimizers)} optimizers. Automatic "
-            "optimization steps one; for several, set `self.automatic_optimization = "
-            "False` and step them in training_step (see self.optimizers())."
+        raise SeveralOptimizersError(  # Lightning's words first
+            "Training with multiple optimizers is only supported with manual optimization. "
+            "Set `self.automatic_optimization = False`, then access your optimizers in "
+            f"`training_step` with `opt1, opt2, ... = self.optimizers()` (configure_optimizers "
+            f"returned {len(optimizers)} optimizers; automatic optimization steps one)."
         )
     return optimizers, configs
+
+
+class SeveralOptimizersError(ValueError, RuntimeError):
+    """Several optimizers under automatic optimization (a ``RuntimeError`` as Lightning's)."""
 
 
 def _parse_dicts(
