@@ -119,6 +119,23 @@ def test_64_true_trains_in_float64_what_a_float64_model_on_float64_data_trains()
         assert torch.equal(got, want)
 
 
+def test_float16_on_the_cpu_is_said_once_and_runs_as_asked() -> None:
+    # Lightning switches to bf16-mixed on the CPU; trainkit runs float16, and says so.
+    outputs: list[torch.dtype] = []
+
+    class Probe(Classifier):
+        def predict_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            return self(batch[0])
+
+    trainer = trainkit.Trainer(max_epochs=1, precision="16-mixed", **QUIET)
+    model = Probe()
+    with pytest.warns(UserWarning, match=r"precision='16-mixed' on the CPU.*float16") as said:
+        trainer.fit(model, loader(blobs(64), 32))
+        outputs += [p.dtype for p in trainer.predict(model, loader(blobs(32), 32))]
+    assert sum("on the CPU" in str(w.message) for w in said) == 1
+    assert outputs == [torch.float16]
+
+
 def test_fp16_scaler_state_survives_a_checkpoint(tmp_path: Path) -> None:
     torch.manual_seed(0)
     trainer = trainkit.Trainer(max_epochs=1, precision="16-mixed", **QUIET)

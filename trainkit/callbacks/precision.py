@@ -68,6 +68,7 @@ class MixedPrecision(Callback):
         self.scaler: torch.amp.GradScaler | None = scaler
         self._device_type = "cpu"
         self._saved_scaler_state: dict[str, Any] | None = None
+        self._cpu_said = False  # float16 on the CPU is said once
 
     @property
     def state_key(self) -> str:
@@ -104,6 +105,13 @@ class MixedPrecision(Callback):
     def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
         """Create the scaler and, for a "true" precision, cast the model."""
         self._device_type = trainer.strategy.root_device.type
+        if self.precision == "16-mixed" and self._device_type == "cpu" and not self._cpu_said:
+            self._cpu_said = True
+            trainer.warn(
+                "precision='16-mixed' on the CPU: trainkit runs float16 autocast with a "
+                "gradient scaler, as asked (Lightning switches to 'bf16-mixed' here), so the "
+                "step methods' outputs are float16. Pass precision='bf16-mixed' for bfloat16."
+            )
         if self.precision in TRUE_DTYPES:
             module.to(TRUE_DTYPES[self.precision])
         if self.scales_loss and stage == "fit" and self.scaler is None:
