@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import math
+import sys
 import types
 from pathlib import Path
 from typing import Any
@@ -287,6 +288,31 @@ def test_plain_mode_still_builds_bars_that_subclasses_read_but_never_draws(
         "epoch 0 | end (4 batches) | loss 0.1235 | acc 0.9",
         "validation | epoch 0 | acc 0.9",
     ]
+
+
+def test_a_subclass_that_builds_its_own_bars_draws_them_without_a_terminal(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # As ported projects do (darts): their own Tqdm bars, the validation one disabled.
+    # Without a terminal they draw as under Lightning; no plain line for a hidden stage.
+    import trainkit
+    from tests.helpers import QUIET, Classifier, blobs, loader
+    from trainkit.lightning.callbacks.progress.tqdm_progress import Tqdm
+
+    class TrainOnly(TQDMProgressBar):
+        def init_train_tqdm(self) -> Any:
+            return Tqdm(desc="Training", leave=True, file=sys.stdout)
+
+        def init_validation_tqdm(self) -> Any:
+            return Tqdm(desc="Validating", disable=True, file=sys.stdout)
+
+    assert TrainOnly().is_plain is False and TQDMProgressBar().is_plain is True  # no tty
+    options = {**QUIET, "enable_progress_bar": True, "num_sanity_val_steps": 0}
+    trainer = trainkit.Trainer(max_epochs=1, callbacks=[TrainOnly()], **options)
+    trainer.fit(Classifier(), loader(blobs(64), 32), loader(blobs(32), 32))
+    out = capsys.readouterr().out
+    assert "validation |" not in out and "epoch 0 |" not in out  # no plain lines
+    assert "Epoch 0: 100%" in out and "train/loss=" in out  # the subclass's bar drew
 
 
 @pytest.mark.parametrize("bar_class", ["TQDMProgressBar", "RichProgressBar"])

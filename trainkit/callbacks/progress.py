@@ -450,6 +450,12 @@ class ProgressBar(Callback):
         return self._eval.active
 
 
+#: The methods that build the bars (a subclass that overrides one draws its own).
+_INIT_BARS = tuple(
+    f"init_{kind}_tqdm" for kind in ("train", "sanity", "validation", "test", "predict")
+)
+
+
 class TQDMProgressBar(ProgressBar):
     """Progress bars for training, validation, test and predict; rank 0 only.
 
@@ -464,7 +470,8 @@ class TQDMProgressBar(ProgressBar):
         print_every_n_steps: in plain mode (stdout not a terminal), print a line
             every this many training batches. Must be at least 1.
         plain: force plain-line mode (True) or bars (False); None decides once, at
-            setup, from whether stdout is a terminal.
+            setup: bars in a terminal, or when a subclass builds its own (overrides
+            an ``init_*_tqdm``), else plain lines.
         timing: in plain mode, add the rate (``it/s``), the time the epoch (or the
             evaluation) has taken and, when the epoch's length is known, its ETA
             to each line. The Trainer's own bar turns it on; it is off here so
@@ -585,12 +592,22 @@ class TQDMProgressBar(ProgressBar):
     # ------------------------------------------------------------ helpers
     @property
     def is_plain(self) -> bool:
-        """Whether this bar prints plain lines instead of drawing tqdm bars."""
+        """Whether this bar prints plain lines instead of drawing tqdm bars: when stdout is
+        not a terminal, unless a subclass builds bars of its own (overrides an
+        ``init_*_tqdm``), which then draw as they would under Lightning."""
         if self._plain is None:
             self._plain = (
-                not sys.stdout.isatty() if self._plain_override is None else self._plain_override
+                not sys.stdout.isatty() and not self._own_bars()
+                if self._plain_override is None
+                else self._plain_override
             )
         return self._plain
+
+    def _own_bars(self) -> bool:
+        # Whether a class outside trainkit defines one of the init_*_tqdm methods.
+        return any(
+            not getattr(type(self), name).__module__.startswith("trainkit.") for name in _INIT_BARS
+        )
 
     def _new_bar(self, desc: str, total: int | None, position: int, leave: bool) -> Any:
         # Imported here: `import trainkit` stays cheap.
