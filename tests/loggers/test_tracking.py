@@ -26,6 +26,7 @@ def test_a_missing_package_says_how_to_install_it(
         return None if name == package else real_find_spec(name, *args)
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    monkeypatch.delitem(sys.modules, package, raising=False)  # imported by another test
     with pytest.raises(ModuleNotFoundError, match=rf'pip install "trainkit\[{package}\]"'):
         logger()
 

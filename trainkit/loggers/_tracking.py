@@ -117,6 +117,17 @@ def with_prefix(metrics: Mapping[str, float], prefix: str, join: str) -> dict[st
     return prefixed(values, prefix, join) if prefix else values
 
 
+#: The ModelCheckpoint settings an uploaded checkpoint's metadata records (Lightning's).
+_CHECKPOINT_SETTINGS = (
+    "monitor",
+    "mode",
+    "save_last",
+    "save_top_k",
+    "save_weights_only",
+    "_every_n_train_steps",
+)
+
+
 class CheckpointFiles:
     """The checkpoint files a tracker logger uploads, each once per version on disk.
 
@@ -129,23 +140,47 @@ class CheckpointFiles:
     def __init__(self) -> None:
         self._folders: set[str] = set()
         self._uploaded: dict[str, tuple[int, int]] = {}
+        self._best: str | None = None  # the real path of the best file, as last reported
+        self._scores: dict[str, Any] = {}  # real path: score, as last reported
+        self._settings: dict[str, Any] = {}  # the reporting callback's, by its class name
 
     def note(self, checkpoint_callback: Any) -> list[str]:
         """Remember the folder of a ``ModelCheckpoint`` and return its saved files.
 
         Args:
             checkpoint_callback: the callback that saved (its ``dirpath``,
-                ``best_model_path``, ``last_model_path`` and ``best_k_models`` are read).
+                ``best_model_path``, ``last_model_path``, ``best_k_models`` and
+                settings are read).
         """
-        paths = [
-            getattr(checkpoint_callback, "best_model_path", "") or "",
-            getattr(checkpoint_callback, "last_model_path", "") or "",
-            *dict(getattr(checkpoint_callback, "best_k_models", {}) or {}),
-        ]
+        best = getattr(checkpoint_callback, "best_model_path", "") or ""
+        scores = dict(getattr(checkpoint_callback, "best_k_models", {}) or {})
+        paths = [best, getattr(checkpoint_callback, "last_model_path", "") or "", *scores]
         folder = getattr(checkpoint_callback, "dirpath", None)
         if folder:
             self._folders.add(os.fspath(folder))
+        self._best = os.path.realpath(best) if best else None
+        self._scores = {os.path.realpath(path): score for path, score in scores.items()}
+        self._settings = {
+            type(checkpoint_callback).__name__: {
+                name: getattr(checkpoint_callback, name)
+                for name in _CHECKPOINT_SETTINGS
+                if hasattr(checkpoint_callback, name)
+            }
+        }
         return sorted({os.fspath(path) for path in paths if path})
+
+    def is_best(self, path: str) -> bool:
+        """Whether ``path`` is (or links to) the best file the last report named."""
+        return self._best is not None and os.path.realpath(path) == self._best
+
+    def metadata(self, path: str) -> dict[str, Any]:
+        """What an uploaded file records, as Lightning's loggers do: its score (None when
+        not among the kept best), its file name, and the reporting ``ModelCheckpoint``'s
+        settings (none before one reported a save)."""
+        score = self._scores.get(os.path.realpath(path))
+        if score is not None and hasattr(score, "item"):  # a tensor
+            score = score.item()
+        return {"score": score, "original_filename": os.path.basename(path), **self._settings}
 
     def due(self, paths: list[str] | None = None, folder: str | None = None) -> Iterator[str]:
         """Yield the files not yet uploaded in their current form, and mark them uploaded.

@@ -11,8 +11,6 @@ from argparse import Namespace
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-import torch
-
 from trainkit.loggers._tracking import (
     CheckpointFiles,
     flatten,
@@ -160,7 +158,6 @@ class WandbLogger(Logger):
         self._given_run = experiment
         self._run: Run | None = None
         self._checkpoints = CheckpointFiles()
-        self._checkpoint_callback: Any = None  # the last ModelCheckpoint that saved
 
     # ----------------------------------------------------------------- identity
     @property
@@ -460,7 +457,6 @@ class WandbLogger(Logger):
         """
         if not on_rank_zero() or not self._log_model:
             return
-        self._checkpoint_callback = checkpoint_callback
         saved = self._checkpoints.note(checkpoint_callback)
         if self._log_model == "all":
             self._upload(list(self._checkpoints.due(saved)))
@@ -504,14 +500,7 @@ class WandbLogger(Logger):
             return
         import wandb
 
-        run = self.experiment
-        callback = self._checkpoint_callback
-        best = getattr(callback, "best_model_path", "") or ""
-        best = os.path.realpath(best) if best else None
-        scores = {
-            os.path.realpath(path): score
-            for path, score in dict(getattr(callback, "best_k_models", {}) or {}).items()
-        }
+        run, files = self.experiment, self._checkpoints
         uploaded: set[str] = set()
         for path in sorted(paths, key=_modified):
             real = os.path.realpath(path)  # last.ckpt may link to a file uploaded already
@@ -521,13 +510,14 @@ class WandbLogger(Logger):
             artifact = wandb.Artifact(
                 self._checkpoint_name or f"model-{run.id}",
                 type="model",
-                metadata=_checkpoint_metadata(callback, path, scores.get(real)),
+                metadata=files.metadata(path),
             )
             if os.path.isdir(real):  # a sharded checkpoint: the whole folder
                 artifact.add_dir(real, name="model.ckpt", policy=self._add_file_policy)
             else:
                 artifact.add_file(real, name="model.ckpt", policy=self._add_file_policy)
-            run.log_artifact(artifact, aliases=["latest", "best"] if real == best else ["latest"])
+            aliases = ["latest", "best"] if files.is_best(path) else ["latest"]
+            run.log_artifact(artifact, aliases=aliases)
 
 
 def _modified(path: str) -> float:
@@ -535,32 +525,6 @@ def _modified(path: str) -> float:
         return os.path.getmtime(path)
     except OSError:
         return 0.0
-
-
-#: The ModelCheckpoint settings an uploaded checkpoint's metadata records (Lightning's).
-_CHECKPOINT_SETTINGS = (
-    "monitor",
-    "mode",
-    "save_last",
-    "save_top_k",
-    "save_weights_only",
-    "_every_n_train_steps",
-)
-
-
-def _checkpoint_metadata(callback: Any, path: str, score: Any) -> dict[str, Any]:
-    """What an uploaded checkpoint's artifact records: its score, its file name, and the
-    settings of the ``ModelCheckpoint`` that saved it (when one reported the save)."""
-    if isinstance(score, torch.Tensor):
-        score = score.item()
-    metadata: dict[str, Any] = {"score": score, "original_filename": os.path.basename(path)}
-    if callback is not None:
-        metadata[type(callback).__name__] = {
-            name: getattr(callback, name)
-            for name in _CHECKPOINT_SETTINGS
-            if hasattr(callback, name)
-        }
-    return metadata
 
 
 def _per_item(
