@@ -618,8 +618,16 @@ def needs_closure(optimizer: Any) -> bool:
     """
     if not hasattr(optimizer, "param_groups"):
         optimizer = getattr(optimizer, "optimizer", optimizer)
-    try:
-        closure = inspect.signature(type(optimizer).step).parameters.get("closure")
-    except (TypeError, ValueError):  # a step without a readable signature
-        return False
-    return closure is not None and closure.default is inspect.Parameter.empty
+    kind = type(optimizer)
+    needed = _NEEDS_CLOSURE.get(kind)
+    if needed is None:  # read once per class (a Module's optimizer_step asks every step)
+        try:
+            closure = inspect.signature(kind.step).parameters.get("closure")
+        except (TypeError, ValueError):  # a step without a readable signature
+            closure = None
+        needed = closure is not None and closure.default is inspect.Parameter.empty
+        _NEEDS_CLOSURE[kind] = needed
+    return needed
+
+
+_NEEDS_CLOSURE: dict[type, bool] = {}

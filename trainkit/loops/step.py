@@ -140,6 +140,9 @@ class Optimization:
         self._warn = warn
         self._skip_announced = False
         self._none_announced = False
+        # Whether a backward ran since the gradients were last cleared (a window whose every
+        # training_step returned None has none: the float16 scaler then steps nothing).
+        self._backward_ran = False
         self._unsynced_warned: set[str] = set()
         hooks, module = run.hooks, run.module
         self._training_step = hooks.profiled(
@@ -484,6 +487,7 @@ class Optimization:
             with context:
                 loss = self._fused(batch, loss_scale)
         # The user's training_step, which would log its loss, did not run.
+        self._backward_ran = True
         run.module.log("train/loss", loss, prog_bar=True, sync_dist=True)
         run.results.last_loss = loss
         if self._on_before_backward is not None:
@@ -618,6 +622,7 @@ class Optimization:
             *args: passed to ``Tensor.backward``.
             **kwargs: passed to ``Tensor.backward``.
         """
+        self._backward_ran = True
         if self._on_before_backward is not None:
             self._on_before_backward(loss)
         if self._observe is not None:
@@ -663,7 +668,7 @@ class Optimization:
             # The closure computes the gradients, so the hooks and clipping run after
             # it, each time the optimizer calls it (LBFGS calls it several times).
             return optimizer.step(self._hooks_after(closure, optimizer), **kwargs)
-        if scaler is not None and not _has_gradients(optimizer):
+        if scaler is not None and not self._backward_ran:
             # Every training_step of the window returned None: the float16 scaler has no
             # gradients to check, so nothing steps (as in Lightning); the hooks still run.
             self._before_step(optimizer)
@@ -711,6 +716,7 @@ class Optimization:
         optimizer.zero_grad(set_to_none=set_to_none)
 
     def _before_zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
+        self._backward_ran = False
         if self._on_before_zero_grad is not None:
             self._on_before_zero_grad(optimizer)
         if self._end_window is not None:
@@ -748,8 +754,3 @@ def _manual_outputs(output: Any) -> Any:
     if isinstance(output, Mapping) and isinstance(output.get("loss"), torch.Tensor):
         return {**output, "loss": output["loss"].detach()}
     return output
-
-
-def _has_gradients(optimizer: torch.optim.Optimizer) -> bool:
-    """Whether any parameter of ``optimizer`` holds a gradient."""
-    return any(p.grad is not None for group in optimizer.param_groups for p in group["params"])
