@@ -128,7 +128,10 @@ def test_a_run_without_hyperparameters_has_an_empty_hparams_yaml(tmp_path: Path)
 
     logger = TensorBoardLogger(tmp_path)
     options = {**QUIET, "logger": logger, "enable_checkpointing": True}
-    trainer = trainkit.Trainer(max_epochs=1, limit_train_batches=2, **options)
+    # default_root_dir: the run's last.ckpt pointer goes there, not into the working folder.
+    trainer = trainkit.Trainer(
+        max_epochs=1, limit_train_batches=2, default_root_dir=tmp_path, **options
+    )
     trainer.fit(Plain(), datamodule=BlobData())
     hparams = Path(logger.log_dir, "hparams.yaml")
     assert hparams.read_text() == "{}\n"
