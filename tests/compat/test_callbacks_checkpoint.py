@@ -446,3 +446,45 @@ def test_the_folder_holds_after_fit_and_is_the_loggers_for_a_run_without_fit(
         str(tmp_path / "logs" / "version_1" / "checkpoints"),
     ]
     assert trainer.checkpoint_callback.dirpath == seen[0]
+
+
+def test_a_logger_class_of_ones_own_gets_lightnings_checkpoint_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # <save_dir>/<name>/<version>/checkpoints whatever its log_dir says, the name as str.
+    from trainkit.lightning.loggers.logger import Logger
+
+    class Own(Logger):
+        def __init__(self, name: str | None, log_dir: str) -> None:
+            super().__init__()
+            self._name, self._log_dir = name, log_dir
+
+        @property
+        def name(self) -> str | None:  # Lightning's Logger.name may be None
+            return self._name
+
+        @property
+        def version(self) -> int:
+            return 3
+
+        @property
+        def save_dir(self) -> str:
+            return str(tmp_path / "save")
+
+        @property
+        def log_dir(self) -> str:
+            return self._log_dir
+
+        def log_metrics(self, metrics: Any, step: int | None = None) -> None: ...
+
+        def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None: ...
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("exp", None):
+        options = {**QUIET, "enable_checkpointing": True, "default_root_dir": tmp_path}
+        options["logger"] = Own(name, str(tmp_path / "elsewhere"))
+        trainer = trainkit.Trainer(max_epochs=1, **options)
+        trainer.fit(Classifier(), loader(blobs(32), 16))
+        folder = tmp_path / "save" / str(name) / "version_3" / "checkpoints"
+        assert Path(trainer.checkpoint_callback.best_model_path).parent == folder
+    assert not (tmp_path / "elsewhere").exists()

@@ -299,7 +299,7 @@ class ModelCheckpoint(Checkpoint):
         loggers = getattr(trainer, "loggers", None) or []
         if not self._dirpath_given and loggers:
             save_dir = loggers[0].save_dir or trainer.default_root_dir
-            self._runs_root = os.path.join(save_dir, loggers[0].name)
+            self._runs_root = os.path.join(save_dir, str(loggers[0].name))
             if stage == "fit":
                 # Not the logger's version yet: reading it would claim a new version_N
                 # before a resume restores the saved one (on_fit_start reads it).

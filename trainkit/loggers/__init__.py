@@ -5,6 +5,7 @@ imported only when a logger first writes. MLflow and Weights & Biases are
 optional: ``pip install "trainkit[mlflow]"`` / ``"trainkit[wandb]"``.
 """
 
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -69,10 +70,13 @@ def build_loggers(
 def run_folder(loggers: list[Logger], default_root_dir: str) -> str:
     """The folder that holds this run's own files (its config, checkpoints, predictions).
 
-    The first logger's versioned folder (``log_dir``), so that runs never share
-    one; for a logger that writes no files, ``<default_root_dir>/<name>/<version>``
-    (where Lightning's ModelCheckpoint saves then); ``default_root_dir`` without
-    loggers.
+    The first logger's versioned folder, so that runs never share one: a
+    TensorBoard or CSV logger's ``run_dir`` (without its ``sub_dir``), another
+    trainkit logger's ``log_dir`` (MLflow's ``<save_dir>/<experiment id>/<run id>``),
+    and for a logger class of one's own ``<save_dir>/<name>/<version>`` as
+    Lightning's ModelCheckpoint makes it (``default_root_dir`` for a logger without a
+    ``save_dir``; the name as ``str``, so a logger named None has a ``None`` folder,
+    as there); ``default_root_dir`` without loggers.
 
     Args:
         loggers: the Trainer's loggers.
@@ -83,10 +87,19 @@ def run_folder(loggers: list[Logger], default_root_dir: str) -> str:
     first = loggers[0]
     if isinstance(first, FolderLogger):
         return first.run_dir  # not a sub-folder its logs may go to
-    folder = first.log_dir
-    return (
-        versioned_folder(default_root_dir, first.name, first.version) if folder is None else folder
-    )
+    folder = first.log_dir if _trainkits_log_dir(first) else None
+    if folder is not None:  # trainkit's loggers know their run's folder (MLflow's: by id)
+        return folder
+    save_dir = first.save_dir
+    root = default_root_dir if save_dir is None else os.fspath(save_dir)
+    return versioned_folder(root, str(first.name), first.version)
+
+
+def _trainkits_log_dir(logger: Logger) -> bool:
+    # Whether trainkit defines the logger's log_dir (a class of one's own that defines
+    # it gets Lightning's folder instead, as its ModelCheckpoint would use).
+    owner = next(c for c in type(logger).__mro__ if "log_dir" in vars(c))
+    return owner.__module__.startswith("trainkit.")
 
 
 def run_hyperparameters(*owners: Any) -> dict[str, Any] | None:

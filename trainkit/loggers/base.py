@@ -29,7 +29,7 @@ def versioned_folder(save_dir: str, name: str, version: int | str) -> str:
         True
     """
     folder = version if isinstance(version, str) else f"version_{version}"
-    return os.path.join(save_dir, name, folder)
+    return os.path.join(save_dir, str(name), folder)  # (None: "None", as in Lightning)
 
 
 class BaseLogger(ABC):
