@@ -85,6 +85,26 @@ def test_what_cannot_be_taken_is_refused_saying_so() -> None:
         trainkit.Trainer(plugins=[CloudIO()], **QUIET)
 
 
+def test_cluster_environments_of_ones_own_are_said_to_go_unused() -> None:
+    # Lightning's names, from either package; the base class itself is no environment.
+    from trainkit.lightning.fabric.plugins import CheckpointIO as FabricCheckpointIO
+    from trainkit.lightning.fabric.plugins import ClusterEnvironment as FabricEnvironment
+    from trainkit.lightning.plugins import CheckpointIO, ClusterEnvironment, LightningEnvironment
+
+    assert FabricEnvironment is ClusterEnvironment and FabricCheckpointIO is CheckpointIO
+    assert isinstance(LightningEnvironment(), ClusterEnvironment)
+    with pytest.raises(ValueError, match=r"ClusterEnvironment\(the base class: pass Lightning"):
+        trainkit.Trainer(plugins=[ClusterEnvironment()], **QUIET)
+
+    class OwnCluster(LightningEnvironment):
+        @property
+        def main_address(self) -> str:
+            return "head-node"
+
+    with pytest.warns(UserWarning, match=r"the methods OwnCluster defines are not run"):
+        trainkit.Trainer(plugins=[OwnCluster()], **QUIET)
+
+
 def test_sync_batchnorm_and_checkpoint_io_plugins_are_taken(tmp_path: Path) -> None:
     trainer = trainkit.Trainer(plugins=[TorchSyncBatchNorm(), TorchCheckpointIO()], **QUIET)
     assert trainer.hardware.sync_batchnorm

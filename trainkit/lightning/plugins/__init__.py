@@ -14,6 +14,7 @@ from typing import Any
 
 from trainkit.lightning._missing import submodule_or_missing
 from trainkit.lightning.plugins.environments import (
+    ClusterEnvironment,
     LightningEnvironment,
     SLURMEnvironment,
     TorchElasticEnvironment,
@@ -31,6 +32,7 @@ from trainkit.lightning.plugins.precision import (
 __all__ = [
     "AsyncCheckpointIO",
     "CheckpointIO",
+    "ClusterEnvironment",
     "DoublePrecision",
     "FSDPPrecision",
     "HalfPrecision",

@@ -16,25 +16,36 @@ from __future__ import annotations
 
 import os
 import signal
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 from trainkit.checkpoint.preemption import SIGNALS  # the signals trainkit saves and stops on
-from trainkit.launch.environment import ClusterEnvironment, detect_environment
+from trainkit.launch.environment import ClusterEnvironment as JobEnvironment
+from trainkit.launch.environment import detect_environment
 
-__all__ = ["LightningEnvironment", "SLURMEnvironment", "TorchElasticEnvironment"]
+__all__ = [
+    "ClusterEnvironment",
+    "LightningEnvironment",
+    "SLURMEnvironment",
+    "TorchElasticEnvironment",
+]
 
 
-class _Environment:
+class ClusterEnvironment:
     """What every cluster environment answers, read from the job's variables (or, for
-    the one ``trainer.strategy.cluster_environment`` gives, from the run's strategy)."""
+    the one ``trainer.strategy.cluster_environment`` gives, from the run's strategy).
+
+    Lightning's base class, here for imports and ``isinstance`` checks: a subclass of
+    one's own is not run as a plugin (trainkit reads the job's variables itself).
+    """
 
     #: Who this process is (None: read the job's variables when asked).
-    _process: Callable[[], ClusterEnvironment] | None = None
+    _process: Callable[[], JobEnvironment] | None = None
     #: This machine's index in the job (None: read the job's variables when asked).
     _node: Callable[[], int] | None = None
 
-    def _now(self) -> ClusterEnvironment:
+    def _now(self) -> JobEnvironment:
         return self._process() if self._process is not None else detect_environment()
 
     @property
@@ -68,13 +79,27 @@ class _Environment:
 
     def trainkit_plugin_refusal(self) -> str | None:
         """None: trainkit does what this plugin asks; else why it does not."""
+        kind = type(self)
+        if kind is ClusterEnvironment:
+            return (
+                "the base class: pass LightningEnvironment(), TorchElasticEnvironment() or "
+                "SLURMEnvironment(auto_requeue=False), or drop it"
+            )
+        if not kind.__module__.startswith("trainkit."):  # accepted, but its methods unused
+            warnings.warn(
+                f"Trainer(plugins=[{kind.__name__}(...)]): trainkit reads the job's ranks and "
+                "master address from torchrun's or SLURM's variables itself, so the methods "
+                f"{kind.__name__} defines are not run. Drop the plugin to silence this.",
+                UserWarning,
+                stacklevel=4,
+            )
         return None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 
 
-class LightningEnvironment(_Environment):
+class LightningEnvironment(ClusterEnvironment):
     """The variables a single machine's or torchrun's processes are given."""
 
     @staticmethod
@@ -82,7 +107,7 @@ class LightningEnvironment(_Environment):
         return True
 
 
-class TorchElasticEnvironment(_Environment):
+class TorchElasticEnvironment(ClusterEnvironment):
     """torchrun's (torch elastic's) variables."""
 
     @staticmethod
@@ -90,7 +115,7 @@ class TorchElasticEnvironment(_Environment):
         return detect_environment().source == "torchrun"
 
 
-class SLURMEnvironment(_Environment):
+class SLURMEnvironment(ClusterEnvironment):
     """SLURM's variables; ``auto_requeue``: whether the process requeues its own job."""
 
     def __init__(self, auto_requeue: bool = True, requeue_signal: Any = None) -> None:
@@ -128,8 +153,8 @@ class SLURMEnvironment(_Environment):
 
 
 def environment_plugin(
-    process: Callable[[], ClusterEnvironment], node_rank: Callable[[], int]
-) -> _Environment:
+    process: Callable[[], JobEnvironment], node_rank: Callable[[], int]
+) -> ClusterEnvironment:
     """The plugin that stands for a run's process: ``trainer.strategy.cluster_environment``.
 
     Args:
@@ -137,7 +162,7 @@ def environment_plugin(
         node_rank: the machine's index in the job (the Trainer's ``node_rank``).
     """
     source = process().source
-    plugin: _Environment
+    plugin: ClusterEnvironment
     if source == "slurm":
         plugin = SLURMEnvironment(auto_requeue=False)  # trainkit never requeues its own job
     elif source == "torchrun":

@@ -2,9 +2,15 @@
 :mod:`trainkit.lightning.plugins.environments` (one class per environment, as in Lightning)."""
 
 from trainkit.lightning.plugins.environments import (
+    ClusterEnvironment,
     LightningEnvironment,
     SLURMEnvironment,
     TorchElasticEnvironment,
 )
 
-__all__ = ["LightningEnvironment", "SLURMEnvironment", "TorchElasticEnvironment"]
+__all__ = [
+    "ClusterEnvironment",
+    "LightningEnvironment",
+    "SLURMEnvironment",
+    "TorchElasticEnvironment",
+]
