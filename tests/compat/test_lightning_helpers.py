@@ -451,6 +451,25 @@ def test_disable_possible_user_warnings_silences_only_that_category() -> None:
     assert [str(w.message) for w in caught] == ["surely"]
 
 
+@pytest.mark.parametrize(("value", "silenced"), [("0", True), ("off", True), ("1", False)])
+def test_possible_user_warnings_0_or_off_silences_them_on_import(
+    value: str, silenced: bool
+) -> None:
+    import subprocess
+    import sys
+
+    from tests.helpers import repo_env
+
+    code = (
+        "import warnings, trainkit.lightning\n"
+        "from trainkit.lightning.utilities.warnings import PossibleUserWarning\n"
+        "warnings.warn('maybe', PossibleUserWarning)\n"
+    )
+    env = repo_env(POSSIBLE_USER_WARNINGS=value)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and ("maybe" not in done.stderr) == silenced
+
+
 def test_is_shared_filesystem_asks_every_process(tmp_path: Path) -> None:
     from tests.distributed import workers
     from tests.distributed.spawn import run_processes

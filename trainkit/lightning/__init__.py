@@ -21,6 +21,7 @@ Lightning name trainkit does not have fails on import with a message saying so.
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
 
 from trainkit.callbacks.base import Callback
@@ -71,3 +72,8 @@ def __getattr__(name: str) -> Any:
     if name == "pytorch":  # `from lightning import pytorch as pl`, `L.pytorch.Trainer`
         return importlib.import_module(__name__)
     return submodule_or_missing(__name__, name, __all__)
+
+
+# As Lightning's import does: POSSIBLE_USER_WARNINGS=0 (or off) silences those warnings.
+if os.environ.get("POSSIBLE_USER_WARNINGS", "").lower() in ("0", "off"):
+    utilities.disable_possible_user_warnings()
