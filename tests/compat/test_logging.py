@@ -957,3 +957,16 @@ def test_a_mock_logger_with_a_loggers_spec_trains_and_checkpoints(
     saved = torch.load(trainer.checkpoint_callback.best_model_path, weights_only=True)
     assert saved["loggers"] == [{}] and saved["global_step"] == 2
     logger.finalize.assert_called_once_with("success")
+
+
+def test_an_object_with_a_loggers_methods_is_a_logger_as_in_lightning() -> None:
+    # Projects pass a bare Mock() as the logger in their tests; Lightning takes it.
+    from unittest.mock import Mock
+
+    logger = Mock()
+    options = {**helpers.QUIET, "logger": logger, "log_every_n_steps": 1}
+    trainer = trainkit.Trainer(max_epochs=1, **options)
+    assert trainer.loggers == [logger]
+    trainer.fit(helpers.Classifier(), helpers.loader(helpers.blobs(32), 16))
+    assert logger.log_metrics.call_count == 2  # train/loss at each of the two steps
+    logger.finalize.assert_called_once_with("success")

@@ -58,11 +58,13 @@ def build_loggers(
     iterable = isinstance(logger, Iterable) and not isinstance(logger, (str, bytes))
     loggers: list[Any] = list(logger) if iterable and not isinstance(logger, Logger) else [logger]
     for item in loggers:
-        if not isinstance(item, Logger):
+        # As Lightning, an object with a logger's methods is one too (a test's Mock).
+        if not isinstance(item, Logger) and not callable(getattr(item, "log_metrics", None)):
             raise TypeError(
                 f"logger must be a trainkit Logger, got {type(item).__name__}. Pass one of "
                 "trainkit.loggers (or their trainkit.lightning.loggers names), a subclass of "
-                "trainkit.loggers.Logger, a list of them, True for the default or False."
+                "trainkit.loggers.Logger (or an object with its methods), a list of them, True "
+                "for the default or False."
             )
     return loggers
 
@@ -98,8 +100,8 @@ def run_folder(loggers: list[Logger], default_root_dir: str) -> str:
 def _trainkits_log_dir(logger: Logger) -> bool:
     # Whether trainkit defines the logger's log_dir (a class of one's own that defines
     # it gets Lightning's folder instead, as its ModelCheckpoint would use).
-    owner = next(c for c in type(logger).__mro__ if "log_dir" in vars(c))
-    return owner.__module__.startswith("trainkit.")
+    owner = next((c for c in type(logger).__mro__ if "log_dir" in vars(c)), None)
+    return owner is not None and owner.__module__.startswith("trainkit.")
 
 
 def run_hyperparameters(*owners: Any) -> dict[str, Any] | None:
