@@ -143,9 +143,19 @@ def test_validate_and_test_after_fit_add_to_the_same_run(tmp_path: Path) -> None
     assert len(glob.glob(os.path.join(tmp_path, "wandb", "offline-run-*"))) == 1
 
 
-def test_log_model_uploads_each_checkpoint_as_a_version_of_model_ckpt(tmp_path: Path) -> None:
+def test_log_model_uploads_each_checkpoint_as_a_version_of_model_ckpt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Lightning's layout: one version per file, the file as model.ckpt, "best" on the
     # best one, its score, name and the ModelCheckpoint's settings in the metadata.
+    made: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+    original = wandb.Artifact.__init__
+
+    def recording(self: Any, *args: Any, **kwargs: Any) -> None:
+        made.append((args, kwargs))
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(wandb.Artifact, "__init__", recording)
     logger = WandbLogger(save_dir=tmp_path, offline=True, log_model=True)
     checkpoint = trainkit.callbacks.ModelCheckpoint(
         save_last=True, monitor="val/loss", save_top_k=2
@@ -163,6 +173,9 @@ def test_log_model_uploads_each_checkpoint_as_a_version_of_model_ckpt(tmp_path: 
         r.artifact for r in _records(tmp_path, run_id) if r.WhichOneof("record_type") == "artifact"
     ]
     assert {(a.name, a.type) for a in artifacts} == {(f"model-{run_id}", "model")}
+    # Made with keywords, as Lightning makes them (projects' tests check the call).
+    assert [args for args, _ in made] == [()] * len(artifacts)
+    assert all(kwargs["name"] == f"model-{run_id}" for _, kwargs in made)
     assert all([e.path for e in a.manifest.contents] == ["model.ckpt"] for a in artifacts)
     metadata = [json.loads(a.metadata) for a in artifacts]
     kept = sorted(os.path.basename(path) for path in checkpoint.best_k_models)

@@ -507,8 +507,8 @@ class WandbLogger(Logger):
             if real in uploaded:
                 continue
             uploaded.add(real)
-            artifact = wandb.Artifact(
-                self._checkpoint_name or f"model-{run.id}",
+            artifact = wandb.Artifact(  # by keyword, as Lightning's (a test's mock checks)
+                name=self._checkpoint_name or f"model-{run.id}",
                 type="model",
                 metadata=files.metadata(path),
             )
