@@ -810,6 +810,21 @@ def test_a_loggers_short_name_means_the_ported_class_as_in_lightning(name: str) 
     assert type(own.trainer.logger) is getattr(loggers, name)
 
 
+def test_wandb_loggers_short_name_means_the_ported_class_with_lightnings_project(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("wandb")
+    monkeypatch.delenv("WANDB_PROJECT", raising=False)
+    cli = LightningCLI(
+        TinyModel,
+        TinyData,
+        run=False,
+        args=["--trainer.logger=WandbLogger", "--trainer.logger.offline=true"],
+    )
+    assert type(cli.trainer.logger).__module__.startswith("trainkit.lightning.loggers")
+    assert cli.trainer.logger.name == "lightning_logs"  # no run started to read it
+
+
 def test_ddp_and_profiler_arguments_torch_takes_are_config_options(tmp_path: Path) -> None:
     # As with Lightning's classes: DistributedDataParallel's arguments (DDPStrategy's
     # **kwargs) and emit_nvtx's record_shapes (PyTorchProfiler's) in YAML, on the command

@@ -51,7 +51,7 @@ from trainkit.lightning.demos.boring_classes import (
 )
 from trainkit.lightning.fabric.utilities import cloud_io
 from trainkit.lightning.fabric.utilities import logger as fabric_logger
-from trainkit.lightning.loggers import csv_logs, tensorboard
+from trainkit.lightning.loggers import csv_logs, tensorboard, wandb
 from trainkit.lightning.loggers import logger as lightning_logger
 from trainkit.lightning.plugins import environments, layer_sync
 from trainkit.lightning.plugins import io as plugin_io
@@ -128,13 +128,13 @@ PATHS = [
     ("cli", "instantiate_module", instantiate_module),
     ("core.datamodule", "LightningDataModule", trainkit.DataModule),
     ("core.module", "LightningModule", trainkit.Module),
-    # Lightning's default folder, lightning_logs: subclasses of trainkit's.
+    # Lightning's default folder (and W&B project), lightning_logs: subclasses of trainkit's.
     ("loggers.csv_logs", "CSVLogger", csv_logs.CSVLogger),
     ("loggers.logger", "DummyLogger", loggers.DummyLogger),
     ("loggers.logger", "Logger", loggers.Logger),
     ("loggers.mlflow", "MLFlowLogger", loggers.MLflowLogger),
     ("loggers.tensorboard", "TensorBoardLogger", tensorboard.TensorBoardLogger),
-    ("loggers.wandb", "WandbLogger", loggers.WandbLogger),
+    ("loggers.wandb", "WandbLogger", wandb.WandbLogger),
     ("profilers.advanced", "AdvancedProfiler", profilers.AdvancedProfiler),
     ("profilers.base", "PassThroughProfiler", profilers.PassThroughProfiler),
     ("profilers.profiler", "Profiler", profilers.Profiler),

@@ -205,6 +205,10 @@ def test_the_project_comes_from_wandb_project_when_not_given(
     assert WandbLogger(save_dir=tmp_path, project="given", offline=True).name == "given"
     monkeypatch.delenv("WANDB_PROJECT")
     assert WandbLogger(save_dir=tmp_path, offline=True).name == "trainkit_logs"
+    # The ported logger's default is Lightning's.
+    from trainkit.lightning.loggers import WandbLogger as PortedWandbLogger
+
+    assert PortedWandbLogger(save_dir=tmp_path, offline=True).name == "lightning_logs"
 
 
 def test_a_failed_run_is_finished_with_exit_code_1(tmp_path: Path) -> None:

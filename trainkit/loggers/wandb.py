@@ -107,6 +107,9 @@ class WandbLogger(Logger):
             its values, or ``offline=True`` contradicts ``mode``.
     """
 
+    #: The project when neither ``project`` nor ``WANDB_PROJECT`` names one.
+    _default_project = "trainkit_logs"
+
     def __init__(
         self,
         name: str | None = None,
@@ -146,7 +149,7 @@ class WandbLogger(Logger):
         self._name = name
         given_project = getattr(experiment, "project", None) if experiment is not None else None
         self._project = (
-            project or given_project or os.environ.get("WANDB_PROJECT") or "trainkit_logs"
+            project or given_project or os.environ.get("WANDB_PROJECT") or self._default_project
         )
         self._id = str(experiment.id) if experiment is not None else id or version
         self._anonymous = anonymous
