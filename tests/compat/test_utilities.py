@@ -174,7 +174,10 @@ def test_the_experiment_trackers_are_served_under_lightnings_names() -> None:
     from trainkit.lightning.loggers import MLFlowLogger, WandbLogger
 
     assert MLFlowLogger is trainkit.loggers.MLflowLogger
-    assert WandbLogger is trainkit.loggers.WandbLogger
+    # trainkit's, with Lightning's default project (as the ported TensorBoard and CSV
+    # loggers have Lightning's default folder).
+    assert issubclass(WandbLogger, trainkit.loggers.WandbLogger)
+    assert WandbLogger._default_project == "lightning_logs"
 
 
 def test_a_ported_module_trains_through_the_porting_names() -> None:
