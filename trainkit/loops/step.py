@@ -138,12 +138,10 @@ class Optimization:
         # step values wait for them, and the step makes the outputs they receive.
         self._batch_end_hooks = False
         self._warn = warn
-        self._skip_announced = False
-        self._none_announced = False
+        self._said: set[object] = set()  # what _warn_once said already, by key
         # Whether a backward ran since the gradients were last cleared (a window whose every
         # training_step returned None has none: the float16 scaler then steps nothing).
         self._backward_ran = False
-        self._unsynced_warned: set[str] = set()
         hooks, module = run.hooks, run.module
         self._training_step = hooks.profiled(
             f"[Strategy]{type(run.strategy).__name__}.training_step",
@@ -383,14 +381,19 @@ class Optimization:
         Args:
             batch_idx: the batch's index in the epoch.
         """
-        if not self._none_announced:
-            self._none_announced = True
-            self._warn(  # Lightning's words first
-                "train_dataloader yielded None. If this was on purpose, ignore this warning... "
-                f"(batch {batch_idx} of epoch {self.run.state.epoch}: no training_step and no "
-                "optimizer step ran for it; the batch-end hooks received outputs=None.)"
-            )
+        self._warn_once(
+            "none batch",  # Lightning's words first
+            "train_dataloader yielded None. If this was on purpose, ignore this warning... "
+            f"(batch {batch_idx} of epoch {self.run.state.epoch}: no training_step and no "
+            "optimizer step ran for it; the batch-end hooks received outputs=None.)",
+        )
         return None
+
+    def _warn_once(self, key: object, message: str) -> None:
+        # A warning said once a fit (per key).
+        if key not in self._said:
+            self._said.add(key)
+            self._warn(message)
 
     def _outputs(self, output: Any, loss: torch.Tensor | None) -> dict[str, Any]:
         # Only batch-end hooks read the outputs (detaching and dividing the loss cost
@@ -460,14 +463,13 @@ class Optimization:
         if output is None:
             # Lightning's documented meaning: skip this batch (no backward; the step
             # applies only gradients accumulated earlier in the window).
-            if not self._skip_announced:
-                self._skip_announced = True
-                self._warn(  # Lightning's words first
-                    "`training_step` returned `None`. If this was on purpose, ignore this "
-                    f"warning... (first at step {self.run.state.global_step}: such a batch has "
-                    "no backward; the optimizer step and its hooks still run, on the gradients "
-                    "accumulated so far. Return the loss to train on it.)"
-                )
+            self._warn_once(
+                "None loss",  # Lightning's words first
+                "`training_step` returned `None`. If this was on purpose, ignore this "
+                f"warning... (first at step {self.run.state.global_step}: such a batch has "
+                "no backward; the optimizer step and its hooks still run, on the gradients "
+                "accumulated so far. Return the loss to train on it.)",
+            )
             return None, None
         loss = loss_from_output(output, self.run.state.global_step)
         # Kept undetached (detach costs a call per step); backward frees its graph.
@@ -546,13 +548,13 @@ class Optimization:
         # sync_dist) would give the processes different learning rates.
         point = f"an LR scheduler step on {name!r}"
         (agreed,), (differs,) = rank_zero_floats(self.run.strategy.exchange, [value], point)
-        if differs and name not in self._unsynced_warned:
-            self._unsynced_warned.add(name)
-            self._warn(
+        if differs:
+            self._warn_once(
+                ("unsynced", name),
                 f"The LR scheduler monitors {name!r}, whose value differs between the "
                 "processes (logged without sync_dist=True): every process steps it with "
                 f"rank 0's value, so their learning rates stay equal. Log it with "
-                f"self.log({name!r}, ..., sync_dist=True) to step on the mean over the processes."
+                f"self.log({name!r}, ..., sync_dist=True) to step on the mean over the processes.",
             )
         return agreed
 
