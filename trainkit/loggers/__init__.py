@@ -94,7 +94,7 @@ def run_folder(loggers: list[Logger], default_root_dir: str) -> str:
         return folder
     save_dir = first.save_dir
     root = default_root_dir if save_dir is None else os.fspath(save_dir)
-    return versioned_folder(root, str(first.name), first.version)
+    return versioned_folder(root, first.name, first.version)  # (the name as str there)
 
 
 def _trainkits_log_dir(logger: Logger) -> bool:
